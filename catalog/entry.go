@@ -1,0 +1,170 @@
+package catalog
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+)
+
+// State is the state of a catalog entry.
+type State string
+
+// The entry states of DESIGN §9.
+const (
+	StatePending     State = "pending"
+	StateRedriven    State = "redriven"
+	StateDiscarded   State = "discarded"
+	StateParked      State = "parked"
+	StateNeedsManual State = "needs_manual"
+	StateErased      State = "erased"
+)
+
+// ErrNotFound is returned for an entry ID that does not exist.
+var ErrNotFound = errors.New("catalog: entry not found")
+
+// Entry is one dead letter: the original message and the evidence of why it
+// was dead-lettered.
+type Entry struct {
+	ID      int64
+	Queue   string
+	EventID string
+	Key     string
+	Type    string
+	// Body is the original body, byte for byte.
+	Body []byte
+	// Headers are the headers of the dead-lettered copy: the original ones
+	// plus Lily's evidence (and any foreign evidence a broker added).
+	Headers transport.Headers
+	// BodySHA256 is the hex SHA-256 of Body; kept when the body is erased.
+	BodySHA256      string
+	Reason          string
+	ErrorType       string
+	ErrorMessage    string
+	Fingerprint     string
+	ConsumerVersion string
+	Source          string
+	DeliveryCount   int
+	RetryCount      int
+	RedriveCount    int
+	State           State
+	DeadLetteredAt  time.Time
+	UpdatedAt       time.Time
+}
+
+// NewEntry builds the entry for message m dead-lettered from queue with the
+// given evidence headers (the copy's complete headers) and reason.
+func NewEntry(queue string, m transport.Message, headers transport.Headers, reason string, now time.Time) *Entry {
+	rec := evidence.Decode(headers)
+	sum := sha256.Sum256(m.Body)
+	e := &Entry{
+		Queue:           queue,
+		EventID:         m.EventID,
+		Key:             m.Key,
+		Type:            m.Type,
+		Body:            m.Body,
+		Headers:         headers,
+		BodySHA256:      hex.EncodeToString(sum[:]),
+		Reason:          reason,
+		ErrorType:       rec.ErrorType,
+		ErrorMessage:    rec.ErrorMessage,
+		Fingerprint:     evidence.Fingerprint(rec.ErrorMessage),
+		ConsumerVersion: rec.ConsumerVersion,
+		Source:          rec.Source,
+		DeliveryCount:   rec.DeliveryCount,
+		RetryCount:      rec.RetryCount,
+		RedriveCount:    rec.RedriveCount,
+		State:           StatePending,
+		DeadLetteredAt:  now.UTC(),
+		UpdatedAt:       now.UTC(),
+	}
+	if e.Reason == "" {
+		e.Reason = string(rec.Reason)
+	}
+	if e.Source == "" {
+		e.Source = queue
+	}
+	return e
+}
+
+const insertSQL = `INSERT INTO lily_dlq_entries
+	(queue, event_id, msg_key, msg_type, body, headers, body_sha256, reason, error_type,
+	 error_message, fingerprint, consumer_version, source, delivery_count, retry_count,
+	 redrive_count, state, dead_lettered_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// Inserter adds entries inside a caller's transaction, reusing one prepared
+// statement; transports use it to dead-letter in the same transaction that
+// removes the message from its queue.
+type Inserter struct {
+	stmt *sql.Stmt
+}
+
+// NewInserter prepares the insert statement on tx.
+func NewInserter(ctx context.Context, tx *sql.Tx) (*Inserter, error) {
+	stmt, err := tx.PrepareContext(ctx, insertSQL)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: prepare insert: %w", err)
+	}
+	return &Inserter{stmt: stmt}, nil
+}
+
+// Insert adds e and sets e.ID.
+func (in *Inserter) Insert(ctx context.Context, e *Entry) error {
+	hdr, err := transport.MarshalHeaders(e.Headers)
+	if err != nil {
+		return fmt.Errorf("catalog: entry %s: %w", e.EventID, err)
+	}
+	if e.State == "" {
+		e.State = StatePending
+	}
+	res, err := in.stmt.ExecContext(ctx, e.Queue, e.EventID, e.Key, e.Type, e.Body, hdr, e.BodySHA256,
+		e.Reason, e.ErrorType, e.ErrorMessage, e.Fingerprint, e.ConsumerVersion, e.Source,
+		e.DeliveryCount, e.RetryCount, e.RedriveCount, string(e.State),
+		e.DeadLetteredAt.UnixMilli(), e.UpdatedAt.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("catalog: insert entry %s: %w", e.EventID, err)
+	}
+	e.ID, err = res.LastInsertId()
+	return err
+}
+
+// Close releases the prepared statement.
+func (in *Inserter) Close() error { return in.stmt.Close() }
+
+const selectCols = `id, queue, event_id, msg_key, msg_type, body, headers, body_sha256, reason,
+	error_type, error_message, fingerprint, consumer_version, source, delivery_count,
+	retry_count, redrive_count, state, dead_lettered_at, updated_at`
+
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+func scanEntry(r scanner) (*Entry, error) {
+	var (
+		e           Entry
+		hdr         []byte
+		state       string
+		dlAt, updAt int64
+	)
+	if err := r.Scan(&e.ID, &e.Queue, &e.EventID, &e.Key, &e.Type, &e.Body, &hdr, &e.BodySHA256,
+		&e.Reason, &e.ErrorType, &e.ErrorMessage, &e.Fingerprint, &e.ConsumerVersion, &e.Source,
+		&e.DeliveryCount, &e.RetryCount, &e.RedriveCount, &state, &dlAt, &updAt); err != nil {
+		return nil, err
+	}
+	h, err := transport.UnmarshalHeaders(hdr)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: entry %d: %w", e.ID, err)
+	}
+	e.Headers = h
+	e.State = State(state)
+	e.DeadLetteredAt = time.UnixMilli(dlAt).UTC()
+	e.UpdatedAt = time.UnixMilli(updAt).UTC()
+	return &e, nil
+}

@@ -1,0 +1,306 @@
+package lily
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/lily-mq/lily/retry"
+)
+
+// ErrInvalidConfig is wrapped by every configuration problem.
+var ErrInvalidConfig = errors.New("invalid configuration")
+
+// Ordering strategies (DESIGN §4).
+const (
+	OrderingReorder = "reorder"
+	OrderingBlock   = "block"
+	OrderingPark    = "park"
+)
+
+// Transport names of QueueConfig.Transport.
+const (
+	TransportSQLite   = "sqlite"
+	TransportRabbitMQ = "rabbitmq"
+	TransportKafka    = "kafka"
+)
+
+// Defaults of QueueConfig.
+const (
+	DefaultDeliveryLimit        = 5
+	DefaultImmediateRetryMillis = 200
+	DefaultHandlerTimeoutMillis = 30000
+	DefaultMaxRedrives          = 2
+	DefaultDLQRetentionHours    = 336
+	MaxDeliveryLimit            = 1000
+	MaxImmediateRetries         = 10
+)
+
+// QueueConfig is one [[queue]] entry of the configuration file: a logical
+// queue with its retry schedule and dead-letter settings. The zero value of
+// every field means its default; call WithDefaults, then Validate.
+type QueueConfig struct {
+	// Name of the queue, e.g. "orders.created". Required.
+	Name string `toml:"name" json:"name"`
+	// Transport carrying the queue: "sqlite", "rabbitmq" or "kafka".
+	// Defaults to "sqlite".
+	Transport string `toml:"transport" json:"transport"`
+	// Exchange the queue is bound to (RabbitMQ). Defaults to the part of
+	// Name before its first dot ("orders" for "orders.created").
+	Exchange string `toml:"exchange" json:"exchange,omitempty"`
+	// BindingKeys bind the queue to Exchange (RabbitMQ). Defaults to [Name].
+	BindingKeys []string `toml:"binding_keys" json:"binding_keys,omitempty"`
+	// RetryAttempts is the most framework retries after the first
+	// processing, 0..100. Defaults to 0: a transient error dead-letters.
+	RetryAttempts int `toml:"retry_attempts" json:"retry_attempts"`
+	// RetryBackoffMillis is the first retry delay, > 0. Defaults to 1000.
+	RetryBackoffMillis int64 `toml:"retry_backoff_millis" json:"retry_backoff_millis"`
+	// MaxRetryBackoffMillis caps the exponential delay, >= the backoff.
+	// Defaults to 60000.
+	MaxRetryBackoffMillis int64 `toml:"max_retry_backoff_millis" json:"max_retry_backoff_millis"`
+	// RetryJitterRatio spreads delays over lower/nominal/upper buckets,
+	// finite 0.0..0.5. Defaults to 0.0.
+	RetryJitterRatio float64 `toml:"retry_jitter_ratio" json:"retry_jitter_ratio"`
+	// DeliveryLimit is the most times one copy is handed to a handler;
+	// the next delivery dead-letters it with reason delivery_limit, 1..1000.
+	// Defaults to 5.
+	DeliveryLimit int `toml:"delivery_limit" json:"delivery_limit"`
+	// ImmediateRetries are in-process retries before a broker-delayed
+	// retry, for blips, 0..10. Defaults to 0.
+	ImmediateRetries int `toml:"immediate_retries" json:"immediate_retries"`
+	// ImmediateRetryMillis is the pause between immediate retries, 0..10000.
+	// Defaults to 200.
+	ImmediateRetryMillis int64 `toml:"immediate_retry_millis" json:"immediate_retry_millis"`
+	// HandlerTimeoutMillis cancels the handler's context after this long,
+	// > 0. Defaults to 30000.
+	HandlerTimeoutMillis int64 `toml:"handler_timeout_millis" json:"handler_timeout_millis"`
+	// Ordering is "reorder", "block" or "park". Defaults to "reorder".
+	Ordering string `toml:"ordering" json:"ordering"`
+	// MaxRedrives is how often an entry may be redriven before it needs a
+	// manual decision, 0..100. Defaults to 2.
+	MaxRedrives int `toml:"max_redrives" json:"max_redrives"`
+	// DLQRetentionHours is how long dead letters are kept before they are
+	// discarded with a record, > 0. Defaults to 336 (14 days).
+	DLQRetentionHours int `toml:"dlq_retention_hours" json:"dlq_retention_hours"`
+	// Owner is the team or person who triages the queue's dead letters.
+	// Defaults to "" (lint warns).
+	Owner string `toml:"owner" json:"owner,omitempty"`
+	// PermanentErrors is the permanent allow-list: Go error type names as
+	// printed by %T (e.g. "*json.SyntaxError") that dead-letter at once.
+	// Defaults to none.
+	PermanentErrors []string `toml:"permanent_errors" json:"permanent_errors,omitempty"`
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c QueueConfig) WithDefaults() QueueConfig {
+	if c.Transport == "" {
+		c.Transport = TransportSQLite
+	}
+	if c.Exchange == "" {
+		c.Exchange, _, _ = strings.Cut(c.Name, ".")
+	}
+	if len(c.BindingKeys) == 0 && c.Name != "" {
+		c.BindingKeys = []string{c.Name}
+	}
+	if c.RetryBackoffMillis == 0 {
+		c.RetryBackoffMillis = retry.DefaultBackoffMillis
+	}
+	if c.MaxRetryBackoffMillis == 0 {
+		c.MaxRetryBackoffMillis = max(retry.DefaultMaxBackoffMillis, c.RetryBackoffMillis)
+	}
+	if c.DeliveryLimit == 0 {
+		c.DeliveryLimit = DefaultDeliveryLimit
+	}
+	if c.ImmediateRetryMillis == 0 {
+		c.ImmediateRetryMillis = DefaultImmediateRetryMillis
+	}
+	if c.HandlerTimeoutMillis == 0 {
+		c.HandlerTimeoutMillis = DefaultHandlerTimeoutMillis
+	}
+	if c.Ordering == "" {
+		c.Ordering = OrderingReorder
+	}
+	if c.MaxRedrives == 0 {
+		c.MaxRedrives = DefaultMaxRedrives
+	}
+	if c.DLQRetentionHours == 0 {
+		c.DLQRetentionHours = DefaultDLQRetentionHours
+	}
+	return c
+}
+
+// Policy returns the queue's retry schedule.
+func (c QueueConfig) Policy() retry.Policy {
+	return retry.Policy{
+		Attempts:         c.RetryAttempts,
+		BackoffMillis:    c.RetryBackoffMillis,
+		MaxBackoffMillis: c.MaxRetryBackoffMillis,
+		JitterRatio:      c.RetryJitterRatio,
+	}
+}
+
+var queueName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
+
+// Validate reports every problem of c at once, each naming the queue, the
+// field, the value and what is allowed. Call it after WithDefaults.
+func (c QueueConfig) Validate() error {
+	var errs []error
+	q := c.Name
+	bad := func(field string, value any, rule string) {
+		errs = append(errs, fmt.Errorf("%w: queue %q: %s = %v: %s", ErrInvalidConfig, q, field, value, rule))
+	}
+	if !queueName.MatchString(c.Name) {
+		bad("name", fmt.Sprintf("%q", c.Name), "must be 1..200 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	switch c.Transport {
+	case TransportSQLite, TransportRabbitMQ, TransportKafka:
+	default:
+		bad("transport", fmt.Sprintf("%q", c.Transport), `must be "sqlite", "rabbitmq" or "kafka"`)
+	}
+	if err := c.Policy().Validate(); err != nil {
+		for _, e := range unjoin(err) {
+			errs = append(errs, fmt.Errorf("%w: queue %q: %s", ErrInvalidConfig, q, e.Error()))
+		}
+	} else if err := retry.CheckBuckets(q, c.Policy()); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, err.Error()))
+	}
+	if c.DeliveryLimit < 1 || c.DeliveryLimit > MaxDeliveryLimit {
+		bad("delivery_limit", c.DeliveryLimit, fmt.Sprintf("must be in 1..%d", MaxDeliveryLimit))
+	}
+	if c.ImmediateRetries < 0 || c.ImmediateRetries > MaxImmediateRetries {
+		bad("immediate_retries", c.ImmediateRetries, fmt.Sprintf("must be in 0..%d", MaxImmediateRetries))
+	}
+	if c.ImmediateRetryMillis < 0 || c.ImmediateRetryMillis > 10000 {
+		bad("immediate_retry_millis", c.ImmediateRetryMillis, "must be in 0..10000")
+	}
+	if c.HandlerTimeoutMillis <= 0 {
+		bad("handler_timeout_millis", c.HandlerTimeoutMillis, "must be > 0")
+	}
+	switch c.Ordering {
+	case OrderingReorder, OrderingBlock, OrderingPark:
+	default:
+		bad("ordering", fmt.Sprintf("%q", c.Ordering), `must be "reorder", "block" or "park"`)
+	}
+	if c.MaxRedrives < 0 || c.MaxRedrives > 100 {
+		bad("max_redrives", c.MaxRedrives, "must be in 0..100")
+	}
+	if c.DLQRetentionHours <= 0 {
+		bad("dlq_retention_hours", c.DLQRetentionHours, "must be > 0")
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin splits an errors.Join result into its parts.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// Config is a Lily configuration file.
+type Config struct {
+	// DB is the embedded SQLite database file. Defaults to "lily.db".
+	DB string `toml:"db" json:"db"`
+	// RedactPatterns are extra regular expressions whose matches are masked
+	// in error messages and stacks. Defaults to none (the built-in
+	// patterns always apply).
+	RedactPatterns []string `toml:"redact_patterns" json:"redact_patterns,omitempty"`
+	// Queues are the [[queue]] entries.
+	Queues []QueueConfig `toml:"queue" json:"queues"`
+}
+
+// WithDefaults returns c with defaults applied to it and every queue.
+func (c Config) WithDefaults() Config {
+	if c.DB == "" {
+		c.DB = "lily.db"
+	}
+	qs := make([]QueueConfig, len(c.Queues))
+	for i, q := range c.Queues {
+		qs[i] = q.WithDefaults()
+	}
+	c.Queues = qs
+	return c
+}
+
+// Validate reports every problem of every queue at once, plus duplicate
+// names, bad redaction patterns and the topology-wide bucket limit.
+func (c Config) Validate() error {
+	var errs []error
+	seen := map[string]bool{}
+	counts := map[string]int{}
+	for _, q := range c.Queues {
+		if err := q.Validate(); err != nil {
+			errs = append(errs, unjoin(err)...)
+		} else {
+			counts[q.Name] = len(q.Policy().Buckets())
+		}
+		if seen[q.Name] {
+			errs = append(errs, fmt.Errorf("%w: queue %q is declared twice: names must be unique", ErrInvalidConfig, q.Name))
+		}
+		seen[q.Name] = true
+	}
+	if err := retry.CheckTopology(counts); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, err.Error()))
+	}
+	for _, p := range c.RedactPatterns {
+		if _, err := regexp.Compile(p); err != nil {
+			errs = append(errs, fmt.Errorf("%w: redact_patterns: %q: %v", ErrInvalidConfig, p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Queue returns the queue named name.
+func (c Config) Queue(name string) (QueueConfig, bool) {
+	for _, q := range c.Queues {
+		if q.Name == name {
+			return q, true
+		}
+	}
+	return QueueConfig{}, false
+}
+
+// ParseConfig decodes a TOML configuration, applies defaults and validates
+// it. Unknown fields are errors (a misspelt field would otherwise be a
+// silent default).
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		var sm *toml.StrictMissingError
+		if errors.As(err, &sm) {
+			return Config{}, fmt.Errorf("%w: unknown field(s):\n%s", ErrInvalidConfig, sm.String())
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return Config{}, fmt.Errorf("%w: line %d, column %d: %v", ErrInvalidConfig, row, col, de)
+		}
+		return Config{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// LoadConfig reads and parses the TOML file at path.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}

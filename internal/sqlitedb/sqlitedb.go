@@ -1,0 +1,69 @@
+// Package sqlitedb opens Lily's embedded SQLite database (pure Go,
+// modernc.org/sqlite) with the settings every part of Lily relies on:
+// WAL journal, synchronous FULL (an acknowledged commit survives power loss
+// and kill -9), immediate write transactions and a busy timeout so that
+// several processes can share one file.
+package sqlitedb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Options tune Open.
+type Options struct {
+	// Synchronous is the SQLite synchronous level. Defaults to "FULL".
+	Synchronous string
+	// BusyTimeoutMillis is how long a statement waits for another
+	// connection's write lock. Defaults to 10000.
+	BusyTimeoutMillis int
+	// MaxOpenConns limits the pool. Defaults to 1: SQLite has one writer,
+	// and one connection per process avoids lock contention within it.
+	MaxOpenConns int
+}
+
+// Open opens (creating if needed) the database file at path.
+func Open(ctx context.Context, path string, o Options) (*sql.DB, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty database path (pass --db PATH)")
+	}
+	if o.Synchronous == "" {
+		o.Synchronous = "FULL"
+	}
+	switch strings.ToUpper(o.Synchronous) {
+	case "OFF", "NORMAL", "FULL", "EXTRA":
+	default:
+		return nil, fmt.Errorf("sqlite: synchronous %q: must be OFF, NORMAL, FULL or EXTRA", o.Synchronous)
+	}
+	if o.BusyTimeoutMillis == 0 {
+		o.BusyTimeoutMillis = 10000
+	}
+	if o.MaxOpenConns == 0 {
+		o.MaxOpenConns = 1
+	}
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+strings.ToUpper(o.Synchronous)+")")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeoutMillis))
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Add("_txlock", "immediate")
+	dsn := "file:" + path + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(o.MaxOpenConns)
+	db.SetMaxIdleConns(o.MaxOpenConns)
+	db.SetConnMaxLifetime(0)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return db, nil
+}

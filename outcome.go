@@ -1,0 +1,150 @@
+package lily
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// PermanentError marks a failure that no retry can fix (bad data, schema or
+// validation errors): the message is dead-lettered at once with reason
+// "permanent". Create it with Permanent; detect it with errors.As.
+type PermanentError struct {
+	Err error
+}
+
+// Permanent wraps err so that the consumer dead-letters the message without
+// retrying. Permanent(nil) returns nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// RetryableError marks a failure as transient explicitly: the message is
+// retried through the delay buckets while retries are left. Any error that
+// is not permanent is treated so; the wrapper documents intent and
+// overrides the queue's permanent allow-list.
+type RetryableError struct {
+	Err error
+}
+
+// Retryable wraps err as a transient failure. Retryable(nil) returns nil.
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &RetryableError{Err: err}
+}
+
+func (e *RetryableError) Error() string { return "retryable: " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *RetryableError) Unwrap() error { return e.Err }
+
+// Class is the classification of a handler error.
+type Class int
+
+// The error classes.
+const (
+	// Transient failures are retried while retries are left.
+	Transient Class = iota
+	// PermanentClass failures are dead-lettered at once.
+	PermanentClass
+)
+
+// Classifier decides whether a handler error is permanent or transient.
+type Classifier interface {
+	Classify(err error) Class
+}
+
+// ClassifierFunc adapts a function to Classifier.
+type ClassifierFunc func(err error) Class
+
+// Classify calls f.
+func (f ClassifierFunc) Classify(err error) Class { return f(err) }
+
+// DefaultClassifier classifies by outcome wrappers first (RetryableError
+// wins over PermanentError when both are in the chain, as the outermost
+// explicit decision), then by the permanent allow-list: Go type names as
+// printed by %T (e.g. "*json.SyntaxError") of any error in the chain, and
+// sentinel errors matched with errors.Is.
+type DefaultClassifier struct {
+	// PermanentTypes are %T names of permanent error types.
+	PermanentTypes []string
+	// PermanentErrors are sentinel errors that are permanent.
+	PermanentErrors []error
+}
+
+// Classify implements Classifier.
+func (c DefaultClassifier) Classify(err error) Class {
+	for e := range chain(err) {
+		switch e.(type) {
+		case *RetryableError:
+			return Transient
+		case *PermanentError:
+			return PermanentClass
+		}
+		if slices.Contains(c.PermanentTypes, fmt.Sprintf("%T", e)) {
+			return PermanentClass
+		}
+	}
+	for _, s := range c.PermanentErrors {
+		if errors.Is(err, s) {
+			return PermanentClass
+		}
+	}
+	return Transient
+}
+
+// chain yields err and every error it wraps, depth first (errors.Join and
+// multi-%w included).
+func chain(err error) func(yield func(error) bool) {
+	return func(yield func(error) bool) {
+		var walk func(error) bool
+		walk = func(e error) bool {
+			if e == nil {
+				return true
+			}
+			if !yield(e) {
+				return false
+			}
+			switch u := e.(type) {
+			case interface{ Unwrap() error }:
+				return walk(u.Unwrap())
+			case interface{ Unwrap() []error }:
+				for _, x := range u.Unwrap() {
+					if !walk(x) {
+						return false
+					}
+				}
+			}
+			return true
+		}
+		walk(err)
+	}
+}
+
+// causeType is the %T of the first error in the chain that is not one of
+// Lily's outcome wrappers or a plain fmt wrapper: what the evidence names as
+// the error type.
+func causeType(err error) string {
+	for e := range chain(err) {
+		switch e.(type) {
+		case *PermanentError, *RetryableError:
+			continue
+		}
+		t := fmt.Sprintf("%T", e)
+		if t == "*fmt.wrapError" || t == "*fmt.wrapErrors" {
+			continue
+		}
+		return t
+	}
+	return fmt.Sprintf("%T", err)
+}

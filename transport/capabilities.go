@@ -1,0 +1,71 @@
+package transport
+
+import (
+	"context"
+	"time"
+)
+
+// QueueSpec describes one logical queue for Declarer: the queue itself, its
+// retry buckets and its dead-letter destination.
+type QueueSpec struct {
+	// Name of the queue, e.g. "orders.created".
+	Name string
+	// Exchange the queue belongs to (RabbitMQ); empty elsewhere.
+	Exchange string
+	// BindingKeys route the exchange's messages to the queue (RabbitMQ).
+	BindingKeys []string
+	// DeliveryLimit is the most deliveries of one copy (DESIGN §5).
+	DeliveryLimit int
+	// BucketsMillis are the distinct retry delays, ascending.
+	BucketsMillis []int64
+}
+
+// DeclareParams are the arguments of Declarer.Declare.
+type DeclareParams struct {
+	Queues []QueueSpec
+}
+
+// Declarer is implemented by transports that create their topology from the
+// configuration. Declare is idempotent.
+type Declarer interface {
+	Declare(ctx context.Context, p *DeclareParams) error
+}
+
+// RecoverParams are the arguments of LeaseRecoverer.RecoverLeases.
+type RecoverParams struct {
+	// Consumer is the instance whose leases are given back.
+	Consumer string
+}
+
+// LeaseRecoverer is implemented by lease-based transports. A supervisor that
+// knows a consumer instance died calls RecoverLeases so that its deliveries
+// become visible at once instead of after their visibility timeout — as a
+// broker requeues a closed channel's unacknowledged messages. The delivery
+// counts stay raised. It returns how many deliveries were recovered.
+type LeaseRecoverer interface {
+	RecoverLeases(ctx context.Context, p *RecoverParams) (int, error)
+}
+
+// InFlightCounter is implemented by transports that can count the messages
+// of a queue that are neither acknowledged nor dead-lettered (ready, leased
+// or waiting in a retry bucket). The ledger uses it for reconciliation.
+type InFlightCounter interface {
+	InFlight(ctx context.Context, queue string) (int64, error)
+}
+
+// Features describes what a transport does by itself.
+type Features struct {
+	// BrokerDeliveryLimit: the broker dead-letters at the delivery limit.
+	BrokerDeliveryLimit bool
+	// DelayedRetry: the transport holds retries for a delay (buckets).
+	DelayedRetry bool
+	// Leases: deliveries are leased with a visibility timeout.
+	Leases bool
+	// VisibilityTimeout is the lease length, when Leases.
+	VisibilityTimeout time.Duration
+}
+
+// Featurer is implemented by transports that describe their Features.
+type Featurer interface {
+	Features() Features
+}

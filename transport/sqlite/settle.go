@@ -1,0 +1,153 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/transport"
+)
+
+// Settle applies all settlements in one transaction (group commit). A
+// dead-letter inserts the catalog entry and deletes the message in that
+// transaction, so there is no moment where it is in neither or both. A
+// settlement whose lease was lost (the message was handed out again) fails
+// alone with transport.ErrLeaseLost.
+func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
+	if len(p.Settlements) == 0 {
+		return nil
+	}
+	now := t.opts.Now()
+	nowMs := now.UnixMilli()
+	errs := make([]error, len(p.Settlements))
+	failed := 0
+	tx, err := t.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite transport: settle: %w", err)
+	}
+	defer tx.Rollback()
+	st := &settleStmts{tx: tx}
+	defer st.close()
+	acked := map[string]int64{}
+	woke := false
+	for i, s := range p.Settlements {
+		rc, ok := s.Delivery.Receipt.(receipt)
+		if !ok {
+			errs[i] = fmt.Errorf("sqlite transport: settle %s: delivery was not received from this transport", s.Delivery.EventID)
+			failed++
+			continue
+		}
+		var n int64
+		var hdr []byte
+		if s.Action == transport.Retry || s.Action == transport.DeadLetter {
+			// Check the copy's headers before touching the original.
+			if hdr, err = transport.MarshalHeaders(s.Headers); err != nil {
+				errs[i] = fmt.Errorf("sqlite transport: settle %s: %w: %w", s.Delivery.EventID, errBadHeaders, err)
+				failed++
+				continue
+			}
+		}
+		switch s.Action {
+		case transport.Ack:
+			n, err = st.exec(ctx, &st.del, `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`, rc.id, rc.count)
+			if err == nil && n == 1 {
+				acked[s.Delivery.Queue]++
+			}
+		case transport.DeadLetter:
+			n, err = st.exec(ctx, &st.del, `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`, rc.id, rc.count)
+			if err == nil && n == 1 {
+				err = st.insertEntry(ctx, catalog.NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, now))
+			}
+		case transport.Retry:
+			n, err = st.exec(ctx, &st.retry, `UPDATE lily_messages SET visible_at = ?, headers = ?, receive_count = 0, lease_owner = NULL
+				WHERE id = ? AND receive_count = ?`, nowMs+s.Delay.Milliseconds(), hdr, rc.id, rc.count)
+			woke = true
+		case transport.Release:
+			n, err = st.exec(ctx, &st.release, `UPDATE lily_messages SET visible_at = ?, lease_owner = NULL
+				WHERE id = ? AND receive_count = ?`, nowMs+s.Delay.Milliseconds(), rc.id, rc.count)
+			woke = true
+		default:
+			err = fmt.Errorf("sqlite transport: settle %s: unknown action %d", s.Delivery.EventID, s.Action)
+		}
+		if err == nil && n != 1 {
+			err = fmt.Errorf("sqlite transport: settle %s (%s): %w", s.Delivery.EventID, s.Action, transport.ErrLeaseLost)
+		}
+		if err != nil {
+			if !isRowError(err) {
+				return fmt.Errorf("sqlite transport: settle: %w", err)
+			}
+			errs[i] = err
+			failed++
+		}
+	}
+	for q, n := range acked {
+		if err := catalog.AddCountsTx(ctx, tx, q, 0, n); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite transport: settle commit: %w", err)
+	}
+	if woke {
+		t.signal()
+	}
+	if failed > 0 {
+		return &transport.SettleError{Errs: errs}
+	}
+	return nil
+}
+
+// errBadHeaders marks a copy whose headers cannot be stored.
+var errBadHeaders = errors.New("headers cannot be stored")
+
+// isRowError tells a per-settlement failure (nothing changed for that
+// delivery) from a database failure that aborts the transaction.
+func isRowError(err error) bool {
+	return errors.Is(err, transport.ErrLeaseLost)
+}
+
+// settleStmts prepares each statement once per transaction, on first use.
+type settleStmts struct {
+	tx                  *sql.Tx
+	del, retry, release *sql.Stmt
+	ins                 *catalog.Inserter
+}
+
+func (s *settleStmts) exec(ctx context.Context, stmt **sql.Stmt, query string, args ...any) (int64, error) {
+	if *stmt == nil {
+		p, err := s.tx.PrepareContext(ctx, query)
+		if err != nil {
+			return 0, err
+		}
+		*stmt = p
+	}
+	res, err := (*stmt).ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (s *settleStmts) insertEntry(ctx context.Context, e *catalog.Entry) error {
+	if s.ins == nil {
+		in, err := catalog.NewInserter(ctx, s.tx)
+		if err != nil {
+			return err
+		}
+		s.ins = in
+	}
+	return s.ins.Insert(ctx, e)
+}
+
+func (s *settleStmts) close() {
+	for _, st := range []*sql.Stmt{s.del, s.retry, s.release} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	if s.ins != nil {
+		s.ins.Close()
+	}
+}
