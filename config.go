@@ -11,6 +11,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/lily-mq/lily/retry"
+	"github.com/lily-mq/lily/transport"
 )
 
 // ErrInvalidConfig is wrapped by every configuration problem.
@@ -303,4 +304,16 @@ func LoadConfig(path string) (Config, error) {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
+}
+
+// Spec returns the transport-level description of the queue (for
+// transport.Declarer): name, exchange, bindings, delivery limit, buckets.
+func (c QueueConfig) Spec() transport.QueueSpec {
+	return transport.QueueSpec{
+		Name:          c.Name,
+		Exchange:      c.Exchange,
+		BindingKeys:   c.BindingKeys,
+		DeliveryLimit: c.DeliveryLimit,
+		BucketsMillis: c.Policy().Buckets(),
+	}
 }

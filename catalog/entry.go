@@ -61,7 +61,7 @@ type Entry struct {
 // NewEntry builds the entry for message m dead-lettered from queue with the
 // given evidence headers (the copy's complete headers) and reason.
 func NewEntry(queue string, m transport.Message, headers transport.Headers, reason string, now time.Time) *Entry {
-	rec := evidence.Decode(headers)
+	rec, _ := evidence.Decode(headers) // best effort: the headers are stored as they are
 	sum := sha256.Sum256(m.Body)
 	e := &Entry{
 		Queue:           queue,

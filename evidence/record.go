@@ -81,8 +81,10 @@ type Record struct {
 // value stays as received), x-lily-redrive-count (when not 0) and traceparent (when not
 // empty). Apply touches no other header, does not redact and has no body to alter.
 //
-// For any r whose times are whole milliseconds in UTC (or zero) and whose RetryCount is 0
-// when RawRetryCount is set, Decode of the headers Apply wrote into an empty map returns r.
+// Decode of the headers Apply wrote into an empty map returns r for every r whose times are
+// whole milliseconds in UTC (or zero), whose DeliveryCount, RetryCount and RedriveCount are
+// in range (0..MaxInt32, RetryCount 0..MaxRetryCount) and whose RetryCount is 0 when
+// RawRetryCount is set.
 func (r Record) Apply(h map[string]any) {
 	setText(h, HeaderReason, string(r.Reason))
 	setText(h, HeaderErrorType, r.ErrorType)

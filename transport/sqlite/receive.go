@@ -20,7 +20,7 @@ type receipt struct {
 // Receive leases up to p.Max ready messages, waiting up to p.Wait for one.
 // The lease and the receive-count increment are one transaction.
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
-	max := max(p.Max, 1)
+	limit := max(p.Max, 1)
 	var deadline time.Time
 	if p.Wait > 0 {
 		deadline = time.Now().Add(p.Wait)
@@ -30,7 +30,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		if err != nil {
 			return nil, err
 		}
-		ds, next, err := t.lease(ctx, p, max)
+		ds, next, err := t.lease(ctx, p, limit)
 		if err != nil || len(ds) > 0 {
 			return ds, err
 		}
@@ -67,7 +67,7 @@ type candidate struct {
 
 // lease takes the ready messages; when none is ready it returns the time the
 // next one becomes visible (0 if the queue is empty).
-func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, max int) ([]*transport.Delivery, int64, error) {
+func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit int) ([]*transport.Delivery, int64, error) {
 	now := t.now()
 	tx, err := t.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -75,11 +75,11 @@ func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, max i
 	}
 	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx, `SELECT id, receive_count FROM lily_messages
-		WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?`, p.Queue, now, max)
+		WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?`, p.Queue, now, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite transport: receive from %s: %w", p.Queue, err)
 	}
-	cands := make([]candidate, 0, max)
+	cands := make([]candidate, 0, limit)
 	for rows.Next() {
 		var c candidate
 		if err := rows.Scan(&c.id, &c.count); err != nil {

@@ -1,0 +1,29 @@
+package evidence
+
+import "maps"
+
+// RedriveHeaders returns the headers for redriving a dead letter to its source queue
+// (DESIGN §4, §9), as a new map; h is not modified.
+//
+// Every header of h is kept — event ID, key, type, schema version, traceparent, the
+// application's own headers, foreign evidence — except:
+//
+//   - x-retry-count is reset to int32(0), canonical, whatever it was (a non-canonical
+//     value that caused invalid_retry_count is replaced);
+//   - x-lily-redrive-count becomes RedriveCount(h)+1, as int32;
+//   - the evidence of the previous dead-lettering (EvidenceHeaders) is removed: it is
+//     kept in the catalog, and a new failure writes fresh evidence.
+//
+// Enforcing max_redrives is the caller's decision, made before calling RedriveHeaders.
+func RedriveHeaders(h map[string]any) map[string]any {
+	out := maps.Clone(h)
+	if out == nil {
+		out = make(map[string]any)
+	}
+	for _, k := range evidenceHeaders {
+		delete(out, k)
+	}
+	SetRetryCount(out, 0)
+	SetRedriveCount(out, RedriveCount(h)+1)
+	return out
+}

@@ -1,0 +1,54 @@
+package lily
+
+import (
+	"context"
+	"time"
+)
+
+// EventKind names what happened to a delivery.
+type EventKind string
+
+// The event kinds a Hook observes.
+const (
+	// EventAcked: the handler succeeded and the delivery was acknowledged.
+	EventAcked EventKind = "acked"
+	// EventRetried: a copy went to a delay bucket, then the original was acked.
+	EventRetried EventKind = "retried"
+	// EventDeadLettered: a copy with evidence went to the dead-letter
+	// destination, then the original was acked.
+	EventDeadLettered EventKind = "dead_lettered"
+	// EventReleased: the delivery was given back for redelivery.
+	EventReleased EventKind = "released"
+	// EventSettleFailed: a settlement was not confirmed; the original was
+	// not acknowledged (an ambiguous settlement, reported, never lost).
+	EventSettleFailed EventKind = "settle_failed"
+	// EventFault: a runtime fault (panic, handler past its timeout).
+	EventFault EventKind = "fault"
+)
+
+// Event is one observation of the runtime, for metrics and alerting.
+type Event struct {
+	Kind    EventKind
+	Queue   string
+	EventID string
+	// Reason is the dead-letter reason for EventDeadLettered.
+	Reason string
+	// Delay is the bucket delay for EventRetried.
+	Delay time.Duration
+	// HandlerDuration is how long the handler ran (zero if not called).
+	HandlerDuration time.Duration
+	// Err is the handler error or the settlement/fault error.
+	Err error
+}
+
+// Hook observes the runtime. Observe is called synchronously from the
+// consumer's goroutines and must be fast and safe for concurrent use.
+type Hook interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// HookFunc adapts a function to Hook.
+type HookFunc func(ctx context.Context, e Event)
+
+// Observe calls f.
+func (f HookFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }

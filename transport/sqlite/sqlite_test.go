@@ -1,0 +1,52 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/sqlite"
+	"github.com/lily-mq/lily/transport/transporttest"
+)
+
+// harness runs the conformance suite on a fresh database file per subtest.
+func harness() transporttest.Harness {
+	return transporttest.Harness{
+		Name: "sqlite",
+		New: func(t *testing.T) transport.Transport {
+			tr, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lily.db"), sqlite.Options{
+				VisibilityTimeout: 5 * time.Second, PollInterval: 5 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tr
+		},
+		DeadLetters: deadLetters,
+		Abandon: func(ctx context.Context, tr transport.Transport, consumer string) error {
+			_, err := tr.(*sqlite.Transport).RecoverLeases(ctx, &transport.RecoverParams{Consumer: consumer})
+			return err
+		},
+	}
+}
+
+func deadLetters(ctx context.Context, tr transport.Transport, queue string) ([]transporttest.DeadLetter, error) {
+	cat, err := catalog.New(ctx, tr.(*sqlite.Transport).DB())
+	if err != nil {
+		return nil, err
+	}
+	var out []transporttest.DeadLetter
+	err = cat.Each(ctx, catalog.Filter{Queue: queue}, func(e *catalog.Entry) error {
+		out = append(out, transporttest.DeadLetter{Queue: e.Queue, EventID: e.EventID, Key: e.Key, Type: e.Type,
+			Body: e.Body, Headers: e.Headers, Reason: e.Reason})
+		return nil
+	})
+	return out, err
+}
+
+func TestConformance(t *testing.T) {
+	transporttest.Run(t, harness())
+}

@@ -1,0 +1,71 @@
+// Package transporttest is the conformance suite every Lily transport must
+// pass (DESIGN §11), and a fault-injecting wrapper usable over any
+// transport. A transport's test calls Run with a Harness:
+//
+//	func TestConformance(t *testing.T) {
+//		transporttest.Run(t, transporttest.Harness{Name: "sqlite", New: ..., DeadLetters: ...})
+//	}
+//
+// Each behaviour is one parallel subtest on its own uniquely named queue,
+// driven through the real runtime (lily.Consumer), and each ends by checking
+// conservation: every published message is acknowledged, dead-lettered or
+// still held, none lost and none invented.
+package transporttest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/lily-mq/lily/transport"
+)
+
+// DeadLetter is a message held by a transport's dead-letter destination.
+type DeadLetter struct {
+	Queue   string
+	EventID string
+	Key     string
+	Type    string
+	Body    []byte
+	Headers transport.Headers
+	// Reason is the dead-letter reason as the transport recorded it.
+	Reason string
+}
+
+// Harness connects the suite to one transport.
+type Harness struct {
+	// Name is the transport's name in QueueConfig.Transport ("sqlite").
+	Name string
+	// New returns a transport for one subtest. The suite closes it. New
+	// is called from parallel subtests.
+	New func(t *testing.T) transport.Transport
+	// DeadLetters returns the dead letters of queue, without removing them.
+	DeadLetters func(ctx context.Context, tr transport.Transport, queue string) ([]DeadLetter, error)
+	// Abandon makes deliveries that a consumer instance received and never
+	// settled come back as if that instance died (a lease given back, a
+	// channel closed). The broker's delivery count stays raised.
+	Abandon func(ctx context.Context, tr transport.Transport, consumer string) error
+	// InFlight counts the queue's messages that are neither acknowledged
+	// nor dead-lettered. Nil uses transport.InFlightCounter when the
+	// transport implements it, else the check is skipped loudly.
+	InFlight func(ctx context.Context, tr transport.Transport, queue string) (int64, error)
+}
+
+func (h Harness) inFlight(ctx context.Context, t *testing.T, tr transport.Transport, queue string) (int64, bool) {
+	t.Helper()
+	if h.InFlight != nil {
+		n, err := h.InFlight(ctx, tr, queue)
+		if err != nil {
+			t.Fatalf("in-flight count of %s: %v", queue, err)
+		}
+		return n, true
+	}
+	if c, ok := tr.(transport.InFlightCounter); ok {
+		n, err := c.InFlight(ctx, queue)
+		if err != nil {
+			t.Fatalf("in-flight count of %s: %v", queue, err)
+		}
+		return n, true
+	}
+	t.Logf("WARNING: transport %s cannot count in-flight messages: conservation checked without them", h.Name)
+	return 0, false
+}
