@@ -1,0 +1,268 @@
+// Package bench measures Lily's embedded SQLite store against goqite and a
+// bare-SQL ceiling (DESIGN §12): the publish + consume + ack round trip of N
+// messages, each run on a fresh database file with the same durability
+// (WAL, synchronous FULL, one connection per process).
+//
+// It is its own module so that the peers it compares against (goqite) stay
+// out of Lily's go.mod. The program is cmd/sqlitebench; the same runs are Go
+// benchmarks in sqlite_test.go.
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Config is one benchmark run's parameters. The zero value of every field
+// means its default.
+type Config struct {
+	// N is the number of messages published, consumed and acked.
+	// Defaults to 100000.
+	N int
+	// BodySize is the message body size in bytes (at least 8: the first 8
+	// bytes carry the message's sequence number). Defaults to 512.
+	BodySize int
+	// PublishBatch is the number of messages per publish call (one
+	// transaction). Defaults to 100.
+	PublishBatch int
+	// Batch is the receive/settle batch of the raw transport run and the
+	// transaction size of the bare SQL ceiling. Defaults to 100.
+	Batch int
+	// Concurrency is the consumer parallelism: Lily's handler goroutines and
+	// goqite's receiving goroutines (or jobs runner limit). Defaults to 4.
+	Concurrency int
+	// Prefetch is the Lily consumer's prefetch window. Defaults to 1024.
+	Prefetch int
+	// SettleBatch is the Lily consumer's group-commit size. Defaults to 512.
+	SettleBatch int
+	// GoqitePoll is the poll interval of goqite's ReceiveAndWait and jobs
+	// runner. Defaults to 1ms.
+	GoqitePoll time.Duration
+	// Dir is where the temporary database directories are created.
+	// Defaults to os.TempDir().
+	Dir string
+	// Timeout bounds one run. Defaults to 10 minutes.
+	Timeout time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.N <= 0 {
+		c.N = 100000
+	}
+	if c.BodySize < 8 {
+		c.BodySize = 512
+	}
+	if c.PublishBatch <= 0 {
+		c.PublishBatch = 100
+	}
+	if c.Batch <= 0 {
+		c.Batch = 100
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.Prefetch <= 0 {
+		c.Prefetch = 1024
+	}
+	if c.SettleBatch <= 0 {
+		c.SettleBatch = 512
+	}
+	if c.GoqitePoll <= 0 {
+		c.GoqitePoll = time.Millisecond
+	}
+	if c.Dir == "" {
+		c.Dir = os.TempDir()
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Minute
+	}
+	return c
+}
+
+// Result is one measured run.
+type Result struct {
+	// Name identifies the system measured.
+	Name string
+	// N messages went through publish, consume and ack.
+	N int
+	// Elapsed is the wall time from the first publish to the last ack.
+	Elapsed time.Duration
+	// Notes describe how the run was made (batch sizes, API used).
+	Notes string
+}
+
+// PerSecond is the round-trip throughput in messages per second.
+func (r Result) PerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.N) / r.Elapsed.Seconds()
+}
+
+// Runner is one of the measured systems.
+type Runner struct {
+	// Name is the short name used in flags and benchmark names.
+	Name string
+	// Run does one run on a fresh database in a new temporary directory.
+	Run func(ctx context.Context, c Config) (Result, error)
+}
+
+// Runners lists the measured systems in table order.
+func Runners() []Runner {
+	return []Runner{
+		{"lily-runtime", RunLilyRuntime},
+		{"lily-raw", RunLilyRaw},
+		{"goqite", RunGoqite},
+		{"goqite-jobs", RunGoqiteJobs},
+		{"bare-sql", RunBareSQL},
+	}
+}
+
+// makeBody returns a body of size bytes whose first 8 bytes are seq.
+func makeBody(seq, size int) []byte {
+	b := make([]byte, size)
+	for i := 8; i < size; i++ {
+		b[i] = byte('a' + (seq+i)%26)
+	}
+	binary.BigEndian.PutUint64(b, uint64(seq))
+	return b
+}
+
+// tracker checks conservation: every sequence number is consumed exactly
+// once.
+type tracker struct {
+	seen  []atomic.Bool
+	count atomic.Int64
+	dups  atomic.Int64
+	bad   atomic.Int64
+	done  chan struct{}
+	n     int64
+}
+
+func newTracker(n int) *tracker {
+	return &tracker{seen: make([]atomic.Bool, n), done: make(chan struct{}), n: int64(n)}
+}
+
+// consumed records the body of a consumed message.
+func (t *tracker) consumed(body []byte) {
+	if len(body) < 8 {
+		t.bad.Add(1)
+		return
+	}
+	seq := binary.BigEndian.Uint64(body)
+	if seq >= uint64(len(t.seen)) {
+		t.bad.Add(1)
+		return
+	}
+	if t.seen[seq].Swap(true) {
+		t.dups.Add(1)
+	}
+}
+
+// acked counts one acknowledgement and closes done at n.
+func (t *tracker) acked(k int64) {
+	if t.count.Add(k) == t.n {
+		close(t.done)
+	}
+}
+
+// check reports any conservation failure of the consumer side.
+func (t *tracker) check() error {
+	if c := t.count.Load(); c != t.n {
+		return fmt.Errorf("conservation: %d of %d acked", c, t.n)
+	}
+	if d := t.dups.Load(); d > 0 {
+		return fmt.Errorf("conservation: %d duplicate deliveries", d)
+	}
+	if b := t.bad.Load(); b > 0 {
+		return fmt.Errorf("conservation: %d deliveries with a foreign body", b)
+	}
+	for i := range t.seen {
+		if !t.seen[i].Load() {
+			return fmt.Errorf("conservation: message %d never consumed", i)
+		}
+	}
+	return nil
+}
+
+// wait blocks until all messages are acked, ctx is done, or errc yields.
+func (t *tracker) wait(ctx context.Context, errc <-chan error) error {
+	for {
+		select {
+		case <-t.done:
+			return nil
+		case err := <-errc:
+			if err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("timed out with %d of %d acked: %w", t.count.Load(), t.n, ctx.Err())
+		}
+	}
+}
+
+// tempDB makes a fresh directory for one run's database file and returns
+// the file path and a cleanup function.
+func tempDB(c Config, name string) (string, func(), error) {
+	dir, err := os.MkdirTemp(c.Dir, "lilybench-"+name+"-*")
+	if err != nil {
+		return "", nil, err
+	}
+	return filepath.Join(dir, "bench.db"), func() { os.RemoveAll(dir) }, nil
+}
+
+// openSQLite opens path with the settings of Lily's internal/sqlitedb.Open
+// (replicated here: an internal package cannot be imported from another
+// module): WAL, synchronous FULL, busy timeout 10 s, foreign keys on,
+// BEGIN IMMEDIATE, one connection.
+func openSQLite(ctx context.Context, path string) (*sql.DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Add("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := checkPragmas(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// checkPragmas fails unless db runs in WAL mode with synchronous FULL, so
+// that no run is measured with weaker durability than the others.
+func checkPragmas(ctx context.Context, db *sql.DB) error {
+	var mode string
+	var sync int
+	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return err
+	}
+	if err := db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil {
+		return err
+	}
+	if mode != "wal" || sync != 2 {
+		return fmt.Errorf("durability settings: journal_mode=%s synchronous=%d, want wal and 2 (FULL)", mode, sync)
+	}
+	return nil
+}

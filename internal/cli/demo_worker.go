@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/transport/sqlite"
+)
+
+func init() { register(newDemoWorkerCmd) }
+
+// demoQueueConfig is the demo queue's configuration: three retries tens of
+// milliseconds apart, the default delivery limit of 5.
+func demoQueueConfig() lily.QueueConfig {
+	return lily.QueueConfig{
+		Name:                  demoQueue,
+		Transport:             lily.TransportSQLite,
+		RetryAttempts:         3,
+		RetryBackoffMillis:    20,
+		MaxRetryBackoffMillis: 80,
+		RetryJitterRatio:      0.2,
+		DeliveryLimit:         5,
+		HandlerTimeoutMillis:  5000,
+		Owner:                 "team-checkout",
+	}.WithDefaults()
+}
+
+// demoVisibility is the demo's lease length. The supervisor gives a dead
+// worker's leases back at once (RecoverLeases), so this is only the
+// fallback if the supervisor itself dies.
+const demoVisibility = 10 * time.Second
+
+// newDemoWorkerCmd is the demo's worker process: it consumes the demo
+// queue until nothing is left in flight, then exits 0. The demo runs it as
+// a child process and restarts it whenever it dies.
+func newDemoWorkerCmd() *cobra.Command {
+	var (
+		db       string
+		instance string
+		verbose  bool
+	)
+	cmd := &cobra.Command{
+		Use:    "demo-worker",
+		Short:  "The demo's worker process (started by 'lily demo')",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			tr, err := sqlite.Open(ctx, db, sqlite.Options{VisibilityTimeout: demoVisibility, PollInterval: 5 * time.Millisecond})
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			var logOut io.Writer = io.Discard
+			if verbose {
+				logOut = cmd.ErrOrStderr()
+			}
+			c, err := lily.NewConsumer(tr, lily.HandlerFunc(demoHandler), lily.ConsumerOptions{
+				Queue: demoQueueConfig(), Concurrency: 4, Prefetch: 64, Instance: instance,
+				Name: "orders-consumer", Version: "1.4.2", ReceiveWait: 50 * time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(logOut, nil)),
+			})
+			if err != nil {
+				return err
+			}
+			// Quiet: nothing left in flight (ready, leased or waiting to
+			// be retried) — every message is acked or dead-lettered.
+			go func() {
+				t := time.NewTicker(20 * time.Millisecond)
+				defer t.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-t.C:
+						if n, err := tr.InFlight(ctx, demoQueue); err == nil && n == 0 {
+							cancel()
+							return
+						}
+					}
+				}
+			}()
+			return c.Run(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "", "database file")
+	cmd.Flags().StringVar(&instance, "instance", "demo-worker-"+strconv.Itoa(os.Getpid()), "consumer instance ID (its leases)")
+	cmd.Flags().BoolVar(&verbose, "verbose", false, "log the consumer's decisions to stderr")
+	return cmd
+}
