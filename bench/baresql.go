@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// bareSchema is the least a lease-based queue needs: a body, a visibility
+// time that the lease moves (SQS-style, DESIGN §8), a receive count, and
+// the ready index (queue, visible_at, id).
+const bareSchema = `
+CREATE TABLE q (
+	id            INTEGER PRIMARY KEY,
+	queue         TEXT    NOT NULL,
+	body          BLOB    NOT NULL,
+	visible_at    INTEGER NOT NULL,
+	receive_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX q_ready ON q(queue, visible_at, id);
+`
+
+// RunBareSQL measures the "bare SQL ceiling" of DESIGN §12 on one
+// goroutine, with no runtime and no transport: per Batch messages, one
+// transaction enqueues them (one multi-row INSERT), one leases them (UPDATE
+// ... WHERE id IN (SELECT ... ORDER BY visible_at, id LIMIT Batch)
+// RETURNING id, body, moving visible_at and incrementing receive_count), and
+// one deletes them (one DELETE ... WHERE id IN (...)). WAL, synchronous
+// FULL, the same DSN as Lily.
+func RunBareSQL(ctx context.Context, c Config) (Result, error) {
+	c = c.WithDefaults()
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	path, cleanup, err := tempDB(c, "bare")
+	if err != nil {
+		return Result{}, err
+	}
+	defer cleanup()
+	db, err := openSQLite(ctx, path)
+	if err != nil {
+		return Result{}, err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, bareSchema); err != nil {
+		return Result{}, err
+	}
+
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer conn.Close()
+	tuples := func(n, width int) string {
+		t := "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + ")"
+		return strings.TrimSuffix(strings.Repeat(t+",", n), ",")
+	}
+	insertSQL := func(n int) string {
+		return `INSERT INTO q(queue, body, visible_at) VALUES ` + tuples(n, 3)
+	}
+	const leaseSQL = `UPDATE q SET visible_at = ?, receive_count = receive_count + 1
+		WHERE id IN (SELECT id FROM q WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?)
+		RETURNING id, body`
+	deleteSQL := func(n int) string {
+		return `DELETE FROM q WHERE id IN (` + strings.TrimSuffix(strings.Repeat("?,", n), ",") + `)`
+	}
+	ins, err := conn.PrepareContext(ctx, insertSQL(c.Batch))
+	if err != nil {
+		return Result{}, err
+	}
+	defer ins.Close()
+	lease, err := conn.PrepareContext(ctx, leaseSQL)
+	if err != nil {
+		return Result{}, err
+	}
+	defer lease.Close()
+	del, err := conn.PrepareContext(ctx, deleteSQL(c.Batch))
+	if err != nil {
+		return Result{}, err
+	}
+	defer del.Close()
+
+	bodies := make([][]byte, c.N)
+	for i := range bodies {
+		bodies[i] = makeBody(i, c.BodySize)
+	}
+	inTx := func(f func(tx *sql.Tx) error) error {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := f(tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}
+	tr := newTracker(c.N)
+	args := make([]any, 0, 3*c.Batch)
+	ids := make([]any, 0, c.Batch)
+	start := time.Now()
+	for i := 0; i < c.N; i += c.Batch {
+		batch := bodies[i:min(i+c.Batch, c.N)]
+		now := time.Now().UnixMilli()
+		args = args[:0]
+		for _, b := range batch {
+			args = append(args, "bench", b, now)
+		}
+		if err := inTx(func(tx *sql.Tx) error {
+			var err error
+			if len(batch) == c.Batch {
+				_, err = tx.StmtContext(ctx, ins).ExecContext(ctx, args...)
+			} else {
+				_, err = tx.ExecContext(ctx, insertSQL(len(batch)), args...)
+			}
+			return err
+		}); err != nil {
+			return Result{}, fmt.Errorf("bare sql: enqueue: %w", err)
+		}
+		ids = ids[:0]
+		if err := inTx(func(tx *sql.Tx) error {
+			now := time.Now().UnixMilli()
+			rows, err := tx.StmtContext(ctx, lease).QueryContext(ctx, now+30000, "bench", now, len(batch))
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id int64
+				var body []byte
+				if err := rows.Scan(&id, &body); err != nil {
+					return err
+				}
+				tr.consumed(body)
+				ids = append(ids, id)
+			}
+			return rows.Err()
+		}); err != nil {
+			return Result{}, fmt.Errorf("bare sql: lease: %w", err)
+		}
+		if len(ids) != len(batch) {
+			return Result{}, fmt.Errorf("bare sql: leased %d of %d", len(ids), len(batch))
+		}
+		if err := inTx(func(tx *sql.Tx) error {
+			var res sql.Result
+			var err error
+			if len(ids) == c.Batch {
+				res, err = tx.StmtContext(ctx, del).ExecContext(ctx, ids...)
+			} else {
+				res, err = tx.ExecContext(ctx, deleteSQL(len(ids)), ids...)
+			}
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n != int64(len(ids)) {
+				return fmt.Errorf("deleted %d of %d", n, len(ids))
+			}
+			return nil
+		}); err != nil {
+			return Result{}, fmt.Errorf("bare sql: delete: %w", err)
+		}
+		tr.acked(int64(len(ids)))
+	}
+	elapsed := time.Since(start)
+	var left int64
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM q`).Scan(&left); err != nil {
+		return Result{}, err
+	}
+	var errLeft error
+	if left != 0 {
+		errLeft = fmt.Errorf("conservation: %d rows left", left)
+	}
+	if err := errors.Join(tr.check(), errLeft); err != nil {
+		return Result{}, fmt.Errorf("bare sql: %w", err)
+	}
+	return Result{
+		Name: "bare SQL ceiling", N: c.N, Elapsed: elapsed,
+		Notes: fmt.Sprintf("1 goroutine, %d-row transactions: INSERT; UPDATE..RETURNING lease; DELETE", c.Batch),
+	}, nil
+}

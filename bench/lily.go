@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/sqlite"
+)
+
+const lilyQueue = "bench.messages"
+
+// openLily opens a fresh Lily SQLite transport with the queue declared.
+func openLily(ctx context.Context, c Config, name string) (*sqlite.Transport, func(), error) {
+	path, cleanup, err := tempDB(c, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: "FULL"})
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	if err := checkPragmas(ctx, t.DB()); err != nil {
+		t.Close()
+		cleanup()
+		return nil, nil, err
+	}
+	if err := t.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{{Name: lilyQueue, DeliveryLimit: 5}}}); err != nil {
+		t.Close()
+		cleanup()
+		return nil, nil, err
+	}
+	return t, func() { t.Close(); cleanup() }, nil
+}
+
+// checkLilyEmpty verifies the transport's side of conservation: nothing
+// left in the queue, the ledger balanced at n accepted and n acked, no
+// dead letters.
+func checkLilyEmpty(ctx context.Context, t *sqlite.Transport, n int) error {
+	left, err := t.InFlight(ctx, lilyQueue)
+	if err != nil {
+		return err
+	}
+	if left != 0 {
+		return fmt.Errorf("conservation: %d messages left in the queue", left)
+	}
+	var accepted, acked int64
+	if err := t.DB().QueryRowContext(ctx, `SELECT accepted, acked FROM lily_ledger WHERE queue = ?`, lilyQueue).Scan(&accepted, &acked); err != nil {
+		return fmt.Errorf("conservation: read ledger: %w", err)
+	}
+	if accepted != int64(n) || acked != int64(n) {
+		return fmt.Errorf("conservation: ledger accepted=%d acked=%d, want %d and %d", accepted, acked, n, n)
+	}
+	var dead int64
+	if err := t.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_dlq_entries`).Scan(&dead); err != nil {
+		return fmt.Errorf("conservation: count dead letters: %w", err)
+	}
+	if dead != 0 {
+		return fmt.Errorf("conservation: %d dead letters", dead)
+	}
+	return nil
+}
+
+// RunLilyRuntime measures the full runtime: one goroutine calls
+// lily.Publish with PublishBatch messages per call while a lily.Consumer
+// (handler returns nil) consumes concurrently; the clock stops when a Hook
+// has seen N EventAcked.
+func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
+	c = c.WithDefaults()
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	t, cleanup, err := openLily(ctx, c, "runtime")
+	if err != nil {
+		return Result{}, err
+	}
+	defer cleanup()
+
+	tr := newTracker(c.N)
+	var other atomic.Int64
+	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
+		if e.Kind == lily.EventAcked {
+			tr.acked(1)
+		} else {
+			other.Add(1)
+		}
+	})
+	handler := lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
+		tr.consumed(d.Body)
+		return nil
+	})
+	cons, err := lily.NewConsumer(t, handler, lily.ConsumerOptions{
+		Queue:       lily.QueueConfig{Name: lilyQueue},
+		Concurrency: c.Concurrency,
+		Prefetch:    c.Prefetch,
+		SettleBatch: c.SettleBatch,
+		ReceiveWait: time.Second,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Hooks:       []lily.Hook{hook},
+		Name:        "lilybench",
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runErr := make(chan error, 1)
+	go func() { runErr <- cons.Run(runCtx) }()
+
+	msgs := make([]lily.Message, c.N)
+	for i := range msgs {
+		msgs[i] = lily.Message{Type: "bench", Body: makeBody(i, c.BodySize)}
+	}
+	pubErr := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		for i := 0; i < c.N; i += c.PublishBatch {
+			if err := lily.Publish(ctx, t, lilyQueue, msgs[i:min(i+c.PublishBatch, c.N)]); err != nil {
+				pubErr <- err
+				return
+			}
+		}
+		pubErr <- nil
+	}()
+	waitErr := tr.wait(ctx, pubErr)
+	elapsed := time.Since(start)
+	stop()
+	if err := <-runErr; err != nil && waitErr == nil {
+		waitErr = err
+	}
+	if waitErr != nil {
+		return Result{}, fmt.Errorf("lily runtime: %w", waitErr)
+	}
+	if n := other.Load(); n != 0 {
+		return Result{}, fmt.Errorf("lily runtime: conservation: %d events other than acked", n)
+	}
+	if err := errors.Join(tr.check(), checkLilyEmpty(context.WithoutCancel(ctx), t, c.N)); err != nil {
+		return Result{}, fmt.Errorf("lily runtime: %w", err)
+	}
+	return Result{
+		Name: "Lily SQLite, full runtime", N: c.N, Elapsed: elapsed,
+		Notes: fmt.Sprintf("lily.Publish %d/call on 1 goroutine, concurrently lily.Consumer Concurrency=%d Prefetch=%d SettleBatch=%d, handler returns nil",
+			c.PublishBatch, c.Concurrency, c.Prefetch, c.SettleBatch),
+	}, nil
+}
+
+// RunLilyRaw measures the transport without the runtime, on one goroutine:
+// Publish Batch messages (one call), Receive up to Batch, Settle them all
+// as Ack in one call; repeat until N.
+func RunLilyRaw(ctx context.Context, c Config) (Result, error) {
+	c = c.WithDefaults()
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	t, cleanup, err := openLily(ctx, c, "raw")
+	if err != nil {
+		return Result{}, err
+	}
+	defer cleanup()
+
+	tr := newTracker(c.N)
+	msgs := make([]transport.Message, c.N)
+	bodies := make([][]byte, c.N)
+	for i := range bodies {
+		bodies[i] = makeBody(i, c.BodySize)
+	}
+	ss := make([]transport.Settlement, 0, c.Batch)
+	start := time.Now()
+	for i := 0; i < c.N; i += c.Batch {
+		batch := msgs[i:min(i+c.Batch, c.N)]
+		for j := range batch {
+			batch[j] = transport.Message{EventID: lily.NewEventID(), Type: "bench", Body: bodies[i+j]}
+		}
+		if err := t.Publish(ctx, &transport.PublishParams{Queue: lilyQueue, Messages: batch}); err != nil {
+			return Result{}, fmt.Errorf("lily raw: publish: %w", err)
+		}
+		for got := 0; got < len(batch); {
+			ds, err := t.Receive(ctx, &transport.ReceiveParams{Queue: lilyQueue, Max: c.Batch, Wait: time.Second, Consumer: "lilybench-raw"})
+			if err != nil {
+				return Result{}, fmt.Errorf("lily raw: receive: %w", err)
+			}
+			if len(ds) == 0 {
+				return Result{}, fmt.Errorf("lily raw: receive: nothing after 1s with %d of %d of the batch received", got, len(batch))
+			}
+			ss = ss[:0]
+			for _, d := range ds {
+				tr.consumed(d.Body)
+				ss = append(ss, transport.Settlement{Delivery: d, Action: transport.Ack})
+			}
+			if err := t.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
+				return Result{}, fmt.Errorf("lily raw: settle: %w", err)
+			}
+			tr.acked(int64(len(ds)))
+			got += len(ds)
+		}
+	}
+	elapsed := time.Since(start)
+	if err := errors.Join(tr.check(), checkLilyEmpty(ctx, t, c.N)); err != nil {
+		return Result{}, fmt.Errorf("lily raw: %w", err)
+	}
+	return Result{
+		Name: "Lily SQLite transport, raw", N: c.N, Elapsed: elapsed,
+		Notes: fmt.Sprintf("1 goroutine: Publish %d, Receive(Max=%d), Settle %d acks, repeated", c.Batch, c.Batch, c.Batch),
+	}, nil
+}

@@ -1,0 +1,245 @@
+package sqlite_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/sqlite"
+)
+
+// The crash test re-executes this test binary as a child process: a
+// consumer or a publisher that the parent kills with SIGKILL.
+const (
+	childRole = "LILY_SQLITE_CRASH_CHILD" // "consume" or "publish"
+	childDB   = "LILY_SQLITE_CRASH_DB"
+	childLog  = "LILY_SQLITE_CRASH_LOG" // publisher: confirmed event IDs
+	childStop = "LILY_SQLITE_CRASH_STOP_WHEN_QUIET"
+	crashQ    = "crash.orders"
+)
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(childRole) {
+	case "consume":
+		os.Exit(crashConsumer(os.Getenv(childDB)))
+	case "publish":
+		os.Exit(crashPublisher(os.Getenv(childDB), os.Getenv(childLog)))
+	}
+	os.Exit(m.Run())
+}
+
+func crashQueue() lily.QueueConfig {
+	return lily.QueueConfig{Name: crashQ, RetryAttempts: 2, RetryBackoffMillis: 5, MaxRetryBackoffMillis: 10, DeliveryLimit: 50}.WithDefaults()
+}
+
+func openCrashDB(path string) (*sqlite.Transport, error) {
+	return sqlite.Open(context.Background(), path, sqlite.Options{VisibilityTimeout: 300 * time.Millisecond, PollInterval: 5 * time.Millisecond})
+}
+
+// crashConsumer consumes until nothing is in flight. Bodies ending in
+// "/permanent" fail permanently, "/flaky" fail once.
+func crashConsumer(db string) int {
+	tr, err := openCrashDB(db)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer tr.Close()
+	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
+		time.Sleep(50 * time.Microsecond)
+		switch {
+		case strings.HasSuffix(string(d.Body), "/permanent"):
+			return lily.Permanent(errors.New("bad order"))
+		case strings.HasSuffix(string(d.Body), "/flaky") && d.RetryCount == 0:
+			return errors.New("blip")
+		}
+		return nil
+	}), lily.ConsumerOptions{Queue: crashQueue(), Concurrency: 4, Prefetch: 128, ReceiveWait: 20 * time.Millisecond,
+		Instance: fmt.Sprintf("crash-%d", os.Getpid()),
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		if os.Getenv(childStop) != "1" {
+			return // runs until killed
+		}
+		for range time.Tick(20 * time.Millisecond) {
+			if n, err := tr.InFlight(ctx, crashQ); err == nil && n == 0 {
+				cancel()
+				return
+			}
+		}
+	}()
+	if err := c.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	return 0
+}
+
+// crashPublisher publishes batches of 50 forever, appending each batch's
+// event IDs to the log file (fsynced) only after Publish confirmed it.
+func crashPublisher(db, logPath string) int {
+	tr, err := openCrashDB(db)
+	if err != nil {
+		return 3
+	}
+	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return 3
+	}
+	for b := 0; ; b++ {
+		msgs := make([]lily.Message, 50)
+		for i := range msgs {
+			kind := []string{"ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "permanent", "flaky"}[(b+i)%10]
+			msgs[i] = lily.Message{Body: []byte(fmt.Sprintf("pub-%d-%d/%s", b, i, kind))}
+		}
+		if err := lily.Publish(context.Background(), tr, crashQ, msgs); err != nil {
+			return 3
+		}
+		var sb strings.Builder
+		for _, m := range msgs {
+			sb.WriteString(m.EventID + "\n")
+		}
+		f.WriteString(sb.String())
+		f.Sync()
+	}
+}
+
+func startChild(t *testing.T, role, db, logPath string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childRole+"="+role, childDB+"="+db, childLog+"="+logPath)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// TestKill9 kills consumer and publisher subprocesses with SIGKILL at random
+// moments, again and again, then lets a last consumer finish and proves that
+// every message whose publish was confirmed is acknowledged or
+// dead-lettered exactly as its kind demands, and that the ledger balances.
+func TestKill9(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db, logPath := filepath.Join(dir, "crash.db"), filepath.Join(dir, "published.log")
+	tr, err := openCrashDB(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx := context.Background()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{crashQueue().Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(42, 42))
+	const rounds = 12
+	for i := range rounds {
+		pub := startChild(t, "publish", db, logPath)
+		con := startChild(t, "consume", db, logPath)
+		time.Sleep(time.Duration(40+r.IntN(160)) * time.Millisecond)
+		for _, c := range []*exec.Cmd{pub, con} {
+			c.Process.Signal(syscall.SIGKILL)
+			err := c.Wait()
+			if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+				t.Fatalf("round %d: child %v ended before it was killed: %v", i, c.Args, err)
+			}
+		}
+		if i%2 == 0 {
+			// Half the rounds a supervisor gives the dead consumer's
+			// leases back; the other half they expire.
+			tr.RecoverLeases(ctx, &transport.RecoverParams{Consumer: fmt.Sprintf("crash-%d", con.Process.Pid)})
+		}
+	}
+	final := startChild(t, "consume", db, logPath, childStop+"=1")
+	if err := final.Wait(); err != nil {
+		t.Fatalf("final consumer: %v", err)
+	}
+
+	confirmed := readLines(t, logPath)
+	if len(confirmed) < 500 {
+		t.Fatalf("only %d messages confirmed in %d rounds: the test did not exercise much", len(confirmed), rounds)
+	}
+	cat, err := catalog.New(ctx, tr.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := cat.Ledger(ctx, tr)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("ledger: %v %v", rows, err)
+	}
+	led := rows[0]
+	t.Logf("confirmed %d, ledger %+v", len(confirmed), led)
+	if led.Lost != 0 || led.InFlight != 0 {
+		t.Errorf("ledger does not balance: %+v", led)
+	}
+	// A publish killed between its commit and the log write is accepted
+	// but not in the log: never the other way round.
+	if led.Accepted < int64(len(confirmed)) {
+		t.Errorf("accepted %d < %d confirmed publishes: a confirmed publish was lost", led.Accepted, len(confirmed))
+	}
+	dead := map[string]string{}
+	err = cat.Each(ctx, catalog.Filter{Queue: crashQ}, func(e *catalog.Entry) error {
+		if prev, dup := dead[e.EventID]; dup {
+			t.Errorf("event %s dead-lettered twice (%s, %s)", e.EventID, prev, e.Reason)
+		}
+		dead[e.EventID] = e.Reason
+		if !strings.HasSuffix(string(e.Body), "/permanent") || e.Reason != "permanent" {
+			t.Errorf("event %s (%s) dead-lettered with reason %s", e.EventID, e.Body, e.Reason)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if led.DeadLettered != int64(len(dead)) || led.Acked+led.DeadLettered != led.Accepted {
+		t.Errorf("acked %d + dead-lettered %d != accepted %d", led.Acked, led.DeadLettered, led.Accepted)
+	}
+	// Every confirmed permanent message is in the catalog.
+	for _, id := range confirmed {
+		if _, ok := dead[id]; ok {
+			continue
+		}
+		var n int
+		if err := tr.DB().QueryRow(`SELECT COUNT(*) FROM lily_messages WHERE event_id = ?`, id).Scan(&n); err != nil || n != 0 {
+			t.Errorf("confirmed event %s still queued (%d, %v)", id, n, err)
+		}
+	}
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); len(line) == 36 {
+			out = append(out, line)
+		}
+	}
+	return out
+}
