@@ -3,6 +3,7 @@ package transporttest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -160,6 +161,7 @@ func (e *env) consume(h lily.Handler, done func() bool, opts ...func(*lily.Consu
 	o := lily.ConsumerOptions{
 		Queue: e.qc, Concurrency: 4, Prefetch: 32, Name: "transporttest", Version: "v-test",
 		Hooks: []lily.Hook{e.hook()}, ReceiveWait: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(testWriter{e.t}, nil)),
 	}
 	for _, f := range opts {
 		f(&o)
@@ -258,4 +260,13 @@ func (e *env) conserve(inFlight int64) {
 		e.t.Errorf("conservation: %d of %d published messages neither acked nor dead-lettered (want %d in flight): %v",
 			len(missing), len(published), inFlight, missing)
 	}
+}
+
+// testWriter sends the consumer's log to the test log (shown on failure
+// or with -v).
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

@@ -1,0 +1,30 @@
+package lily_test
+
+import (
+	"testing"
+
+	"github.com/lily-mq/lily"
+)
+
+// TestExampleConfig keeps examples/lily.toml, which the README points to,
+// valid and meaning what its comments say.
+func TestExampleConfig(t *testing.T) {
+	c, err := lily.LoadConfig("examples/lily.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, ok := c.Queue("orders.created")
+	if !ok {
+		t.Fatal("orders.created missing")
+	}
+	if got := q.Policy().Buckets(); len(got) != 3 || got[0] != 1000 || got[1] != 2000 || got[2] != 4000 {
+		t.Errorf("orders.created buckets %v, want [1000 2000 4000]", got)
+	}
+	if q.Exchange != "orders" || q.DeliveryLimit != 5 || q.Owner != "team-checkout" {
+		t.Errorf("orders.created %+v", q)
+	}
+	p, _ := c.Queue("payments.captured")
+	if p.Transport != lily.TransportSQLite || p.MaxRedrives != 2 || p.Ordering != lily.OrderingReorder {
+		t.Errorf("payments.captured defaults %+v", p)
+	}
+}
