@@ -10,6 +10,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/retry"
 	"github.com/lily-mq/lily/transport"
 )
@@ -40,6 +41,8 @@ const (
 	DefaultDLQRetentionHours    = 336
 	MaxDeliveryLimit            = 1000
 	MaxImmediateRetries         = 10
+	DefaultBucketMaxLength      = 100000
+	DefaultDLQMaxLength         = 1000000
 )
 
 // QueueConfig is one [[queue]] entry of the configuration file: a logical
@@ -88,6 +91,13 @@ type QueueConfig struct {
 	// DLQRetentionHours is how long dead letters are kept before they are
 	// discarded with a record, > 0. Defaults to 336 (14 days).
 	DLQRetentionHours int `toml:"dlq_retention_hours" json:"dlq_retention_hours"`
+	// BucketMaxLength caps each retry bucket (RabbitMQ x-max-length with
+	// reject-publish: a full bucket refuses the hand-off, never drops).
+	// Defaults to 100000.
+	BucketMaxLength int64 `toml:"bucket_max_length" json:"bucket_max_length"`
+	// DLQMaxLength caps the dead-letter queue the same way. Defaults to
+	// 1000000.
+	DLQMaxLength int64 `toml:"dlq_max_length" json:"dlq_max_length"`
 	// Owner is the team or person who triages the queue's dead letters.
 	// Defaults to "" (lint warns).
 	Owner string `toml:"owner" json:"owner,omitempty"`
@@ -131,6 +141,12 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	}
 	if c.DLQRetentionHours == 0 {
 		c.DLQRetentionHours = DefaultDLQRetentionHours
+	}
+	if c.BucketMaxLength == 0 {
+		c.BucketMaxLength = DefaultBucketMaxLength
+	}
+	if c.DLQMaxLength == 0 {
+		c.DLQMaxLength = DefaultDLQMaxLength
 	}
 	return c
 }
@@ -193,6 +209,12 @@ func (c QueueConfig) Validate() error {
 	if c.DLQRetentionHours <= 0 {
 		bad("dlq_retention_hours", c.DLQRetentionHours, "must be > 0")
 	}
+	if c.BucketMaxLength < 1 {
+		bad("bucket_max_length", c.BucketMaxLength, "must be >= 1")
+	}
+	if c.DLQMaxLength < 1 {
+		bad("dlq_max_length", c.DLQMaxLength, "must be >= 1")
+	}
 	return errors.Join(errs...)
 }
 
@@ -250,7 +272,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, err.Error()))
 	}
 	for _, p := range c.RedactPatterns {
-		if _, err := regexp.Compile(p); err != nil {
+		if _, err := evidence.NewRedactor(p); err != nil {
 			errs = append(errs, fmt.Errorf("%w: redact_patterns: %q: %v", ErrInvalidConfig, p, err))
 		}
 	}
@@ -310,10 +332,12 @@ func LoadConfig(path string) (Config, error) {
 // transport.Declarer): name, exchange, bindings, delivery limit, buckets.
 func (c QueueConfig) Spec() transport.QueueSpec {
 	return transport.QueueSpec{
-		Name:          c.Name,
-		Exchange:      c.Exchange,
-		BindingKeys:   c.BindingKeys,
-		DeliveryLimit: c.DeliveryLimit,
-		BucketsMillis: c.Policy().Buckets(),
+		Name:            c.Name,
+		Exchange:        c.Exchange,
+		BindingKeys:     c.BindingKeys,
+		DeliveryLimit:   c.DeliveryLimit,
+		BucketsMillis:   c.Policy().Buckets(),
+		BucketMaxLength: c.BucketMaxLength,
+		DLQMaxLength:    c.DLQMaxLength,
 	}
 }

@@ -33,6 +33,8 @@ handler_timeout_millis = 5000
 ordering = "park"
 max_redrives = 4
 dlq_retention_hours = 72
+bucket_max_length = 5000
+dlq_max_length = 50000
 owner = "team-orders"
 permanent_errors = ["*json.SyntaxError", "*orders.ValidationError"]
 
@@ -52,6 +54,8 @@ handler_timeout_millis = 100
 ordering = "block"
 max_redrives = 1
 dlq_retention_hours = 1
+bucket_max_length = 1
+dlq_max_length = 2
 owner = "team-pay"
 permanent_errors = []
 `
@@ -73,7 +77,8 @@ func TestParseConfigFull(t *testing.T) {
 			BindingKeys:   []string{"orders.created", "orders.created.eu"},
 			RetryAttempts: 3, RetryBackoffMillis: 1000, MaxRetryBackoffMillis: 60000, RetryJitterRatio: 0.2,
 			DeliveryLimit: 7, ImmediateRetries: 2, ImmediateRetryMillis: 150, HandlerTimeoutMillis: 5000,
-			Ordering: "park", MaxRedrives: 4, DLQRetentionHours: 72, Owner: "team-orders",
+			Ordering: "park", MaxRedrives: 4, DLQRetentionHours: 72, BucketMaxLength: 5000, DLQMaxLength: 50000,
+			Owner:           "team-orders",
 			PermanentErrors: []string{"*json.SyntaxError", "*orders.ValidationError"},
 		},
 		{
@@ -81,9 +86,21 @@ func TestParseConfigFull(t *testing.T) {
 			BindingKeys:   []string{"payments.#"},
 			RetryAttempts: 5, RetryBackoffMillis: 250, MaxRetryBackoffMillis: 4000, RetryJitterRatio: 0,
 			DeliveryLimit: 3, ImmediateRetries: 0, ImmediateRetryMillis: 10, HandlerTimeoutMillis: 100,
-			Ordering: "block", MaxRedrives: 1, DLQRetentionHours: 1, Owner: "team-pay",
+			Ordering: "block", MaxRedrives: 1, DLQRetentionHours: 1, BucketMaxLength: 1, DLQMaxLength: 2,
+			Owner:           "team-pay",
 			PermanentErrors: []string{},
 		},
+	}
+	// The first queue sets every field: a new field must be added here.
+	v := reflect.ValueOf(want[0])
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if v.Field(i).IsZero() {
+			t.Errorf("test setup: QueueConfig.%s is not set in the full configuration", f.Name)
+		}
+		if tag := f.Tag.Get("toml"); !strings.Contains(fullConfig, "\n"+tag+" = ") {
+			t.Errorf("test setup: field %s (toml %q) is missing from the full configuration", f.Name, tag)
+		}
 	}
 	if len(c.Queues) != len(want) {
 		t.Fatalf("got %d queues, want %d", len(c.Queues), len(want))
@@ -106,6 +123,7 @@ func TestParseConfigFull(t *testing.T) {
 		t.Errorf("BucketsMillis = %v, want %v", spec.BucketsMillis, want)
 	}
 	if spec.Name != "orders.created" || spec.Exchange != "shop" || spec.DeliveryLimit != 7 ||
+		spec.BucketMaxLength != 5000 || spec.DLQMaxLength != 50000 ||
 		!reflect.DeepEqual(spec.BindingKeys, []string{"orders.created", "orders.created.eu"}) {
 		t.Errorf("Spec = %+v", spec)
 	}
@@ -132,6 +150,7 @@ retry_backoff_millis = 120000
 		RetryAttempts: 0, RetryBackoffMillis: 1000, MaxRetryBackoffMillis: 60000, RetryJitterRatio: 0,
 		DeliveryLimit: 5, ImmediateRetries: 0, ImmediateRetryMillis: 200, HandlerTimeoutMillis: 30000,
 		Ordering: OrderingReorder, MaxRedrives: 2, DLQRetentionHours: 336,
+		BucketMaxLength: 100000, DLQMaxLength: 1000000,
 	}
 	if !reflect.DeepEqual(c.Queues[0], want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c.Queues[0], want)
@@ -179,6 +198,8 @@ immediate_retries = 11
 handler_timeout_millis = -5
 max_redrives = 101
 dlq_retention_hours = -1
+bucket_max_length = -1
+dlq_max_length = -2
 
 [[queue]]
 name = "bad name!"
@@ -202,6 +223,8 @@ retry_jitter_ratio = nan
 		"handler_timeout_millis = -5",
 		"max_redrives = 101",
 		"dlq_retention_hours = -1",
+		"bucket_max_length = -1",
+		"dlq_max_length = -2",
 		`name = "bad name!"`,
 		"retry_jitter_ratio NaN",
 		`queue "orders.created"`, `queue "bad name!"`,
@@ -210,9 +233,9 @@ retry_jitter_ratio = nan
 			t.Errorf("error lacks %q:\n%s", want, msg)
 		}
 	}
-	// One line per problem: 10 problems in the first queue, 2 in the second.
-	if n := strings.Count(msg, ErrInvalidConfig.Error()); n != 12 {
-		t.Errorf("error reports %d problems, want 12:\n%s", n, msg)
+	// One line per problem: 12 problems in the first queue, 2 in the second.
+	if n := strings.Count(msg, ErrInvalidConfig.Error()); n != 14 {
+		t.Errorf("error reports %d problems, want 14:\n%s", n, msg)
 	}
 }
 
@@ -239,6 +262,9 @@ func TestValidateSingleFields(t *testing.T) {
 		{"name 200 chars", func(q *QueueConfig) { q.Name = strings.Repeat("a", 200) }, ""},
 		{"name 201 chars", func(q *QueueConfig) { q.Name = strings.Repeat("a", 201) }, "name ="},
 		{"transport rabbitmq", func(q *QueueConfig) { q.Transport = TransportRabbitMQ }, ""},
+		{"bucket max length 1", func(q *QueueConfig) { q.BucketMaxLength = 1 }, ""},
+		{"bucket max length negative", func(q *QueueConfig) { q.BucketMaxLength = -1 }, "bucket_max_length = -1"},
+		{"dlq max length negative", func(q *QueueConfig) { q.DLQMaxLength = -1 }, "dlq_max_length = -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -180,7 +180,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *transport.Deliver
 		}
 		ds, err := c.t.Receive(ctx, &transport.ReceiveParams{
 			Queue: c.o.Queue.Name, Max: n, Wait: c.o.ReceiveWait,
-			Consumer: c.o.Instance, IsolateRedeliveries: true,
+			Consumer: c.o.Instance, Prefetch: c.o.Prefetch, IsolateRedeliveries: true,
 		})
 		if err != nil {
 			if ctx.Err() != nil {

@@ -17,7 +17,9 @@ type Message = transport.Message
 // Headers are message headers (AMQP table value types).
 type Headers = transport.Headers
 
-// Delivery is one hand-over of a message to a handler.
+// Delivery is one hand-over of a message to a handler. The handler must
+// not modify Body or Headers: they are the original bytes and headers that
+// a retry or dead-letter copy carries on.
 type Delivery struct {
 	Message
 	// Queue is the source queue.

@@ -108,7 +108,8 @@ func (c *Consumer) call(ctx context.Context, d *Delivery) callResult {
 	go func() {
 		defer func() {
 			if v := recover(); v != nil {
-				done <- callResult{err: &PanicError{Value: v, Stack: string(debug.Stack())}, stack: string(debug.Stack())}
+				stack := string(debug.Stack())
+				done <- callResult{err: &PanicError{Value: v, Stack: stack}, stack: stack}
 			}
 		}()
 		done <- callResult{err: c.h.Handle(hctx, d)}

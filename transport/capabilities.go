@@ -18,6 +18,10 @@ type QueueSpec struct {
 	DeliveryLimit int
 	// BucketsMillis are the distinct retry delays, ascending.
 	BucketsMillis []int64
+	// BucketMaxLength and DLQMaxLength cap the retry buckets and the
+	// dead-letter queue where the broker supports it; 0 means no cap.
+	BucketMaxLength int64
+	DLQMaxLength    int64
 }
 
 // DeclareParams are the arguments of Declarer.Declare.

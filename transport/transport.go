@@ -104,6 +104,10 @@ type ReceiveParams struct {
 	Wait time.Duration
 	// Consumer identifies the receiving consumer instance (its leases).
 	Consumer string
+	// Prefetch is the consumer's window of unsettled deliveries, for
+	// transports where the broker pushes (RabbitMQ's basic.qos). Zero
+	// means Max.
+	Prefetch int
 	// IsolateRedeliveries asks the transport to hand a redelivered message
 	// (one whose previous delivery was not settled) alone, never in a batch
 	// with others, and to stop a batch before the first redelivery. It keeps

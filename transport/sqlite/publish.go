@@ -20,6 +20,9 @@ func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) err
 	if len(p.Messages) == 0 {
 		return nil
 	}
+	if err := t.checkOpen(); err != nil {
+		return err
+	}
 	for i := range p.Messages {
 		if p.Messages[i].EventID == "" {
 			return fmt.Errorf("sqlite transport: publish to %s: message %d has no event ID", p.Queue, i)

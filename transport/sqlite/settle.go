@@ -19,6 +19,9 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	if len(p.Settlements) == 0 {
 		return nil
 	}
+	if err := t.checkOpen(); err != nil {
+		return err
+	}
 	now := t.opts.Now()
 	nowMs := now.UnixMilli()
 	errs := make([]error, len(p.Settlements))
@@ -61,8 +64,14 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 				err = st.insertEntry(ctx, catalog.NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, now))
 			}
 		case transport.Retry:
-			n, err = st.exec(ctx, &st.retry, `UPDATE lily_messages SET visible_at = ?, headers = ?, receive_count = 0, lease_owner = NULL
-				WHERE id = ? AND receive_count = ?`, nowMs+s.Delay.Milliseconds(), hdr, rc.id, rc.count)
+			// The copy is a new row (new ID, receive count 0, enqueued
+			// now): a stale receipt of the original can never touch it.
+			n, err = st.exec(ctx, &st.retry, `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at)
+				SELECT queue, event_id, msg_key, msg_type, body, ?, ?, ? FROM lily_messages WHERE id = ? AND receive_count = ?`,
+				hdr, nowMs+s.Delay.Milliseconds(), nowMs, rc.id, rc.count)
+			if err == nil && n == 1 {
+				n, err = st.exec(ctx, &st.del, `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`, rc.id, rc.count)
+			}
 			woke = true
 		case transport.Release:
 			n, err = st.exec(ctx, &st.release, `UPDATE lily_messages SET visible_at = ?, lease_owner = NULL

@@ -140,6 +140,16 @@ func (t *Transport) signal() {
 	t.mu.Unlock()
 }
 
+// checkOpen returns ErrClosed after Close.
+func (t *Transport) checkOpen() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return fmt.Errorf("sqlite transport: %w", transport.ErrClosed)
+	}
+	return nil
+}
+
 func (t *Transport) waiter() (<-chan struct{}, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -152,6 +162,9 @@ func (t *Transport) waiter() (<-chan struct{}, error) {
 // Declare creates the queues (idempotent). Retry buckets need no tables:
 // a delay is a visible_at in the future.
 func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) error {
+	if err := t.checkOpen(); err != nil {
+		return err
+	}
 	tx, err := t.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite transport: declare: %w", err)
@@ -173,6 +186,9 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 
 // Queues lists the declared queues.
 func (t *Transport) Queues(ctx context.Context) ([]string, error) {
+	if err := t.checkOpen(); err != nil {
+		return nil, err
+	}
 	rows, err := t.db.QueryContext(ctx, `SELECT name FROM lily_queues ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite transport: list queues: %w", err)
@@ -192,6 +208,9 @@ func (t *Transport) Queues(ctx context.Context) ([]string, error) {
 // InFlight counts the queue's messages not yet acknowledged or
 // dead-lettered: ready, leased or waiting for a retry delay.
 func (t *Transport) InFlight(ctx context.Context, queue string) (int64, error) {
+	if err := t.checkOpen(); err != nil {
+		return 0, err
+	}
 	var n int64
 	if err := t.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_messages WHERE queue = ?`, queue).Scan(&n); err != nil {
 		return 0, fmt.Errorf("sqlite transport: count %s: %w", queue, err)
@@ -202,6 +221,9 @@ func (t *Transport) InFlight(ctx context.Context, queue string) (int64, error) {
 // RecoverLeases makes the leased messages of a consumer that is known to be
 // dead visible again at once; their receive counts stay raised.
 func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParams) (int, error) {
+	if err := t.checkOpen(); err != nil {
+		return 0, err
+	}
 	now := t.now()
 	res, err := t.db.ExecContext(ctx, `UPDATE lily_messages SET visible_at = ?, lease_owner = NULL
 		WHERE lease_owner = ? AND visible_at > ?`, now, p.Consumer, now)

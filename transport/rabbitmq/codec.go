@@ -1,0 +1,175 @@
+package rabbitmq
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+)
+
+// headerDeliveryCount is the quorum queue's count of earlier deliveries
+// (absent on a first delivery). It belongs to the broker, not the message:
+// it is not copied onto retry or dead-letter copies.
+const headerDeliveryCount = "x-delivery-count"
+
+// fromTable converts AMQP header values to Lily's header types (nested
+// tables become map[string]any; decimals become their decimal text).
+func fromTable(t amqp.Table) transport.Headers {
+	if t == nil {
+		return nil
+	}
+	h := make(transport.Headers, len(t))
+	for k, v := range t {
+		h[k] = fromValue(v)
+	}
+	return h
+}
+
+func fromValue(v any) any {
+	switch x := v.(type) {
+	case amqp.Table:
+		return fromTable(x)
+	case map[string]any:
+		return fromTable(amqp.Table(x))
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = fromValue(e)
+		}
+		return out
+	case amqp.Decimal:
+		return decimalText(x)
+	}
+	return v
+}
+
+func decimalText(d amqp.Decimal) string {
+	s := strconv.FormatInt(int64(d.Value), 10)
+	if d.Scale == 0 {
+		return s
+	}
+	neg := d.Value < 0
+	if neg {
+		s = s[1:]
+	}
+	for len(s) <= int(d.Scale) {
+		s = "0" + s
+	}
+	s = s[:len(s)-int(d.Scale)] + "." + s[len(s)-int(d.Scale):]
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// toTable converts Lily headers to an AMQP table, checking every value.
+func toTable(h transport.Headers) (amqp.Table, error) {
+	t := make(amqp.Table, len(h))
+	for k, v := range h {
+		t[k] = toValue(v)
+	}
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("rabbitmq: headers: %w", err)
+	}
+	return t, nil
+}
+
+func toValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		t := make(amqp.Table, len(x))
+		for k, e := range x {
+			t[k] = toValue(e)
+		}
+		return t
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = toValue(e)
+		}
+		return out
+	case uint8:
+		return int16(x)
+	}
+	return v
+}
+
+// publishing builds the AMQP message of m: message_id is the event ID,
+// and the event ID, key and type also travel as Lily headers.
+func publishing(m transport.Message, props *amqp.Delivery) (amqp.Publishing, error) {
+	h := transport.CloneHeaders(m.Headers)
+	if h == nil {
+		h = transport.Headers{}
+	}
+	delete(h, headerDeliveryCount)
+	h[evidence.HeaderEventID] = m.EventID
+	if m.Key != "" {
+		h[evidence.HeaderKey] = m.Key
+	}
+	if m.Type != "" {
+		h[evidence.HeaderType] = m.Type
+	}
+	t, err := toTable(h)
+	if err != nil {
+		return amqp.Publishing{}, err
+	}
+	p := amqp.Publishing{
+		Headers:      t,
+		DeliveryMode: amqp.Persistent,
+		MessageId:    m.EventID,
+		Type:         m.Type,
+		Body:         m.Body,
+		Timestamp:    time.Now().UTC().Truncate(time.Second),
+	}
+	if props != nil {
+		// A copy keeps the original's properties; never its per-message
+		// TTL, which would expire it silently in a bucket or the DLQ.
+		p.ContentType = props.ContentType
+		p.ContentEncoding = props.ContentEncoding
+		p.Priority = props.Priority
+		p.CorrelationId = props.CorrelationId
+		p.ReplyTo = props.ReplyTo
+		p.UserId = props.UserId
+		p.AppId = props.AppId
+		if !props.Timestamp.IsZero() {
+			p.Timestamp = props.Timestamp
+		}
+		if p.Type == "" {
+			p.Type = props.Type
+		}
+	}
+	return p, nil
+}
+
+// delivery converts an AMQP delivery.
+func delivery(queue string, d *amqp.Delivery) *transport.Delivery {
+	h := fromTable(d.Headers)
+	out := &transport.Delivery{Queue: queue, MessageID: d.MessageId, EnqueuedAt: d.Timestamp}
+	out.Body = d.Body
+	out.Headers = h
+	out.EventID = d.MessageId
+	if out.EventID == "" {
+		out.EventID, _ = h[evidence.HeaderEventID].(string)
+	}
+	out.Key, _ = h[evidence.HeaderKey].(string)
+	out.Type = d.Type
+	if out.Type == "" {
+		out.Type, _ = h[evidence.HeaderType].(string)
+	}
+	out.DeliveryCount = 1
+	switch n := h[headerDeliveryCount].(type) {
+	case int64:
+		out.DeliveryCount = int(n) + 1
+	case int32:
+		out.DeliveryCount = int(n) + 1
+	default:
+		if d.Redelivered {
+			out.DeliveryCount = 2
+		}
+	}
+	return out
+}

@@ -1,0 +1,290 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/transport"
+)
+
+type consumerKey struct{ queue, instance string }
+
+// consumer is one consumer instance on one queue: its own channel, its
+// basic.consume, the deliveries it holds unsettled, and its mode. In
+// cautious mode it consumes with prefetch 1, so that when a redelivered
+// message kills the process, nothing else is in flight with it.
+type consumer struct {
+	t   *Transport
+	key consumerKey
+
+	mu       sync.Mutex
+	ch       *amqp.Channel
+	tag      string
+	in       <-chan amqp.Delivery // nil when not consuming
+	pending  []amqp.Delivery      // received, not yet handed out
+	cautious bool
+	isolate  bool
+	held     map[uint64]bool // delivery tags handed out, not settled
+	dead     bool
+}
+
+var tagSeq atomic.Uint64
+
+// receipt settles a delivery on the channel it came from.
+type receipt struct {
+	c   *consumer
+	ch  *amqp.Channel
+	tag uint64
+	raw *amqp.Delivery
+}
+
+func (t *Transport) consumer(queue, instance string, isolate bool) *consumer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := consumerKey{queue, instance}
+	c, ok := t.consumers[k]
+	if !ok {
+		c = &consumer{t: t, key: k, isolate: isolate, cautious: isolate, held: map[uint64]bool{}}
+		t.consumers[k] = c
+	}
+	return c
+}
+
+// invalidate marks the consumer's channel as gone (connection lost or
+// closed): its unsettled deliveries go back to the queue.
+func (c *consumer) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dead = true
+	if c.ch != nil {
+		c.ch.Close()
+	}
+}
+
+// open (re)opens the consumer's channel; held receipts of an old channel
+// are void (the broker requeued them).
+func (c *consumer) open(ctx context.Context) error {
+	if c.ch != nil && !c.ch.IsClosed() && !c.dead {
+		return nil
+	}
+	ch, _, err := c.t.channel(ctx)
+	if err != nil {
+		return err
+	}
+	c.ch, c.in, c.pending, c.held, c.dead = ch, nil, nil, map[uint64]bool{}, false
+	c.cautious = c.isolate
+	return nil
+}
+
+// start begins consuming with the mode's prefetch.
+func (c *consumer) start(prefetch int) error {
+	if c.cautious {
+		prefetch = 1
+	}
+	if err := c.ch.Qos(max(prefetch, 1), 0, false); err != nil {
+		return fmt.Errorf("rabbitmq: qos on %s: %w", c.key.queue, err)
+	}
+	c.tag = "lily-" + c.key.instance + "-" + strconv.FormatUint(tagSeq.Add(1), 10)
+	in, err := c.ch.Consume(c.key.queue, c.tag, false, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("rabbitmq: consume %s: %w", c.key.queue, err)
+	}
+	c.in = in
+	return nil
+}
+
+// stop cancels the consume and keeps what was already pushed, to hand it
+// out before anything new.
+func (c *consumer) stop() {
+	if c.in == nil {
+		return
+	}
+	if err := c.ch.Cancel(c.tag, false); err == nil {
+		for d := range c.in {
+			c.pending = append(c.pending, d)
+		}
+	}
+	c.in = nil
+}
+
+func redelivered(d *amqp.Delivery) bool {
+	switch n := d.Headers[headerDeliveryCount].(type) {
+	case int64:
+		return n > 0
+	case int32:
+		return n > 0
+	}
+	return d.Redelivered
+}
+
+// Receive hands out deliveries pushed by the broker (prefetch window
+// p.Prefetch, or p.Max when unset). With p.IsolateRedeliveries a
+// redelivered message is handed out alone and switches the consumer to
+// prefetch 1 until a first-time delivery arrives again.
+func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
+	c := t.consumer(p.Queue, p.Consumer, p.IsolateRedeliveries)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.open(ctx); err != nil {
+		return nil, err
+	}
+	limit := max(p.Max, 1)
+	var out []amqp.Delivery
+	// take adds d to the batch; it reports false when the batch must end.
+	take := func(d amqp.Delivery) bool {
+		if !c.isolate {
+			out = append(out, d)
+			return len(out) < limit
+		}
+		red := redelivered(&d)
+		switch {
+		case red && len(out) > 0:
+			c.pending = append([]amqp.Delivery{d}, c.pending...)
+			c.cautious = true
+			c.stop()
+			return false
+		case red:
+			out = append(out, d)
+			if !c.cautious {
+				c.cautious = true
+				c.stop()
+			}
+			return false
+		case c.cautious:
+			c.cautious = false
+			c.stop() // next consume uses the full prefetch
+		}
+		out = append(out, d)
+		return len(out) < limit
+	}
+	for len(c.pending) > 0 && len(out) < limit {
+		d := c.pending[0]
+		c.pending = c.pending[1:]
+		if !take(d) {
+			break
+		}
+	}
+	if len(out) == 0 {
+		if c.in == nil {
+			prefetch := p.Prefetch
+			if prefetch <= 0 {
+				prefetch = limit
+			}
+			if err := c.start(prefetch); err != nil {
+				c.ch.Close()
+				return nil, err
+			}
+		}
+		var timeout <-chan time.Time
+		if p.Wait > 0 {
+			timer := time.NewTimer(p.Wait)
+			defer timer.Stop()
+			timeout = timer.C
+		} else {
+			closed := make(chan time.Time)
+			close(closed)
+			timeout = closed
+		}
+		select {
+		case d, ok := <-c.in:
+			if !ok {
+				c.in = nil
+				return nil, nil // channel closed: reopened on the next call
+			}
+			if take(d) {
+			more:
+				for c.in != nil {
+					select {
+					case d, ok := <-c.in:
+						if !ok {
+							c.in = nil
+							break more
+						}
+						if !take(d) {
+							break more
+						}
+					default:
+						break more
+					}
+				}
+			}
+		case <-timeout:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	ds := make([]*transport.Delivery, len(out))
+	for i := range out {
+		raw := &out[i]
+		d := delivery(p.Queue, raw)
+		d.Receipt = receipt{c: c, ch: c.ch, tag: raw.DeliveryTag, raw: raw}
+		c.held[raw.DeliveryTag] = true
+		ds[i] = d
+	}
+	return ds, nil
+}
+
+// settle acks (or nacks with requeue) a delivery on its channel.
+func (r receipt) settle(ack bool) error {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.ch != c.ch || r.ch.IsClosed() || !c.held[r.tag] {
+		return fmt.Errorf("rabbitmq: delivery %d on %s: channel closed, the broker requeued it: %w", r.tag, c.key.queue, transport.ErrLeaseLost)
+	}
+	var err error
+	if ack {
+		err = r.ch.Ack(r.tag, false)
+	} else {
+		err = r.ch.Nack(r.tag, false, true)
+	}
+	if err != nil {
+		return fmt.Errorf("rabbitmq: settle delivery %d on %s: %v: %w", r.tag, c.key.queue, err, transport.ErrLeaseLost)
+	}
+	delete(c.held, r.tag)
+	return nil
+}
+
+// RecoverLeases closes the channels of a consumer instance: the broker
+// requeues its unacknowledged deliveries with their delivery counts raised,
+// as when the instance's process dies.
+func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParams) (int, error) {
+	t.mu.Lock()
+	var cs []*consumer
+	for k, c := range t.consumers {
+		if k.instance == p.Consumer {
+			cs = append(cs, c)
+			delete(t.consumers, k)
+		}
+	}
+	t.mu.Unlock()
+	n := 0
+	for _, c := range cs {
+		c.mu.Lock()
+		n += len(c.held) + len(c.pending)
+		c.mu.Unlock()
+		c.invalidate()
+	}
+	return n, nil
+}
+
+// heldCount counts the deliveries of queue this process holds unsettled.
+func (t *Transport) heldCount(queue string) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var n int64
+	for k, c := range t.consumers {
+		if k.queue == queue {
+			c.mu.Lock()
+			n += int64(len(c.held) + len(c.pending))
+			c.mu.Unlock()
+		}
+	}
+	return n
+}

@@ -1,0 +1,198 @@
+// Package rabbitmq is Lily's RabbitMQ transport (amqp091-go), with the
+// topology of DESIGN §6: quorum queues with a broker-side delivery limit and
+// at-least-once dead-lettering, TTL delay buckets that return a message to
+// its own queue only, and a dead-letter queue per queue.
+//
+// Every hand-off publishes the copy with mandatory on a confirm-mode channel
+// and waits for the broker's confirm before the original is acknowledged;
+// a nack, a return (unroutable), a timeout or a full target (reject-publish)
+// leaves the original unacknowledged and reports the settlement as failed.
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/transport"
+)
+
+var (
+	_ transport.Transport       = (*Transport)(nil)
+	_ transport.Declarer        = (*Transport)(nil)
+	_ transport.LeaseRecoverer  = (*Transport)(nil)
+	_ transport.InFlightCounter = (*Transport)(nil)
+	_ transport.Featurer        = (*Transport)(nil)
+)
+
+// DefaultURL is the URL of a local broker with the default account.
+const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
+
+// Options configure the transport. The zero value connects to DefaultURL.
+type Options struct {
+	// URL of the broker. Defaults to DefaultURL.
+	URL string
+	// ConfirmTimeout bounds the wait for a publish confirm; past it the
+	// hand-off counts as failed (the original stays). Defaults to 10s.
+	ConfirmTimeout time.Duration
+	// Publishers is the number of confirm-mode channels used in parallel.
+	// Defaults to 2.
+	Publishers int
+	// Logger receives connection events. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.URL == "" {
+		o.URL = DefaultURL
+	}
+	if o.ConfirmTimeout <= 0 {
+		o.ConfirmTimeout = 10 * time.Second
+	}
+	if o.Publishers <= 0 {
+		o.Publishers = 2
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Transport is the RabbitMQ transport.
+type Transport struct {
+	opts Options
+
+	mu        sync.Mutex
+	conn      *amqp.Connection
+	gen       uint64 // connection generation; receipts of older ones are void
+	specs     map[string]transport.QueueSpec
+	consumers map[consumerKey]*consumer
+	pubs      chan *publisher // idle publishers of the current connection
+	closed    bool
+}
+
+// Open connects to the broker.
+func Open(ctx context.Context, opts Options) (*Transport, error) {
+	t := &Transport{opts: opts.withDefaults(), specs: map[string]transport.QueueSpec{}, consumers: map[consumerKey]*consumer{}}
+	if _, err := t.connection(ctx); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Features describes the transport.
+func (t *Transport) Features() transport.Features {
+	return transport.Features{BrokerDeliveryLimit: true, DelayedRetry: true}
+}
+
+// connection returns the live connection, dialling a new one (with
+// backoff, until ctx ends) when it was lost.
+func (t *Transport) connection(ctx context.Context) (*amqp.Connection, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return nil, transport.ErrClosed
+		}
+		if t.conn != nil && !t.conn.IsClosed() {
+			c := t.conn
+			t.mu.Unlock()
+			return c, nil
+		}
+		conn, err := amqp.DialConfig(t.opts.URL, amqp.Config{Properties: amqp.Table{"connection_name": "lily"}, Heartbeat: 10 * time.Second})
+		if err == nil {
+			t.conn = conn
+			t.gen++
+			t.mu.Unlock()
+			return conn, nil
+		}
+		t.mu.Unlock()
+		t.opts.Logger.Warn("rabbitmq: connect failed; retrying", "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("rabbitmq: connect %s: %w (last error: %v)", redactURL(t.opts.URL), ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// channel opens a new channel on the live connection.
+func (t *Transport) channel(ctx context.Context) (*amqp.Channel, uint64, error) {
+	for attempt := 0; ; attempt++ {
+		conn, err := t.connection(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		t.mu.Lock()
+		gen := t.gen
+		t.mu.Unlock()
+		ch, err := conn.Channel()
+		if err == nil {
+			return ch, gen, nil
+		}
+		if attempt >= 2 || !errors.Is(err, amqp.ErrClosed) {
+			return nil, 0, fmt.Errorf("rabbitmq: open channel: %w", err)
+		}
+	}
+}
+
+// Close closes the connection; unacknowledged deliveries go back to their
+// queues.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	for _, c := range t.consumers {
+		c.invalidate()
+	}
+	if t.conn != nil {
+		return t.conn.Close()
+	}
+	return nil
+}
+
+// register remembers a queue's spec: its exchange names the retry and
+// dead-letter exchanges of its hand-offs.
+func (t *Transport) register(specs ...transport.QueueSpec) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range specs {
+		t.specs[s.Name] = s
+	}
+}
+
+// Register tells the transport about queues whose topology was declared
+// elsewhere (lily topology apply), without touching the broker.
+func (t *Transport) Register(specs ...transport.QueueSpec) { t.register(specs...) }
+
+func (t *Transport) spec(queue string) (transport.QueueSpec, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.specs[queue]
+	if !ok {
+		return s, fmt.Errorf("rabbitmq: queue %q is not declared or registered with this transport (Declare or Register its spec)", queue)
+	}
+	return s, nil
+}
+
+// redactURL hides the password of an AMQP URL for error messages.
+func redactURL(u string) string {
+	uri, err := amqp.ParseURI(u)
+	if err != nil {
+		return "<invalid URL>"
+	}
+	if uri.Password != "" {
+		uri.Password = "***"
+	}
+	return uri.String()
+}

@@ -1,0 +1,97 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lily-mq/lily/transport"
+)
+
+// Settle applies settlements in the safe order: the retry and dead-letter
+// copies of the whole batch are published (mandatory, confirmed) first;
+// then each original whose copy was confirmed is acknowledged. An original
+// whose copy failed stays unacknowledged, with the failure in the
+// *transport.SettleError.
+func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
+	n := len(p.Settlements)
+	if n == 0 {
+		return nil
+	}
+	errs := make([]error, n)
+	rcs := make([]receipt, n)
+	var copies []outMsg
+	var copyOf []int
+	for i, s := range p.Settlements {
+		rc, ok := s.Delivery.Receipt.(receipt)
+		if !ok {
+			errs[i] = fmt.Errorf("rabbitmq: settle %s: delivery was not received from this transport", s.Delivery.EventID)
+			continue
+		}
+		rcs[i] = rc
+		if s.Action != transport.Retry && s.Action != transport.DeadLetter {
+			continue
+		}
+		m, err := t.handOff(s, rc)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		copies = append(copies, m)
+		copyOf = append(copyOf, i)
+	}
+	if len(copies) > 0 {
+		for j, err := range t.publish(ctx, copies) {
+			if err != nil {
+				errs[copyOf[j]] = fmt.Errorf("rabbitmq: %s hand-off of %s: %w", p.Settlements[copyOf[j]].Action, p.Settlements[copyOf[j]].Delivery.EventID, err)
+			}
+		}
+	}
+	failed := 0
+	for i, s := range p.Settlements {
+		if errs[i] == nil {
+			switch s.Action {
+			case transport.Ack, transport.Retry, transport.DeadLetter:
+				errs[i] = rcs[i].settle(true)
+			case transport.Release:
+				errs[i] = rcs[i].settle(false)
+			default:
+				errs[i] = fmt.Errorf("rabbitmq: settle %s: unknown action %d", s.Delivery.EventID, s.Action)
+			}
+		}
+		if errs[i] != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return &transport.SettleError{Errs: errs}
+	}
+	return nil
+}
+
+// handOff builds the copy of a Retry (to the delay bucket, through the
+// retry exchange) or a DeadLetter (to the dead-letter queue, through the
+// dead-letter exchange).
+func (t *Transport) handOff(s transport.Settlement, rc receipt) (outMsg, error) {
+	spec, err := t.spec(s.Delivery.Queue)
+	if err != nil {
+		return outMsg{}, err
+	}
+	m := s.Delivery.Message
+	m.Headers = s.Headers
+	pub, err := publishing(m, rc.raw)
+	if err != nil {
+		return outMsg{}, err
+	}
+	if s.Action == transport.DeadLetter {
+		return outMsg{exchange: DeadLetterExchange(spec.Exchange), key: spec.Name, pub: pub}, nil
+	}
+	ms := s.Delay.Milliseconds()
+	found := false
+	for _, b := range spec.BucketsMillis {
+		found = found || b == ms
+	}
+	if !found {
+		return outMsg{}, fmt.Errorf("rabbitmq: retry of %s after %dms: queue %s has no such bucket (buckets %v): the runtime and topology disagree", m.EventID, ms, spec.Name, spec.BucketsMillis)
+	}
+	return outMsg{exchange: RetryExchange(spec.Exchange), key: BucketQueue(spec.Name, ms), pub: pub}, nil
+}
