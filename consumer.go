@@ -162,6 +162,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	workers.Wait()
 	close(settles)
 	<-settlerDone
+	if st, ok := c.t.(transport.ConsumerStopper); ok {
+		if serr := st.StopConsumer(base, &transport.StopParams{Queue: c.o.Queue.Name, Consumer: c.o.Instance}); serr != nil {
+			c.log.Warn("stopping the transport's consumer failed", "err", serr)
+		}
+	}
 	return err
 }
 

@@ -73,3 +73,18 @@ type Features struct {
 type Featurer interface {
 	Features() Features
 }
+
+// StopParams are the arguments of ConsumerStopper.StopConsumer.
+type StopParams struct {
+	Queue    string
+	Consumer string
+}
+
+// ConsumerStopper is implemented by transports that hold per-consumer
+// state, such as a broker pushing a prefetch window. The runtime calls
+// StopConsumer when a consumer instance stops after settling everything it
+// received: the transport ends the consumption and gives back what it
+// received but never handed out.
+type ConsumerStopper interface {
+	StopConsumer(ctx context.Context, p *StopParams) error
+}

@@ -288,3 +288,22 @@ func (t *Transport) heldCount(queue string) int64 {
 	}
 	return n
 }
+
+// StopConsumer ends a consumer instance's consumption: it cancels the
+// consume and closes the channel, which gives back to the queue whatever
+// the broker pushed but was never handed out.
+func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) error {
+	t.mu.Lock()
+	k := consumerKey{p.Queue, p.Consumer}
+	c, ok := t.consumers[k]
+	delete(t.consumers, k)
+	t.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	c.stop()
+	c.mu.Unlock()
+	c.invalidate()
+	return nil
+}

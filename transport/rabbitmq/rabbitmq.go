@@ -28,6 +28,7 @@ var (
 	_ transport.LeaseRecoverer  = (*Transport)(nil)
 	_ transport.InFlightCounter = (*Transport)(nil)
 	_ transport.Featurer        = (*Transport)(nil)
+	_ transport.ConsumerStopper = (*Transport)(nil)
 )
 
 // DefaultURL is the URL of a local broker with the default account.

@@ -1,6 +1,7 @@
 package transporttest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,20 @@ func testDeliveryLimit(t *testing.T, h Harness) {
 		if err := h.Abandon(e.ctx, e.tr, doomed); err != nil {
 			t.Fatalf("abandon: %v", err)
 		}
+	}
+	if f, ok := e.base.(transport.Featurer); ok && f.Features().BrokerDeliveryLimit {
+		// The broker dead-letters at the limit by itself; the runtime
+		// never sees the message again, and the evidence is the broker's.
+		e.waitFor("the broker to dead-letter the message", func() bool { _, ok := e.deadLetters()[id]; return ok })
+		dl := e.deadLetters()[id]
+		if dl.Reason != string(evidence.ReasonDeliveryLimit) {
+			t.Errorf("broker dead-letter reason %q, want %q", dl.Reason, evidence.ReasonDeliveryLimit)
+		}
+		if !bytes.Equal(dl.Body, []byte("kills its consumer")) {
+			t.Errorf("dead-letter body %q changed", dl.Body)
+		}
+		e.conserve(0)
+		return
 	}
 	e.consume(lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		e.called(d)

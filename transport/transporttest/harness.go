@@ -48,6 +48,9 @@ type Harness struct {
 	// nor dead-lettered. Nil uses transport.InFlightCounter when the
 	// transport implements it, else the check is skipped loudly.
 	InFlight func(ctx context.Context, tr transport.Transport, queue string) (int64, error)
+	// Teardown, when set, removes a subtest's queue after it ended (the
+	// transport is still open).
+	Teardown func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error
 }
 
 func (h Harness) inFlight(ctx context.Context, t *testing.T, tr transport.Transport, queue string) (int64, bool) {

@@ -71,6 +71,14 @@ func newEnv(t *testing.T, h Harness, qc lily.QueueConfig) *env {
 	if err := qc.Validate(); err != nil {
 		t.Fatalf("queue config: %v", err)
 	}
+	if h.Teardown != nil {
+		// Registered before Close's cleanup, so it runs first (LIFO).
+		t.Cleanup(func() {
+			if err := h.Teardown(context.Background(), tr, qc.Spec()); err != nil {
+				t.Errorf("teardown of %s: %v", qc.Name, err)
+			}
+		})
+	}
 	if d, ok := tr.(transport.Declarer); ok {
 		if err := d.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 			t.Fatalf("declare %s: %v", qc.Name, err)

@@ -1,0 +1,73 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/transporttest"
+)
+
+// brokerURL is the broker the tests use: LILY_RABBITMQ_URL or the local one.
+func brokerURL() string {
+	if u := os.Getenv("LILY_RABBITMQ_URL"); u != "" {
+		return u
+	}
+	return rabbitmq.DefaultURL
+}
+
+// open connects to the real broker. Without one the test skips loudly —
+// except under CI=true, where it fails.
+func open(t *testing.T) *rabbitmq.Transport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL()})
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("RabbitMQ is required under CI=true and unreachable at %s: %v", brokerURL(), err)
+		}
+		t.Skipf("SKIPPING: RabbitMQ unreachable at %s (%v) — start it with 'rabbitmq-server -detached'", brokerURL(), err)
+	}
+	return tr
+}
+
+func harness() transporttest.Harness {
+	return transporttest.Harness{
+		Name: "rabbitmq",
+		New:  func(t *testing.T) transport.Transport { return open(t) },
+		DeadLetters: func(ctx context.Context, tr transport.Transport, queue string) ([]transporttest.DeadLetter, error) {
+			ds, err := tr.(*rabbitmq.Transport).Peek(ctx, &rabbitmq.PeekParams{Queue: rabbitmq.DeadLetterQueue(queue)})
+			if err != nil {
+				return nil, err
+			}
+			out := make([]transporttest.DeadLetter, len(ds))
+			for i, d := range ds {
+				reason, _ := d.Headers[evidence.HeaderReason].(string)
+				if reason == "" {
+					if r, ok := evidence.BrokerReason(d.Headers); ok {
+						reason = string(r)
+					}
+				}
+				out[i] = transporttest.DeadLetter{Queue: queue, EventID: d.EventID, Key: d.Key, Type: d.Type,
+					Body: d.Body, Headers: d.Headers, Reason: reason}
+			}
+			return out, nil
+		},
+		Abandon: func(ctx context.Context, tr transport.Transport, consumer string) error {
+			_, err := tr.(*rabbitmq.Transport).RecoverLeases(ctx, &transport.RecoverParams{Consumer: consumer})
+			return err
+		},
+		Teardown: func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error {
+			return tr.(*rabbitmq.Transport).DeleteQueues(ctx, spec)
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	transporttest.Run(t, harness())
+}
