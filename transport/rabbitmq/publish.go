@@ -138,7 +138,10 @@ func (t *Transport) publishBatch(ctx context.Context, msgs []outMsg) []error {
 drain:
 	for {
 		select {
-		case r := <-p.returns:
+		case r, ok := <-p.returns:
+			if !ok { // channel closed: no more returns
+				break drain
+			}
 			returned[[3]string{r.Exchange, r.RoutingKey, r.MessageId}] = true
 		default:
 			break drain
