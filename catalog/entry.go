@@ -56,6 +56,9 @@ type Entry struct {
 	State           State
 	DeadLetteredAt  time.Time
 	UpdatedAt       time.Time
+	// DLKey, when set, identifies this dead-lettering (e.g. a broker dead
+	// letter being ingested): an entry with the same key is not added twice.
+	DLKey string
 }
 
 // NewEntry builds the entry for message m dead-lettered from queue with the
@@ -96,8 +99,9 @@ func NewEntry(queue string, m transport.Message, headers transport.Headers, reas
 const insertSQL = `INSERT INTO lily_dlq_entries
 	(queue, event_id, msg_key, msg_type, body, headers, body_sha256, reason, error_type,
 	 error_message, fingerprint, consumer_version, source, delivery_count, retry_count,
-	 redrive_count, state, dead_lettered_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	 redrive_count, state, dead_lettered_at, updated_at, dl_key)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT DO NOTHING`
 
 // Inserter adds entries inside a caller's transaction, reusing one prepared
 // statement; transports use it to dead-letter in the same transaction that
@@ -127,12 +131,23 @@ func (in *Inserter) Insert(ctx context.Context, e *Entry) error {
 	res, err := in.stmt.ExecContext(ctx, e.Queue, e.EventID, e.Key, e.Type, e.Body, hdr, e.BodySHA256,
 		e.Reason, e.ErrorType, e.ErrorMessage, e.Fingerprint, e.ConsumerVersion, e.Source,
 		e.DeliveryCount, e.RetryCount, e.RedriveCount, string(e.State),
-		e.DeadLetteredAt.UnixMilli(), e.UpdatedAt.UnixMilli())
+		e.DeadLetteredAt.UnixMilli(), e.UpdatedAt.UnixMilli(), nullString(e.DLKey))
 	if err != nil {
 		return fmt.Errorf("catalog: insert entry %s: %w", e.EventID, err)
 	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		e.ID = 0 // already there (same dl_key): nothing added
+		return nil
+	}
 	e.ID, err = res.LastInsertId()
 	return err
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // Close releases the prepared statement.

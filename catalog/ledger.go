@@ -39,7 +39,9 @@ func AddCountsTx(ctx context.Context, tx *sql.Tx, queue string, accepted, acked 
 
 // Ledger computes the ledger of every queue known to the catalog. The
 // in-flight figure comes from inflight (the transport's own count of
-// messages it still holds); with nil it is taken as zero.
+// messages it still holds); with nil it is taken as zero. When inflight
+// also counts dead letters not yet ingested from a broker
+// (transport.DeadLetterCounter), they are added to dead_lettered.
 func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) ([]LedgerRow, error) {
 	rows := map[string]*LedgerRow{}
 	get := func(q string) *LedgerRow {
@@ -99,6 +101,14 @@ func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) 
 				return nil, err
 			}
 			r.InFlight = n
+		}
+		// Dead letters still waiting in a broker DLQ are dead-lettered too.
+		if dc, ok := inflight.(transport.DeadLetterCounter); ok {
+			n, err := dc.DeadLetterDepth(ctx, r.Queue)
+			if err != nil {
+				return nil, err
+			}
+			r.DeadLettered += n
 		}
 		r.Lost = r.Accepted - r.Acked - r.DeadLettered - r.Discarded - r.InFlight
 		out = append(out, *r)

@@ -33,8 +33,16 @@ CREATE TABLE IF NOT EXISTS lily_dlq_entries (
 	redrive_count    INTEGER NOT NULL DEFAULT 0,
 	state            TEXT    NOT NULL DEFAULT 'pending',
 	dead_lettered_at INTEGER NOT NULL,
-	updated_at       INTEGER NOT NULL
+	updated_at       INTEGER NOT NULL,
+	-- dl_key identifies one dead-lettering of one message, so that
+	-- ingesting the same broker dead letter twice adds one entry.
+	dl_key           TEXT,
+	-- duplicates counts further copies of the same dead-lettering that an
+	-- at-least-once hand-off delivered (the copy was confirmed, the
+	-- original's ack was lost, the message was dead-lettered again).
+	duplicates       INTEGER NOT NULL DEFAULT 0
 );
+CREATE UNIQUE INDEX IF NOT EXISTS lily_dlq_entries_dl_key ON lily_dlq_entries(dl_key) WHERE dl_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS lily_dlq_entries_queue_state ON lily_dlq_entries(queue, state, id);
 CREATE INDEX IF NOT EXISTS lily_dlq_entries_event ON lily_dlq_entries(event_id);
 CREATE TABLE IF NOT EXISTS lily_ledger (
@@ -42,6 +50,16 @@ CREATE TABLE IF NOT EXISTS lily_ledger (
 	accepted INTEGER NOT NULL DEFAULT 0,
 	acked    INTEGER NOT NULL DEFAULT 0
 );
+-- For broker transports, accepted and acked are counted once per event
+-- ID: a redelivered message acked twice, or a redriven message published
+-- again, is not counted again.
+CREATE TABLE IF NOT EXISTS lily_ledger_events (
+	queue    TEXT    NOT NULL,
+	kind     TEXT    NOT NULL,
+	event_id TEXT    NOT NULL,
+	at       INTEGER NOT NULL,
+	PRIMARY KEY (queue, kind, event_id)
+) WITHOUT ROWID;
 `
 
 // Migrate creates the catalog tables in db if they do not exist.

@@ -52,6 +52,9 @@ func (s *Store) Close() error {
 }
 
 // Insert adds entries in one transaction (e.g. ingested from a broker DLQ).
+// An entry with a DLKey that was inserted before is skipped (ingest is
+// idempotent), and one that repeats a held dead-lettering of the same
+// message is counted as a duplicate of it (its ID is left 0).
 func (s *Store) Insert(ctx context.Context, entries ...*Entry) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -64,11 +67,37 @@ func (s *Store) Insert(ctx context.Context, entries ...*Entry) error {
 	}
 	defer in.Close()
 	for _, e := range entries {
+		if e.DLKey != "" {
+			dup, err := markDuplicate(ctx, tx, e)
+			if err != nil {
+				return err
+			}
+			if dup {
+				e.ID = 0
+				continue
+			}
+		}
 		if err := in.Insert(ctx, e); err != nil {
 			return err
 		}
 	}
 	return tx.Commit()
+}
+
+// markDuplicate reports whether e repeats a dead-lettering already held in
+// the catalog — same queue, event ID and redrive generation, still in the
+// work list — as an at-least-once hand-off can deliver it twice; if so it
+// counts the duplicate on the held entry instead of adding one.
+func markDuplicate(ctx context.Context, tx *sql.Tx, e *Entry) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET duplicates = duplicates + 1
+		WHERE id = (SELECT id FROM lily_dlq_entries WHERE queue = ? AND event_id = ? AND redrive_count = ?
+			AND state IN ('pending', 'parked', 'needs_manual') AND (dl_key IS NULL OR dl_key <> ?) LIMIT 1)`,
+		e.Queue, e.EventID, e.RedriveCount, e.DLKey)
+	if err != nil {
+		return false, fmt.Errorf("catalog: check duplicate of %s: %w", e.EventID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
 }
 
 // Get returns the entry with the given ID, or an error wrapping ErrNotFound.

@@ -88,3 +88,30 @@ type StopParams struct {
 type ConsumerStopper interface {
 	StopConsumer(ctx context.Context, p *StopParams) error
 }
+
+// DrainParams are the arguments of DeadLetterDrainer.DrainDeadLetters.
+type DrainParams struct {
+	// Queue is the source queue whose dead-letter destination is drained.
+	Queue string
+	// Batch is the most dead letters handed to the callback at once.
+	// Defaults to 256.
+	Batch int
+	// Limit stops after this many dead letters; 0 drains all.
+	Limit int
+}
+
+// DeadLetterDrainer is implemented by transports whose dead letters live in
+// the broker (a DLQ, a dead-letter topic). DrainDeadLetters hands them to
+// store in batches and removes a batch from the broker only after store
+// returned nil for it (catalog commit, then broker ack). It returns how
+// many were drained.
+type DeadLetterDrainer interface {
+	DrainDeadLetters(ctx context.Context, p *DrainParams, store func(context.Context, []*Delivery) error) (int, error)
+}
+
+// DeadLetterCounter is implemented by transports whose dead letters wait in
+// the broker until drained: DeadLetterDepth counts those not drained yet,
+// which the ledger adds to the dead-lettered ones.
+type DeadLetterCounter interface {
+	DeadLetterDepth(ctx context.Context, queue string) (int64, error)
+}

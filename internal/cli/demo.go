@@ -18,8 +18,6 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
-	"github.com/lily-mq/lily/transport"
-	"github.com/lily-mq/lily/transport/sqlite"
 )
 
 func init() { register(newDemoCmd) }
@@ -27,6 +25,7 @@ func init() { register(newDemoCmd) }
 // demoJSON is the --json output of 'lily demo'.
 type demoJSON struct {
 	DB                  string           `json:"db"`
+	Transport           string           `json:"transport"`
 	Queue               string           `json:"queue"`
 	Messages            int              `json:"messages"`
 	Accepted            int64            `json:"accepted"`
@@ -41,7 +40,7 @@ type demoJSON struct {
 }
 
 type demoFlags struct {
-	db                                   string
+	db, transport, url, queue            string
 	messages, malformed, flaky, hopeless int
 	crashing, maxRestarts                int
 	seed                                 uint64
@@ -72,7 +71,10 @@ The workload's trouble makers:
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.db, "db", "", "SQLite file to create for the demo (default: a new file in a temporary directory)")
+	fl.StringVar(&f.db, "db", "", "SQLite file to create for the demo: the store, or the catalog with --transport rabbitmq (default: a new file in a temporary directory)")
+	fl.StringVar(&f.transport, "transport", lily.TransportSQLite, "where the queue lives: sqlite (embedded, no service) or rabbitmq")
+	fl.StringVar(&f.url, "url", lily.DefaultRabbitMQURL, "AMQP URL of the broker, with --transport rabbitmq")
+	fl.StringVar(&f.queue, "queue", demoQueue, "name of the demo's queue (its exchange is the part before the first dot)")
 	fl.IntVar(&f.messages, "messages", 1000, "orders to publish in all")
 	fl.IntVar(&f.malformed, "malformed", 10, "orders whose body does not decode")
 	fl.IntVar(&f.flaky, "flaky", 50, "orders that fail transiently and succeed on their 2nd or 3rd attempt")
@@ -98,8 +100,8 @@ func (f demoFlags) validate() error {
 	if sum := f.malformed + f.flaky + f.hopeless + f.crashing; sum > f.messages {
 		errs = append(errs, fmt.Errorf("--malformed + --flaky + --hopeless + --crashing = %d: must be <= --messages (%d)", sum, f.messages))
 	}
-	if f.maxRestarts < f.crashing*demoQueueConfig().DeliveryLimit {
-		errs = append(errs, fmt.Errorf("--max-restarts %d: must be >= --crashing × delivery_limit (%d)", f.maxRestarts, f.crashing*demoQueueConfig().DeliveryLimit))
+	if f.maxRestarts < f.crashing*demoQueueConfig(f.queue, f.transport).DeliveryLimit {
+		errs = append(errs, fmt.Errorf("--max-restarts %d: must be >= --crashing × delivery_limit (%d)", f.maxRestarts, f.crashing*demoQueueConfig(f.queue, f.transport).DeliveryLimit))
 	}
 	if len(errs) > 0 {
 		return &UsageError{Msg: "demo: " + errors.Join(errs...).Error()}
@@ -122,55 +124,64 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	} else if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		return usagef("--db %s: the file exists; the demo creates a new database (choose a new path or remove it)", path)
 	}
+	f.db = path
 	say := func(format string, args ...any) {
 		if !f.asJSON {
 			fmt.Fprintf(stdout, format+"\n", args...)
 		}
 	}
-	tr, err := sqlite.Open(ctx, path, sqlite.Options{VisibilityTimeout: demoVisibility})
+	qc := demoQueueConfig(f.queue, f.transport)
+	if err := qc.Validate(); err != nil {
+		return usagef("--queue %q: %v", f.queue, err)
+	}
+	b, err := openDemoBackend(ctx, f.transport, f.url, path, qc)
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
-	qc := demoQueueConfig()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+	defer b.Close()
+	if err := b.declare(ctx); err != nil {
 		return err
 	}
 	msgs, _ := demoWorkload(f.messages, f.malformed, f.flaky, f.hopeless, f.crashing, f.seed)
 	for i := 0; i < len(msgs); i += 500 {
-		if err := lily.Publish(ctx, tr, demoQueue, msgs[i:min(i+500, len(msgs))]); err != nil {
+		if err := lily.Publish(ctx, b.tr, qc.Name, msgs[i:min(i+500, len(msgs))]); err != nil {
 			return err
 		}
 	}
-	say("Lily demo: queue %s on the embedded SQLite store (%s)", demoQueue, path)
+	where := "the embedded SQLite store (" + path + ")"
+	if f.transport == lily.TransportRabbitMQ {
+		where = "RabbitMQ (" + redactedURL(f.url) + "), catalog " + path
+	}
+	say("Lily demo: queue %s on %s", qc.Name, where)
 	say("published %d orders: %d malformed, %d flaky, %d hopeless, %d crashing; retries %v ms, delivery limit %d",
 		f.messages, f.malformed, f.flaky, f.hopeless, f.crashing, qc.Policy().Buckets(), qc.DeliveryLimit)
 
-	restarts, err := superviseDemo(ctx, tr, path, f, say, stderr)
+	restarts, err := superviseDemo(ctx, b, f, say, stderr)
 	if err != nil {
 		return err
 	}
-	cat, err := catalog.New(ctx, tr.DB())
+	if err := b.finish(ctx); err != nil {
+		return err
+	}
+	rows, err := reconcile(ctx, b.cat, b.counter())
 	if err != nil {
 		return err
 	}
-	rows, err := reconcile(ctx, cat, tr)
-	if err != nil {
-		return err
-	}
-	byReason, err := cat.CountBy(ctx, "reason", catalog.Filter{Queue: demoQueue})
+	byReason, err := b.cat.CountBy(ctx, "reason", catalog.Filter{Queue: qc.Name})
 	if err != nil {
 		return err
 	}
 	for _, r := range []evidence.Reason{evidence.ReasonPermanent, evidence.ReasonRetriesExhausted, evidence.ReasonDeliveryLimit} {
 		byReason[string(r)] += 0
 	}
-	out := demoJSON{DB: path, Queue: demoQueue, Messages: f.messages, DeadLettersByReason: byReason,
+	out := demoJSON{DB: path, Transport: f.transport, Queue: qc.Name, Messages: f.messages, DeadLettersByReason: byReason,
 		WorkerRestarts: restarts, DurationMillis: time.Since(start).Milliseconds()}
+	var shown []catalog.LedgerRow
 	for _, r := range rows {
-		if r.Queue == demoQueue {
+		if r.Queue == qc.Name {
 			out.Accepted, out.Acked, out.DeadLettered, out.Discarded, out.InFlight, out.Lost =
 				r.Accepted, r.Acked, r.DeadLettered, r.Discarded, r.InFlight, r.Lost
+			shown = append(shown, r)
 		}
 	}
 	if f.asJSON {
@@ -179,7 +190,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		}
 	} else {
 		say("")
-		printLedger(stdout, rows)
+		printLedger(stdout, shown)
 		say("\ndead letters by reason:")
 		reasons := make([]string, 0, len(byReason))
 		for r := range byReason {
@@ -189,7 +200,8 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		for _, r := range reasons {
 			say("  %-20s %d", r, byReason[r])
 		}
-		say("\nworker restarts: %d (each crash-type poison was counted by the store, not caught in the handler)", restarts)
+		say("\nworker restarts: %d (each crash-type poison was counted by the %s, not caught in the handler)", restarts,
+			map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker"}[f.transport])
 		say("inspect it yourself: lily reconcile --db %s", path)
 	}
 	if out.Lost != 0 || out.InFlight != 0 {
@@ -201,17 +213,17 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 }
 
 // superviseDemo runs the worker as a child process until it exits cleanly
-// (queue quiet), restarting it whenever it dies and giving its leases back
-// at once, as a broker requeues a dead connection's deliveries. It returns
-// the number of restarts.
-func superviseDemo(ctx context.Context, tr *sqlite.Transport, path string, f demoFlags, say func(string, ...any), stderr io.Writer) (int, error) {
+// (queue quiet), restarting it whenever it dies and giving its deliveries
+// back at once (a broker does that by itself when the connection dies). It
+// returns the number of restarts.
+func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(string, ...any), stderr io.Writer) (int, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return 0, fmt.Errorf("demo: find the lily executable to start the worker: %w", err)
 	}
 	for restarts := 0; ; restarts++ {
 		instance := "demo-worker-" + strconv.Itoa(restarts+1)
-		args := []string{"demo-worker", "--db", path, "--instance", instance}
+		args := []string{"demo-worker", "--db", f.db, "--instance", instance, "--transport", f.transport, "--url", f.url, "--queue", f.queue}
 		if f.verbose {
 			args = append(args, "--verbose")
 		}
@@ -232,11 +244,18 @@ func superviseDemo(ctx context.Context, tr *sqlite.Transport, path string, f dem
 		if !errors.As(err, &ee) {
 			return restarts, fmt.Errorf("demo: start worker: %w", err)
 		}
-		n, rerr := tr.RecoverLeases(ctx, &transport.RecoverParams{Consumer: instance})
+		if ee.ExitCode() > 0 {
+			return restarts, fmt.Errorf("demo: the worker failed (%v); run with --verbose to see its log", ee.ProcessState)
+		}
+		n, rerr := b.recover(ctx, instance)
 		if rerr != nil {
 			return restarts, fmt.Errorf("demo: recover the dead worker's leases: %w", rerr)
 		}
-		say("worker %d died (%v) holding %d deliveries; restarting", restarts+1, ee.ProcessState, n)
+		if b.sq != nil {
+			say("worker %d died (%v) holding %d deliveries; restarting", restarts+1, ee.ProcessState, n)
+		} else {
+			say("worker %d died (%v); the broker requeued its deliveries; restarting", restarts+1, ee.ProcessState)
+		}
 		if restarts+1 > f.maxRestarts {
 			return restarts, fmt.Errorf("demo: the worker died %d times, more than --max-restarts %d", restarts+1, f.maxRestarts)
 		}

@@ -11,17 +11,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/transport/sqlite"
 )
 
 func init() { register(newDemoWorkerCmd) }
 
 // demoQueueConfig is the demo queue's configuration: three retries tens of
 // milliseconds apart, the default delivery limit of 5.
-func demoQueueConfig() lily.QueueConfig {
+func demoQueueConfig(name, kind string) lily.QueueConfig {
 	return lily.QueueConfig{
-		Name:                  demoQueue,
-		Transport:             lily.TransportSQLite,
+		Name:                  name,
+		Transport:             kind,
 		RetryAttempts:         3,
 		RetryBackoffMillis:    20,
 		MaxRetryBackoffMillis: 80,
@@ -42,9 +41,8 @@ const demoVisibility = 10 * time.Second
 // a child process and restarts it whenever it dies.
 func newDemoWorkerCmd() *cobra.Command {
 	var (
-		db       string
-		instance string
-		verbose  bool
+		db, instance, kind, url, queue string
+		verbose                        bool
 	)
 	cmd := &cobra.Command{
 		Use:    "demo-worker",
@@ -54,17 +52,18 @@ func newDemoWorkerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			tr, err := sqlite.Open(ctx, db, sqlite.Options{VisibilityTimeout: demoVisibility, PollInterval: 5 * time.Millisecond})
+			qc := demoQueueConfig(queue, kind)
+			b, err := openDemoBackend(ctx, kind, url, db, qc)
 			if err != nil {
 				return err
 			}
-			defer tr.Close()
+			defer b.Close()
 			var logOut io.Writer = io.Discard
 			if verbose {
 				logOut = cmd.ErrOrStderr()
 			}
-			c, err := lily.NewConsumer(tr, lily.HandlerFunc(demoHandler), lily.ConsumerOptions{
-				Queue: demoQueueConfig(), Concurrency: 4, Prefetch: 64, Instance: instance,
+			c, err := lily.NewConsumer(b.tr, lily.HandlerFunc(demoHandler), lily.ConsumerOptions{
+				Queue: qc, Concurrency: 4, Prefetch: 64, Instance: instance,
 				Name: "orders-consumer", Version: "1.4.2", ReceiveWait: 50 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(logOut, nil)),
 			})
@@ -73,6 +72,7 @@ func newDemoWorkerCmd() *cobra.Command {
 			}
 			// Quiet: nothing left in flight (ready, leased or waiting to
 			// be retried) — every message is acked or dead-lettered.
+			counter := b.counter()
 			go func() {
 				t := time.NewTicker(20 * time.Millisecond)
 				defer t.Stop()
@@ -81,7 +81,7 @@ func newDemoWorkerCmd() *cobra.Command {
 					case <-ctx.Done():
 						return
 					case <-t.C:
-						if n, err := tr.InFlight(ctx, demoQueue); err == nil && n == 0 {
+						if n, err := counter.InFlight(ctx, qc.Name); err == nil && n == 0 {
 							cancel()
 							return
 						}
@@ -91,8 +91,12 @@ func newDemoWorkerCmd() *cobra.Command {
 			return c.Run(ctx)
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", "database file")
-	cmd.Flags().StringVar(&instance, "instance", "demo-worker-"+strconv.Itoa(os.Getpid()), "consumer instance ID (its leases)")
-	cmd.Flags().BoolVar(&verbose, "verbose", false, "log the consumer's decisions to stderr")
+	fl := cmd.Flags()
+	fl.StringVar(&db, "db", "", "database file (store or catalog)")
+	fl.StringVar(&instance, "instance", "demo-worker-"+strconv.Itoa(os.Getpid()), "consumer instance ID (its leases)")
+	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite or rabbitmq")
+	fl.StringVar(&url, "url", lily.DefaultRabbitMQURL, "AMQP URL")
+	fl.StringVar(&queue, "queue", demoQueue, "queue name")
+	fl.BoolVar(&verbose, "verbose", false, "log the consumer's decisions to stderr")
 	return cmd
 }

@@ -36,7 +36,9 @@ func newReconcileCmd() *cobra.Command {
 and exit 1 when any queue has messages unaccounted for (lost ≠ 0).
 dead_lettered counts entries held in the dead-letter work list (pending,
 parked, needs_manual); discarded counts entries discarded or erased with a
-record; in_flight counts messages ready, leased or waiting for a retry.`,
+record; in_flight counts messages ready, leased or waiting for a retry.
+With --config, queues on a broker are counted there (RabbitMQ: ready in the
+queue and its buckets; dead letters still in the DLQ count as dead-lettered).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tr, cat, err := sf.openExisting(cmd.Context())
@@ -44,7 +46,23 @@ record; in_flight counts messages ready, leased or waiting for a retry.`,
 				return err
 			}
 			defer tr.Close()
-			rows, err := reconcile(cmd.Context(), cat, tr)
+			counters := &queueCounters{def: tr}
+			if sf.config != "" {
+				c, err := sf.loadConfig()
+				if err != nil {
+					return err
+				}
+				sources, closeAll, err := brokerSources(cmd.Context(), c, "")
+				defer closeAll()
+				if err != nil {
+					return err
+				}
+				counters.byQueue = map[string]transport.InFlightCounter{}
+				for q, s := range sources {
+					counters.byQueue[q] = s
+				}
+			}
+			rows, err := reconcile(cmd.Context(), cat, counters)
 			if err != nil {
 				return err
 			}

@@ -41,3 +41,58 @@ func (t *Transport) Peek(ctx context.Context, p *PeekParams) ([]*transport.Deliv
 	}
 	return out, nil
 }
+
+// DrainDeadLetters moves the dead letters of p.Queue (its DLQ) to store in
+// batches: each batch is acknowledged (removed) only after store returned
+// nil, so a crash leaves at most a batch to be stored again.
+func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainParams, store func(context.Context, []*transport.Delivery) error) (int, error) {
+	batch := p.Batch
+	if batch <= 0 {
+		batch = 256
+	}
+	dlq := DeadLetterQueue(p.Queue)
+	ch, _, err := t.channel(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	total := 0
+	for p.Limit <= 0 || total < p.Limit {
+		n := batch
+		if p.Limit > 0 {
+			n = min(n, p.Limit-total)
+		}
+		var ds []*transport.Delivery
+		var last uint64
+		for len(ds) < n {
+			if err := ctx.Err(); err != nil {
+				return total, err
+			}
+			d, ok, err := ch.Get(dlq, false)
+			if err != nil {
+				return total, fmt.Errorf("rabbitmq: drain %s: %w", dlq, err)
+			}
+			if !ok {
+				break
+			}
+			ds = append(ds, delivery(p.Queue, &d))
+			last = d.DeliveryTag
+		}
+		if len(ds) == 0 {
+			return total, nil
+		}
+		if err := store(ctx, ds); err != nil {
+			return total, err // the batch stays in the DLQ (the channel closes unacked)
+		}
+		if err := ch.Ack(last, true); err != nil {
+			return total, fmt.Errorf("rabbitmq: drain %s: ack after store: %w (the batch may be stored again; ingest is idempotent)", dlq, err)
+		}
+		total += len(ds)
+	}
+	return total, nil
+}
+
+// DeadLetterDepth counts the messages waiting in the queue's DLQ.
+func (t *Transport) DeadLetterDepth(ctx context.Context, queue string) (int64, error) {
+	return t.ready(ctx, DeadLetterQueue(queue))
+}

@@ -23,12 +23,14 @@ import (
 )
 
 var (
-	_ transport.Transport       = (*Transport)(nil)
-	_ transport.Declarer        = (*Transport)(nil)
-	_ transport.LeaseRecoverer  = (*Transport)(nil)
-	_ transport.InFlightCounter = (*Transport)(nil)
-	_ transport.Featurer        = (*Transport)(nil)
-	_ transport.ConsumerStopper = (*Transport)(nil)
+	_ transport.Transport         = (*Transport)(nil)
+	_ transport.Declarer          = (*Transport)(nil)
+	_ transport.LeaseRecoverer    = (*Transport)(nil)
+	_ transport.InFlightCounter   = (*Transport)(nil)
+	_ transport.Featurer          = (*Transport)(nil)
+	_ transport.ConsumerStopper   = (*Transport)(nil)
+	_ transport.DeadLetterDrainer = (*Transport)(nil)
+	_ transport.DeadLetterCounter = (*Transport)(nil)
 )
 
 // DefaultURL is the URL of a local broker with the default account.

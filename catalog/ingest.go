@@ -1,0 +1,90 @@
+package catalog
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+)
+
+// Ingest drains the dead letters of queue from a broker into the catalog:
+// each batch is committed to the catalog, then removed from the broker.
+// Ingesting the same dead letter twice (a crash between the two) adds one
+// entry. It returns how many dead letters were drained.
+func (s *Store) Ingest(ctx context.Context, d transport.DeadLetterDrainer, queue string) (int, error) {
+	return d.DrainDeadLetters(ctx, &transport.DrainParams{Queue: queue}, func(ctx context.Context, ds []*transport.Delivery) error {
+		now := time.Now()
+		entries := make([]*Entry, len(ds))
+		for i, dl := range ds {
+			entries[i] = EntryFromDeadLetter(queue, dl, now)
+		}
+		if err := s.Insert(ctx, entries...); err != nil {
+			return fmt.Errorf("catalog: ingest %s: %w", queue, err)
+		}
+		return nil
+	})
+}
+
+// EntryFromDeadLetter builds the catalog entry of a dead letter read from a
+// broker. Lily's own evidence is used when present; a message the broker
+// dead-lettered by itself (delivery limit, expiry, overflow, rejection)
+// gets its reason and evidence from the broker's headers (x-death).
+func EntryFromDeadLetter(queue string, d *transport.Delivery, now time.Time) *Entry {
+	rec, _ := evidence.Decode(d.Headers)
+	reason := string(rec.Reason)
+	foreign := evidence.DecodeForeign(d.Headers)
+	if reason == "" {
+		if r, ok := evidence.BrokerReason(d.Headers); ok {
+			reason = string(r)
+		} else {
+			reason = string(evidence.ReasonRejected)
+		}
+	}
+	e := NewEntry(queue, d.Message, d.Headers, reason, now)
+	if rec.Reason == "" {
+		// No Lily evidence: describe what the broker (or another
+		// framework) recorded.
+		e.ErrorMessage = "dead-lettered by the broker without Lily evidence: " + reason
+		if len(foreign) > 0 {
+			f := foreign[0]
+			e.ErrorMessage = fmt.Sprintf("dead-lettered by %s: %s", f.System, f.Reason)
+			if f.Source != "" {
+				e.ErrorMessage += " at " + f.Source
+			}
+			if f.Count > 0 {
+				e.ErrorMessage += " (count " + strconv.Itoa(f.Count) + ")"
+			}
+			if f.Message != "" {
+				e.ErrorMessage += ": " + f.Message
+			}
+			if f.ExceptionType != "" {
+				e.ErrorType = f.ExceptionType
+			}
+			if !f.Time.IsZero() {
+				e.DeadLetteredAt = f.Time.UTC()
+			}
+		}
+		e.Fingerprint = evidence.Fingerprint(e.ErrorMessage)
+		e.DeliveryCount = max(e.DeliveryCount, d.DeliveryCount)
+	}
+	e.DLKey = deadLetterKey(d, rec, foreign)
+	return e
+}
+
+// deadLetterKey identifies one dead-lettering of one message: its event
+// ID, when it was dead-lettered (Lily's or the broker's record) and its body.
+func deadLetterKey(d *transport.Delivery, rec evidence.Record, foreign []evidence.ForeignEvidence) string {
+	h := sha256.New()
+	h.Write([]byte(d.Queue + "\x00" + d.EventID + "\x00"))
+	h.Write([]byte(evidence.FormatTime(rec.DeadLetteredAt) + "\x00"))
+	for _, f := range foreign {
+		h.Write([]byte(f.Origin + "|" + f.Reason + "|" + f.Source + "|" + strconv.Itoa(f.Count) + "|" + f.Time.String() + "\x00"))
+	}
+	h.Write(d.Body)
+	return hex.EncodeToString(h.Sum(nil))
+}

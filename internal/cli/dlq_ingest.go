@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily/catalog"
+)
+
+func init() { registerDLQ(newDLQIngestCmd) }
+
+// ingestJSON is the --json output of 'lily dlq ingest'.
+type ingestJSON struct {
+	Queues map[string]int `json:"queues"`
+	Total  int            `json:"total"`
+}
+
+func newDLQIngestCmd() *cobra.Command {
+	var (
+		sf     storeFlags
+		url    string
+		queue  string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "ingest",
+		Short: "Drain broker dead-letter queues into the catalog (catalog commit, then broker ack)",
+		Long: `Drain <queue>.dlq.v2 of every [[queue]] with transport = "rabbitmq" (or only
+--queue) into the catalog at --db (or the config's db). Each batch is
+committed to the catalog before it is acknowledged on the broker; ingesting
+the same dead letter twice adds one entry. Dead letters the broker made by
+itself (x-death reasons rejected, expired, maxlen, delivery_limit) get their
+reason and evidence from the broker's headers.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if sf.config == "" {
+				return usagef("--config FILE is required: it names the broker queues to ingest")
+			}
+			c, err := sf.loadConfig()
+			if err != nil {
+				return err
+			}
+			path, err := sf.path()
+			if err != nil {
+				return err
+			}
+			sources, closeAll, err := brokerSources(ctx, c, url)
+			defer closeAll()
+			if err != nil {
+				return err
+			}
+			if queue != "" {
+				if _, ok := sources[queue]; !ok {
+					return notRabbit(queue)
+				}
+			}
+			if len(sources) == 0 {
+				return usagef("--config %s: no [[queue]] has transport = \"rabbitmq\": nothing to ingest", sf.config)
+			}
+			cat, err := catalog.Open(ctx, path)
+			if err != nil {
+				return err
+			}
+			defer cat.Close()
+			out := ingestJSON{Queues: map[string]int{}}
+			names := make([]string, 0, len(sources))
+			for q := range sources {
+				if queue == "" || q == queue {
+					names = append(names, q)
+				}
+			}
+			sort.Strings(names)
+			for _, q := range names {
+				n, err := cat.Ingest(ctx, sources[q], q)
+				out.Queues[q] = n
+				out.Total += n
+				if err != nil {
+					return fmt.Errorf("ingest %s (after %d dead letters): %w", q, n, err)
+				}
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			for _, q := range names {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %d dead letters ingested into %s\n", q, out.Queues[q], path)
+			}
+			return nil
+		},
+	}
+	sf.add(cmd)
+	cmd.Flags().StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	cmd.Flags().StringVar(&queue, "queue", "", "ingest only this queue's dead letters")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
