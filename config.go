@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -31,6 +32,9 @@ const (
 	TransportRabbitMQ = "rabbitmq"
 	TransportKafka    = "kafka"
 )
+
+// DefaultRabbitMQURL is the broker used when the configuration names none.
+const DefaultRabbitMQURL = "amqp://guest:guest@127.0.0.1:5672/"
 
 // Defaults of QueueConfig.
 const (
@@ -70,6 +74,12 @@ type QueueConfig struct {
 	// RetryJitterRatio spreads delays over lower/nominal/upper buckets,
 	// finite 0.0..0.5. Defaults to 0.0.
 	RetryJitterRatio float64 `toml:"retry_jitter_ratio" json:"retry_jitter_ratio"`
+	// ExpectedOutage is the longest dependency outage the queue's retries
+	// should ride out, as a Go duration such as "10m"; >= 0. 'lily lint'
+	// reports an error when the retry span is shorter: every message that
+	// arrives in the first (outage − span) of such an outage is
+	// dead-lettered. Defaults to none.
+	ExpectedOutage string `toml:"expected_outage" json:"expected_outage,omitempty"`
 	// DeliveryLimit is the most times one copy is handed to a handler;
 	// the next delivery dead-letters it with reason delivery_limit, 1..1000.
 	// Defaults to 5.
@@ -91,6 +101,15 @@ type QueueConfig struct {
 	// DLQRetentionHours is how long dead letters are kept before they are
 	// discarded with a record, > 0. Defaults to 336 (14 days).
 	DLQRetentionHours int `toml:"dlq_retention_hours" json:"dlq_retention_hours"`
+	// SourceRetentionHours is how long the source keeps an unconsumed
+	// message (e.g. the broker's or the producer's retention), >= 0; 'lily
+	// lint' reports a dlq_retention_hours shorter than it. Defaults to 0
+	// (unknown).
+	SourceRetentionHours int `toml:"source_retention_hours" json:"source_retention_hours,omitempty"`
+	// TriageHours is how long the owner may take to notice and triage a
+	// dead letter, >= 0; 'lily lint' reports a dlq_retention_hours shorter
+	// than twice it. Defaults to 0 (unknown).
+	TriageHours int `toml:"triage_hours" json:"triage_hours,omitempty"`
 	// BucketMaxLength caps each retry bucket (RabbitMQ x-max-length with
 	// reject-publish: a full bucket refuses the hand-off, never drops).
 	// Defaults to 100000.
@@ -209,6 +228,19 @@ func (c QueueConfig) Validate() error {
 	if c.DLQRetentionHours <= 0 {
 		bad("dlq_retention_hours", c.DLQRetentionHours, "must be > 0")
 	}
+	if c.SourceRetentionHours < 0 {
+		bad("source_retention_hours", c.SourceRetentionHours, "must be >= 0 (0 = unknown)")
+	}
+	if c.TriageHours < 0 {
+		bad("triage_hours", c.TriageHours, "must be >= 0 (0 = unknown)")
+	}
+	if c.ExpectedOutage != "" {
+		if d, err := time.ParseDuration(c.ExpectedOutage); err != nil {
+			bad("expected_outage", fmt.Sprintf("%q", c.ExpectedOutage), `must be a Go duration with a unit, e.g. "10m", "90s" or "1h30m"`)
+		} else if d < 0 {
+			bad("expected_outage", fmt.Sprintf("%q", c.ExpectedOutage), "must be >= 0")
+		}
+	}
 	if c.BucketMaxLength < 1 {
 		bad("bucket_max_length", c.BucketMaxLength, "must be >= 1")
 	}
@@ -216,6 +248,16 @@ func (c QueueConfig) Validate() error {
 		bad("dlq_max_length", c.DLQMaxLength, "must be >= 1")
 	}
 	return errors.Join(errs...)
+}
+
+// ExpectedOutageDuration returns ExpectedOutage as a duration: 0 when it
+// is empty or not a valid duration (Validate reports the latter).
+func (c QueueConfig) ExpectedOutageDuration() time.Duration {
+	d, err := time.ParseDuration(c.ExpectedOutage)
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
 }
 
 // unjoin splits an errors.Join result into its parts.
@@ -230,6 +272,9 @@ func unjoin(err error) []error {
 type Config struct {
 	// DB is the embedded SQLite database file. Defaults to "lily.db".
 	DB string `toml:"db" json:"db"`
+	// RabbitMQURL is the broker of the queues with transport "rabbitmq".
+	// Defaults to "amqp://guest:guest@127.0.0.1:5672/".
+	RabbitMQURL string `toml:"rabbitmq_url" json:"rabbitmq_url,omitempty"`
 	// RedactPatterns are extra regular expressions whose matches are masked
 	// in error messages and stacks. Defaults to none (the built-in
 	// patterns always apply).
@@ -242,6 +287,9 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	if c.DB == "" {
 		c.DB = "lily.db"
+	}
+	if c.RabbitMQURL == "" {
+		c.RabbitMQURL = DefaultRabbitMQURL
 	}
 	qs := make([]QueueConfig, len(c.Queues))
 	for i, q := range c.Queues {

@@ -26,6 +26,7 @@ retry_attempts = 3
 retry_backoff_millis = 1000
 max_retry_backoff_millis = 60000
 retry_jitter_ratio = 0.2
+expected_outage = "10m"
 delivery_limit = 7
 immediate_retries = 2
 immediate_retry_millis = 150
@@ -33,6 +34,8 @@ handler_timeout_millis = 5000
 ordering = "park"
 max_redrives = 4
 dlq_retention_hours = 72
+source_retention_hours = 48
+triage_hours = 24
 bucket_max_length = 5000
 dlq_max_length = 50000
 owner = "team-orders"
@@ -78,6 +81,7 @@ func TestParseConfigFull(t *testing.T) {
 			RetryAttempts: 3, RetryBackoffMillis: 1000, MaxRetryBackoffMillis: 60000, RetryJitterRatio: 0.2,
 			DeliveryLimit: 7, ImmediateRetries: 2, ImmediateRetryMillis: 150, HandlerTimeoutMillis: 5000,
 			Ordering: "park", MaxRedrives: 4, DLQRetentionHours: 72, BucketMaxLength: 5000, DLQMaxLength: 50000,
+			ExpectedOutage: "10m", SourceRetentionHours: 48, TriageHours: 24,
 			Owner:           "team-orders",
 			PermanentErrors: []string{"*json.SyntaxError", "*orders.ValidationError"},
 		},

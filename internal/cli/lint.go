@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/lint"
+	"github.com/lily-mq/lily/transport/rabbitmq"
+)
+
+func init() { register(newLintCmd) }
+
+func newLintCmd() *cobra.Command {
+	var (
+		config, url, mgmtURL string
+		live, strict, asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "lint",
+		Short: "Find misconfigurations that lose or delay messages; exit 1 on errors (and warnings with --strict)",
+		Long: `Judge a configuration, and with --live the RabbitMQ broker, for the mistakes
+that lose or delay messages quietly. Each finding has a severity, the queue, a
+stable code, what is wrong, why it loses or delays messages, and the fix.
+
+Static: retry_attempts = 0 (no-retries); delivery_limit above 20 or equal to 1
+(delivery-limit-high, delivery-limit-one); a retry span shorter than the queue's
+expected_outage, with 'lily plan outage's figure (retry-span-short);
+dlq_retention_hours shorter than source_retention_hours or than twice triage_hours
+(dlq-retention-below-source, dlq-retention-below-triage); jitter without retries,
+bucket counts near their limits, retries sharing the backoff cap
+(jitter-without-retries, buckets-near-limit, topology-buckets-near-limit,
+retries-share-cap); ordering = "park" (park-needs-keys); no owner (no-owner).
+
+--live, for queues with transport = "rabbitmq", through the management API: every
+difference of 'lily topology verify' (topology-drift); a dead-letter exchange that
+does not exist or routes the queue's dead-letter routing key nowhere (dlx-missing,
+dlx-unbound); at-least-once dead-lettering without reject-publish; a quorum queue
+with a delivery limit and no dead-letter exchange; a main queue without
+x-delivery-limit; a dead-letter queue with a message TTL, from an argument or a
+policy (dlq-message-ttl); a TTL without a dead-letter exchange; RabbitMQ 4.3's
+changed delivery count (delivery-count-semantics).
+
+Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
+(and on warnings with --strict), 2 on bad flags.`,
+		Example: `  lily lint --config lily.toml
+  lily lint --config lily.toml --live --strict --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if config == "" {
+				return usagef("lint: --config FILE is required: lint judges the [[queue]] entries of a configuration")
+			}
+			f := cmd.Flags()
+			if !live && (f.Changed("url") || f.Changed("management-url")) {
+				return usagef("lint: --url and --management-url only apply with --live")
+			}
+			cfg, err := lily.LoadConfig(config)
+			if err != nil {
+				return err
+			}
+			findings := lint.Static(cfg)
+			if live {
+				lf, err := lintLive(cmd, cfg, url, mgmtURL)
+				if err != nil {
+					return err
+				}
+				findings = append(findings, lf...)
+			}
+			r := lint.NewReport(findings)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				err = writeJSON(out, r)
+			} else {
+				err = r.WriteText(out)
+			}
+			if err != nil {
+				return err
+			}
+			if r.Failed(strict) {
+				msg := fmt.Sprintf("lint: %d error(s)", r.Errors)
+				if strict {
+					msg += fmt.Sprintf(" and %d warning(s) (--strict)", r.Warnings)
+				}
+				return &ExitError{Code: 1, Msg: msg}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&config, "config", "", "Lily configuration file (TOML) to judge (required)")
+	f.BoolVar(&live, "live", false, "also judge the RabbitMQ broker of the queues with transport = \"rabbitmq\" (management API)")
+	f.BoolVar(&strict, "strict", false, "exit 1 on warnings too")
+	f.BoolVar(&asJSON, "json", false, `print {"findings":[...],"errors":N,"warnings":N,"infos":N}`)
+	f.StringVar(&url, "url", "", "with --live: AMQP URL of the broker (default: the config's rabbitmq_url)")
+	f.StringVar(&mgmtURL, "management-url", "", "with --live: management API URL (default: the broker's host, port 15672, same credentials)")
+	return cmd
+}
+
+// lintLive runs the live checks against the configuration's broker. With no
+// queue of transport "rabbitmq" it says so on stderr and checks nothing.
+func lintLive(cmd *cobra.Command, cfg lily.Config, url, mgmtURL string) ([]lint.Finding, error) {
+	if url == "" {
+		url = cfg.RabbitMQURL
+	}
+	m, err := rabbitmq.ManagementFor(url)
+	if err != nil {
+		return nil, usagef("lint: --url %q: %v", url, err)
+	}
+	if len(lint.RabbitMQSpecs(cfg)) == 0 {
+		fmt.Fprintln(cmd.ErrOrStderr(), `lily: lint --live: no [[queue]] has transport = "rabbitmq"; only the static checks ran`)
+		return nil, nil
+	}
+	if mgmtURL != "" {
+		m.URL = strings.TrimRight(mgmtURL, "/")
+	}
+	ctx := cmd.Context()
+	findings, err := lint.Live(ctx, cfg, m)
+	if err != nil {
+		return nil, fmt.Errorf("lint --live: %w", err)
+	}
+	return findings, nil
+}

@@ -1,0 +1,37 @@
+// Package lint finds the misconfigurations that lose or delay messages
+// quietly: the engine behind 'lily lint'.
+//
+// A Finding has a severity, the Lily queue it is about, a stable code, what
+// is wrong, why it loses or delays messages and the fix. Severities mean:
+//
+//   - error: messages are lost (silently, or discarded before anyone can
+//     act) or the configuration contradicts a requirement it states itself
+//     (expected_outage); 'lily lint' exits 1.
+//   - warning: messages are dead-lettered or delayed needlessly, or a limit
+//     is close; 'lily lint --strict' exits 1.
+//   - info: worth knowing; never changes the exit code.
+//
+// Static judges a configuration alone and is pure. CheckBroker judges a
+// snapshot of a RabbitMQ broker (a Broker, read by ReadBroker through the
+// management API; Live does both) and is pure too. NewReport sorts and
+// counts findings; Report is also the JSON output of 'lily lint --json'.
+//
+// Static codes: no-retries, delivery-limit-high, delivery-limit-one,
+// retry-span-short, dlq-retention-below-source, dlq-retention-below-triage,
+// jitter-without-retries, buckets-near-limit, topology-buckets-near-limit,
+// retries-share-cap, park-needs-keys, no-owner. Live codes: topology-drift,
+// dlx-missing, dlx-unbound, at-least-once-without-reject-publish,
+// delivery-limit-without-dlx, no-delivery-limit, dlq-message-ttl,
+// ttl-without-dlx, delivery-count-semantics. The doc comments of Static and
+// CheckBroker give each rule.
+//
+// The rules come from the seed articles: a dead-letter exchange that does
+// not exist or has no binding for the routing key, a quorum queue with a
+// delivery limit and no dead-letter exchange, and a DLQ retention shorter
+// than the source's are the "silent loss" failure mode of seed 000, whose
+// symptom is that there is none; at-least-once dead-lettering needs
+// reject-publish (seed 004); a retry span shorter than an outage
+// dead-letters healthy messages (seed 000's worked example, computed by
+// package plan); a DLQ needs an owner and a retention longer than its
+// triage time.
+package lint
