@@ -33,20 +33,33 @@ const (
 	TransportKafka    = "kafka"
 )
 
+// BreakerEnabled reports whether the queue's consumers use the circuit
+// breaker: as configured, else when retry_attempts > 0.
+func (c QueueConfig) BreakerEnabled() bool {
+	if c.Breaker != nil {
+		return *c.Breaker
+	}
+	return c.RetryAttempts > 0
+}
+
 // DefaultRabbitMQURL is the broker used when the configuration names none.
 const DefaultRabbitMQURL = "amqp://guest:guest@127.0.0.1:5672/"
 
 // Defaults of QueueConfig.
 const (
-	DefaultDeliveryLimit        = 5
-	DefaultImmediateRetryMillis = 200
-	DefaultHandlerTimeoutMillis = 30000
-	DefaultMaxRedrives          = 2
-	DefaultDLQRetentionHours    = 336
-	MaxDeliveryLimit            = 1000
-	MaxImmediateRetries         = 10
-	DefaultBucketMaxLength      = 100000
-	DefaultDLQMaxLength         = 1000000
+	DefaultDeliveryLimit         = 5
+	DefaultImmediateRetryMillis  = 200
+	DefaultHandlerTimeoutMillis  = 30000
+	DefaultMaxRedrives           = 2
+	DefaultDLQRetentionHours     = 336
+	MaxDeliveryLimit             = 1000
+	MaxImmediateRetries          = 10
+	DefaultBreakerFailureRatio   = 0.5
+	DefaultBreakerMinRequests    = 20
+	DefaultBreakerWindowMillis   = 10000
+	DefaultBreakerCooldownMillis = 5000
+	DefaultBucketMaxLength       = 100000
+	DefaultDLQMaxLength          = 1000000
 )
 
 // QueueConfig is one [[queue]] entry of the configuration file: a logical
@@ -124,10 +137,40 @@ type QueueConfig struct {
 	// printed by %T (e.g. "*json.SyntaxError") that dead-letter at once.
 	// Defaults to none.
 	PermanentErrors []string `toml:"permanent_errors" json:"permanent_errors,omitempty"`
+	// Breaker turns the circuit breaker on or off: while the share of
+	// transient failures is high, the consumer stops fetching, so that an
+	// outage of a dependency becomes lag, not dead letters. Defaults to on
+	// when retry_attempts > 0.
+	Breaker *bool `toml:"breaker" json:"breaker,omitempty"`
+	// BreakerFailureRatio opens the breaker when transient failures are at
+	// least this share of the outcomes in the window, 0 < ratio <= 1.
+	// Defaults to 0.5.
+	BreakerFailureRatio float64 `toml:"breaker_failure_ratio" json:"breaker_failure_ratio"`
+	// BreakerMinRequests is the fewest outcomes in the window before the
+	// ratio counts, >= 1. Defaults to 20.
+	BreakerMinRequests int `toml:"breaker_min_requests" json:"breaker_min_requests"`
+	// BreakerWindowMillis is the sliding window of outcomes, > 0. Defaults
+	// to 10000.
+	BreakerWindowMillis int64 `toml:"breaker_window_millis" json:"breaker_window_millis"`
+	// BreakerCooldownMillis is how long the breaker stays open before one
+	// probe is let through, > 0. Defaults to 5000.
+	BreakerCooldownMillis int64 `toml:"breaker_cooldown_millis" json:"breaker_cooldown_millis"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c QueueConfig) WithDefaults() QueueConfig {
+	if c.BreakerFailureRatio == 0 {
+		c.BreakerFailureRatio = DefaultBreakerFailureRatio
+	}
+	if c.BreakerMinRequests == 0 {
+		c.BreakerMinRequests = DefaultBreakerMinRequests
+	}
+	if c.BreakerWindowMillis == 0 {
+		c.BreakerWindowMillis = DefaultBreakerWindowMillis
+	}
+	if c.BreakerCooldownMillis == 0 {
+		c.BreakerCooldownMillis = DefaultBreakerCooldownMillis
+	}
 	if c.Transport == "" {
 		c.Transport = TransportSQLite
 	}
@@ -246,6 +289,18 @@ func (c QueueConfig) Validate() error {
 	}
 	if c.DLQMaxLength < 1 {
 		bad("dlq_max_length", c.DLQMaxLength, "must be >= 1")
+	}
+	if !(c.BreakerFailureRatio > 0 && c.BreakerFailureRatio <= 1) {
+		bad("breaker_failure_ratio", c.BreakerFailureRatio, "must be a number in (0, 1]")
+	}
+	if c.BreakerMinRequests < 1 {
+		bad("breaker_min_requests", c.BreakerMinRequests, "must be >= 1")
+	}
+	if c.BreakerWindowMillis <= 0 {
+		bad("breaker_window_millis", c.BreakerWindowMillis, "must be > 0")
+	}
+	if c.BreakerCooldownMillis <= 0 {
+		bad("breaker_cooldown_millis", c.BreakerCooldownMillis, "must be > 0")
 	}
 	return errors.Join(errs...)
 }

@@ -40,6 +40,11 @@ bucket_max_length = 5000
 dlq_max_length = 50000
 owner = "team-orders"
 permanent_errors = ["*json.SyntaxError", "*orders.ValidationError"]
+breaker = false
+breaker_failure_ratio = 0.75
+breaker_min_requests = 7
+breaker_window_millis = 3000
+breaker_cooldown_millis = 900
 
 [[queue]]
 name = "payments"
@@ -84,6 +89,8 @@ func TestParseConfigFull(t *testing.T) {
 			ExpectedOutage: "10m", SourceRetentionHours: 48, TriageHours: 24,
 			Owner:           "team-orders",
 			PermanentErrors: []string{"*json.SyntaxError", "*orders.ValidationError"},
+			Breaker:         new(bool), BreakerFailureRatio: 0.75, BreakerMinRequests: 7,
+			BreakerWindowMillis: 3000, BreakerCooldownMillis: 900,
 		},
 		{
 			Name: "payments", Transport: "kafka", Exchange: "money",
@@ -91,8 +98,9 @@ func TestParseConfigFull(t *testing.T) {
 			RetryAttempts: 5, RetryBackoffMillis: 250, MaxRetryBackoffMillis: 4000, RetryJitterRatio: 0,
 			DeliveryLimit: 3, ImmediateRetries: 0, ImmediateRetryMillis: 10, HandlerTimeoutMillis: 100,
 			Ordering: "block", MaxRedrives: 1, DLQRetentionHours: 1, BucketMaxLength: 1, DLQMaxLength: 2,
-			Owner:           "team-pay",
-			PermanentErrors: []string{},
+			Owner:               "team-pay",
+			PermanentErrors:     []string{},
+			BreakerFailureRatio: 0.5, BreakerMinRequests: 20, BreakerWindowMillis: 10000, BreakerCooldownMillis: 5000,
 		},
 	}
 	// The first queue sets every field: a new field must be added here.
@@ -155,6 +163,7 @@ retry_backoff_millis = 120000
 		DeliveryLimit: 5, ImmediateRetries: 0, ImmediateRetryMillis: 200, HandlerTimeoutMillis: 30000,
 		Ordering: OrderingReorder, MaxRedrives: 2, DLQRetentionHours: 336,
 		BucketMaxLength: 100000, DLQMaxLength: 1000000,
+		BreakerFailureRatio: 0.5, BreakerMinRequests: 20, BreakerWindowMillis: 10000, BreakerCooldownMillis: 5000,
 	}
 	if !reflect.DeepEqual(c.Queues[0], want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c.Queues[0], want)

@@ -104,9 +104,18 @@ type Consumer struct {
 	host   string
 	log    *slog.Logger
 
+	br *breaker // nil when the queue has no circuit breaker
+
 	mu       sync.Mutex
 	cond     *sync.Cond
 	inflight int
+}
+
+// job is one delivery on its way to a worker; probe marks the half-open
+// breaker's probe.
+type job struct {
+	d     *transport.Delivery
+	probe bool
 }
 
 // NewConsumer returns a consumer of o.Queue through t calling h. The queue
@@ -123,7 +132,34 @@ func NewConsumer(t transport.Transport, h Handler, o ConsumerOptions) (*Consumer
 	c := &Consumer{t: t, h: h, o: o, policy: o.Queue.Policy(), host: host,
 		log: o.Logger.With("queue", o.Queue.Name, "consumer", o.Instance)}
 	c.cond = sync.NewCond(&c.mu)
+	if o.Queue.BreakerEnabled() {
+		c.br = newBreaker(o.Queue, o.Now, c.breakerChanged)
+	}
 	return c, nil
+}
+
+// breakerChanged logs and reports a breaker state change.
+func (c *Consumer) breakerChanged(from, to BreakerState) {
+	switch to {
+	case BreakerOpen:
+		c.log.Warn("circuit breaker open: fetching stops; failures are held without spending retries",
+			"from", string(from), "cooldown_ms", c.o.Queue.BreakerCooldownMillis)
+	default:
+		c.log.Info("circuit breaker "+string(to), "from", string(from))
+	}
+	c.observe(context.Background(), Event{Kind: EventBreaker, Queue: c.o.Queue.Name, Breaker: to})
+	c.mu.Lock()
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// BreakerState returns the state of the consumer's circuit breaker
+// (BreakerClosed when the queue has none).
+func (c *Consumer) BreakerState() BreakerState {
+	if c.br == nil {
+		return BreakerClosed
+	}
+	return c.br.current()
 }
 
 // Instance returns the consumer instance ID used for leases.
@@ -134,7 +170,7 @@ func (c *Consumer) Instance() string { return c.o.Instance }
 // error early only if the transport is closed.
 func (c *Consumer) Run(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
-	work := make(chan *transport.Delivery)
+	work := make(chan job)
 	settles := make(chan settleReq, c.o.SettleBatch)
 	settlerDone := make(chan struct{})
 	go func() {
@@ -146,8 +182,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			for d := range work {
-				settles <- c.process(base, d)
+			for j := range work {
+				settles <- c.process(base, j.d, j.probe)
 			}
 		}()
 	}
@@ -174,19 +210,37 @@ func (c *Consumer) Run(ctx context.Context) error {
 // redelivered message (delivery count above 1: its previous holder died or
 // released it) is run alone, with nothing else in flight, and the loop stays
 // cautious — one at a time — until first-time deliveries flow again, so that
-// a crash-type poison takes no innocent neighbours with it.
-func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *transport.Delivery) error {
+// a crash-type poison takes no innocent neighbours with it. While the
+// circuit breaker is open it fetches nothing; half-open, one probe.
+func (c *Consumer) fetchLoop(ctx context.Context, work chan<- job) error {
 	cautious := false
 	backoff := 50 * time.Millisecond
 	for {
-		n := c.waitCapacity(ctx, cautious)
+		probe := false
+		if c.br != nil {
+			p, wait, blocked := c.br.gate()
+			if blocked {
+				if !c.pause(ctx, wait) {
+					return nil
+				}
+				continue
+			}
+			probe = p
+		}
+		n := c.waitCapacity(ctx, cautious || probe)
 		if n == 0 {
+			if probe {
+				c.br.unprobe()
+			}
 			return nil
 		}
 		ds, err := c.t.Receive(ctx, &transport.ReceiveParams{
 			Queue: c.o.Queue.Name, Max: n, Wait: c.o.ReceiveWait,
 			Consumer: c.o.Instance, Prefetch: c.o.Prefetch, IsolateRedeliveries: true,
 		})
+		if probe && len(ds) == 0 {
+			c.br.unprobe()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -212,8 +266,29 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *transport.Deliver
 			c.mu.Lock()
 			c.inflight++
 			c.mu.Unlock()
-			work <- d
+			work <- job{d: d, probe: probe}
 		}
+	}
+}
+
+// probePoll is how often the fetch loop looks again while a probe is in
+// flight.
+const probePoll = 10 * time.Millisecond
+
+// pause waits while the breaker blocks fetching: until the cooldown has
+// passed, or (wait = 0: a probe in flight) a short while. It returns false
+// when ctx is done.
+func (c *Consumer) pause(ctx context.Context, wait time.Duration) bool {
+	if wait <= 0 {
+		wait = probePoll
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -24,6 +24,11 @@ const (
 	EventSettleFailed EventKind = "settle_failed"
 	// EventFault: a runtime fault (panic, handler past its timeout).
 	EventFault EventKind = "fault"
+	// EventHeld: a transient failure while the circuit breaker was open: a
+	// copy waits in a delay bucket without spending a retry.
+	EventHeld EventKind = "held"
+	// EventBreaker: the circuit breaker changed state (Event.Breaker).
+	EventBreaker EventKind = "breaker"
 )
 
 // Event is one observation of the runtime, for metrics and alerting.
@@ -39,6 +44,8 @@ type Event struct {
 	HandlerDuration time.Duration
 	// Err is the handler error or the settlement/fault error.
 	Err error
+	// Breaker is the new breaker state for EventBreaker.
+	Breaker BreakerState
 }
 
 // Hook observes the runtime. Observe is called synchronously from the

@@ -45,8 +45,9 @@ type callResult struct {
 	abandoned bool
 }
 
-// process decides the fate of one delivery (DESIGN §4).
-func (c *Consumer) process(ctx context.Context, d *transport.Delivery) settleReq {
+// process decides the fate of one delivery (DESIGN §4); probe marks the
+// half-open breaker's probe.
+func (c *Consumer) process(ctx context.Context, d *transport.Delivery, probe bool) settleReq {
 	q := c.o.Queue
 	ld := &Delivery{Message: d.Message, Queue: d.Queue, DeliveryCount: d.DeliveryCount,
 		EnqueuedAt: d.EnqueuedAt, raw: d, RedriveCount: evidence.RedriveCount(d.Headers)}
@@ -72,6 +73,9 @@ func (c *Consumer) process(ctx context.Context, d *transport.Delivery) settleReq
 	took := c.o.Now().Sub(start)
 	switch {
 	case r.abandoned:
+		if c.br != nil {
+			c.br.neutral(probe)
+		}
 		c.log.Error("handler did not return after its timeout; releasing the delivery for redelivery",
 			"event_id", d.EventID, "timeout_ms", q.HandlerTimeoutMillis)
 		c.observe(ctx, Event{Kind: EventFault, Queue: q.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err})
@@ -80,6 +84,7 @@ func (c *Consumer) process(ctx context.Context, d *transport.Delivery) settleReq
 			ev: Event{Kind: EventReleased, Queue: q.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err},
 		}
 	case r.err == nil:
+		c.recordOutcome(true, probe)
 		return settleReq{
 			s:  transport.Settlement{Delivery: d, Action: transport.Ack},
 			ev: Event{Kind: EventAcked, Queue: q.Name, EventID: d.EventID, HandlerDuration: took},
@@ -89,8 +94,16 @@ func (c *Consumer) process(ctx context.Context, d *transport.Delivery) settleReq
 		c.observe(ctx, Event{Kind: EventFault, Queue: q.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err})
 	}
 	if c.o.Classifier.Classify(r.err) == PermanentClass {
+		if c.br != nil {
+			c.br.neutral(probe) // the message's fault, not the dependency's
+		}
 		return c.deadLetter(d, evidence.ReasonPermanent, r.err, r.stack, rc, took)
 	}
+	if c.br != nil && c.br.current() != BreakerClosed {
+		c.br.record(false, probe)
+		return c.hold(d, r, rc, took)
+	}
+	c.recordOutcome(false, probe)
 	if rc >= q.RetryAttempts {
 		return c.deadLetter(d, evidence.ReasonRetriesExhausted, r.err, r.stack, rc, took)
 	}
@@ -210,4 +223,41 @@ func (c *Consumer) retry(d *transport.Delivery, r callResult, n int, took time.D
 		ev: Event{Kind: EventRetried, Queue: c.o.Queue.Name, EventID: d.EventID, Delay: delay,
 			HandlerDuration: took, Err: r.err},
 	}
+}
+
+// recordOutcome feeds the circuit breaker, if any.
+func (c *Consumer) recordOutcome(success, probe bool) {
+	if c.br != nil {
+		c.br.record(success, probe)
+	}
+}
+
+// hold settles a transient failure that happened while the breaker was
+// open: the message waits in a delay bucket as a new copy with its
+// x-retry-count unchanged — no retry spent, and no delivery count raised
+// (a release would raise it, and a long outage would then dead-letter
+// healthy messages at the delivery limit). Without buckets it is released.
+func (c *Consumer) hold(d *transport.Delivery, r callResult, rc int, took time.Duration) settleReq {
+	ev := Event{Kind: EventHeld, Queue: c.o.Queue.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err}
+	buckets := c.policy.Buckets()
+	if len(buckets) == 0 {
+		ev.Delay = time.Duration(c.o.Queue.BreakerCooldownMillis) * time.Millisecond
+		return settleReq{s: transport.Settlement{Delivery: d, Action: transport.Release, Delay: ev.Delay}, ev: ev}
+	}
+	// The longest bucket within the cooldown, else the shortest.
+	ms := buckets[0]
+	for _, b := range buckets {
+		if b <= c.o.Queue.BreakerCooldownMillis {
+			ms = b
+		}
+	}
+	ev.Delay = time.Duration(ms) * time.Millisecond
+	h := transport.CloneHeaders(d.Headers)
+	if h == nil {
+		h = transport.Headers{}
+	}
+	if rc > 0 {
+		evidence.SetRetryCount(h, rc)
+	}
+	return settleReq{s: transport.Settlement{Delivery: d, Action: transport.Retry, Delay: ev.Delay, Headers: h}, ev: ev}
 }

@@ -28,6 +28,10 @@ func demoQueueConfig(name, kind string) lily.QueueConfig {
 		DeliveryLimit:         5,
 		HandlerTimeoutMillis:  5000,
 		Owner:                 "team-checkout",
+		// The demo is about poison, not outages: near its end only the
+		// failing orders are left, and a breaker would (rightly) read that
+		// as a failing dependency and pause. The outage scenario turns it on.
+		Breaker: new(bool),
 	}.WithDefaults()
 }
 
@@ -71,17 +75,28 @@ func newDemoWorkerCmd() *cobra.Command {
 				return err
 			}
 			// Quiet: nothing left in flight (ready, leased or waiting to
-			// be retried) — every message is acked or dead-lettered.
+			// be retried) — every message is acked or dead-lettered — for
+			// longer than the longest retry delay: a broker moving a message
+			// from a bucket back to its queue counts it in neither for a moment.
 			counter := b.counter()
+			buckets := qc.Policy().Buckets()
+			settle := 200 * time.Millisecond
+			if len(buckets) > 0 {
+				settle += 2 * time.Duration(buckets[len(buckets)-1]) * time.Millisecond
+			}
 			go func() {
 				t := time.NewTicker(20 * time.Millisecond)
 				defer t.Stop()
+				busy := time.Now()
 				for {
 					select {
 					case <-ctx.Done():
 						return
 					case <-t.C:
-						if n, err := counter.InFlight(ctx, qc.Name); err == nil && n == 0 {
+						n, err := counter.InFlight(ctx, qc.Name)
+						if err != nil || n > 0 {
+							busy = time.Now()
+						} else if time.Since(busy) >= settle {
 							cancel()
 							return
 						}

@@ -1,0 +1,175 @@
+package lily
+
+import (
+	"sync"
+	"time"
+)
+
+// BreakerState is the state of a consumer's circuit breaker.
+type BreakerState string
+
+// The breaker states.
+const (
+	// BreakerClosed: full speed.
+	BreakerClosed BreakerState = "closed"
+	// BreakerOpen: the consumer fetches nothing; failures of deliveries
+	// already in flight are held without spending a retry.
+	BreakerOpen BreakerState = "open"
+	// BreakerHalfOpen: one probe delivery at a time decides.
+	BreakerHalfOpen BreakerState = "half_open"
+)
+
+// breakerBuckets is the resolution of the sliding window.
+const breakerBuckets = 10
+
+// breaker is the consumer's circuit breaker (DESIGN §4): transient failures
+// over a sliding time window; permanent errors are the message's fault and
+// are not counted. It opens when failures reach the ratio with at least
+// min outcomes in the window, lets one probe through after the cooldown,
+// and closes on the probe's success.
+type breaker struct {
+	ratio    float64
+	min      int
+	window   time.Duration
+	cooldown time.Duration
+	now      func() time.Time
+	onChange func(from, to BreakerState)
+
+	mu       sync.Mutex
+	state    BreakerState
+	openedAt time.Time
+	probing  bool
+	buckets  [breakerBuckets]struct {
+		start     time.Time
+		ok, fails int
+	}
+}
+
+func newBreaker(q QueueConfig, now func() time.Time, onChange func(from, to BreakerState)) *breaker {
+	return &breaker{
+		ratio: q.BreakerFailureRatio, min: q.BreakerMinRequests,
+		window:   time.Duration(q.BreakerWindowMillis) * time.Millisecond,
+		cooldown: time.Duration(q.BreakerCooldownMillis) * time.Millisecond,
+		now:      now, onChange: onChange, state: BreakerClosed,
+	}
+}
+
+// set changes the state; the caller holds mu. onChange runs after unlock.
+func (b *breaker) set(to BreakerState) func() {
+	from := b.state
+	if from == to {
+		return func() {}
+	}
+	b.state = to
+	if to == BreakerOpen {
+		b.openedAt = b.now()
+		b.buckets = [breakerBuckets]struct {
+			start     time.Time
+			ok, fails int
+		}{}
+	}
+	return func() {
+		if b.onChange != nil {
+			b.onChange(from, to)
+		}
+	}
+}
+
+// record counts one outcome (success, or a transient failure) of a
+// delivery; probe marks the half-open probe, whose outcome alone decides
+// in that state (other deliveries still finishing are ignored there).
+func (b *breaker) record(success, probe bool) {
+	b.mu.Lock()
+	var notify func()
+	switch b.state {
+	case BreakerHalfOpen:
+		if !probe {
+			break
+		}
+		b.probing = false
+		if success {
+			notify = b.set(BreakerClosed)
+		} else {
+			notify = b.set(BreakerOpen)
+		}
+	case BreakerClosed:
+		now := b.now()
+		width := b.window / breakerBuckets
+		i := int(now.UnixNano()/int64(width)) % breakerBuckets
+		bk := &b.buckets[i]
+		if now.Sub(bk.start) >= width {
+			bk.start, bk.ok, bk.fails = now.Truncate(width), 0, 0
+		}
+		if success {
+			bk.ok++
+		} else {
+			bk.fails++
+		}
+		ok, fails := 0, 0
+		for _, x := range b.buckets {
+			if now.Sub(x.start) < b.window {
+				ok, fails = ok+x.ok, fails+x.fails
+			}
+		}
+		if total := ok + fails; !success && total >= b.min && float64(fails) >= b.ratio*float64(total) {
+			notify = b.set(BreakerOpen)
+		}
+	}
+	b.mu.Unlock()
+	if notify != nil {
+		notify()
+	}
+}
+
+// neutral ends a probe whose outcome says nothing about the dependency
+// (a permanent error, a timeout abandoned): the next fetch probes again.
+func (b *breaker) neutral(probe bool) {
+	if probe {
+		b.unprobe()
+	}
+}
+
+// current returns the state.
+func (b *breaker) current() BreakerState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+// gate tells the fetch loop what it may do now: fetch up to max (0 = as
+// the prefetch allows), or wait (probe in flight, or open until the
+// cooldown ends: then wait is how long). A breaker past its cooldown turns
+// half-open and allows one probe.
+func (b *breaker) gate() (probe bool, wait time.Duration, blocked bool) {
+	b.mu.Lock()
+	var notify func()
+	defer func() {
+		b.mu.Unlock()
+		if notify != nil {
+			notify()
+		}
+	}()
+	switch b.state {
+	case BreakerOpen:
+		left := b.cooldown - b.now().Sub(b.openedAt)
+		if left > 0 {
+			return false, left, true
+		}
+		notify = b.set(BreakerHalfOpen)
+		fallthrough
+	case BreakerHalfOpen:
+		if b.probing {
+			return false, 0, true
+		}
+		b.probing = true
+		return true, 0, false
+	}
+	return false, 0, false
+}
+
+// unprobe returns the probe slot when the fetch brought nothing.
+func (b *breaker) unprobe() {
+	b.mu.Lock()
+	b.probing = false
+	b.mu.Unlock()
+}
