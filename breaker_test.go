@@ -1,0 +1,133 @@
+package lily
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (f *fakeClock) Now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.t }
+func (f *fakeClock) Add(d time.Duration) {
+	f.mu.Lock()
+	f.t = f.t.Add(d)
+	f.mu.Unlock()
+}
+
+func testBreaker(clk *fakeClock) (*breaker, *[]BreakerState) {
+	var changes []BreakerState
+	q := QueueConfig{BreakerFailureRatio: 0.5, BreakerMinRequests: 10, BreakerWindowMillis: 1000, BreakerCooldownMillis: 500}
+	return newBreaker(q, clk.Now, func(_, to BreakerState) { changes = append(changes, to) }), &changes
+}
+
+func TestBreakerOpensOnRatioWithMinRequests(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	b, changes := testBreaker(clk)
+	for i := 0; i < 9; i++ {
+		b.record(false, false)
+	}
+	if b.current() != BreakerClosed {
+		t.Fatal("opened below breaker_min_requests")
+	}
+	b.record(false, false)
+	if b.current() != BreakerOpen || len(*changes) != 1 {
+		t.Fatalf("state %s after 10 failures of 10, want open", b.current())
+	}
+	if _, wait, blocked := b.gate(); !blocked || wait != 500*time.Millisecond {
+		t.Errorf("gate while open: wait %s blocked %v, want the 500ms cooldown", wait, blocked)
+	}
+}
+
+func TestBreakerStaysClosedBelowRatio(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	b, _ := testBreaker(clk)
+	for i := 0; i < 100; i++ {
+		b.record(i%3 != 0, false) // a third fail
+	}
+	if b.current() != BreakerClosed {
+		t.Fatal("opened at a 33% failure ratio with threshold 50%")
+	}
+}
+
+func TestBreakerWindowSlides(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	b, _ := testBreaker(clk)
+	for i := 0; i < 9; i++ {
+		b.record(false, false)
+	}
+	clk.Add(1500 * time.Millisecond) // the old failures leave the window
+	for i := 0; i < 9; i++ {
+		b.record(true, false)
+	}
+	b.record(false, false)
+	if b.current() != BreakerClosed {
+		t.Fatal("failures older than the window still counted")
+	}
+}
+
+func TestBreakerHalfOpenProbe(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	b, changes := testBreaker(clk)
+	for i := 0; i < 10; i++ {
+		b.record(false, false)
+	}
+	clk.Add(600 * time.Millisecond)
+	probe, _, blocked := b.gate()
+	if !probe || blocked || b.current() != BreakerHalfOpen {
+		t.Fatalf("after the cooldown: probe %v blocked %v state %s, want one probe half-open", probe, blocked, b.current())
+	}
+	if _, _, blocked := b.gate(); !blocked {
+		t.Error("a second probe was allowed while the first is in flight")
+	}
+	b.record(true, false) // a late non-probe outcome decides nothing
+	if b.current() != BreakerHalfOpen {
+		t.Fatal("a non-probe outcome closed the breaker")
+	}
+	b.record(false, true) // the probe fails: open again
+	if b.current() != BreakerOpen {
+		t.Fatal("a failed probe did not reopen the breaker")
+	}
+	clk.Add(600 * time.Millisecond)
+	if probe, _, _ := b.gate(); !probe {
+		t.Fatal("no probe after the second cooldown")
+	}
+	b.neutral(true) // a permanent error says nothing: probe again
+	if probe, _, _ := b.gate(); !probe {
+		t.Fatal("no new probe after a neutral outcome")
+	}
+	b.record(true, true)
+	if b.current() != BreakerClosed {
+		t.Fatal("a successful probe did not close the breaker")
+	}
+	want := []BreakerState{BreakerOpen, BreakerHalfOpen, BreakerOpen, BreakerHalfOpen, BreakerClosed}
+	if len(*changes) != len(want) {
+		t.Fatalf("changes %v, want %v", *changes, want)
+	}
+	for i := range want {
+		if (*changes)[i] != want[i] {
+			t.Errorf("change %d = %s, want %s", i, (*changes)[i], want[i])
+		}
+	}
+}
+
+func TestBreakerEnabledDefault(t *testing.T) {
+	off, on := false, true
+	cases := []struct {
+		q    QueueConfig
+		want bool
+	}{
+		{QueueConfig{}, false},
+		{QueueConfig{RetryAttempts: 3}, true},
+		{QueueConfig{RetryAttempts: 3, Breaker: &off}, false},
+		{QueueConfig{Breaker: &on}, true},
+	}
+	for _, c := range cases {
+		if got := c.q.BreakerEnabled(); got != c.want {
+			t.Errorf("%+v: BreakerEnabled %v, want %v", c.q, got, c.want)
+		}
+	}
+}
