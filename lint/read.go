@@ -3,9 +3,6 @@ package lint
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 
 	"github.com/lily-mq/lily"
@@ -57,7 +54,7 @@ func ReadBroker(ctx context.Context, cfg lily.Config, m *rabbitmq.Management) (B
 	var ov struct {
 		Version string `json:"rabbitmq_version"`
 	}
-	if _, err := mget(ctx, m, "/api/overview", &ov); err != nil {
+	if _, err := m.Get(ctx, "/api/overview", &ov); err != nil {
 		return Broker{}, err
 	}
 	b.Version = ov.Version
@@ -124,7 +121,7 @@ func readQueue(ctx context.Context, m *rabbitmq.Management, name string) (QueueS
 		OperatorPolicy *string         `json:"operator_policy"`
 		Effective      json.RawMessage `json:"effective_policy_definition"`
 	}
-	found, err := mget(ctx, m, "/api/queues/"+vhost(m)+"/"+url.PathEscape(name), &got)
+	found, err := m.Get(ctx, "/api/queues/"+m.VHostPath()+"/"+url.PathEscape(name), &got)
 	if err != nil || !found {
 		return QueueState{Name: name}, err
 	}
@@ -149,8 +146,8 @@ func readExchange(ctx context.Context, m *rabbitmq.Management, name string) (Exc
 		Arguments map[string]any `json:"arguments"`
 		Policy    string         `json:"policy"`
 	}
-	base := "/api/exchanges/" + vhost(m) + "/" + url.PathEscape(name)
-	found, err := mget(ctx, m, base, &got)
+	base := "/api/exchanges/" + m.VHostPath() + "/" + url.PathEscape(name)
+	found, err := m.Get(ctx, base, &got)
 	if err != nil || !found {
 		return ExchangeState{Name: name}, err
 	}
@@ -160,7 +157,7 @@ func readExchange(ctx context.Context, m *rabbitmq.Management, name string) (Exc
 		var pol struct {
 			Definition map[string]any `json:"definition"`
 		}
-		if _, err := mget(ctx, m, "/api/policies/"+vhost(m)+"/"+url.PathEscape(got.Policy), &pol); err != nil {
+		if _, err := m.Get(ctx, "/api/policies/"+m.VHostPath()+"/"+url.PathEscape(got.Policy), &pol); err != nil {
 			return ExchangeState{}, err
 		}
 		ex.AlternateExchange, _ = pol.Definition["alternate-exchange"].(string)
@@ -170,49 +167,11 @@ func readExchange(ctx context.Context, m *rabbitmq.Management, name string) (Exc
 		DestinationType string `json:"destination_type"`
 		RoutingKey      string `json:"routing_key"`
 	}
-	if _, err := mget(ctx, m, base+"/bindings/source", &bs); err != nil {
+	if _, err := m.Get(ctx, base+"/bindings/source", &bs); err != nil {
 		return ExchangeState{}, err
 	}
 	for _, b := range bs {
 		ex.Bindings = append(ex.Bindings, BindingState(b))
 	}
 	return ex, nil
-}
-
-// vhost returns m's virtual host, escaped for a path.
-func vhost(m *rabbitmq.Management) string {
-	if m.VHost == "" {
-		return url.PathEscape("/")
-	}
-	return url.PathEscape(m.VHost)
-}
-
-// mget decodes the JSON at path of m's API into v; found is false on 404.
-func mget(ctx context.Context, m *rabbitmq.Management, path string, v any) (found bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.URL+path, nil)
-	if err != nil {
-		return false, err
-	}
-	req.SetBasicAuth(m.User, m.Password)
-	client := m.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false, fmt.Errorf("rabbitmq management API %s: %w (is the rabbitmq_management plugin enabled? "+
-			"'rabbitmq-plugins enable rabbitmq_management'; or give --management-url)", m.URL, err)
-	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return false, nil
-	case resp.StatusCode != http.StatusOK:
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return false, fmt.Errorf("rabbitmq management API %s: %s: %s", path, resp.Status, body)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return false, fmt.Errorf("rabbitmq management API %s: %w", path, err)
-	}
-	return true, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,8 +38,8 @@ func crashQueueConfig(name string) lily.QueueConfig {
 	return lily.QueueConfig{Name: name, Transport: lily.TransportRabbitMQ, DeliveryLimit: 3}.WithDefaults()
 }
 
-// crashChild consumes until nothing is left; it appends every acked event
-// ID to logPath and dies (os.Exit) on the body "poison".
+// crashChild consumes until nothing is left; it appends every processed
+// event ID to logPath and dies (os.Exit) on the body "poison".
 func crashChild(queue, logPath string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -53,19 +54,19 @@ func crashChild(queue, logPath string) int {
 	if err != nil {
 		return 3
 	}
-	acked := lily.HookFunc(func(_ context.Context, e lily.Event) {
-		if e.Kind == lily.EventAcked {
-			logf.WriteString(e.EventID + "\n")
-			logf.Sync()
-		}
-	})
+	var mu sync.Mutex
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if string(d.Body) == "poison" {
 			os.Exit(7) // the process dies mid-handler: no catch block sees it
 		}
-		return nil
+		// Processed: logged before the ack, so a death between the two
+		// logs it twice (redelivered), never not at all.
+		mu.Lock()
+		defer mu.Unlock()
+		logf.WriteString(d.EventID + "\n")
+		return logf.Sync()
 	}), lily.ConsumerOptions{Queue: qc, Concurrency: 2, Prefetch: 10, ReceiveWait: 20 * time.Millisecond,
-		Hooks: []lily.Hook{acked}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return 3
 	}

@@ -51,8 +51,9 @@ func ManagementFor(amqpURL string) (*Management, error) {
 	return &Management{URL: "http://" + u.Host + ":15672", User: u.Username, Password: u.Password, VHost: u.Vhost}, nil
 }
 
-// get decodes the JSON at path into v; found is false on 404.
-func (m *Management) get(ctx context.Context, path string, v any) (found bool, err error) {
+// Get decodes the JSON at path of the API (e.g. "/api/overview") into v;
+// found is false on 404.
+func (m *Management) Get(ctx context.Context, path string, v any) (found bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.URL+path, nil)
 	if err != nil {
 		return false, err
@@ -64,7 +65,8 @@ func (m *Management) get(ctx context.Context, path string, v any) (found bool, e
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return false, fmt.Errorf("rabbitmq management API %s: %w (is the rabbitmq_management plugin enabled? 'rabbitmq-plugins enable rabbitmq_management')", m.URL, err)
+		return false, fmt.Errorf("rabbitmq management API %s: %w (is the rabbitmq_management plugin enabled? "+
+			"'rabbitmq-plugins enable rabbitmq_management'; or give --management-url)", m.URL, err)
 	}
 	defer resp.Body.Close()
 	switch {
@@ -74,10 +76,15 @@ func (m *Management) get(ctx context.Context, path string, v any) (found bool, e
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return false, fmt.Errorf("rabbitmq management API %s: %s: %s", path, resp.Status, body)
 	}
-	return true, json.NewDecoder(resp.Body).Decode(v)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return false, fmt.Errorf("rabbitmq management API %s: %w", path, err)
+	}
+	return true, nil
 }
 
-func (m *Management) vhost() string {
+// VHostPath returns the virtual host, escaped for an API path. Defaults
+// to "/".
+func (m *Management) VHostPath() string {
 	if m.VHost == "" {
 		return url.PathEscape("/")
 	}
@@ -93,7 +100,7 @@ func (m *Management) Verify(ctx context.Context, top Topology) ([]Difference, er
 			Type    string `json:"type"`
 			Durable bool   `json:"durable"`
 		}
-		found, err := m.get(ctx, "/api/exchanges/"+m.vhost()+"/"+url.PathEscape(e.Name), &got)
+		found, err := m.Get(ctx, "/api/exchanges/"+m.VHostPath()+"/"+url.PathEscape(e.Name), &got)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +117,7 @@ func (m *Management) Verify(ctx context.Context, top Topology) ([]Difference, er
 			Durable   bool           `json:"durable"`
 			Arguments map[string]any `json:"arguments"`
 		}
-		found, err := m.get(ctx, "/api/queues/"+m.vhost()+"/"+url.PathEscape(q.Name), &got)
+		found, err := m.Get(ctx, "/api/queues/"+m.VHostPath()+"/"+url.PathEscape(q.Name), &got)
 		if err != nil {
 			return nil, err
 		}
@@ -124,8 +131,8 @@ func (m *Management) Verify(ctx context.Context, top Topology) ([]Difference, er
 		var got []struct {
 			RoutingKey string `json:"routing_key"`
 		}
-		path := "/api/bindings/" + m.vhost() + "/e/" + url.PathEscape(b.Exchange) + "/q/" + url.PathEscape(b.Queue)
-		if _, err := m.get(ctx, path, &got); err != nil {
+		path := "/api/bindings/" + m.VHostPath() + "/e/" + url.PathEscape(b.Exchange) + "/q/" + url.PathEscape(b.Queue)
+		if _, err := m.Get(ctx, path, &got); err != nil {
 			return nil, err
 		}
 		ok := false

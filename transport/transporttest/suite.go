@@ -67,6 +67,10 @@ func newEnv(t *testing.T, h Harness, qc lily.QueueConfig) *env {
 	name := strings.ToLower(strings.NewReplacer("/", ".", " ", "-").Replace(t.Name()))
 	qc.Name = fmt.Sprintf("tt.%s.%08x", name, rand.Uint32())
 	qc.Transport = h.Name
+	if qc.Breaker == nil {
+		// Behaviours that fail many messages on purpose are not outages.
+		qc.Breaker = new(bool)
+	}
 	qc = qc.WithDefaults()
 	if err := qc.Validate(); err != nil {
 		t.Fatalf("queue config: %v", err)
