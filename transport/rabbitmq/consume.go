@@ -130,8 +130,8 @@ func redelivered(d *amqp.Delivery) bool {
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
 	c := t.consumer(p.Queue, p.Consumer, p.IsolateRedeliveries)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := c.open(ctx); err != nil {
+		c.mu.Unlock()
 		return nil, err
 	}
 	limit := max(p.Max, 1)
@@ -178,45 +178,43 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 			}
 			if err := c.start(prefetch); err != nil {
 				c.ch.Close()
+				c.mu.Unlock()
 				return nil, err
 			}
 		}
-		var timeout <-chan time.Time
-		if p.Wait > 0 {
-			timer := time.NewTimer(p.Wait)
-			defer timer.Stop()
-			timeout = timer.C
-		} else {
-			closed := make(chan time.Time)
-			close(closed)
-			timeout = closed
+		in, ch := c.in, c.ch
+		// Wait for the first delivery without holding the lock: the
+		// settler must be able to ack meanwhile.
+		c.mu.Unlock()
+		d, ok, err := waitDelivery(ctx, in, p.Wait)
+		c.mu.Lock()
+		if err != nil {
+			c.mu.Unlock()
+			return nil, err
 		}
-		select {
-		case d, ok := <-c.in:
-			if !ok {
-				c.in = nil
-				return nil, nil // channel closed: reopened on the next call
-			}
-			if take(d) {
-			more:
-				for c.in != nil {
-					select {
-					case d, ok := <-c.in:
-						if !ok {
-							c.in = nil
-							break more
-						}
-						if !take(d) {
-							break more
-						}
-					default:
+		switch {
+		case ok && d == nil:
+			// nothing within Wait
+		case c.ch != ch:
+			// the channel was replaced meanwhile: its deliveries are void
+		case !ok:
+			c.in = nil // channel closed: reopened on the next call
+		case take(*d):
+		more:
+			for c.in != nil {
+				select {
+				case d, ok := <-c.in:
+					if !ok {
+						c.in = nil
 						break more
 					}
+					if !take(d) {
+						break more
+					}
+				default:
+					break more
 				}
 			}
-		case <-timeout:
-		case <-ctx.Done():
-			return nil, ctx.Err()
 		}
 	}
 	ds := make([]*transport.Delivery, len(out))
@@ -227,7 +225,35 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		c.held[raw.DeliveryTag] = true
 		ds[i] = d
 	}
+	c.mu.Unlock()
 	return ds, nil
+}
+
+// waitDelivery waits up to wait for a delivery on in. It returns the
+// delivery and true; nil and true when none came in time; nil and false
+// when in was closed.
+func waitDelivery(ctx context.Context, in <-chan amqp.Delivery, wait time.Duration) (*amqp.Delivery, bool, error) {
+	var timeout <-chan time.Time
+	if wait > 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		timeout = timer.C
+	} else {
+		closed := make(chan time.Time)
+		close(closed)
+		timeout = closed
+	}
+	select {
+	case d, ok := <-in:
+		if !ok {
+			return nil, false, nil
+		}
+		return &d, true, nil
+	case <-timeout:
+		return nil, true, nil
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
 }
 
 // settle acks (or nacks with requeue) a delivery on its channel.
