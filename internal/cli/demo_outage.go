@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/plan"
+)
+
+// outageFlags are the parameters of 'lily demo --scenario outage'.
+type outageFlags struct {
+	transport, url, queue, db string
+	rate                      float64
+	outage                    time.Duration
+	breaker, asJSON           bool
+}
+
+// outageJSON is the result of the outage scenario.
+type outageJSON struct {
+	Scenario              string  `json:"scenario"`
+	Transport             string  `json:"transport"`
+	Queue                 string  `json:"queue"`
+	Breaker               bool    `json:"breaker"`
+	RatePerS              float64 `json:"rate"`
+	OutageS               float64 `json:"outage_s"`
+	RetrySpanS            float64 `json:"retry_span_s"`
+	Published             int64   `json:"published"`
+	PredictedDeadLettered float64 `json:"predicted_dead_lettered"`
+	DeadLettered          int64   `json:"dead_lettered"`
+	Acked                 int64   `json:"acked"`
+	Held                  int64   `json:"held"`
+	MaxLag                int64   `json:"max_lag"`
+	BreakerOpened         int64   `json:"breaker_opened"`
+	Lost                  int64   `json:"lost"`
+}
+
+// The outage scenario's compressed timeline and retry schedule: three
+// retries 100, 200, 400 ms apart (span 700 ms), the dependency down from
+// outageLead for the outage, traffic until the retry span after it.
+const (
+	outageLead     = 500 * time.Millisecond
+	outageBackoff  = 100
+	outageMaxDelay = 400
+	outageAttempts = 3
+)
+
+// outageQueueConfig is the scenario's queue: the breaker opens within a
+// fraction of the retry span and probes every 200 ms.
+func outageQueueConfig(name, kind string, rate float64, breaker bool) lily.QueueConfig {
+	return lily.QueueConfig{
+		Name: name, Transport: kind, Owner: "team-checkout",
+		RetryAttempts: outageAttempts, RetryBackoffMillis: outageBackoff, MaxRetryBackoffMillis: outageMaxDelay,
+		Breaker: &breaker, BreakerMinRequests: max(3, int(rate/50)), BreakerWindowMillis: 200, BreakerCooldownMillis: 200,
+	}.WithDefaults()
+}
+
+// runOutageScenario runs healthy traffic at a steady rate against a
+// dependency that fails every call for the outage, with a retry span
+// shorter than the outage, and compares the dead letters with the
+// planner's prediction R · max(0, outage − span).
+func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (outageJSON, error) {
+	var out outageJSON
+	switch {
+	case f.rate <= 0 || f.rate > 5000:
+		return out, usagef("--rate %g: must be in (0, 5000] messages per second", f.rate)
+	case f.outage <= 0 || f.outage > 10*time.Minute:
+		return out, usagef("--outage %s: must be in (0, 10m]", f.outage)
+	}
+	qc := outageQueueConfig(f.queue, f.transport, f.rate, f.breaker)
+	sched, err := plan.Backoff(outageAttempts+1, outageBackoff, outageMaxDelay)
+	if err != nil {
+		return out, err
+	}
+	pred, err := plan.Outage(plan.OutageParams{Rate: f.rate, Outage: f.outage, Schedule: sched})
+	if err != nil {
+		return out, err
+	}
+	b, err := openDemoBackend(ctx, f.transport, f.url, f.db, qc)
+	if err != nil {
+		return out, err
+	}
+	defer b.Close()
+	if err := b.declare(ctx); err != nil {
+		return out, err
+	}
+	out = outageJSON{Scenario: "outage", Transport: f.transport, Queue: qc.Name, Breaker: f.breaker, RatePerS: f.rate,
+		OutageS: f.outage.Seconds(), RetrySpanS: pred.RetrySpanS, PredictedDeadLettered: pred.DeadLettered}
+
+	var published, acked, dead, held, opened atomic.Int64
+	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
+		switch e.Kind {
+		case lily.EventAcked:
+			acked.Add(1)
+		case lily.EventDeadLettered:
+			dead.Add(1)
+		case lily.EventHeld:
+			held.Add(1)
+		case lily.EventBreaker:
+			if e.Breaker == lily.BreakerOpen {
+				opened.Add(1)
+			}
+		}
+	})
+	start := time.Now()
+	downFrom, downTo := start.Add(outageLead), start.Add(outageLead+f.outage)
+	errDown := errors.New("payment service unavailable")
+	c, err := lily.NewConsumer(b.tr, lily.HandlerFunc(func(context.Context, *lily.Delivery) error {
+		if now := time.Now(); now.After(downFrom) && now.Before(downTo) {
+			return errDown
+		}
+		return nil
+	}), lily.ConsumerOptions{Queue: qc, Concurrency: 4, Prefetch: 64, ReceiveWait: 20 * time.Millisecond,
+		Hooks: []lily.Hook{hook}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return out, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(runCtx) }()
+
+	// Traffic: every 10 ms, whatever brings the total to rate × elapsed
+	// (a slow publish is caught up), until the retry span after the outage.
+	trafficEnd := downTo.Add(time.Duration(pred.RetrySpanS*float64(time.Second)) + 500*time.Millisecond)
+	tick := time.NewTicker(10 * time.Millisecond)
+	counter := b.counter()
+	for now := range tick.C {
+		if now.After(trafficEnd) {
+			now = trafficEnd
+		}
+		n := int(f.rate*now.Sub(start).Seconds()) - int(published.Load())
+		if n > 0 {
+			msgs := make([]lily.Message, n)
+			for i := range msgs {
+				msgs[i].Body = []byte(fmt.Sprintf(`{"order":%d}`, published.Load()+int64(i)))
+			}
+			if err := lily.Publish(ctx, b.tr, qc.Name, msgs); err != nil {
+				tick.Stop()
+				return out, err
+			}
+			published.Add(int64(n))
+		}
+		if lag, err := counter.InFlight(ctx, qc.Name); err == nil && lag > out.MaxLag {
+			out.MaxLag = lag
+		}
+		if !now.Before(trafficEnd) {
+			break
+		}
+	}
+	tick.Stop()
+	// Drain: everything published ends acked or dead-lettered.
+	deadline := time.Now().Add(f.outage + time.Minute)
+	for acked.Load()+dead.Load() < published.Load() {
+		if time.Now().After(deadline) {
+			return out, fmt.Errorf("demo outage: %d of %d messages still unsettled after the drain", published.Load()-acked.Load()-dead.Load(), published.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if err := <-runErr; err != nil {
+		return out, err
+	}
+	if err := b.finish(ctx); err != nil {
+		return out, err
+	}
+	rows, err := b.cat.Ledger(ctx, b.counter())
+	if err != nil {
+		return out, err
+	}
+	for _, r := range rows {
+		if r.Queue == qc.Name {
+			out.Lost = r.Lost
+		}
+	}
+	out.Published, out.Acked, out.DeadLettered, out.Held, out.BreakerOpened =
+		published.Load(), acked.Load(), dead.Load(), held.Load(), opened.Load()
+	return out, nil
+}
+
+// printOutageScenario prints the scenario's result for a reader.
+func printOutageScenario(w io.Writer, o outageJSON) {
+	mode := "without the circuit breaker"
+	if o.Breaker {
+		mode = "with the circuit breaker"
+	}
+	fmt.Fprintf(w, "Outage scenario on %s, %s: %.0f msg/s, dependency down %.1fs, retry span %.1fs\n",
+		o.Transport, mode, o.RatePerS, o.OutageS, o.RetrySpanS)
+	fmt.Fprintf(w, "  published            %d\n", o.Published)
+	fmt.Fprintf(w, "  predicted dead letters %.0f   (lily plan outage: rate × max(0, outage − span))\n", o.PredictedDeadLettered)
+	fmt.Fprintf(w, "  dead-lettered        %d\n", o.DeadLettered)
+	fmt.Fprintf(w, "  acked                %d\n", o.Acked)
+	fmt.Fprintf(w, "  held by the breaker  %d (failures that waited in a bucket without spending a retry)\n", o.Held)
+	fmt.Fprintf(w, "  breaker opened       %d times\n", o.BreakerOpened)
+	fmt.Fprintf(w, "  max lag              %d messages waiting\n", o.MaxLag)
+	fmt.Fprintf(w, "  lost                 %d\n", o.Lost)
+}
