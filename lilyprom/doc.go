@@ -1,0 +1,96 @@
+// Package lilyprom exports Lily's runtime and dead-letter work list as
+// Prometheus metrics. The root package never imports Prometheus: a Hook is
+// attached to a consumer through lily.ConsumerOptions.Hooks, and a
+// CatalogCollector reads the catalog when Prometheus scrapes.
+//
+//	reg := prometheus.NewRegistry()
+//	hook, err := lilyprom.NewHook(reg)             // runtime outcomes
+//	...
+//	c, err := lily.NewConsumer(tr, handler, lily.ConsumerOptions{Queue: q, Hooks: []lily.Hook{hook}})
+//	reg.MustRegister(lilyprom.NewCatalogCollector(store, tr, lilyprom.CatalogOptions{Queues: names}))
+//	http.Handle("/metrics", lilyprom.Handler(reg))
+//
+// # Metrics
+//
+// Every label is low-cardinality: queue is a configured queue name; outcome,
+// reason and state take values from the fixed sets below (anything else is
+// counted as "other"). Event IDs, keys, error messages and hosts are never
+// labels.
+//
+// From the Hook (one process's consumers, counted since it started):
+//
+//	lily_messages_total{queue,outcome}          counter
+//	    Settled deliveries by outcome, counted when the settlement is
+//	    confirmed: acked; retried (a copy went to a delay bucket); dead_lettered
+//	    (a copy with evidence went to the dead-letter destination); released
+//	    (given back for redelivery: a handler abandoned past its timeout);
+//	    held (a transient failure while the circuit breaker was open: it waits
+//	    in a bucket without spending a retry); settle_failed (the hand-off was
+//	    not confirmed, the original stays unacknowledged and is redelivered);
+//	    parked (ordering = "park"; stays at zero until parking lands in the
+//	    runtime). Every outcome of a queue is exported from the first event
+//	    (or Hook.Init), at zero.
+//	lily_handler_duration_seconds{queue}        histogram
+//	    How long the handler ran for one delivery, in seconds, including
+//	    immediate retries; observed with the delivery's outcome (acked,
+//	    retried, dead_lettered, held, released). Deliveries dead-lettered
+//	    without calling the handler (delivery_limit, invalid_retry_count) and
+//	    settlements that failed are not observed. Buckets: DurationBuckets.
+//	lily_dlq_inflow_total{queue,reason}          counter
+//	    Messages this process dead-lettered, by reason: permanent,
+//	    retries_exhausted, delivery_limit, invalid_retry_count (exported at
+//	    zero from the start), parked, expired, maxlen, unroutable, rejected,
+//	    other. Dead letters a broker made by itself reach the catalog through
+//	    'lily dlq ingest' and show in lily_dlq_entries, not here.
+//	lily_breaker_state{queue}                    gauge
+//	    The consumer's circuit breaker: 0 closed, 1 half_open (one probe in
+//	    flight), 2 open (fetching stopped). 0 for a queue without a breaker.
+//	    With several consumers of one queue in one process it shows the last
+//	    change reported by any of them.
+//	lily_redrive_total{queue,outcome}            counter
+//	    Redriven dead letters, by outcome: redriven (sent back to the source
+//	    queue and confirmed), needs_manual (refused at max_redrives), failed
+//	    (the publish failed; the entry stays pending). Counted by the code
+//	    that redrives, through Hook.Redrive (a RedriveObserver); dry runs are
+//	    not counted.
+//
+// From the CatalogCollector (the catalog as it is at each scrape, for every
+// queue in the catalog, its ledger or CatalogOptions.Queues):
+//
+//	lily_dlq_entries{queue,state}                gauge
+//	    Catalog entries by state: pending, parked, needs_manual (the held
+//	    work list), redriven, discarded, erased (records of decisions). Every
+//	    state of a queue is exported, at zero when it has none.
+//	lily_dlq_oldest_entry_age_seconds{queue}      gauge
+//	    Age of the queue's oldest held entry (pending, parked or
+//	    needs_manual) since it was dead-lettered; 0 when none is held.
+//	    Retention (dlq_retention_hours) counts from the same moment.
+//	lily_ledger_unaccounted{queue}               gauge
+//	    The ledger's lost figure: accepted − acked − dead_lettered −
+//	    discarded − in_flight, as 'lily reconcile' prints it. Positive:
+//	    messages unaccounted for; negative: counted twice (a crash between a
+//	    ledger write and a broker ack). Exported only when the collector has
+//	    an in-flight counter (without one, in-flight messages would show as
+//	    lost). The figures are read one after another, not atomically, so a
+//	    busy queue can show a non-zero value for one scrape; alert on a value
+//	    that lasts.
+//	lily_catalog_up                              gauge
+//	    1 when every catalog query of the scrape succeeded, else 0 (the error
+//	    is also reported to the registry).
+//
+// # Cost of a scrape
+//
+// A scrape runs one grouped count over the catalog's (queue, state) index,
+// one indexed lookup per queue for the oldest held entry (the partial
+// index of held entries by time), and the ledger (another grouped count,
+// plus the in-flight counter's own query per queue). Nothing is loaded
+// beyond one row per queue and state. On the project's 2-core machines a
+// scrape of 200,000 entries takes about 75 ms (BenchmarkCatalogCollect):
+// about 0.4 s per million entries, so keep the scrape interval of a large
+// catalog at 30 s or more.
+//
+// # Alerts
+//
+// 'lily alerts --config FILE' writes Prometheus alerting rules on these
+// metrics for every configured queue, with its owner and a runbook line.
+package lilyprom

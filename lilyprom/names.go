@@ -1,0 +1,83 @@
+package lilyprom
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metric names (see the package documentation for their labels and
+// meaning). 'lily alerts' builds its rules from these constants.
+const (
+	MetricMessages          = "lily_messages_total"
+	MetricHandlerDuration   = "lily_handler_duration_seconds"
+	MetricDLQInflow         = "lily_dlq_inflow_total"
+	MetricBreakerState      = "lily_breaker_state"
+	MetricRedrive           = "lily_redrive_total"
+	MetricDLQEntries        = "lily_dlq_entries"
+	MetricDLQOldestAge      = "lily_dlq_oldest_entry_age_seconds"
+	MetricLedgerUnaccounted = "lily_ledger_unaccounted"
+	MetricCatalogUp         = "lily_catalog_up"
+)
+
+// Label names.
+const (
+	LabelQueue   = "queue"
+	LabelOutcome = "outcome"
+	LabelReason  = "reason"
+	LabelState   = "state"
+)
+
+// Values of the outcome label of lily_messages_total.
+const (
+	OutcomeAcked        = "acked"
+	OutcomeRetried      = "retried"
+	OutcomeDeadLettered = "dead_lettered"
+	OutcomeReleased     = "released"
+	OutcomeParked       = "parked"
+	OutcomeHeld         = "held"
+	OutcomeSettleFailed = "settle_failed"
+)
+
+// MessageOutcomes are the values of the outcome label of
+// lily_messages_total, in a fixed order.
+var MessageOutcomes = []string{OutcomeAcked, OutcomeRetried, OutcomeDeadLettered,
+	OutcomeReleased, OutcomeParked, OutcomeHeld, OutcomeSettleFailed}
+
+// Values of the outcome label of lily_redrive_total.
+const (
+	RedriveRedriven    = "redriven"
+	RedriveNeedsManual = "needs_manual"
+	RedriveFailed      = "failed"
+)
+
+// RedriveOutcomes are the values of the outcome label of
+// lily_redrive_total, besides "other".
+var RedriveOutcomes = []string{RedriveRedriven, RedriveNeedsManual, RedriveFailed}
+
+// Values of lily_breaker_state.
+const (
+	BreakerClosedValue   = 0
+	BreakerHalfOpenValue = 1
+	BreakerOpenValue     = 2
+)
+
+// Other replaces a label value outside its fixed set, so that the number
+// of series stays bounded whatever the input.
+const Other = "other"
+
+// DurationBuckets are the buckets of lily_handler_duration_seconds, in
+// seconds: from 1 ms to past the default handler timeout (30 s).
+var DurationBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// Handler returns an HTTP handler serving the metrics of g in the
+// Prometheus exposition format (mount it at /metrics). A failing collector
+// — e.g. an unreadable catalog, reported as lily_catalog_up 0 — does not
+// hide the other metrics: they are served and the error is logged.
+func Handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      slogPrintln{},
+	})
+}
