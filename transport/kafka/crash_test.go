@@ -1,0 +1,188 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/kafka"
+)
+
+// The crash test re-executes this test binary as a consumer process that
+// calls os.Exit on the poison record.
+const (
+	crashChildBrokers = "LILY_KAFKA_CRASH_BROKERS"
+	crashChildQueue   = "LILY_KAFKA_CRASH_QUEUE"
+	crashChildLog     = "LILY_KAFKA_CRASH_LOG"
+)
+
+func TestMain(m *testing.M) {
+	if q := os.Getenv(crashChildQueue); q != "" {
+		os.Exit(crashChild(os.Getenv(crashChildBrokers), q, os.Getenv(crashChildLog)))
+	}
+	os.Exit(m.Run())
+}
+
+func crashQueueConfig(name string) lily.QueueConfig {
+	return lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: 3}.WithDefaults()
+}
+
+// crashChild consumes until nothing is in flight; it appends the event ID
+// of every record its handler processed to logPath (in the handler: an
+// ack event can be lost with the process between the commit and the hook)
+// and dies (os.Exit) on the body "poison". It is a
+// static group member, so a restarted process takes the partitions back at
+// once, as a restarted pod would.
+func crashChild(brokers, queue, logPath string) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := testOptions(kafka.ParseBrokers(brokers))
+	o.StaticMembership = true
+	tr, err := kafka.Open(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	qc := crashQueueConfig(queue)
+	tr.Register(qc.Spec())
+	logf, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 3
+	}
+	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
+		if string(d.Body) == "poison" {
+			os.Exit(7) // the process dies mid-handler: no catch block sees it
+		}
+		logf.WriteString(d.EventID + "\n")
+		return logf.Sync()
+	}), lily.ConsumerOptions{Queue: qc, Instance: "crash-consumer", Concurrency: 2, Prefetch: 10,
+		ReceiveWait: 20 * time.Millisecond, Logger: quietLogger()})
+	if err != nil {
+		return 3
+	}
+	go func() {
+		for range time.Tick(50 * time.Millisecond) {
+			if n, err := tr.InFlight(ctx, queue); err == nil && n == 0 {
+				cancel()
+				return
+			}
+		}
+	}()
+	if err := c.Run(ctx); err != nil {
+		return 3
+	}
+	tr.Close()
+	return 0
+}
+
+// TestCrashTypePoison runs a consumer subprocess that calls os.Exit on one
+// record, restarts it each time it dies, and checks that the record lands
+// in the dead-letter topic with reason delivery_limit after delivery_limit
+// restarts — counted by the persistent attempt counter, since Kafka keeps
+// no delivery count — while the records behind it in its partition and
+// those of the other partitions are processed.
+func TestCrashTypePoison(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCluster(t)
+	tr := open(t, c)
+	qc := crashQueueConfig(fmt.Sprintf("crash.poison.%08x", rand.Uint32()))
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]lily.Message, 30)
+	for i := range msgs {
+		msgs[i] = lily.Message{Key: fmt.Sprintf("k%d", i%6), Body: []byte(fmt.Sprintf("order-%d", i))}
+	}
+	const poison = 13 // the third record of key k1, with records of k1 behind it
+	msgs[poison].Body = []byte("poison")
+	if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "acked.log")
+	restarts := 0
+	for {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashChildBrokers+"="+strings.Join(c.ListenAddrs(), ","),
+			crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath)
+		cmd.Stderr = os.Stderr
+		err := cmd.Run()
+		if err == nil {
+			break
+		}
+		if cmd.ProcessState.ExitCode() != 7 {
+			t.Fatalf("consumer process failed (not the poison's exit): %v", err)
+		}
+		restarts++
+		if restarts > 10 {
+			t.Fatalf("consumer died %d times: the poison is not bounded by the delivery limit", restarts)
+		}
+	}
+	if restarts != qc.DeliveryLimit {
+		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.DeliveryLimit)
+	}
+	dls, err := tr.DeadLetters(ctx, qc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].EventID != msgs[poison].EventID || string(dls[0].Body) != "poison" {
+		t.Fatalf("dead-letter topic holds %d records, want exactly the poison", len(dls))
+	}
+	dl := dls[0]
+	rec, err := evidence.Decode(dl.Headers)
+	if err != nil {
+		t.Errorf("evidence: %v", err)
+	}
+	if rec.Reason != evidence.ReasonDeliveryLimit || rec.DeliveryCount != qc.DeliveryLimit+1 {
+		t.Errorf("reason %q delivery count %d, want delivery_limit and %d", rec.Reason, rec.DeliveryCount, qc.DeliveryLimit+1)
+	}
+	if dl.Key != "k1" || !rec.HasPartition || !rec.HasOffset || rec.SourcePartition != dl.Partition {
+		t.Errorf("dead letter key %q source %d/%d (has %v/%v) in DLT partition %d: want key k1 and the same partition",
+			dl.Key, rec.SourcePartition, rec.SourceOffset, rec.HasPartition, rec.HasOffset, dl.Partition)
+	}
+	main, err := tr.Peek(ctx, &kafka.PeekParams{Topic: qc.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind := 0
+	for _, d := range main {
+		if d.EventID == msgs[poison].EventID && (d.Partition != rec.SourcePartition || d.Offset != rec.SourceOffset) {
+			t.Errorf("evidence source %d/%d, want the poison's %d/%d", rec.SourcePartition, rec.SourceOffset, d.Partition, d.Offset)
+		}
+		if d.Partition == rec.SourcePartition && d.Offset > rec.SourceOffset {
+			behind++
+		}
+	}
+	if behind == 0 {
+		t.Error("no record behind the poison in its partition: the test proves less than it should")
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	processed := map[string]bool{}
+	for _, id := range strings.Fields(string(data)) {
+		processed[id] = true
+	}
+	for i, m := range msgs {
+		if i != poison && !processed[m.EventID] {
+			t.Errorf("message %d (%s, key %s) was not processed", i, m.Body, m.Key)
+		}
+	}
+	if processed[msgs[poison].EventID] || len(processed) != len(msgs)-1 {
+		t.Errorf("processed %d distinct messages, want %d (all but the poison)", len(processed), len(msgs)-1)
+	}
+	t.Logf("poison at %d/%d with %d records behind it; %d restarts", rec.SourcePartition, rec.SourceOffset, behind, restarts)
+	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
+	}
+}

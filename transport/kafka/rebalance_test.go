@@ -1,0 +1,212 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/kafka"
+)
+
+func declare(t testing.TB, tr *kafka.Transport, qc lily.QueueConfig) {
+	t.Helper()
+	if err := tr.Declare(context.Background(), &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// receiveOne receives until one delivery comes.
+func receiveOne(t *testing.T, tr *kafka.Transport, queue, consumer string) *transport.Delivery {
+	t.Helper()
+	var d *transport.Delivery
+	waitUntil(t, consumer+" to receive", func() bool {
+		ds, err := tr.Receive(context.Background(), &transport.ReceiveParams{Queue: queue, Max: 1, Wait: 50 * time.Millisecond, Consumer: consumer})
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		if len(ds) > 0 {
+			d = ds[0]
+		}
+		return d != nil
+	})
+	return d
+}
+
+// TestCountSurvivesRebalance lets a record move between group members in
+// separate transports (separate processes, as far as the count is
+// concerned): each member that takes it over after the previous holder
+// died hands it out with the count raised.
+func TestCountSurvivesRebalance(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, kfake.NumBrokers(1))
+	qc := lily.QueueConfig{Name: fmt.Sprintf("rebalance.count.%08x", rand.Uint32()), Transport: lily.TransportKafka}.WithDefaults()
+	setup := open(t, c, func(o *kafka.Options) { o.Partitions = 1 })
+	declare(t, setup, qc)
+	if err := lily.Publish(context.Background(), setup, qc.Name, []lily.Message{{Body: []byte("kills its consumer")}}); err != nil {
+		t.Fatal(err)
+	}
+	a := open(t, c)
+	d := receiveOne(t, a, qc.Name, "a")
+	if d.DeliveryCount != 1 {
+		t.Fatalf("first delivery count %d", d.DeliveryCount)
+	}
+	// b joins while a holds the partition, and gets it when a dies.
+	b := open(t, c)
+	got := make(chan *transport.Delivery, 1)
+	go func() { got <- receiveOne(t, b, qc.Name, "b") }()
+	time.Sleep(200 * time.Millisecond)
+	if _, err := a.RecoverLeases(context.Background(), &transport.RecoverParams{Consumer: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	d = <-got
+	if d.DeliveryCount != 2 {
+		t.Fatalf("delivery count %d after the holder died, want 2", d.DeliveryCount)
+	}
+	if _, err := b.RecoverLeases(context.Background(), &transport.RecoverParams{Consumer: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	c3 := open(t, c)
+	d = receiveOne(t, c3, qc.Name, "c")
+	if d.DeliveryCount != 3 {
+		t.Fatalf("delivery count %d on the third member, want 3", d.DeliveryCount)
+	}
+	if err := c3.Settle(context.Background(), &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: d, Action: transport.Ack}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c3.StopConsumer(context.Background(), &transport.StopParams{Queue: qc.Name, Consumer: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c3.InFlight(context.Background(), qc.Name); err != nil || n != 0 {
+		t.Errorf("in flight %d (%v), want 0", n, err)
+	}
+}
+
+// TestRevokeWaitsForSettlement: when a partition moves to a new member,
+// the old one gets RevokeTimeout to settle what it handed out. Settled in
+// time, its offsets are committed before the partition moves and nothing
+// is delivered twice; not settled in time, the deliveries become void
+// (ErrLeaseLost) and the new owner redelivers them, counted.
+func TestRevokeWaitsForSettlement(t *testing.T) {
+	for _, settleInTime := range []bool{true, false} {
+		t.Run(fmt.Sprintf("settled=%v", settleInTime), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c := newCluster(t, kfake.NumBrokers(1))
+			qc := lily.QueueConfig{Name: fmt.Sprintf("rebalance.revoke.%08x", rand.Uint32()), Transport: lily.TransportKafka}.WithDefaults()
+			a := open(t, c, func(o *kafka.Options) { o.Partitions = 2; o.RevokeTimeout = time.Second })
+			declare(t, a, qc)
+			msgs := make([]lily.Message, 20)
+			for i := range msgs {
+				msgs[i] = lily.Message{Key: fmt.Sprintf("k%d", i), Body: []byte{byte(i)}}
+			}
+			if err := lily.Publish(ctx, a, qc.Name, msgs); err != nil {
+				t.Fatal(err)
+			}
+			var held []*transport.Delivery
+			waitUntil(t, "a to receive everything", func() bool {
+				ds, err := a.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 100, Wait: 50 * time.Millisecond, Consumer: "a"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, ds...)
+				return len(held) == len(msgs)
+			})
+			b := open(t, c)
+			var mu sync.Mutex
+			var atB []*transport.Delivery
+			stopB := make(chan struct{})
+			doneB := make(chan struct{})
+			go func() {
+				defer close(doneB)
+				for {
+					select {
+					case <-stopB:
+						return
+					default:
+					}
+					ds, err := b.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 100, Wait: 50 * time.Millisecond, Consumer: "b"})
+					if err != nil {
+						t.Errorf("b receive: %v", err)
+						return
+					}
+					mu.Lock()
+					atB = append(atB, ds...)
+					mu.Unlock()
+				}
+			}()
+			var ss []transport.Settlement
+			for _, d := range held {
+				ss = append(ss, transport.Settlement{Delivery: d, Action: transport.Ack})
+			}
+			if settleInTime {
+				time.Sleep(300 * time.Millisecond) // b has joined; a's revoke waits for this
+				if err := a.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
+					t.Fatalf("settle within the revoke timeout: %v", err)
+				}
+				time.Sleep(1500 * time.Millisecond)
+				mu.Lock()
+				n := len(atB)
+				mu.Unlock()
+				if n != 0 {
+					t.Errorf("b received %d records that a settled in time: delivered twice", n)
+				}
+				gi := c.GroupInfo(kafka.DefaultGroup(qc.Name))
+				if gi == nil || len(gi.Members) != 2 {
+					t.Fatalf("group %+v, want two members", gi)
+				}
+				for _, m := range gi.Members {
+					if len(m.Assignment[qc.Name]) != 1 {
+						t.Errorf("member %s assigned %v: the partition did not move, the test proves nothing", m.MemberID, m.Assignment)
+					}
+				}
+			} else {
+				waitUntil(t, "b to take over a partition", func() bool {
+					mu.Lock()
+					defer mu.Unlock()
+					return len(atB) > 0
+				})
+				mu.Lock()
+				for _, d := range atB {
+					if d.DeliveryCount != 2 {
+						t.Errorf("taken-over delivery count %d, want 2", d.DeliveryCount)
+					}
+				}
+				moved := map[string]bool{}
+				for _, d := range atB {
+					moved[d.EventID] = true
+				}
+				mu.Unlock()
+				errs := transport.SettleErrors(a.Settle(ctx, &transport.SettleParams{Settlements: ss}), len(ss))
+				for i, d := range held {
+					if moved[d.EventID] && !errors.Is(errs[i], transport.ErrLeaseLost) {
+						t.Errorf("a settled %s after its partition moved: %v, want ErrLeaseLost", d.EventID, errs[i])
+					}
+				}
+			}
+			close(stopB)
+			<-doneB
+			mu.Lock()
+			var bs []transport.Settlement
+			for _, d := range atB {
+				bs = append(bs, transport.Settlement{Delivery: d, Action: transport.Ack})
+			}
+			mu.Unlock()
+			if err := b.Settle(ctx, &transport.SettleParams{Settlements: bs}); err != nil {
+				t.Fatal(err)
+			}
+			a.StopConsumer(ctx, &transport.StopParams{Queue: qc.Name, Consumer: "a"})
+			b.StopConsumer(ctx, &transport.StopParams{Queue: qc.Name, Consumer: "b"})
+			if n, err := a.InFlight(ctx, qc.Name); err != nil || n != 0 {
+				t.Errorf("in flight %d (%v), want 0", n, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,188 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+)
+
+// Settle applies settlements in the safe order (DESIGN §4, §8):
+//
+//   - Retry produces the copy, with s.Headers, to <topic>.retry.<ms>ms for
+//     s.Delay (same key, same partition number, the original's partition
+//     and offset and the due time in headers), with acks=all, and waits;
+//   - DeadLetter produces the copy with its evidence to the dead-letter
+//     topic (same key, same partition number) the same way;
+//   - only then is the original marked settled; Ack marks it at once;
+//   - Release gives it back to this consumer for redelivery (after
+//     s.Delay), its count kept, so that it comes back with the count +1.
+//
+// After marking, the group's offsets are committed synchronously, each
+// partition up to its first record not settled: never past a record whose
+// copy was not confirmed. A produce that fails, is refused or times out
+// (ProduceTimeout) fails its settlement in the *transport.SettleError and
+// leaves the original unsettled. A delivery whose partition was revoked
+// (or whose consumer stopped) meanwhile fails with transport.ErrLeaseLost,
+// nothing done: its next owner redelivers it.
+func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
+	n := len(p.Settlements)
+	if n == 0 {
+		return nil
+	}
+	if t.isClosed() {
+		return errClosed
+	}
+	errs := make([]error, n)
+	rcs := make([]*receipt, n)
+	var recs []*kgo.Record
+	var recOf []int
+	for i, s := range p.Settlements {
+		rc, ok := s.Delivery.Receipt.(*receipt)
+		if !ok || rc.c.t != t {
+			errs[i] = fmt.Errorf("kafka: settle %s: delivery was not received from this transport", s.Delivery.EventID)
+			continue
+		}
+		rcs[i] = rc
+		if err := rc.held(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if s.Action != transport.Retry && s.Action != transport.DeadLetter {
+			continue
+		}
+		r, err := t.handOff(ctx, s, rc)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		recs = append(recs, r)
+		recOf = append(recOf, i)
+	}
+	for j, err := range t.produce(ctx, recs) {
+		if err != nil {
+			s := p.Settlements[recOf[j]]
+			errs[recOf[j]] = fmt.Errorf("kafka: %s hand-off of %s not confirmed, original kept: %w", s.Action, s.Delivery.EventID, err)
+		}
+	}
+	touched := map[*instance]bool{}
+	for i, s := range p.Settlements {
+		if errs[i] != nil {
+			continue
+		}
+		switch s.Action {
+		case transport.Ack, transport.Retry, transport.DeadLetter, transport.Release:
+			errs[i] = rcs[i].mark(s.Action, s.Delay)
+		default:
+			errs[i] = fmt.Errorf("kafka: settle %s: unknown action %d", s.Delivery.EventID, s.Action)
+		}
+		if errs[i] == nil && s.Action != transport.Release {
+			touched[rcs[i].c] = true
+		}
+	}
+	for c := range touched {
+		if err := c.commit(ctx, c.cl, nil); err != nil {
+			// The settlements stand (copies confirmed, offsets marked); a
+			// later commit carries them, or the next owner redelivers.
+			t.opts.Logger.Warn("kafka: commit after settle failed; it is retried with the next one", "group", c.group, "err", err)
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return &transport.SettleError{Errs: errs}
+		}
+	}
+	return nil
+}
+
+// held reports whether the receipt's hand-out is still this consumer's.
+func (r *receipt) held() error {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing || c.parts[r.p.tp] != r.p || r.e.state != stateHanded || r.e.hands != r.hands {
+		return fmt.Errorf("kafka: %s offset %d: consumer stopped or partition moved to another member; it will be redelivered: %w",
+			r.p.tp.Topic, r.e.rec.Offset, transport.ErrLeaseLost)
+	}
+	return nil
+}
+
+// mark records a settlement of the receipt's hand-out.
+func (r *receipt) mark(a transport.Action, delay time.Duration) error {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing || c.parts[r.p.tp] != r.p || r.e.state != stateHanded || r.e.hands != r.hands {
+		return fmt.Errorf("kafka: %s offset %d: consumer stopped or partition moved to another member; it will be redelivered: %w",
+			r.p.tp.Topic, r.e.rec.Offset, transport.ErrLeaseLost)
+	}
+	p, e := r.p, r.e
+	p.handed--
+	if a == transport.Release {
+		e.state = statePending
+		if delay > 0 {
+			e.due = time.Now().Add(delay)
+		}
+		c.settled.Broadcast()
+		c.signal()
+		return nil
+	}
+	e.state = stateDone
+	delete(p.counts, e.rec.Offset)
+	p.popDone()
+	c.settled.Broadcast()
+	return nil
+}
+
+// handOff builds the copy of a Retry or a DeadLetter settlement.
+func (t *Transport) handOff(ctx context.Context, s transport.Settlement, rc *receipt) (*kgo.Record, error) {
+	d := s.Delivery
+	queue := rc.c.key.queue
+	m := d.Message
+	m.Headers = s.Headers
+	var topic string
+	extra := transport.Headers{}
+	if s.Action == transport.DeadLetter {
+		topic = t.deadLetterTopic(queue)
+	} else {
+		ms := s.Delay.Milliseconds()
+		if spec, ok := t.spec(queue); ok {
+			found := false
+			for _, b := range spec.BucketsMillis {
+				found = found || b == ms
+			}
+			if !found {
+				return nil, fmt.Errorf("kafka: retry of %s after %dms: queue %s has no such bucket (buckets %v): the runtime and topology disagree", m.EventID, ms, queue, spec.BucketsMillis)
+			}
+		}
+		topic = RetryTopic(queue, ms)
+		extra[HeaderDueAt] = time.Now().Add(s.Delay).UnixMilli()
+		extra[evidence.HeaderSourcePartition] = rc.e.srcPart
+		extra[evidence.HeaderSourceOffset] = rc.e.srcOff
+	}
+	if _, err := t.partitions(ctx, topic); err != nil {
+		return nil, fmt.Errorf("kafka: %s hand-off of %s: %w", s.Action, m.EventID, err)
+	}
+	hs, err := messageHeaders(m, extra)
+	if err != nil {
+		return nil, err
+	}
+	r := &kgo.Record{Topic: topic, Value: m.Body, Headers: hs}
+	if m.Key != "" {
+		r.Key = []byte(m.Key)
+	}
+	pin(r, rc.e.srcPart)
+	return r, nil
+}
+
+// deadLetterTopic returns the dead-letter topic of queue.
+func (t *Transport) deadLetterTopic(queue string) string {
+	if dt, ok := t.opts.DeadLetterTopics[queue]; ok && dt != "" {
+		return dt
+	}
+	return DeadLetterTopic(queue)
+}
