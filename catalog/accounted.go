@@ -45,10 +45,14 @@ func Account(t transport.Transport, store *Store) *Accounted {
 }
 
 // Publish publishes through the wrapped transport and counts the confirmed
-// messages as accepted (once per event ID).
+// messages as accepted (once per event ID); a redrive (p.Redrive) is not
+// counted: the messages were accepted before.
 func (a *Accounted) Publish(ctx context.Context, p *transport.PublishParams) error {
 	if err := a.Transport.Publish(ctx, p); err != nil {
 		return err
+	}
+	if p.Redrive {
+		return nil
 	}
 	ids := make([]string, len(p.Messages))
 	for i, m := range p.Messages {

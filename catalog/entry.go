@@ -59,6 +59,15 @@ type Entry struct {
 	// DLKey, when set, identifies this dead-lettering (e.g. a broker dead
 	// letter being ingested): an entry with the same key is not added twice.
 	DLKey string
+	// DecidedAt, DecidedBy and Decision record the last decision about the
+	// entry (redrive, discard, erase, retention): when, who and why. Every
+	// decision is also in the audit log.
+	DecidedAt time.Time
+	DecidedBy string
+	Decision  string
+	// ErasedAt is set when the body and headers were erased; the entry is
+	// then a tombstone (event ID, body hash, who and when).
+	ErasedAt time.Time
 }
 
 // NewEntry builds the entry for message m dead-lettered from queue with the
@@ -155,7 +164,8 @@ func (in *Inserter) Close() error { return in.stmt.Close() }
 
 const selectCols = `id, queue, event_id, msg_key, msg_type, body, headers, body_sha256, reason,
 	error_type, error_message, fingerprint, consumer_version, source, delivery_count,
-	retry_count, redrive_count, state, dead_lettered_at, updated_at`
+	retry_count, redrive_count, state, dead_lettered_at, updated_at, decided_at, decided_by, decision,
+	erased_at`
 
 type scanner interface {
 	Scan(dest ...any) error
@@ -167,19 +177,29 @@ func scanEntry(r scanner) (*Entry, error) {
 		hdr         []byte
 		state       string
 		dlAt, updAt int64
+		decAt, erAt sql.NullInt64
 	)
 	if err := r.Scan(&e.ID, &e.Queue, &e.EventID, &e.Key, &e.Type, &e.Body, &hdr, &e.BodySHA256,
 		&e.Reason, &e.ErrorType, &e.ErrorMessage, &e.Fingerprint, &e.ConsumerVersion, &e.Source,
-		&e.DeliveryCount, &e.RetryCount, &e.RedriveCount, &state, &dlAt, &updAt); err != nil {
+		&e.DeliveryCount, &e.RetryCount, &e.RedriveCount, &state, &dlAt, &updAt, &decAt, &e.DecidedBy,
+		&e.Decision, &erAt); err != nil {
 		return nil, err
 	}
-	h, err := transport.UnmarshalHeaders(hdr)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: entry %d: %w", e.ID, err)
+	if hdr != nil { // nil: erased
+		h, err := transport.UnmarshalHeaders(hdr)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: entry %d: %w", e.ID, err)
+		}
+		e.Headers = h
 	}
-	e.Headers = h
 	e.State = State(state)
 	e.DeadLetteredAt = time.UnixMilli(dlAt).UTC()
 	e.UpdatedAt = time.UnixMilli(updAt).UTC()
+	if decAt.Valid {
+		e.DecidedAt = time.UnixMilli(decAt.Int64).UTC()
+	}
+	if erAt.Valid {
+		e.ErasedAt = time.UnixMilli(erAt.Int64).UTC()
+	}
 	return &e, nil
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 )
 
 // schema creates the catalog tables. Times are Unix milliseconds (UTC).
@@ -40,11 +41,16 @@ CREATE TABLE IF NOT EXISTS lily_dlq_entries (
 	-- duplicates counts further copies of the same dead-lettering that an
 	-- at-least-once hand-off delivered (the copy was confirmed, the
 	-- original's ack was lost, the message was dead-lettered again).
-	duplicates       INTEGER NOT NULL DEFAULT 0
+	duplicates       INTEGER NOT NULL DEFAULT 0,
+	-- The last decision about the entry (redrive, discard, erase, expire,
+	-- needs_manual): when, who and why. Every decision is also in lily_audit.
+	decided_at       INTEGER,
+	decided_by       TEXT    NOT NULL DEFAULT '',
+	decision         TEXT    NOT NULL DEFAULT '',
+	-- erased_at is set when the body and headers were removed (lily dlq
+	-- erase): the row stays as a tombstone.
+	erased_at        INTEGER
 );
-CREATE UNIQUE INDEX IF NOT EXISTS lily_dlq_entries_dl_key ON lily_dlq_entries(dl_key) WHERE dl_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS lily_dlq_entries_queue_state ON lily_dlq_entries(queue, state, id);
-CREATE INDEX IF NOT EXISTS lily_dlq_entries_event ON lily_dlq_entries(event_id);
 CREATE TABLE IF NOT EXISTS lily_ledger (
 	queue    TEXT PRIMARY KEY,
 	accepted INTEGER NOT NULL DEFAULT 0,
@@ -62,10 +68,66 @@ CREATE TABLE IF NOT EXISTS lily_ledger_events (
 ) WITHOUT ROWID;
 `
 
-// Migrate creates the catalog tables in db if they do not exist.
+// addedColumns are the entry columns added after the first release of the
+// table: Migrate adds them to an older database file.
+var addedColumns = []struct{ name, decl string }{
+	{"decided_at", "INTEGER"},
+	{"decided_by", "TEXT NOT NULL DEFAULT ''"},
+	{"decision", "TEXT NOT NULL DEFAULT ''"},
+	{"erased_at", "INTEGER"},
+}
+
+// indexes serve the work-list queries: paging by queue and state (redrive,
+// discard, expire, list), lookups by event ID (observe, duplicates), and
+// one covering index per grouping column so that 'lily dlq group' reads an
+// index in order instead of sorting the table.
+const indexes = `
+CREATE UNIQUE INDEX IF NOT EXISTS lily_dlq_entries_dl_key ON lily_dlq_entries(dl_key) WHERE dl_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_queue_state ON lily_dlq_entries(queue, state, id);
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_event ON lily_dlq_entries(event_id);
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_state_id ON lily_dlq_entries(state, id);
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_held_time ON lily_dlq_entries(queue, state, dead_lettered_at) WHERE state IN ('pending', 'parked', 'needs_manual');
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_queue_time ON lily_dlq_entries(queue, dead_lettered_at);
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_key ON lily_dlq_entries(msg_key);
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_held_reason ON lily_dlq_entries(reason, state, queue, dead_lettered_at) WHERE state IN ('pending', 'parked', 'needs_manual');
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_held_error_type ON lily_dlq_entries(error_type, state, queue, dead_lettered_at) WHERE state IN ('pending', 'parked', 'needs_manual');
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_held_fingerprint ON lily_dlq_entries(fingerprint, state, queue, dead_lettered_at) WHERE state IN ('pending', 'parked', 'needs_manual');
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_held_consumer_version ON lily_dlq_entries(consumer_version, state, queue, dead_lettered_at) WHERE state IN ('pending', 'parked', 'needs_manual');
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_held_source ON lily_dlq_entries(source, state, queue, dead_lettered_at) WHERE state IN ('pending', 'parked', 'needs_manual');
+`
+
+// Migrate creates the catalog tables in db if they do not exist, and adds
+// the columns and indexes a database file made by an older Lily lacks.
 func Migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("catalog: create schema: %w", err)
+	}
+	have := map[string]bool{}
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('lily_dlq_entries')`)
+	if err != nil {
+		return fmt.Errorf("catalog: inspect schema: %w", err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		have[n] = true
+	}
+	rows.Close()
+	for _, c := range addedColumns {
+		if have[c.name] {
+			continue
+		}
+		// Another process may add it at the same time: a duplicate is fine.
+		if _, err := db.ExecContext(ctx, `ALTER TABLE lily_dlq_entries ADD COLUMN `+c.name+` `+c.decl); err != nil &&
+			!strings.Contains(err.Error(), "duplicate column") {
+			return fmt.Errorf("catalog: add column %s: %w", c.name, err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, indexes+auditSchema); err != nil {
+		return fmt.Errorf("catalog: create indexes: %w", err)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/lily-mq/lily/internal/sqlitedb"
 )
@@ -108,38 +107,6 @@ func (s *Store) Get(ctx context.Context, id int64) (*Entry, error) {
 		return nil, fmt.Errorf("%w: id %d", ErrNotFound, id)
 	}
 	return e, err
-}
-
-// Filter selects entries. Zero fields select everything.
-type Filter struct {
-	Queue  string
-	States []State
-	Reason string
-}
-
-func (f Filter) where() (string, []any) {
-	var conds []string
-	var args []any
-	if f.Queue != "" {
-		conds = append(conds, "queue = ?")
-		args = append(args, f.Queue)
-	}
-	if len(f.States) > 0 {
-		ph := make([]string, len(f.States))
-		for i, st := range f.States {
-			ph[i] = "?"
-			args = append(args, string(st))
-		}
-		conds = append(conds, "state IN ("+strings.Join(ph, ",")+")")
-	}
-	if f.Reason != "" {
-		conds = append(conds, "reason = ?")
-		args = append(args, f.Reason)
-	}
-	if len(conds) == 0 {
-		return "", nil
-	}
-	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
 // Each streams the entries matching f in ID order to fn, without loading

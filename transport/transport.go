@@ -92,6 +92,10 @@ type PublishParams struct {
 	Queue string
 	// Messages are published in order.
 	Messages []Message
+	// Redrive marks messages that come back from the dead-letter work list
+	// (lily dlq redrive): they were accepted once already, so a transport
+	// that keeps the ledger does not count them as accepted again.
+	Redrive bool
 }
 
 // ReceiveParams are the arguments of Transport.Receive.

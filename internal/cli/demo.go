@@ -36,7 +36,13 @@ type demoJSON struct {
 	Lost                int64            `json:"lost"`
 	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
 	WorkerRestarts      int              `json:"worker_restarts"`
-	DurationMillis      int64            `json:"duration_ms"`
+	// Redriven, RedriveRounds and NeedsManual describe the second half:
+	// entries redriven after the fix, the redrive rounds that sent any
+	// (the sample, then the rest), entries left for a manual decision.
+	Redriven       int   `json:"redriven"`
+	RedriveRounds  int   `json:"redrive_rounds"`
+	NeedsManual    int64 `json:"needs_manual"`
+	DurationMillis int64 `json:"duration_ms"`
 }
 
 type demoFlags struct {
@@ -45,6 +51,8 @@ type demoFlags struct {
 	crashing, maxRestarts                int
 	seed                                 uint64
 	asJSON, verbose                      bool
+	noRedrive                            bool
+	fixed                                bool // the worker runs the fixed handler
 }
 
 func newDemoCmd() *cobra.Command {
@@ -64,7 +72,16 @@ The workload's trouble makers:
   flaky      payment gateway times out 1-2 times    → retried, then acked
   hopeless   inventory service never knows the SKU  → dead-lettered: retries_exhausted
   crashing   gift note kills the worker process     → dead-lettered: delivery_limit
-             (caught by the delivery count, not by a catch block)`,
+             (caught by the delivery count, not by a catch block)
+
+Then the second half (skip it with --no-redrive): the bugs are fixed — the
+worker now knows retired SKUs and renders gift notes safely — and the dead
+letters are worked through as an operator would: the malformed orders, which
+no deploy can fix, are discarded with a reason; a dry run shows the plan; a
+sample of 2 is redriven and watched; the rest is redriven at 200/s; the fixed
+worker runs until the queue is quiet. Every decision is in 'lily audit', and
+the reconcile at the end still finds every message acked or discarded with a
+record: lost = 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -84,6 +101,7 @@ The workload's trouble makers:
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the workload's shuffle and order data")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object")
 	fl.BoolVar(&f.verbose, "verbose", false, "show the worker's log on stderr")
+	fl.BoolVar(&f.noRedrive, "no-redrive", false, "stop after the first half: leave the dead letters in the work list")
 	return cmd
 }
 
@@ -163,52 +181,93 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err := b.finish(ctx); err != nil {
 		return err
 	}
-	rows, err := reconcile(ctx, b.cat, b.counter())
-	if err != nil {
+	out := demoJSON{DB: path, Transport: f.transport, Queue: qc.Name, Messages: f.messages, WorkerRestarts: restarts}
+	if err := demoReport(ctx, b, &out, say, stdout, !f.asJSON); err != nil {
 		return err
 	}
-	byReason, err := b.cat.CountBy(ctx, "reason", catalog.Filter{Queue: qc.Name})
-	if err != nil {
-		return err
-	}
-	for _, r := range []evidence.Reason{evidence.ReasonPermanent, evidence.ReasonRetriesExhausted, evidence.ReasonDeliveryLimit} {
-		byReason[string(r)] += 0
-	}
-	out := demoJSON{DB: path, Transport: f.transport, Queue: qc.Name, Messages: f.messages, DeadLettersByReason: byReason,
-		WorkerRestarts: restarts, DurationMillis: time.Since(start).Milliseconds()}
-	var shown []catalog.LedgerRow
-	for _, r := range rows {
-		if r.Queue == qc.Name {
-			out.Accepted, out.Acked, out.DeadLettered, out.Discarded, out.InFlight, out.Lost =
-				r.Accepted, r.Acked, r.DeadLettered, r.Discarded, r.InFlight, r.Lost
-			shown = append(shown, r)
+	if !f.noRedrive {
+		if out.Lost != 0 || out.InFlight != 0 {
+			return &ExitError{Code: 1, Msg: fmt.Sprintf("demo: reconcile after the first half failed: lost %d, in flight %d", out.Lost, out.InFlight)}
+		}
+		if !f.asJSON {
+			say("reconcile: OK — %d accepted = %d acked + %d dead-lettered + %d discarded; lost 0",
+				out.Accepted, out.Acked, out.DeadLettered, out.Discarded)
+		}
+		r, err := demoSecondHalf(ctx, b, f, say, stderr)
+		out.WorkerRestarts += r.restarts
+		out.Redriven, out.RedriveRounds = r.redriven, r.rounds
+		if err != nil {
+			return err
+		}
+		if err := demoReport(ctx, b, &out, say, stdout, false); err != nil {
+			return err
+		}
+		if !f.asJSON {
+			say("")
+			printLedger(stdout, []catalog.LedgerRow{{Queue: out.Queue, Accepted: out.Accepted, Acked: out.Acked,
+				DeadLettered: out.DeadLettered, Discarded: out.Discarded, InFlight: out.InFlight, Lost: out.Lost}})
+			say("\nredriven %d in %d rounds, %d discarded with a record, %d left for a manual decision; every decision: lily audit --db %s",
+				out.Redriven, out.RedriveRounds, r.discarded, out.NeedsManual, path)
 		}
 	}
+	out.DurationMillis = time.Since(start).Milliseconds()
 	if f.asJSON {
 		if err := writeJSON(stdout, out); err != nil {
 			return err
 		}
-	} else {
-		say("")
-		printLedger(stdout, shown)
-		say("\ndead letters by reason:")
-		reasons := make([]string, 0, len(byReason))
-		for r := range byReason {
-			reasons = append(reasons, r)
-		}
-		sort.Strings(reasons)
-		for _, r := range reasons {
-			say("  %-20s %d", r, byReason[r])
-		}
-		say("\nworker restarts: %d (each crash-type poison was counted by the %s, not caught in the handler)", restarts,
-			map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker"}[f.transport])
-		say("inspect it yourself: lily reconcile --db %s", path)
 	}
 	if out.Lost != 0 || out.InFlight != 0 {
 		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo: reconcile failed: lost %d, in flight %d", out.Lost, out.InFlight)}
 	}
 	say("reconcile: OK — %d accepted = %d acked + %d dead-lettered + %d discarded; lost 0 (%.1fs)",
 		out.Accepted, out.Acked, out.DeadLettered, out.Discarded, time.Since(start).Seconds())
+	return nil
+}
+
+// demoReport fills out's ledger and dead-letter figures; with human set it
+// prints the first half's report (ledger, dead letters by reason).
+func demoReport(ctx context.Context, b *demoBackend, out *demoJSON, say func(string, ...any), stdout io.Writer, human bool) error {
+	rows, err := reconcile(ctx, b.cat, b.counter())
+	if err != nil {
+		return err
+	}
+	byReason, err := b.cat.CountBy(ctx, "reason", catalog.Filter{Queue: out.Queue})
+	if err != nil {
+		return err
+	}
+	for _, r := range []evidence.Reason{evidence.ReasonPermanent, evidence.ReasonRetriesExhausted, evidence.ReasonDeliveryLimit} {
+		byReason[string(r)] += 0
+	}
+	byState, err := b.cat.CountBy(ctx, "state", catalog.Filter{Queue: out.Queue})
+	if err != nil {
+		return err
+	}
+	out.DeadLettersByReason, out.NeedsManual = byReason, byState[string(catalog.StateNeedsManual)]
+	var shown []catalog.LedgerRow
+	for _, r := range rows {
+		if r.Queue == out.Queue {
+			out.Accepted, out.Acked, out.DeadLettered, out.Discarded, out.InFlight, out.Lost =
+				r.Accepted, r.Acked, r.DeadLettered, r.Discarded, r.InFlight, r.Lost
+			shown = append(shown, r)
+		}
+	}
+	if !human {
+		return nil
+	}
+	say("")
+	printLedger(stdout, shown)
+	say("\ndead letters by reason:")
+	reasons := make([]string, 0, len(byReason))
+	for r := range byReason {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		say("  %-20s %d", r, byReason[r])
+	}
+	say("\nworker restarts: %d (each crash-type poison was counted by the %s, not caught in the handler)", out.WorkerRestarts,
+		map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker"}[out.Transport])
+	say("inspect it yourself: lily dlq list --db %s; lily reconcile --db %s", out.DB, out.DB)
 	return nil
 }
 
@@ -226,6 +285,9 @@ func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(st
 		args := []string{"demo-worker", "--db", f.db, "--instance", instance, "--transport", f.transport, "--url", f.url, "--queue", f.queue}
 		if f.verbose {
 			args = append(args, "--verbose")
+		}
+		if f.fixed {
+			args = append(args, "--fixed")
 		}
 		child := exec.CommandContext(ctx, exe, args...)
 		child.Stdout = io.Discard

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"github.com/lily-mq/lily/internal/sqlitedb"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -39,8 +40,14 @@ func TestDemoJSONCountsEachClass(t *testing.T) {
 	if len(got.DeadLettersByReason) != len(want) {
 		t.Errorf("dead letters by reason %v, want only %v", got.DeadLettersByReason, want)
 	}
-	if got.Accepted != 400 || got.Acked != 400-7-4-2 || got.DeadLettered != 13 || got.Lost != 0 || got.InFlight != 0 || got.Discarded != 0 {
-		t.Errorf("ledger %+v, want accepted 400, acked 387, dead-lettered 13, lost 0", got)
+	// Second half: the 7 malformed are discarded with a record; the 4
+	// hopeless and 2 crashing are redriven (a sample of 2, then the rest)
+	// and acked by the fixed worker.
+	if got.Accepted != 400 || got.Acked != 400-7 || got.DeadLettered != 0 || got.Lost != 0 || got.InFlight != 0 || got.Discarded != 7 {
+		t.Errorf("ledger %+v, want accepted 400, acked 393, dead-lettered 0, discarded 7, lost 0", got)
+	}
+	if got.Redriven != 6 || got.RedriveRounds != 2 || got.NeedsManual != 0 {
+		t.Errorf("redriven %d in %d rounds, needs_manual %d; want 6 in 2 rounds, 0", got.Redriven, got.RedriveRounds, got.NeedsManual)
 	}
 	// Each crashing order kills the worker at deliveries 1..delivery_limit.
 	if wantRestarts := 2 * demoQueueConfig(demoQueue, "sqlite").DeliveryLimit; got.WorkerRestarts != wantRestarts {
@@ -55,6 +62,41 @@ func TestDemoJSONCountsEachClass(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rec); err != nil || !rec.Balanced || len(rec.Queues) != 1 || rec.Queues[0].Accepted != 400 {
 		t.Errorf("reconcile after the demo: %v %s", err, out)
 	}
+	// Every decision of the second half is in the audit log.
+	code, out, errOut = run(t, "audit", "--db", db, "--json")
+	if code != 0 {
+		t.Fatalf("audit exit %d: %s", code, errOut)
+	}
+	var audit struct {
+		Records []catalog.AuditRecord `json:"records"`
+	}
+	if err := json.Unmarshal([]byte(out), &audit); err != nil {
+		t.Fatalf("audit JSON: %v\n%s", err, out)
+	}
+	counts := map[string]int{}
+	for _, r := range audit.Records {
+		counts[r.Action+"/"+r.Outcome] += r.Count
+	}
+	want2 := map[string]int{"discard/discarded": 7, "redrive/would_redrive": 6, "redrive/redriven": 6, "redrive/observed_clean": 2}
+	if !reflect.DeepEqual(counts, want2) {
+		t.Errorf("audit %v, want %v", counts, want2)
+	}
+}
+
+func TestDemoNoRedrive(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "demo.db")
+	code, out, errOut := run(t, "demo", "--db", db, "--messages", "100", "--malformed", "3", "--flaky", "5", "--hopeless", "2", "--crashing", "0", "--no-redrive", "--json")
+	if code != 0 {
+		t.Fatalf("demo exit %d\n%s\n%s", code, out, errOut)
+	}
+	var got demoJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Acked != 95 || got.DeadLettered != 5 || got.Discarded != 0 || got.Redriven != 0 || got.RedriveRounds != 0 || got.Lost != 0 {
+		t.Errorf("demo --no-redrive: %+v, want acked 95, dead-lettered 5, nothing redriven", got)
+	}
 }
 
 func TestDemoHumanOutput(t *testing.T) {
@@ -63,7 +105,8 @@ func TestDemoHumanOutput(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"orders.created", "dead letters by reason", "delivery_limit", "reconcile: OK", "lost 0"} {
+	for _, want := range []string{"orders.created", "dead letters by reason", "delivery_limit", "reconcile: OK", "lost 0",
+		"second half", "lily dlq redrive --dry-run: would redrive 2", "redriven 2 in 1 rounds", "2 discarded with a record"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
@@ -109,7 +152,7 @@ func TestReconcileBadInput(t *testing.T) {
 func TestReconcileFindsLoss(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "lossy.db")
-	if code, out, errOut := run(t, "demo", "--db", db, "--messages", "50", "--flaky", "0", "--malformed", "1", "--hopeless", "0", "--crashing", "0"); code != 0 {
+	if code, out, errOut := run(t, "demo", "--db", db, "--messages", "50", "--flaky", "0", "--malformed", "1", "--hopeless", "0", "--crashing", "0", "--no-redrive"); code != 0 {
 		t.Fatalf("demo: %d %s %s", code, out, errOut)
 	}
 	// Lose a dead letter behind Lily's back: reconcile must notice.
@@ -169,8 +212,13 @@ func TestDemoRabbitMQ(t *testing.T) {
 			t.Errorf("dead letters %s = %d, want %d", r, got.DeadLettersByReason[r], n)
 		}
 	}
-	if got.Accepted != 300 || got.Acked != 289 || got.DeadLettered != 11 || got.Lost != 0 || got.InFlight != 0 {
-		t.Errorf("ledger %+v, want accepted 300, acked 289, dead-lettered 11, lost 0", got)
+	// After the second half: 6 malformed discarded, 3 hopeless and 2
+	// crashing redriven to the source queue and acked by the fixed worker.
+	if got.Accepted != 300 || got.Acked != 294 || got.DeadLettered != 0 || got.Discarded != 6 || got.Lost != 0 || got.InFlight != 0 {
+		t.Errorf("ledger %+v, want accepted 300, acked 294, dead-lettered 0, discarded 6, lost 0", got)
+	}
+	if got.Redriven != 5 || got.RedriveRounds != 2 || got.NeedsManual != 0 {
+		t.Errorf("redriven %d in %d rounds, needs_manual %d; want 5 in 2 rounds, 0", got.Redriven, got.RedriveRounds, got.NeedsManual)
 	}
 	if got.WorkerRestarts != 2*demoQueueConfig(queue, lily.TransportRabbitMQ).DeliveryLimit {
 		t.Errorf("worker restarts %d, want 2 × delivery_limit", got.WorkerRestarts)

@@ -46,7 +46,7 @@ const demoVisibility = 10 * time.Second
 func newDemoWorkerCmd() *cobra.Command {
 	var (
 		db, instance, kind, url, queue string
-		verbose                        bool
+		verbose, fixed                 bool
 	)
 	cmd := &cobra.Command{
 		Use:    "demo-worker",
@@ -66,9 +66,13 @@ func newDemoWorkerCmd() *cobra.Command {
 			if verbose {
 				logOut = cmd.ErrOrStderr()
 			}
-			c, err := lily.NewConsumer(b.tr, lily.HandlerFunc(demoHandler), lily.ConsumerOptions{
+			handler, version := demoHandler, "1.4.2"
+			if fixed { // the second half of the demo: the bugs are fixed
+				handler, version = demoHandlerFixed, demoFixedVersion
+			}
+			c, err := lily.NewConsumer(b.tr, lily.HandlerFunc(handler), lily.ConsumerOptions{
 				Queue: qc, Concurrency: 4, Prefetch: 64, Instance: instance,
-				Name: "orders-consumer", Version: "1.4.2", ReceiveWait: 50 * time.Millisecond,
+				Name: "orders-consumer", Version: version, ReceiveWait: 50 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(logOut, nil)),
 			})
 			if err != nil {
@@ -113,5 +117,6 @@ func newDemoWorkerCmd() *cobra.Command {
 	fl.StringVar(&url, "url", lily.DefaultRabbitMQURL, "AMQP URL")
 	fl.StringVar(&queue, "queue", demoQueue, "queue name")
 	fl.BoolVar(&verbose, "verbose", false, "log the consumer's decisions to stderr")
+	fl.BoolVar(&fixed, "fixed", false, "run the fixed consumer (retired SKUs known, gift notes no longer crash)")
 	return cmd
 }

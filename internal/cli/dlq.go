@@ -15,7 +15,14 @@ func registerDLQ(f func() *cobra.Command) { dlqCommands = append(dlqCommands, f)
 func newDLQCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
-		Short: "Work through dead letters: ingest them from a broker into the catalog",
+		Short: "Work through dead letters: list, peek, show, group, redrive, discard, erase, expire, ingest",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("dlq: unknown command %q (see 'lily dlq --help')", args[0])
+			}
+			return cmd.Help()
+		},
 	}
 	for _, add := range dlqCommands {
 		cmd.AddCommand(add())

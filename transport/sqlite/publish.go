@@ -15,7 +15,8 @@ import (
 const publishChunk = 100
 
 // Publish enqueues messages in one transaction: when it returns nil, all of
-// them are durable. The queue must have been declared.
+// them are durable. The queue must have been declared. Messages are counted
+// as accepted in the ledger unless p.Redrive is set.
 func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) error {
 	if len(p.Messages) == 0 {
 		return nil
@@ -39,8 +40,10 @@ func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) err
 	if err := insertMessages(ctx, tx, p.Queue, p.Messages, t.now()); err != nil {
 		return err
 	}
-	if err := catalog.AddCountsTx(ctx, tx, p.Queue, int64(len(p.Messages)), 0); err != nil {
-		return err
+	if !p.Redrive { // a redriven message was counted when it was first accepted
+		if err := catalog.AddCountsTx(ctx, tx, p.Queue, int64(len(p.Messages)), 0); err != nil {
+			return err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite transport: publish commit: %w", err)
@@ -118,4 +121,34 @@ func placeholders(rows, width int) string {
 // qmarks returns n comma-separated question marks.
 func qmarks(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// PublishTx enqueues messages inside the caller's transaction on this
+// transport's database, as Publish does (the queue must have been
+// declared; the ledger counts them as accepted unless p.Redrive is set).
+// The catalog uses it to redrive a dead letter and mark it redriven in one
+// transaction. Receivers waiting in this process notice the messages at
+// their next poll (Options.PollInterval), not at once.
+func (t *Transport) PublishTx(ctx context.Context, tx *sql.Tx, p *transport.PublishParams) error {
+	if len(p.Messages) == 0 {
+		return nil
+	}
+	if err := t.checkOpen(); err != nil {
+		return err
+	}
+	for i := range p.Messages {
+		if p.Messages[i].EventID == "" {
+			return fmt.Errorf("sqlite transport: publish to %s: message %d has no event ID", p.Queue, i)
+		}
+	}
+	if err := checkQueue(ctx, tx, p.Queue); err != nil {
+		return err
+	}
+	if err := insertMessages(ctx, tx, p.Queue, p.Messages, t.now()); err != nil {
+		return err
+	}
+	if p.Redrive {
+		return nil
+	}
+	return catalog.AddCountsTx(ctx, tx, p.Queue, int64(len(p.Messages)), 0)
 }

@@ -29,6 +29,7 @@ var (
 	_ transport.LeaseRecoverer  = (*Transport)(nil)
 	_ transport.InFlightCounter = (*Transport)(nil)
 	_ transport.Featurer        = (*Transport)(nil)
+	_ catalog.TxPublisher       = (*Transport)(nil)
 )
 
 const schema = `

@@ -1,0 +1,220 @@
+package catalog
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Filter selects entries. Zero fields select everything; set fields are
+// combined with AND.
+type Filter struct {
+	// Queue is the source queue.
+	Queue string
+	// States are the entry states; empty means any state.
+	States []State
+	// Reason is the dead-letter reason, e.g. "permanent".
+	Reason string
+	// ErrorType is the Go error type, e.g. "*json.SyntaxError".
+	ErrorType string
+	// Fingerprint is the error message fingerprint (evidence.Fingerprint).
+	Fingerprint string
+	// ConsumerVersion is the failing consumer's build version.
+	ConsumerVersion string
+	// Source is where the message failed (x-lily-source).
+	Source string
+	// Key is the message key (a data subject, an ordering key).
+	Key string
+	// Type is the message type.
+	Type string
+	// IDs are catalog entry IDs.
+	IDs []int64
+	// EventIDs are event IDs.
+	EventIDs []string
+	// DeadLetteredBefore selects entries dead-lettered strictly before it
+	// (--older-than); zero means no bound.
+	DeadLetteredBefore time.Time
+	// DeadLetteredAfter selects entries dead-lettered at or after it
+	// (--newer-than); zero means no bound.
+	DeadLetteredAfter time.Time
+	// RedriveCount, when not nil, selects entries redriven exactly that
+	// many times before they were dead-lettered.
+	RedriveCount *int
+	// AfterID selects entries with an ID above it (keyset paging).
+	AfterID int64
+}
+
+// HeldStates are the states of entries still in the work list: they count
+// as dead-lettered in the ledger and are subject to retention.
+var HeldStates = []State{StatePending, StateParked, StateNeedsManual}
+
+// IsHeld reports whether st is one of HeldStates.
+func (st State) IsHeld() bool {
+	return st == StatePending || st == StateParked || st == StateNeedsManual
+}
+
+// Valid reports whether st is one of the six entry states.
+func (st State) Valid() bool {
+	switch st {
+	case StatePending, StateRedriven, StateDiscarded, StateParked, StateNeedsManual, StateErased:
+		return true
+	}
+	return false
+}
+
+func (f Filter) where() (string, []any) {
+	var conds []string
+	var args []any
+	eq := func(col, v string) {
+		if v != "" {
+			conds = append(conds, col+" = ?")
+			args = append(args, v)
+		}
+	}
+	eq("queue", f.Queue)
+	if len(f.States) > 0 {
+		conds = append(conds, f.stateCond(&args)...)
+	}
+	eq("reason", f.Reason)
+	eq("error_type", f.ErrorType)
+	eq("fingerprint", f.Fingerprint)
+	eq("consumer_version", f.ConsumerVersion)
+	eq("source", f.Source)
+	eq("msg_key", f.Key)
+	eq("msg_type", f.Type)
+	if len(f.IDs) > 0 {
+		conds = append(conds, "id IN ("+qmarks(len(f.IDs))+")")
+		for _, id := range f.IDs {
+			args = append(args, id)
+		}
+	}
+	if len(f.EventIDs) > 0 {
+		conds = append(conds, "event_id IN ("+qmarks(len(f.EventIDs))+")")
+		for _, id := range f.EventIDs {
+			args = append(args, id)
+		}
+	}
+	if !f.DeadLetteredBefore.IsZero() {
+		conds = append(conds, "dead_lettered_at < ?")
+		args = append(args, f.DeadLetteredBefore.UnixMilli())
+	}
+	if !f.DeadLetteredAfter.IsZero() {
+		conds = append(conds, "dead_lettered_at >= ?")
+		args = append(args, f.DeadLetteredAfter.UnixMilli())
+	}
+	if f.RedriveCount != nil {
+		conds = append(conds, "redrive_count = ?")
+		args = append(args, *f.RedriveCount)
+	}
+	if f.AfterID > 0 {
+		conds = append(conds, "id > ?")
+		args = append(args, f.AfterID)
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// heldCond is the condition of the partial indexes over held entries; a
+// query uses them only when its WHERE clause contains this exact term.
+const heldCond = "state IN ('pending', 'parked', 'needs_manual')"
+
+// allHeld reports whether every state of f is held (and f has some).
+func (f Filter) allHeld() bool {
+	for _, st := range f.States {
+		if !st.IsHeld() {
+			return false
+		}
+	}
+	return len(f.States) > 0
+}
+
+// stateCond returns the state conditions of f. Known states are written as
+// literals, and a selection of held states also carries heldCond, so that
+// the partial indexes over held entries serve it.
+func (f Filter) stateCond(args *[]any) []string {
+	ph := make([]string, len(f.States))
+	for i, st := range f.States {
+		if st.Valid() {
+			ph[i] = "'" + string(st) + "'"
+		} else {
+			ph[i] = "?"
+			*args = append(*args, string(st))
+		}
+	}
+	cond := "state IN (" + strings.Join(ph, ", ") + ")"
+	if !f.allHeld() || cond == heldCond {
+		return []string{cond}
+	}
+	return []string{heldCond, cond}
+}
+
+// table is the FROM clause for paging through f in ID order: a selective
+// lookup (IDs, event IDs, key) lets the planner choose; otherwise, for one
+// state, an index that yields the IDs in order, so that each page reads on
+// from the last instead of sorting every match again.
+func (f Filter) table() string {
+	switch {
+	case len(f.IDs) > 0 || len(f.EventIDs) > 0 || f.Key != "" || len(f.States) != 1:
+		return "lily_dlq_entries"
+	case f.Queue != "":
+		return "lily_dlq_entries INDEXED BY lily_dlq_entries_queue_state"
+	default:
+		return "lily_dlq_entries INDEXED BY lily_dlq_entries_state_id"
+	}
+}
+
+// perState splits f into one filter per state (f itself when it has none),
+// for paging in ID order with table's index.
+func (f Filter) perState() []Filter {
+	if len(f.States) <= 1 {
+		return []Filter{f}
+	}
+	out := make([]Filter, len(f.States))
+	for i, st := range f.States {
+		out[i] = f
+		out[i].States = []State{st}
+	}
+	return out
+}
+
+// qmarks returns n comma-separated question marks.
+func qmarks(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// filterJSON is the audit form of a Filter: only the fields that are set.
+type filterJSON struct {
+	Queue           string   `json:"queue,omitempty"`
+	States          []State  `json:"states,omitempty"`
+	Reason          string   `json:"reason,omitempty"`
+	ErrorType       string   `json:"error_type,omitempty"`
+	Fingerprint     string   `json:"fingerprint,omitempty"`
+	ConsumerVersion string   `json:"consumer_version,omitempty"`
+	Source          string   `json:"source,omitempty"`
+	Key             string   `json:"key,omitempty"`
+	Type            string   `json:"type,omitempty"`
+	IDs             []int64  `json:"ids,omitempty"`
+	EventIDs        []string `json:"event_ids,omitempty"`
+	Before          string   `json:"dead_lettered_before,omitempty"`
+	After           string   `json:"dead_lettered_after,omitempty"`
+	RedriveCount    *int     `json:"redrive_count,omitempty"`
+}
+
+// String describes f as compact JSON with only the fields that are set,
+// e.g. {"queue":"orders.created","reason":"permanent"}; the audit log
+// records it as the selector of a decision.
+func (f Filter) String() string {
+	j := filterJSON{Queue: f.Queue, States: f.States, Reason: f.Reason, ErrorType: f.ErrorType,
+		Fingerprint: f.Fingerprint, ConsumerVersion: f.ConsumerVersion, Source: f.Source, Key: f.Key,
+		Type: f.Type, IDs: f.IDs, EventIDs: f.EventIDs, RedriveCount: f.RedriveCount}
+	if !f.DeadLetteredBefore.IsZero() {
+		j.Before = f.DeadLetteredBefore.UTC().Format(time.RFC3339Nano)
+	}
+	if !f.DeadLetteredAfter.IsZero() {
+		j.After = f.DeadLetteredAfter.UTC().Format(time.RFC3339Nano)
+	}
+	b, _ := json.Marshal(j)
+	return string(b)
+}

@@ -1,0 +1,466 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+)
+
+// DefaultMaxRedrives is max_redrives' default: an entry whose message was
+// redriven this many times is not sent again but marked needs_manual.
+const DefaultMaxRedrives = 2
+
+// Publisher is the part of a transport a redrive needs (every
+// transport.Transport is one).
+type Publisher interface {
+	Publish(ctx context.Context, p *transport.PublishParams) error
+}
+
+// TxPublisher is implemented by a transport whose queues live in a SQL
+// database (the SQLite transport). When its DB is the catalog's own
+// handle, a redrive publishes and marks the entries in one transaction:
+// no duplicate even after a crash, and half the commits.
+type TxPublisher interface {
+	Publisher
+	// DB returns the transport's database handle.
+	DB() *sql.DB
+	// PublishTx enqueues p's messages inside tx, as Publish would.
+	PublishTx(ctx context.Context, tx *sql.Tx, p *transport.PublishParams) error
+}
+
+// RedriveParams are the arguments of Redrive.
+type RedriveParams struct {
+	// Filter selects the entries; only pending ones are redriven (States
+	// is ignored).
+	Filter Filter
+	// Limit caps the number of entries; 0 means all that match.
+	Limit int
+	// DryRun lists what would happen and changes nothing; the plan is
+	// audited all the same.
+	DryRun bool
+	// Rate is the most messages sent per second (a token bucket); 0 means
+	// as fast as the transport confirms.
+	Rate float64
+	// Batch is the most messages published and committed at once.
+	// Defaults to 500; with a Rate, at most a tenth of a second's worth.
+	Batch int
+	// MaxRedrives returns a queue's max_redrives: entries already redriven
+	// that many times become needs_manual instead of being sent. Nil means
+	// DefaultMaxRedrives for every queue.
+	MaxRedrives func(queue string) int
+	// Target returns the transport that publishes into a queue (the
+	// entry's source queue). It should fail for a queue that no longer
+	// exists; it is called once per queue before anything is sent.
+	Target func(ctx context.Context, queue string) (Publisher, error)
+	// Actor is who decides. Defaults to DefaultActor().
+	Actor string
+	// Op is the operation ID for the audit log. Defaults to NewOp.
+	Op string
+	// Options describes further options for the audit selector (e.g. the
+	// sample size), as a JSON object's members; may be empty.
+	Options string
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+	// OnEntry, if set, is called for each entry with its outcome
+	// (OutcomeRedriven, OutcomeNeedsManual or the dry run's "would_").
+	OnEntry func(e EntryRef, outcome string)
+	// Progress, if set, is called after each batch.
+	Progress func(RedriveProgress)
+}
+
+// RedriveProgress is reported after each batch.
+type RedriveProgress struct {
+	// Done is the number of entries handled so far, of Total.
+	Done, Total int
+	// Elapsed is the time since the first batch.
+	Elapsed time.Duration
+}
+
+// RedriveResult is what a Redrive did (or, in a dry run, would do).
+type RedriveResult struct {
+	// Op is the operation ID under which the audit log records it.
+	Op string `json:"op"`
+	// DryRun repeats the parameter.
+	DryRun bool `json:"dry_run"`
+	// Selected is the number of pending entries selected.
+	Selected int `json:"selected"`
+	// Redriven entries were confirmed by the transport and marked redriven.
+	Redriven int `json:"redriven"`
+	// NeedsManual entries were at max_redrives and not sent.
+	NeedsManual int `json:"needs_manual"`
+	// Elapsed is how long the sending took.
+	Elapsed time.Duration `json:"-"`
+}
+
+// Redrive sends the selected pending entries back to their source queues
+// (DESIGN §9): each message keeps its event ID, key, type, body and
+// original headers, with x-retry-count reset to 0, x-lily-redrive-count
+// incremented and the previous dead-lettering's evidence removed (it stays
+// in the catalog). Entries already redriven max_redrives times are not sent
+// and become needs_manual.
+//
+// Entries are handled in ID order, in batches: a batch is published to its
+// queue and, only once the transport confirmed it, marked redriven together
+// with its audit record in one transaction. A crash between the two leaves
+// the entries pending and their messages sent: redriving again makes
+// duplicates (same event IDs), never a loss. When a publish fails — e.g.
+// the queue no longer exists — Redrive stops: the failed batch and the rest
+// stay pending, the failure is audited, and the error says how far it got.
+func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult, err error) {
+	f := p.Filter
+	f.States = []State{StatePending}
+	f.AfterID = 0
+	selector := fmt.Sprintf(`{"filter":%s,"limit":%d,"rate":%g`, f.String(), p.Limit, p.Rate)
+	if p.Options != "" {
+		selector += "," + p.Options
+	}
+	d := newDecision(p.Op, p.Actor, selector+"}", p.Now)
+	res = RedriveResult{Op: d.op, DryRun: p.DryRun}
+	if p.Target == nil && !p.DryRun {
+		return res, errors.New("catalog: redrive needs a Target for the source queues")
+	}
+	total64, err := s.countMatching(ctx, f, "")
+	if err != nil {
+		return res, err
+	}
+	total := int(total64)
+	if p.Limit > 0 {
+		total = min(total, p.Limit)
+	}
+	if total == 0 {
+		return res, s.AppendAudit(ctx, d.record(ActionRedrive, OutcomeEmpty, p.DryRun, nil, ""))
+	}
+	targets, err := s.redriveTargets(ctx, d, f, p)
+	if err != nil {
+		return res, err
+	}
+	maxRedrives := p.MaxRedrives
+	if maxRedrives == nil {
+		maxRedrives = func(string) int { return DefaultMaxRedrives }
+	}
+	batch := p.Batch
+	if batch <= 0 {
+		batch = 500
+	}
+	var lim *rate.Limiter
+	if p.Rate > 0 && !p.DryRun {
+		batch = max(1, min(batch, int(p.Rate/10)))
+		// The bucket holds up to a second's worth, so that a stall of the
+		// transport (a checkpoint, a slow confirm) is made up afterwards
+		// and the rate holds over any second; it starts empty, so the
+		// first batch waits its turn too.
+		burst := max(batch, int(p.Rate))
+		lim = rate.NewLimiter(rate.Limit(p.Rate), burst)
+		lim.AllowN(time.Now(), burst)
+	}
+	start := time.Now()
+	defer func() { res.Elapsed = time.Since(start) }()
+	done, last := 0, int64(0)
+	for done < total {
+		pf := f
+		pf.AfterID = last
+		page, err := s.redrivePage(ctx, pf, min(batch, total-done), p.DryRun)
+		if err != nil {
+			return res, err
+		}
+		if len(page) == 0 {
+			break
+		}
+		last = page[len(page)-1].ID
+		res.Selected += len(page)
+		var order, refusedOrder []string
+		byQueue, refused := map[string][]*Entry{}, map[string][]*Entry{}
+		for _, e := range page {
+			if e.RedriveCount >= maxRedrives(e.Queue) {
+				if _, ok := refused[e.Queue]; !ok {
+					refusedOrder = append(refusedOrder, e.Queue)
+				}
+				refused[e.Queue] = append(refused[e.Queue], e)
+				continue
+			}
+			if _, ok := byQueue[e.Queue]; !ok {
+				order = append(order, e.Queue)
+			}
+			byQueue[e.Queue] = append(byQueue[e.Queue], e)
+		}
+		for _, q := range refusedOrder {
+			n, err := s.refuse(ctx, d, q, refused[q], maxRedrives(q), p)
+			res.NeedsManual += n
+			if err != nil {
+				return res, err
+			}
+		}
+		for _, q := range order {
+			n, err := s.redriveBatch(ctx, d, targets[q], q, byQueue[q], lim, p)
+			res.Redriven += n
+			if err != nil {
+				return res, fmt.Errorf("redrive stopped after %d redriven, %d marked needs_manual: %w (the failed batch and every entry after it are still pending)",
+					res.Redriven, res.NeedsManual, err)
+			}
+		}
+		done += len(page)
+		if p.Progress != nil {
+			p.Progress(RedriveProgress{Done: done, Total: total, Elapsed: time.Since(start)})
+		}
+	}
+	return res, nil
+}
+
+// redriveTargets resolves the transport of every queue in the selection
+// before anything is sent, so that a queue that no longer exists stops the
+// redrive with nothing changed. The failure is audited.
+func (s *Store) redriveTargets(ctx context.Context, d decision, f Filter, p RedriveParams) (map[string]Publisher, error) {
+	where, args := f.where()
+	rows, err := s.db.QueryContext(ctx, `SELECT queue, COUNT(*) FROM lily_dlq_entries`+where+` GROUP BY queue ORDER BY queue`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: redrive: %w", err)
+	}
+	counts := map[string]int64{}
+	var queues []string
+	for rows.Next() {
+		var q string
+		var n int64
+		if err := rows.Scan(&q, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		queues = append(queues, q)
+		counts[q] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := map[string]Publisher{}
+	if p.Target == nil { // dry run without targets: plan only
+		return out, nil
+	}
+	for _, q := range queues {
+		t, err := p.Target(ctx, q)
+		if err != nil {
+			detail := fmt.Sprintf("queue %s: %v", q, err)
+			if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeFailed, p.DryRun, nil, detail)); aerr != nil {
+				return nil, errors.Join(err, aerr)
+			}
+			return nil, fmt.Errorf("redrive to %s (%d pending entries selected there): %w; nothing was sent or changed", q, counts[q], err)
+		}
+		out[q] = t
+	}
+	return out, nil
+}
+
+// page returns up to n entries matching f (with bodies) in ID order.
+func (s *Store) page(ctx context.Context, f Filter, n int) ([]*Entry, error) {
+	where, args := f.where()
+	rows, err := s.db.QueryContext(ctx, `SELECT `+selectCols+` FROM `+f.table()+where+` ORDER BY id LIMIT ?`, append(args, n)...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: select entries: %w", err)
+	}
+	defer rows.Close()
+	var out []*Entry
+	for rows.Next() {
+		e, err := scanEntry(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// redrivePage returns the next page of the selection: whole entries to
+// send, or, for a dry run, only what the plan needs.
+func (s *Store) redrivePage(ctx context.Context, f Filter, n int, light bool) ([]*Entry, error) {
+	if !light {
+		return s.page(ctx, f, n)
+	}
+	refs, err := pageRefs(ctx, s.db, f, "", n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Entry, len(refs))
+	for i, r := range refs {
+		out[i] = &Entry{ID: r.ID, Queue: r.Queue, EventID: r.EventID, State: r.State, RedriveCount: r.RedriveCount, DeadLetteredAt: r.DeadLetteredAt}
+	}
+	return out, nil
+}
+
+func ref(e *Entry) EntryRef {
+	return EntryRef{ID: e.ID, Queue: e.Queue, EventID: e.EventID, State: e.State, RedriveCount: e.RedriveCount, DeadLetteredAt: e.DeadLetteredAt}
+}
+
+// refuse marks entries of queue at max_redrives needs_manual (or, in a dry
+// run, audits that it would).
+func (s *Store) refuse(ctx context.Context, d decision, queue string, es []*Entry, maxRedrives int, p RedriveParams) (int, error) {
+	why := fmt.Sprintf("not redriven: the message was already redriven max_redrives (%d for %s) times; decide by hand (discard with a reason, or raise max_redrives)",
+		maxRedrives, queue)
+	if p.DryRun {
+		if err := s.AppendAudit(ctx, d.record(ActionRedrive, OutcomeWouldNeedManual, true, eventIDs(es), why)); err != nil {
+			return 0, err
+		}
+		notify(p, es, OutcomeWouldNeedManual)
+		return len(es), nil
+	}
+	changed, err := s.markState(ctx, d, es, `state = 'needs_manual'`, OutcomeNeedsManual, why)
+	notify(p, changed, OutcomeNeedsManual)
+	return len(changed), err
+}
+
+// redriveBatch publishes es to queue and, once confirmed, marks them
+// redriven with their audit record.
+func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, queue string, es []*Entry, lim *rate.Limiter, p RedriveParams) (int, error) {
+	if p.DryRun {
+		why := "would be sent to " + queue
+		if err := s.AppendAudit(ctx, d.record(ActionRedrive, OutcomeWouldRedrive, true, eventIDs(es), why)); err != nil {
+			return 0, err
+		}
+		notify(p, es, OutcomeWouldRedrive)
+		return len(es), nil
+	}
+	if lim != nil {
+		if err := lim.WaitN(ctx, len(es)); err != nil {
+			return 0, fmt.Errorf("rate limit: %w", err)
+		}
+	}
+	msgs := make([]transport.Message, len(es))
+	for i, e := range es {
+		msgs[i] = transport.Message{EventID: e.EventID, Key: e.Key, Type: e.Type, Body: e.Body, Headers: evidence.RedriveHeaders(e.Headers)}
+	}
+	pp := &transport.PublishParams{Queue: queue, Messages: msgs, Redrive: true}
+	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db {
+		return s.redriveTx(ctx, d, tp, pp, es, p)
+	}
+	if err := pub.Publish(ctx, pp); err != nil {
+		detail := fmt.Sprintf("publish to %s: %v", queue, err)
+		// The entries are unchanged; record the failure even when ctx ended.
+		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeFailed, false, eventIDs(es), detail)); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+		return 0, fmt.Errorf("publish %d entries to %s: %w", len(es), queue, err)
+	}
+	// Confirmed: from here on the state change must be recorded even if
+	// ctx is cancelled, or a later redrive would only add duplicates.
+	changed, err := s.markState(context.WithoutCancel(ctx), d, es,
+		`state = 'redriven', redrive_count = redrive_count + 1`, OutcomeRedriven, "sent to "+queue)
+	notify(p, changed, OutcomeRedriven)
+	return len(changed), err
+}
+
+// redriveTx marks the entries of es still pending redriven and publishes
+// their messages in one transaction of the catalog's own database: both
+// happen or neither, so not even a crash leaves a duplicate.
+func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *transport.PublishParams, es []*Entry, p RedriveParams) (int, error) {
+	var changed []*Entry
+	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+		var err error
+		changed, err = markStateTx(ctx, tx, d, es, `state = 'redriven', redrive_count = redrive_count + 1`, OutcomeRedriven, "sent to "+pp.Queue)
+		if err != nil || len(changed) == 0 {
+			return err
+		}
+		keep := make(map[int64]bool, len(changed))
+		for _, e := range changed {
+			keep[e.ID] = true
+		}
+		var msgs []transport.Message
+		for i, e := range es {
+			if keep[e.ID] {
+				msgs = append(msgs, pp.Messages[i])
+			}
+		}
+		if err := tp.PublishTx(ctx, tx, &transport.PublishParams{Queue: pp.Queue, Messages: msgs, Redrive: true}); err != nil {
+			return fmt.Errorf("publish %d entries to %s: %w", len(msgs), pp.Queue, err)
+		}
+		return nil
+	})
+	if err != nil {
+		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeFailed, false, eventIDs(es), err.Error())); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+		return 0, err
+	}
+	notify(p, changed, OutcomeRedriven)
+	return len(changed), nil
+}
+
+// markState changes the state of the entries of es that are still pending
+// and appends the audit record naming those, in one transaction. It
+// returns the entries changed (an entry decided meanwhile by someone else
+// is left alone).
+func (s *Store) markState(ctx context.Context, d decision, es []*Entry, set, outcome, why string) ([]*Entry, error) {
+	var changed []*Entry
+	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+		var err error
+		changed, err = markStateTx(ctx, tx, d, es, set, outcome, why)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return changed, nil
+}
+
+// markStateTx is markState inside tx.
+func markStateTx(ctx context.Context, tx *sql.Tx, d decision, es []*Entry, set, outcome, why string) ([]*Entry, error) {
+	var changed []*Entry
+	err := func() error {
+		args := []any{d.now().UnixMilli(), d.actor, why}
+		byID := make(map[int64]*Entry, len(es))
+		for _, e := range es {
+			args = append(args, e.ID)
+			byID[e.ID] = e
+		}
+		rows, err := tx.QueryContext(ctx, `UPDATE lily_dlq_entries SET `+set+`, decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1
+			WHERE state = 'pending' AND id IN (`+qmarks(len(es))+`) RETURNING id`, args...)
+		if err != nil {
+			return fmt.Errorf("catalog: mark %s: %w", outcome, err)
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			changed = append(changed, byID[id])
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		detail := why
+		if len(changed) < len(es) {
+			detail += fmt.Sprintf(" (%d entries were decided by someone else meanwhile and left as they were)", len(es)-len(changed))
+		}
+		return appendAudit(ctx, tx, d.record(ActionRedrive, outcome, false, eventIDs(changed), detail))
+	}()
+	return changed, err
+}
+
+func eventIDs(es []*Entry) []string {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.EventID
+	}
+	return ids
+}
+
+func notify(p RedriveParams, es []*Entry, outcome string) {
+	if p.OnEntry == nil {
+		return
+	}
+	for _, e := range es {
+		r := ref(e)
+		if outcome == OutcomeRedriven {
+			r.State, r.RedriveCount = StateRedriven, e.RedriveCount+1
+		} else if outcome == OutcomeNeedsManual {
+			r.State = StateNeedsManual
+		}
+		p.OnEntry(r, outcome)
+	}
+}

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily"
+)
+
+// TestOutageScenario runs the outage scenario on each transport, with and
+// without the breaker: without it the dead letters match the planner's
+// prediction within ±20%; with it none, and every message is acked.
+func TestOutageScenario(t *testing.T) {
+	for _, kind := range []string{lily.TransportSQLite, lily.TransportRabbitMQ} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel() // the transports side by side; each one's two runs in turn
+			for _, breaker := range []bool{false, true} {
+				t.Run(fmt.Sprintf("breaker=%v", breaker), func(t *testing.T) { outageRun(t, kind, breaker) })
+			}
+		})
+	}
+}
+
+func outageRun(t *testing.T, kind string, breaker bool) {
+	// The prediction holds while the consumer keeps up with the arrivals
+	// and their retries (4 attempts each during the outage): modest rates,
+	// so that it does under -race on 2 cores too.
+	f := outageFlags{transport: kind, rate: 50, outage: 4 * time.Second, breaker: breaker,
+		db: filepath.Join(t.TempDir(), "outage.db"), queue: "outage.orders"}
+	if kind == lily.TransportRabbitMQ {
+		// Each broker hop (bucket TTL, dead-lettering back) adds to the
+		// nominal span: a longer outage keeps that small against the
+		// prediction.
+		f.rate, f.outage = 50, 5*time.Second
+		f.url = needRabbit(t)
+		f.queue = fmt.Sprintf("outage%08x.orders", rand.Uint32())
+		cleanupRabbitQueues(t, f.url, outageQueueConfig(f.queue, kind, f.rate, breaker))
+	}
+	got, err := runOutageScenario(context.Background(), f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", got)
+	if got.Lost != 0 || got.Acked+got.DeadLettered != got.Published {
+		t.Fatalf("conservation: published %d acked %d dead-lettered %d lost %d", got.Published, got.Acked, got.DeadLettered, got.Lost)
+	}
+	if want := f.rate * (f.outage.Seconds() - 0.7); math.Abs(got.PredictedDeadLettered-want) > 1e-9 {
+		t.Errorf("predicted %v, want %v (rate × (outage − span))", got.PredictedDeadLettered, want)
+	}
+	if breaker {
+		if got.DeadLettered != 0 || got.BreakerOpened == 0 || got.Held == 0 {
+			t.Errorf("with the breaker: %d dead-lettered (want 0), opened %d, held %d", got.DeadLettered, got.BreakerOpened, got.Held)
+		}
+		return
+	}
+	if ratio := float64(got.DeadLettered) / got.PredictedDeadLettered; ratio < 0.8 || ratio > 1.2 {
+		t.Errorf("without the breaker %d dead-lettered, predicted %.0f: outside ±20%%", got.DeadLettered, got.PredictedDeadLettered)
+	}
+}

@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
+)
+
+// The demo's second half: the bugs are fixed, the dead letters are worked
+// through (discard what cannot be fixed, dry run, sample, the rest at a
+// rate) and the ledger still balances.
+const (
+	demoFixedVersion  = "1.4.3"
+	demoSample        = 2
+	demoObserve       = 500 * time.Millisecond
+	demoRedriveRate   = 200
+	demoDiscardReason = "malformed order bodies (truncated in transit) cannot be fixed by a redrive; reported to shop-web"
+)
+
+// demoHandlerFixed is the order consumer after the fix: the inventory
+// lookup knows retired SKUs and the gift-note renderer no longer crashes.
+// A body that does not decode is still permanent, and the payment gateway
+// still times out now and then.
+func demoHandlerFixed(ctx context.Context, d *lily.Delivery) error {
+	var o demoOrder
+	if err := json.Unmarshal(d.Body, &o); err != nil {
+		return lily.Permanent(fmt.Errorf("decode order: %w", err))
+	}
+	if d.RetryCount < o.GatewayTimeouts {
+		return fmt.Errorf("charge order %s: %w", o.OrderID, errGatewayTimeout)
+	}
+	return nil
+}
+
+// demoRedriveResult is what the second half did.
+type demoRedriveResult struct {
+	discarded   int
+	redriven    int
+	rounds      int
+	needsManual int
+	restarts    int
+}
+
+// demoSecondHalf fixes the bug and works through the dead letters with
+// the operator's tools, as 'lily dlq' does.
+func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(string, ...any), stderr io.Writer) (demoRedriveResult, error) {
+	var out demoRedriveResult
+	q := b.queue.Name
+	actor := catalog.DefaultActor()
+	target := func(context.Context, string) (catalog.Publisher, error) { return b.tr, nil }
+	maxRedrives := func(string) int { return b.queue.MaxRedrives }
+	say("\nsecond half: the fix is deployed (orders-consumer %s: retired SKUs are known, gift notes render safely)", demoFixedVersion)
+
+	// What a deploy cannot fix leaves the work list with a record.
+	dis, err := b.cat.Discard(ctx, catalog.DecideParams{Filter: catalog.Filter{Queue: q, Reason: "permanent"},
+		Reason: demoDiscardReason, Actor: actor})
+	if err != nil {
+		return out, fmt.Errorf("demo: discard the malformed orders: %w", err)
+	}
+	out.discarded = dis.Count
+	say("  lily dlq discard --dead-letter-reason permanent --reason %q: %d discarded", "malformed ...", dis.Count)
+
+	base := catalog.RedriveParams{Filter: catalog.Filter{Queue: q}, Target: target, MaxRedrives: maxRedrives, Actor: actor}
+	dry := base
+	dry.DryRun = true
+	plan, err := b.cat.Redrive(ctx, dry)
+	if err != nil {
+		return out, fmt.Errorf("demo: redrive dry run: %w", err)
+	}
+	say("  lily dlq redrive --dry-run: would redrive %d, mark %d needs_manual; nothing changed", plan.Redriven, plan.NeedsManual)
+
+	// A sample first, watched while the fixed worker runs.
+	since, err := b.cat.LastID(ctx)
+	if err != nil {
+		return out, err
+	}
+	var ids []string
+	sample := base
+	sample.Limit = demoSample
+	sample.Op = catalog.NewOp(time.Now())
+	sample.OnEntry = func(e catalog.EntryRef, outcome string) {
+		if outcome == catalog.OutcomeRedriven {
+			ids = append(ids, e.EventID)
+		}
+	}
+	s, err := b.cat.Redrive(ctx, sample)
+	if err != nil {
+		return out, fmt.Errorf("demo: redrive the sample: %w", err)
+	}
+	out.redriven += s.Redriven
+	out.needsManual += s.NeedsManual
+	f.fixed = true
+	if s.Redriven > 0 {
+		out.rounds++
+		n, err := superviseDemo(ctx, b, f, say, stderr)
+		out.restarts += n
+		if err != nil {
+			return out, err
+		}
+		back, err := b.cat.Observe(ctx, catalog.ObserveParams{Since: since, EventIDs: ids, Window: demoObserve, Tick: b.finish})
+		if err != nil {
+			return out, err
+		}
+		if err := b.cat.RecordObservation(ctx, sample.Op, actor, ids, demoObserve, back); err != nil {
+			return out, fmt.Errorf("demo: %w", err)
+		}
+	}
+	say("  lily dlq redrive --sample %d --observe %s: %d redriven, none dead-lettered again", demoSample, demoObserve, s.Redriven)
+
+	// The rest, at a rate.
+	rest := base
+	rest.Rate = demoRedriveRate
+	r, err := b.cat.Redrive(ctx, rest)
+	if err != nil {
+		return out, fmt.Errorf("demo: redrive the rest: %w", err)
+	}
+	out.redriven += r.Redriven
+	out.needsManual += r.NeedsManual
+	if r.Redriven > 0 {
+		out.rounds++
+		n, err := superviseDemo(ctx, b, f, say, stderr)
+		out.restarts += n
+		if err != nil {
+			return out, err
+		}
+	}
+	say("  lily dlq redrive --rate %d: %d redriven in %s; the fixed worker processed them", demoRedriveRate, r.Redriven,
+		r.Elapsed.Round(time.Millisecond))
+	if err := b.finish(ctx); err != nil {
+		return out, err
+	}
+	return out, nil
+}

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily/catalog"
+)
+
+func init() { registerDLQ(newDLQGroupCmd) }
+
+// dlqGroupJSON is the --json output of 'lily dlq group'.
+type dlqGroupJSON struct {
+	By     string          `json:"by"`
+	Total  int64           `json:"total"`
+	Groups []catalog.Group `json:"groups"`
+}
+
+func newDLQGroupCmd() *cobra.Command {
+	var (
+		sf     storeFlags
+		sel    = selectFlags{withStates: true}
+		by     string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "group --by reason|error_type|fingerprint|consumer_version|source",
+		Short: "Group the work list: counts, first and last seen, one sample entry ID per group",
+		Long: `Group the held entries (or --state ...) by one column, largest group first,
+with the first and last time an entry of the group was dead-lettered and the ID
+of its most recent entry ('lily dlq show ID').
+
+  reason            why it was dead-lettered (permanent, retries_exhausted, ...)
+  error_type        the Go error type
+  fingerprint       the error message with numbers, IDs and quoted values
+                    replaced: "order 123 not found" and "order 9 not found"
+                    are one group ("order <n> not found")
+  consumer_version  the version of the consumer that failed
+  source            where it failed (transport/queue)
+
+Any filter narrows the entries grouped; a group's key can be passed back as a
+filter (--reason, --error-type, --fingerprint, ...) to redrive or discard it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch by {
+			case "reason", "error_type", "fingerprint", "consumer_version", "source", "queue", "state":
+			case "":
+				return usagef("group: --by is required: reason, error_type, fingerprint, consumer_version or source")
+			default:
+				return usagef("--by %q: must be reason, error_type, fingerprint, consumer_version, source, queue or state", by)
+			}
+			f, err := sel.filter(time.Now())
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			env, err := openDLQ(ctx, sf)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			groups, err := env.cat.Group(ctx, by, f)
+			if err != nil {
+				return err
+			}
+			out := dlqGroupJSON{By: by, Groups: groups}
+			if out.Groups == nil {
+				out.Groups = []catalog.Group{}
+			}
+			for _, g := range groups {
+				out.Total += g.Count
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(w, out)
+			}
+			if len(groups) == 0 {
+				fmt.Fprintln(w, "no entries match: nothing to group")
+				return nil
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "count\t%s\tfirst seen\tlast seen\tsample ID\t\n", by)
+			for _, g := range groups {
+				key := g.Key
+				if key == "" {
+					key = "(none)"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t\n", g.Count, strings.ReplaceAll(key, "\t", " "),
+					g.FirstSeen.Local().Format("2006-01-02 15:04:05"), g.LastSeen.Local().Format("2006-01-02 15:04:05"), g.SampleID)
+			}
+			tw.Flush()
+			fmt.Fprintf(w, "%d entries in %d groups\n", out.Total, len(groups))
+			return nil
+		},
+	}
+	sf.add(cmd)
+	sel.add(cmd)
+	cmd.Flags().StringVar(&by, "by", "", "reason, error_type, fingerprint, consumer_version or source (also queue, state)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

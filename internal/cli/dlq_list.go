@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func init() { registerDLQ(newDLQListCmd) }
+
+// dlqListRow is one queue of 'lily dlq list --json'.
+type dlqListRow struct {
+	Queue             string     `json:"queue"`
+	Owner             string     `json:"owner"`
+	Depth             int64      `json:"depth"`
+	Pending           int64      `json:"pending"`
+	Parked            int64      `json:"parked"`
+	NeedsManual       int64      `json:"needs_manual"`
+	Oldest            *time.Time `json:"oldest"`
+	OldestAgeSeconds  int64      `json:"oldest_age_seconds"`
+	RetentionHours    float64    `json:"retention_hours"`
+	Deadline          *time.Time `json:"deadline"`
+	PastHalfRetention int64      `json:"past_half_retention"`
+	InflowLastHour    int64      `json:"inflow_last_hour"`
+}
+
+func newDLQListCmd() *cobra.Command {
+	var (
+		sf     storeFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "Per queue: depth, oldest entry, retention deadline, entries past half of it, inflow, owner",
+		Long: `List the dead-letter work list of every queue in the catalog:
+
+  depth        entries held: pending + parked + needs_manual
+  oldest       age of the oldest held entry
+  deadline     when that entry reaches dlq_retention_hours and is discarded
+               with a record by 'lily dlq expire'
+  past-half    held entries older than half their retention: act now
+  inflow/1h    entries dead-lettered in the last hour
+  owner        the queue's owner from --config (lint warns when it has none)
+
+Retention and owner come from --config; a queue without a [[queue]] entry
+has the default retention (336 hours) and no owner.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			env, err := openDLQ(ctx, sf)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			now := time.Now()
+			stats, err := env.cat.Stats(ctx, now, env.retention)
+			if err != nil {
+				return err
+			}
+			rows := make([]dlqListRow, len(stats))
+			for i, st := range stats {
+				q, _ := env.queue(st.Queue)
+				r := dlqListRow{Queue: st.Queue, Owner: q.Owner, Depth: st.Depth, Pending: st.Pending, Parked: st.Parked,
+					NeedsManual: st.NeedsManual, RetentionHours: st.Retention.Hours(), PastHalfRetention: st.PastHalfRetention,
+					InflowLastHour: st.InflowLastHour}
+				if !st.Oldest.IsZero() {
+					o, d := st.Oldest, st.Deadline
+					r.Oldest, r.Deadline = &o, &d
+					r.OldestAgeSeconds = int64(now.Sub(o).Seconds())
+				}
+				rows[i] = r
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, map[string]any{"queues": rows})
+			}
+			if len(rows) == 0 {
+				fmt.Fprintf(out, "no queues in the catalog %s yet\n", env.path)
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "queue\tdepth\tpending\tparked\tneeds-manual\toldest\tdeadline\tpast-half\tinflow/1h\towner\t")
+			for _, r := range rows {
+				oldest, deadline := "-", "-"
+				if r.Oldest != nil {
+					oldest = humanAge(now.Sub(*r.Oldest))
+					deadline = r.Deadline.Local().Format("2006-01-02 15:04")
+					if left := r.Deadline.Sub(now); left > 0 {
+						deadline += " (in " + humanAge(left) + ")"
+					} else {
+						deadline += " (passed: run 'lily dlq expire')"
+					}
+				}
+				owner := r.Owner
+				if owner == "" {
+					owner = "(none)"
+				}
+				past := fmt.Sprint(r.PastHalfRetention)
+				if r.PastHalfRetention > 0 {
+					past += " !"
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t\n", r.Queue, r.Depth, r.Pending, r.Parked, r.NeedsManual,
+					oldest, deadline, past, r.InflowLastHour, owner)
+			}
+			return tw.Flush()
+		},
+	}
+	sf.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// humanAge renders a duration for people: 45s, 12m, 5h10m, 3d4h.
+func humanAge(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
+}

@@ -1,0 +1,308 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily/catalog"
+)
+
+func init() { registerDLQ(newDLQRedriveCmd) }
+
+// redriveJSON is the --json output of 'lily dlq redrive' (after the
+// streamed "entries" of a dry run).
+type redriveJSON struct {
+	Op             string             `json:"op"`
+	DryRun         bool               `json:"dry_run"`
+	Selected       int                `json:"selected"`
+	Redriven       int                `json:"redriven"`
+	NeedsManual    int                `json:"needs_manual"`
+	Sample         *sampleJSON        `json:"sample,omitempty"`
+	Rate           float64            `json:"rate,omitempty"`
+	AchievedRate   float64            `json:"achieved_rate,omitempty"`
+	DurationMillis int64              `json:"duration_ms"`
+	Stopped        bool               `json:"stopped"`
+	Returned       []catalog.EntryRef `json:"returned,omitempty"`
+}
+
+// sampleJSON describes the sample of a sampled redrive.
+type sampleJSON struct {
+	Size     int      `json:"size"`
+	Observe  string   `json:"observe"`
+	EventIDs []string `json:"event_ids"`
+	Clean    bool     `json:"clean"`
+}
+
+// redriveEntryJSON is one entry of a dry run's listing.
+type redriveEntryJSON struct {
+	ID           int64  `json:"id"`
+	Queue        string `json:"queue"`
+	EventID      string `json:"event_id"`
+	RedriveCount int    `json:"redrive_count"`
+	Outcome      string `json:"outcome"`
+}
+
+type redriveFlags struct {
+	sf      storeFlags
+	sel     selectFlags
+	url     string
+	actor   string
+	dryRun  bool
+	sample  int
+	observe time.Duration
+	rate    float64
+	asJSON  bool
+}
+
+func newDLQRedriveCmd() *cobra.Command {
+	f := redriveFlags{sel: selectFlags{withLimit: true}}
+	cmd := &cobra.Command{
+		Use:   "redrive",
+		Short: "Send pending dead letters back to their source queues: dry run, sample, rate, audit",
+		Long: `Send the selected pending entries back to their source queue — never to a
+shared exchange or topic — after the bug that dead-lettered them is fixed.
+
+Each message keeps its event ID, key, type, body and original headers; its
+x-retry-count is reset to 0, x-lily-redrive-count goes up by one, and the
+evidence of the last dead-lettering is left in the catalog. An entry whose
+message was already redriven max_redrives times (per queue in --config,
+default 2) is not sent: it becomes needs_manual.
+
+An entry is marked redriven only after the transport confirmed the publish;
+a crash in between leaves it pending with its message sent, so running the
+command again can make duplicates (same event ID), never lose a message.
+
+  --dry-run            list what would happen; change nothing (still audited)
+  --sample N --observe D
+                       redrive N entries first and watch their event IDs for
+                       D (ingesting broker DLQs meanwhile); if any is
+                       dead-lettered again, stop, report it and exit 1 — the
+                       rest stays pending. Otherwise go on with the rest.
+  --rate R             at most R messages per second (token bucket)
+
+Queues come from --config ([[queue]] transport); a queue not in it is a queue
+of the SQLite store at --db. A queue that no longer exists stops the redrive
+before anything is sent. A selection of nothing is not an error: it prints
+"nothing to redrive" and exits 0 (audited as nothing_selected). Every
+decision is in 'lily audit'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRedrive(cmd, f) },
+	}
+	f.sf.add(cmd)
+	f.sel.add(cmd)
+	fl := cmd.Flags()
+	fl.BoolVar(&f.dryRun, "dry-run", false, "list what would be redriven or marked needs_manual; change nothing")
+	fl.IntVar(&f.sample, "sample", 0, "redrive this many entries first and watch them for --observe")
+	fl.DurationVar(&f.observe, "observe", 0, "how long to watch the sample for dead letters (e.g. 30s, 5m)")
+	fl.Float64Var(&f.rate, "rate", 0, "at most this many messages per second (0: as fast as the transport confirms)")
+	fl.StringVar(&f.url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	actorFlag(cmd, &f.actor)
+	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (f redriveFlags) validate() error {
+	switch {
+	case f.sample < 0:
+		return usagef("--sample %d: must be >= 1", f.sample)
+	case f.sample > 10000:
+		return usagef("--sample %d: must be at most 10000 (a sample is a few messages to watch)", f.sample)
+	case f.sample > 0 && f.observe <= 0:
+		return usagef("--sample %d needs --observe DURATION: how long to watch the sample (e.g. --observe 1m)", f.sample)
+	case f.observe != 0 && f.sample == 0:
+		return usagef("--observe %s needs --sample N: the number of entries to redrive first and watch", f.observe)
+	case f.observe < 0:
+		return usagef("--observe %s: must be > 0", f.observe)
+	case f.rate < 0:
+		return usagef("--rate %g: must be > 0 messages per second (0: no limit)", f.rate)
+	case f.sample > 0 && f.sel.limit > 0 && f.sample > f.sel.limit:
+		return usagef("--sample %d: must be <= --limit %d", f.sample, f.sel.limit)
+	}
+	return nil
+}
+
+func runRedrive(cmd *cobra.Command, f redriveFlags) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	filter, err := f.sel.filter(time.Now())
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	env, err := openDLQ(ctx, f.sf)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	targets := &redriveTargets{env: env, url: f.url}
+	defer targets.Close()
+	w := cmd.OutOrStdout()
+	actor := actorOr(f.actor)
+	op := catalog.NewOp(time.Now())
+	bar := newProgressBar(cmd.ErrOrStderr())
+	if f.asJSON {
+		bar.on = false
+	}
+	p := catalog.RedriveParams{
+		Filter: filter, Limit: f.sel.limit, DryRun: f.dryRun, Rate: f.rate, MaxRedrives: env.maxRedrives,
+		Target: targets.target, Actor: actor, Op: op, Progress: bar.update,
+	}
+	if f.sample > 0 {
+		p.Options = fmt.Sprintf(`"sample":%d,"observe":%q`, f.sample, f.observe.String())
+	}
+	out := redriveJSON{Op: op, DryRun: f.dryRun, Rate: f.rate}
+	start := time.Now()
+	if f.dryRun {
+		return dryRunRedrive(cmd, env.cat, p, out, f.asJSON)
+	}
+	total := catalog.RedriveResult{}
+	add := func(r catalog.RedriveResult) {
+		total.Selected += r.Selected
+		total.Redriven += r.Redriven
+		total.NeedsManual += r.NeedsManual
+	}
+	var runErr error
+	var paced catalog.RedriveResult // the rate-limited part
+	if f.sample > 0 {
+		since, err := env.cat.LastID(ctx)
+		if err != nil {
+			return err
+		}
+		var ids, queues []string
+		seen := map[string]bool{}
+		sp := p
+		sp.Limit, sp.Rate = f.sample, 0
+		sp.OnEntry = func(e catalog.EntryRef, outcome string) {
+			if outcome == catalog.OutcomeRedriven {
+				ids = append(ids, e.EventID)
+				if !seen[e.Queue] {
+					seen[e.Queue] = true
+					queues = append(queues, e.Queue)
+				}
+			}
+		}
+		r, err := env.cat.Redrive(ctx, sp)
+		add(r)
+		bar.finish()
+		out.Sample = &sampleJSON{Size: f.sample, Observe: f.observe.String(), EventIDs: ids}
+		if err != nil {
+			runErr = err
+		} else if len(ids) > 0 {
+			if !f.asJSON {
+				fmt.Fprintf(w, "sample: %d redriven; watching their event IDs for %s ...\n", len(ids), f.observe)
+			}
+			back, err := env.cat.Observe(ctx, catalog.ObserveParams{Since: since, EventIDs: ids, Window: f.observe, Tick: targets.ingestTick(queues)})
+			if err != nil {
+				return err
+			}
+			if err := env.cat.RecordObservation(ctx, op, actor, ids, f.observe, back); err != nil {
+				out.Stopped, out.Returned, runErr = true, back, err
+			} else {
+				out.Sample.Clean = true
+			}
+		}
+		if runErr == nil && len(ids) == 0 && r.Selected > 0 && !f.asJSON {
+			// Every sampled entry was at max_redrives: nothing was tried.
+			fmt.Fprintln(w, "the sample sent nothing (its entries were at max_redrives and are now needs_manual); run again to sample the next entries")
+		}
+		if runErr == nil && len(ids) > 0 && (f.sel.limit == 0 || f.sel.limit > f.sample) {
+			rp := p
+			if f.sel.limit > 0 {
+				rp.Limit = f.sel.limit - r.Selected
+			}
+			r, err := env.cat.Redrive(ctx, rp)
+			add(r)
+			paced, runErr = r, err
+		}
+	} else {
+		r, err := env.cat.Redrive(ctx, p)
+		add(r)
+		paced, runErr = r, err
+	}
+	bar.finish()
+	elapsed := time.Since(start)
+	out.Selected, out.Redriven, out.NeedsManual = total.Selected, total.Redriven, total.NeedsManual
+	out.DurationMillis = elapsed.Milliseconds()
+	if f.rate > 0 && paced.Redriven > 0 {
+		out.AchievedRate = float64(paced.Redriven) / paced.Elapsed.Seconds()
+	}
+	if f.asJSON {
+		if err := writeJSON(w, out); err != nil {
+			return err
+		}
+	} else {
+		printRedriveSummary(w, out, runErr == nil)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	return nil
+}
+
+func printRedriveSummary(w io.Writer, out redriveJSON, ok bool) {
+	if out.Selected == 0 && ok {
+		fmt.Fprintln(w, "nothing to redrive: no pending entry matches the selection (nothing changed)")
+		return
+	}
+	fmt.Fprintf(w, "redriven %d, marked needs_manual %d, of %d selected, in %s", out.Redriven, out.NeedsManual, out.Selected,
+		(time.Duration(out.DurationMillis) * time.Millisecond).String())
+	if out.AchievedRate > 0 {
+		fmt.Fprintf(w, " (%.1f/s; --rate %g)", out.AchievedRate, out.Rate)
+		if out.AchievedRate < 0.95*out.Rate && float64(out.Redriven) >= out.Rate {
+			fmt.Fprintf(w, "\nnote: the transport confirmed fewer messages per second than --rate asked; the rate was not the limit")
+		}
+	}
+	fmt.Fprintf(w, "\noperation %s (see 'lily audit')\n", out.Op)
+	if out.Sample != nil && out.Sample.Clean {
+		fmt.Fprintf(w, "sample of %d: none dead-lettered again within %s\n", len(out.Sample.EventIDs), out.Sample.Observe)
+	}
+	for _, r := range out.Returned {
+		fmt.Fprintf(w, "dead-lettered again: %s (new entry %d in %s)\n", r.EventID, r.ID, r.Queue)
+	}
+}
+
+// dryRunRedrive lists what a redrive would do, streaming the entries.
+func dryRunRedrive(cmd *cobra.Command, cat *catalog.Store, p catalog.RedriveParams, out redriveJSON, asJSON bool) error {
+	w := cmd.OutOrStdout()
+	var js jsonStream
+	if asJSON {
+		js.begin(w, "entries")
+	} else {
+		fmt.Fprintln(w, "dry run: nothing is sent or changed")
+	}
+	p.Progress = nil
+	p.OnEntry = func(e catalog.EntryRef, outcome string) {
+		if asJSON {
+			js.item(redriveEntryJSON{ID: e.ID, Queue: e.Queue, EventID: e.EventID, RedriveCount: e.RedriveCount, Outcome: outcome})
+			return
+		}
+		what := "would redrive to " + e.Queue
+		if outcome == catalog.OutcomeWouldNeedManual {
+			what = "would mark needs_manual (at max_redrives)"
+		}
+		fmt.Fprintf(w, "  entry %-8d %-40s redrives %d  %s\n", e.ID, e.EventID, e.RedriveCount, what)
+	}
+	res, err := cat.Redrive(cmd.Context(), p)
+	out.Selected, out.Redriven, out.NeedsManual = res.Selected, res.Redriven, res.NeedsManual
+	out.DurationMillis = res.Elapsed.Milliseconds()
+	if asJSON {
+		if jerr := js.end(out); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if res.Selected == 0 {
+		fmt.Fprintln(w, "nothing to redrive: no pending entry matches the selection")
+		return nil
+	}
+	fmt.Fprintf(w, "would redrive %d and mark %d needs_manual, of %d selected (operation %s, audited as a dry run)\n",
+		res.Redriven, res.NeedsManual, res.Selected, out.Op)
+	return nil
+}

@@ -1,0 +1,261 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/transport/rabbitmq"
+)
+
+func init() {
+	registerDLQ(newDLQShowCmd)
+	registerDLQ(newDLQPeekCmd)
+}
+
+// entryJSON is one entry as 'lily dlq show' and 'lily dlq peek' print it.
+type entryJSON struct {
+	// Location is "catalog", or "broker_dlq" for a dead letter still in a
+	// broker's DLQ (not ingested yet; it has no ID).
+	Location        string            `json:"location"`
+	ID              int64             `json:"id,omitempty"`
+	Queue           string            `json:"queue"`
+	EventID         string            `json:"event_id"`
+	Key             string            `json:"key,omitempty"`
+	Type            string            `json:"type,omitempty"`
+	State           catalog.State     `json:"state,omitempty"`
+	Reason          string            `json:"reason"`
+	ErrorType       string            `json:"error_type,omitempty"`
+	ErrorMessage    string            `json:"error_message,omitempty"`
+	Fingerprint     string            `json:"fingerprint,omitempty"`
+	ConsumerVersion string            `json:"consumer_version,omitempty"`
+	Source          string            `json:"source,omitempty"`
+	DeliveryCount   int               `json:"delivery_count"`
+	RetryCount      int               `json:"retry_count"`
+	RedriveCount    int               `json:"redrive_count"`
+	DeadLetteredAt  time.Time         `json:"dead_lettered_at"`
+	UpdatedAt       *time.Time        `json:"updated_at,omitempty"`
+	DecidedAt       *time.Time        `json:"decided_at,omitempty"`
+	DecidedBy       string            `json:"decided_by,omitempty"`
+	Decision        string            `json:"decision,omitempty"`
+	ErasedAt        *time.Time        `json:"erased_at,omitempty"`
+	BodySHA256      string            `json:"body_sha256"`
+	Evidence        decodedEvidence   `json:"evidence"`
+	Headers         map[string]string `json:"headers"`
+	Body            bodyView          `json:"body"`
+}
+
+func entryView(e *catalog.Entry, location, bodyFormat string) entryJSON {
+	v := entryJSON{Location: location, ID: e.ID, Queue: e.Queue, EventID: e.EventID, Key: e.Key, Type: e.Type, State: e.State,
+		Reason: e.Reason, ErrorType: e.ErrorType, ErrorMessage: e.ErrorMessage, Fingerprint: e.Fingerprint,
+		ConsumerVersion: e.ConsumerVersion, Source: e.Source, DeliveryCount: e.DeliveryCount, RetryCount: e.RetryCount,
+		RedriveCount: e.RedriveCount, DeadLetteredAt: e.DeadLetteredAt, DecidedAt: timePtr(e.DecidedAt), DecidedBy: e.DecidedBy,
+		Decision: e.Decision, ErasedAt: timePtr(e.ErasedAt), BodySHA256: e.BodySHA256,
+		Evidence: decodeEvidence(e.Headers), Headers: headerText(e.Headers),
+		Body: renderBody(e.Body, bodyFormat, !e.ErasedAt.IsZero())}
+	if location == "catalog" {
+		v.UpdatedAt = timePtr(e.UpdatedAt)
+	}
+	return v
+}
+
+// print writes the entry for people.
+func (v entryJSON) print(w io.Writer, now time.Time) {
+	title := fmt.Sprintf("entry %d", v.ID)
+	if v.Location != "catalog" {
+		title = "in the broker's DLQ (not ingested yet)"
+	}
+	fmt.Fprintf(w, "%s  queue %s  state %s\n", title, v.Queue, orDash(string(v.State)))
+	kv := func(k, val string) {
+		if val != "" {
+			fmt.Fprintf(w, "  %-18s %s\n", k, val)
+		}
+	}
+	kv("event id", v.EventID)
+	kv("key", v.Key)
+	kv("type", v.Type)
+	kv("reason", v.Reason)
+	if v.ErrorType != "" || v.ErrorMessage != "" {
+		kv("error", fmt.Sprintf("%s: %s", orDash(v.ErrorType), v.ErrorMessage))
+	}
+	kv("fingerprint", v.Fingerprint)
+	kv("consumer version", v.ConsumerVersion)
+	kv("source", v.Source)
+	kv("counts", fmt.Sprintf("delivery %d, retries %d, redrives %d", v.DeliveryCount, v.RetryCount, v.RedriveCount))
+	kv("dead-lettered", fmt.Sprintf("%s (%s ago)", v.DeadLetteredAt.Format(time.RFC3339), humanAge(now.Sub(v.DeadLetteredAt))))
+	if v.DecidedAt != nil {
+		kv("decision", fmt.Sprintf("%s — by %s at %s", v.Decision, v.DecidedBy, v.DecidedAt.Format(time.RFC3339)))
+	}
+	if v.ErasedAt != nil {
+		kv("erased", v.ErasedAt.Format(time.RFC3339)+" (tombstone: body, headers and error message removed)")
+	}
+	kv("body sha256", v.BodySHA256)
+	printEvidence(w, v.Evidence, "    ")
+	if len(v.Headers) > 0 {
+		fmt.Fprintln(w, "  headers:")
+		for _, k := range sortedHeaderNames(v.Headers) {
+			fmt.Fprintf(w, "    %s = %s\n", k, v.Headers[k])
+		}
+	}
+	fmt.Fprint(w, "  ")
+	v.Body.print(w)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newDLQShowCmd() *cobra.Command {
+	var (
+		sf         storeFlags
+		asJSON     bool
+		bodyFormat string
+	)
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one catalog entry: evidence (Lily's and foreign), headers and body; changes nothing",
+		Long: `Show one entry of the catalog by its ID: its state and decisions, Lily's
+evidence, foreign evidence decoded from the headers (RabbitMQ x-death and
+x-first/last-death-*, MassTransit MT-Fault-*, Spring Kafka kafka_dlt-*, Kafka
+Connect __connect.errors.*, Kafka Streams __streams.errors.*, NServiceBus
+NServiceBus.ExceptionInfo.*), every header with its type, and the body —
+pretty JSON, UTF-8 text or a hex dump (--body). Nothing is consumed or changed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return usagef("show: %v", err)
+			}
+			if err := validBodyFormat(bodyFormat); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			env, err := openDLQ(ctx, sf)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			e, err := env.cat.Get(ctx, id)
+			if errors.Is(err, catalog.ErrNotFound) {
+				return fmt.Errorf("show: no entry %d in %s (list entries with 'lily dlq peek --queue Q' or 'lily dlq group')", id, env.path)
+			}
+			if err != nil {
+				return err
+			}
+			v := entryView(e, "catalog", bodyFormat)
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), v)
+			}
+			v.print(cmd.OutOrStdout(), time.Now())
+			return nil
+		},
+	}
+	sf.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&bodyFormat, "body", bodyAuto, "body format: auto, text, json or hex")
+	return cmd
+}
+
+func newDLQPeekCmd() *cobra.Command {
+	var (
+		sf         storeFlags
+		queue      string
+		states     string
+		url        string
+		limit      int
+		asJSON     bool
+		bodyFormat string
+	)
+	cmd := &cobra.Command{
+		Use:   "peek --queue Q",
+		Short: "Show the first entries of a queue's dead-letter work list; consumes nothing",
+		Long: `Show the oldest --limit entries of a queue held in the catalog (pending,
+parked, needs_manual; see --state), each as 'lily dlq show' does.
+
+With --config, for a queue with transport = "rabbitmq", dead letters still
+waiting in the broker's DLQ (not ingested yet) are shown after them: they are
+read without being consumed (the broker puts them back in order).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if queue == "" {
+				return usagef("peek: --queue is required (the source queue whose dead letters to show)")
+			}
+			if limit < 1 || limit > 1000 {
+				return usagef("--limit %d: must be in 1..1000", limit)
+			}
+			if err := validBodyFormat(bodyFormat); err != nil {
+				return err
+			}
+			st, err := parseStates(states)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			ctx := cmd.Context()
+			env, err := openDLQ(ctx, sf)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			es, err := env.cat.List(ctx, catalog.Filter{Queue: queue, States: st}, limit)
+			if err != nil {
+				return err
+			}
+			views := make([]entryJSON, 0, len(es))
+			for _, e := range es {
+				views = append(views, entryView(e, "catalog", bodyFormat))
+			}
+			if q, ok := env.queue(queue); ok && q.Transport == lily.TransportRabbitMQ && len(views) < limit {
+				if url == "" {
+					url = env.cfg.RabbitMQURL
+				}
+				rmq, err := openRabbit(ctx, url)
+				if err != nil {
+					return err
+				}
+				defer rmq.Close()
+				ds, err := rmq.Peek(ctx, &rabbitmq.PeekParams{Queue: rabbitmq.DeadLetterQueue(queue), Limit: limit - len(views)})
+				if err != nil {
+					return err
+				}
+				now := time.Now()
+				for _, d := range ds {
+					d.Queue = queue
+					views = append(views, entryView(catalog.EntryFromDeadLetter(queue, d, now), "broker_dlq", bodyFormat))
+				}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, map[string]any{"queue": queue, "entries": views})
+			}
+			if len(views) == 0 {
+				fmt.Fprintf(out, "no entries of queue %s in state %s\n", queue, states)
+				return nil
+			}
+			now := time.Now()
+			for i, v := range views {
+				if i > 0 {
+					fmt.Fprintln(out)
+				}
+				v.print(out, now)
+			}
+			return nil
+		},
+	}
+	sf.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&queue, "queue", "", "the source queue (required)")
+	fl.IntVar(&limit, "limit", 10, "at most this many entries, 1..1000")
+	fl.StringVar(&states, "state", "held", "entry states, comma-separated, 'held' or 'all'")
+	fl.StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	fl.StringVar(&bodyFormat, "body", bodyAuto, "body format: auto, text, json or hex")
+	return cmd
+}
