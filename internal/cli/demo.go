@@ -53,6 +53,10 @@ type demoFlags struct {
 	asJSON, verbose                      bool
 	noRedrive                            bool
 	fixed                                bool // the worker runs the fixed handler
+	scenario                             string
+	rate                                 float64
+	outage                               time.Duration
+	breaker                              bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -84,7 +88,13 @@ the reconcile at the end still finds every message acked or discarded with a
 record: lost = 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDemo(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			switch f.scenario {
+			case "poison":
+				return runDemo(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			case "outage":
+				return runOutageDemo(cmd.Context(), f, cmd.OutOrStdout())
+			}
+			return usagef("--scenario %q: must be poison (the default) or outage", f.scenario)
 		},
 	}
 	fl := cmd.Flags()
@@ -102,6 +112,10 @@ record: lost = 0.`,
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object")
 	fl.BoolVar(&f.verbose, "verbose", false, "show the worker's log on stderr")
 	fl.BoolVar(&f.noRedrive, "no-redrive", false, "stop after the first half: leave the dead letters in the work list")
+	fl.StringVar(&f.scenario, "scenario", "poison", "poison (the workload above) or outage (healthy traffic against a dependency that is down longer than the retry span)")
+	fl.Float64Var(&f.rate, "rate", 100, "with --scenario outage: messages per second")
+	fl.DurationVar(&f.outage, "outage", 4*time.Second, "with --scenario outage: how long the dependency is down")
+	fl.BoolVar(&f.breaker, "breaker", true, "with --scenario outage: use the circuit breaker (--breaker=false to see the outage dead-letter healthy messages)")
 	return cmd
 }
 
@@ -322,4 +336,38 @@ func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(st
 			return restarts, fmt.Errorf("demo: the worker died %d times, more than --max-restarts %d", restarts+1, f.maxRestarts)
 		}
 	}
+}
+
+// runOutageDemo runs 'lily demo --scenario outage'.
+func runOutageDemo(ctx context.Context, f demoFlags, stdout io.Writer) error {
+	path := f.db
+	if path == "" {
+		dir, err := os.MkdirTemp("", "lily-outage-")
+		if err != nil {
+			return err
+		}
+		path = filepath.Join(dir, "lily.db")
+	} else if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return usagef("--db %s: the file exists; the demo creates a new database (choose a new path or remove it)", path)
+	}
+	queue := f.queue
+	if queue == demoQueue {
+		queue = "outage.orders"
+	}
+	out, err := runOutageScenario(ctx, outageFlags{transport: f.transport, url: f.url, queue: queue, db: path,
+		rate: f.rate, outage: f.outage, breaker: f.breaker}, stdout)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		if err := writeJSON(stdout, out); err != nil {
+			return err
+		}
+	} else {
+		printOutageScenario(stdout, out)
+	}
+	if out.Lost != 0 {
+		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo outage: %d messages unaccounted for", out.Lost)}
+	}
+	return nil
 }

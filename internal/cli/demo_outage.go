@@ -191,12 +191,20 @@ func printOutageScenario(w io.Writer, o outageJSON) {
 	}
 	fmt.Fprintf(w, "Outage scenario on %s, %s: %.0f msg/s, dependency down %.1fs, retry span %.1fs\n",
 		o.Transport, mode, o.RatePerS, o.OutageS, o.RetrySpanS)
-	fmt.Fprintf(w, "  published            %d\n", o.Published)
-	fmt.Fprintf(w, "  predicted dead letters %.0f   (lily plan outage: rate × max(0, outage − span))\n", o.PredictedDeadLettered)
-	fmt.Fprintf(w, "  dead-lettered        %d\n", o.DeadLettered)
-	fmt.Fprintf(w, "  acked                %d\n", o.Acked)
-	fmt.Fprintf(w, "  held by the breaker  %d (failures that waited in a bucket without spending a retry)\n", o.Held)
-	fmt.Fprintf(w, "  breaker opened       %d times\n", o.BreakerOpened)
-	fmt.Fprintf(w, "  max lag              %d messages waiting\n", o.MaxLag)
-	fmt.Fprintf(w, "  lost                 %d\n", o.Lost)
+	rows := []struct {
+		name  string
+		value string
+	}{
+		{"published", fmt.Sprint(o.Published)},
+		{"predicted dead letters", fmt.Sprintf("%.0f   (lily plan outage: rate × max(0, outage − span))", o.PredictedDeadLettered)},
+		{"dead-lettered", fmt.Sprint(o.DeadLettered)},
+		{"acked", fmt.Sprint(o.Acked)},
+		{"held by the breaker", fmt.Sprintf("%d   (failures that waited in a bucket without spending a retry)", o.Held)},
+		{"breaker opened", fmt.Sprintf("%d times", o.BreakerOpened)},
+		{"max lag", fmt.Sprintf("%d messages waiting", o.MaxLag)},
+		{"lost", fmt.Sprint(o.Lost)},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-23s %s\n", r.name, r.value)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,28 @@ func outageRun(t *testing.T, kind string, breaker bool) {
 	}
 	if ratio := float64(got.DeadLettered) / got.PredictedDeadLettered; ratio < 0.8 || ratio > 1.2 {
 		t.Errorf("without the breaker %d dead-lettered, predicted %.0f: outside ±20%%", got.DeadLettered, got.PredictedDeadLettered)
+	}
+}
+
+func TestDemoScenarioFlags(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := run(t, "demo", "--scenario", "outage", "--rate", "40", "--outage", "1500ms", "--breaker=false", "--json",
+		"--db", filepath.Join(t.TempDir(), "o.db"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, key := range []string{`"predicted_dead_lettered": 32`, `"dead_lettered":`, `"max_lag":`, `"acked":`, `"lost": 0`} {
+		if !strings.Contains(out, key) {
+			t.Errorf("outage JSON lacks %s:\n%s", key, out)
+		}
+	}
+	for _, args := range [][]string{
+		{"demo", "--scenario", "flood"},
+		{"demo", "--scenario", "outage", "--rate", "0"},
+		{"demo", "--scenario", "outage", "--outage", "-1s"},
+	} {
+		if code, _, errOut := run(t, args...); code != 2 {
+			t.Errorf("%v: exit %d %q, want 2", args, code, errOut)
+		}
 	}
 }
