@@ -48,11 +48,8 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 		return Result{}, err
 	}
 
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return Result{}, err
-	}
-	defer conn.Close()
+	// Statements are prepared on the *sql.DB (one connection): Tx.StmtContext
+	// reuses such a statement, but re-prepares one made on a *sql.Conn.
 	tuples := func(n, width int) string {
 		t := "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + ")"
 		return strings.TrimSuffix(strings.Repeat(t+",", n), ",")
@@ -66,17 +63,17 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 	deleteSQL := func(n int) string {
 		return `DELETE FROM q WHERE id IN (` + strings.TrimSuffix(strings.Repeat("?,", n), ",") + `)`
 	}
-	ins, err := conn.PrepareContext(ctx, insertSQL(c.Batch))
+	ins, err := db.PrepareContext(ctx, insertSQL(c.Batch))
 	if err != nil {
 		return Result{}, err
 	}
 	defer ins.Close()
-	lease, err := conn.PrepareContext(ctx, leaseSQL)
+	lease, err := db.PrepareContext(ctx, leaseSQL)
 	if err != nil {
 		return Result{}, err
 	}
 	defer lease.Close()
-	del, err := conn.PrepareContext(ctx, deleteSQL(c.Batch))
+	del, err := db.PrepareContext(ctx, deleteSQL(c.Batch))
 	if err != nil {
 		return Result{}, err
 	}
@@ -87,7 +84,7 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 		bodies[i] = makeBody(i, c.BodySize)
 	}
 	inTx := func(f func(tx *sql.Tx) error) error {
-		tx, err := conn.BeginTx(ctx, nil)
+		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
@@ -100,7 +97,7 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 	tr := newTracker(c.N)
 	args := make([]any, 0, 3*c.Batch)
 	ids := make([]any, 0, c.Batch)
-	start := time.Now()
+	m := startMeter()
 	for i := 0; i < c.N; i += c.Batch {
 		batch := bodies[i:min(i+c.Batch, c.N)]
 		now := time.Now().UnixMilli()
@@ -163,9 +160,11 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 		}
 		tr.acked(int64(len(ids)))
 	}
-	elapsed := time.Since(start)
+	measured := Result{}
+	m.stop(&measured)
+	elapsed := measured.Elapsed
 	var left int64
-	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM q`).Scan(&left); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM q`).Scan(&left); err != nil {
 		return Result{}, err
 	}
 	var errLeft error
@@ -176,7 +175,8 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 		return Result{}, fmt.Errorf("bare sql: %w", err)
 	}
 	return Result{
-		Name: "bare SQL ceiling", N: c.N, Elapsed: elapsed,
+		Name: "bare SQL ceiling", N: c.N, Elapsed: elapsed, CPU: measured.CPU,
+		WriteBytes: measured.WriteBytes, WriteCalls: measured.WriteCalls,
 		Notes: fmt.Sprintf("1 goroutine, %d-row transactions: INSERT; UPDATE..RETURNING lease; DELETE", c.Batch),
 	}, nil
 }

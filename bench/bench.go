@@ -13,10 +13,14 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -52,6 +56,14 @@ type Config struct {
 	Dir string
 	// Timeout bounds one run. Defaults to 10 minutes.
 	Timeout time.Duration
+	// Headers, when set, gives every Lily message four typical string
+	// headers (traceparent, content-type, a tenant and a request ID), which
+	// the transport stores as typed JSON. goqite has no headers, so the
+	// comparison runs leave it off. Diagnostic.
+	Headers bool
+	// Trace, when set, receives a per-method summary (calls, batch sizes,
+	// time) of the transport calls of the Lily runs. Diagnostic.
+	Trace io.Writer
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -97,8 +109,68 @@ type Result struct {
 	N int
 	// Elapsed is the wall time from the first publish to the last ack.
 	Elapsed time.Duration
+	// CPU is the process's user+system CPU time over the measured interval
+	// (all goroutines; the machine has GOMAXPROCS cores).
+	CPU time.Duration
+	// WriteBytes and WriteCalls are the bytes and write system calls the
+	// process made over the measured interval (/proc/self/io wchar and
+	// syscw; zero where unavailable): the WAL and checkpoint traffic.
+	WriteBytes, WriteCalls int64
 	// Notes describe how the run was made (batch sizes, API used).
 	Notes string
+}
+
+// ioCounters returns the process's written bytes and write calls so far.
+func ioCounters() (wchar, syscw int64) {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "wchar":
+			wchar = n
+		case "syscw":
+			syscw = n
+		}
+	}
+	return wchar, syscw
+}
+
+// meter measures one run's wall time, CPU time and writes.
+type meter struct {
+	start        time.Time
+	cpu0         time.Duration
+	wchar0, scw0 int64
+}
+
+func startMeter() meter {
+	m := meter{cpu0: cpuTime()}
+	m.wchar0, m.scw0 = ioCounters()
+	m.start = time.Now()
+	return m
+}
+
+// stop fills r's Elapsed, CPU, WriteBytes and WriteCalls.
+func (m meter) stop(r *Result) {
+	r.Elapsed = time.Since(m.start)
+	r.CPU = cpuTime() - m.cpu0
+	w, c := ioCounters()
+	r.WriteBytes, r.WriteCalls = w-m.wchar0, c-m.scw0
+}
+
+// cpuTime returns the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // PerSecond is the round-trip throughput in messages per second.
@@ -124,7 +196,28 @@ func Runners() []Runner {
 		{"lily-raw", RunLilyRaw},
 		{"goqite", RunGoqite},
 		{"goqite-jobs", RunGoqiteJobs},
+		{"goqite-batched", RunGoqiteBatched},
 		{"bare-sql", RunBareSQL},
+	}
+}
+
+// Experiments lists runs that are not part of the comparison: variants of
+// the bare-SQL loop that test a design idea.
+func Experiments() []Runner {
+	return []Runner{
+		{"bare-sql-split", RunBareSQLSplit},
+		{"lily-shapes", RunLilyShapes},
+		{"lily-shapes-json", RunLilyShapesJSONAck},
+	}
+}
+
+// sampleHeaders returns four typical string headers for message seq.
+func sampleHeaders(seq int) map[string]any {
+	return map[string]any{
+		"traceparent":  fmt.Sprintf("00-%032x-%016x-01", seq+1, seq+1),
+		"content-type": "application/json",
+		"x-tenant-id":  "tenant-42",
+		"x-request-id": fmt.Sprintf("req-%08d", seq),
 	}
 }
 
@@ -185,7 +278,7 @@ func (t *tracker) check() error {
 		return fmt.Errorf("conservation: %d duplicate deliveries", d)
 	}
 	if b := t.bad.Load(); b > 0 {
-		return fmt.Errorf("conservation: %d deliveries with a foreign body", b)
+		return fmt.Errorf("conservation: %d deliveries with a foreign body or lost headers", b)
 	}
 	for i := range t.seen {
 		if !t.seen[i].Load() {

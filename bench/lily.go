@@ -82,6 +82,12 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 	}
 	defer cleanup()
 
+	var tt transport.Transport = t
+	var traced *tracedTransport
+	if c.Trace != nil {
+		traced = newTraced(t)
+		tt = traced
+	}
 	tr := newTracker(c.N)
 	var other atomic.Int64
 	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
@@ -93,9 +99,12 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 	})
 	handler := lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
 		tr.consumed(d.Body)
+		if c.Headers && len(d.Headers) != 4 {
+			tr.bad.Add(1)
+		}
 		return nil
 	})
-	cons, err := lily.NewConsumer(t, handler, lily.ConsumerOptions{
+	cons, err := lily.NewConsumer(tt, handler, lily.ConsumerOptions{
 		Queue:       lily.QueueConfig{Name: lilyQueue},
 		Concurrency: c.Concurrency,
 		Prefetch:    c.Prefetch,
@@ -116,12 +125,15 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 	msgs := make([]lily.Message, c.N)
 	for i := range msgs {
 		msgs[i] = lily.Message{Type: "bench", Body: makeBody(i, c.BodySize)}
+		if c.Headers {
+			msgs[i].Headers = sampleHeaders(i)
+		}
 	}
 	pubErr := make(chan error, 1)
-	start := time.Now()
+	m := startMeter()
 	go func() {
 		for i := 0; i < c.N; i += c.PublishBatch {
-			if err := lily.Publish(ctx, t, lilyQueue, msgs[i:min(i+c.PublishBatch, c.N)]); err != nil {
+			if err := lily.Publish(ctx, tt, lilyQueue, msgs[i:min(i+c.PublishBatch, c.N)]); err != nil {
 				pubErr <- err
 				return
 			}
@@ -129,13 +141,18 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 		pubErr <- nil
 	}()
 	waitErr := tr.wait(ctx, pubErr)
-	elapsed := time.Since(start)
+	measured := Result{}
+	m.stop(&measured)
+	elapsed := measured.Elapsed
 	stop()
 	if err := <-runErr; err != nil && waitErr == nil {
 		waitErr = err
 	}
 	if waitErr != nil {
 		return Result{}, fmt.Errorf("lily runtime: %w", waitErr)
+	}
+	if traced != nil {
+		traced.report(c.Trace, elapsed)
 	}
 	if n := other.Load(); n != 0 {
 		return Result{}, fmt.Errorf("lily runtime: conservation: %d events other than acked", n)
@@ -144,7 +161,8 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 		return Result{}, fmt.Errorf("lily runtime: %w", err)
 	}
 	return Result{
-		Name: "Lily SQLite, full runtime", N: c.N, Elapsed: elapsed,
+		Name: "Lily SQLite, full runtime", N: c.N, Elapsed: elapsed, CPU: measured.CPU,
+		WriteBytes: measured.WriteBytes, WriteCalls: measured.WriteCalls,
 		Notes: fmt.Sprintf("lily.Publish %d/call on 1 goroutine, concurrently lily.Consumer Concurrency=%d Prefetch=%d SettleBatch=%d, handler returns nil",
 			c.PublishBatch, c.Concurrency, c.Prefetch, c.SettleBatch),
 	}, nil
@@ -157,11 +175,17 @@ func RunLilyRaw(ctx context.Context, c Config) (Result, error) {
 	c = c.WithDefaults()
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	t, cleanup, err := openLily(ctx, c, "raw")
+	st, cleanup, err := openLily(ctx, c, "raw")
 	if err != nil {
 		return Result{}, err
 	}
 	defer cleanup()
+	var t transport.Transport = st
+	var traced *tracedTransport
+	if c.Trace != nil {
+		traced = newTraced(st)
+		t = traced
+	}
 
 	tr := newTracker(c.N)
 	msgs := make([]transport.Message, c.N)
@@ -169,12 +193,18 @@ func RunLilyRaw(ctx context.Context, c Config) (Result, error) {
 	for i := range bodies {
 		bodies[i] = makeBody(i, c.BodySize)
 	}
+	headers := make([]transport.Headers, c.N)
+	if c.Headers {
+		for i := range headers {
+			headers[i] = sampleHeaders(i)
+		}
+	}
 	ss := make([]transport.Settlement, 0, c.Batch)
-	start := time.Now()
+	m := startMeter()
 	for i := 0; i < c.N; i += c.Batch {
 		batch := msgs[i:min(i+c.Batch, c.N)]
 		for j := range batch {
-			batch[j] = transport.Message{EventID: lily.NewEventID(), Type: "bench", Body: bodies[i+j]}
+			batch[j] = transport.Message{EventID: lily.NewEventID(), Type: "bench", Body: bodies[i+j], Headers: headers[i+j]}
 		}
 		if err := t.Publish(ctx, &transport.PublishParams{Queue: lilyQueue, Messages: batch}); err != nil {
 			return Result{}, fmt.Errorf("lily raw: publish: %w", err)
@@ -190,6 +220,9 @@ func RunLilyRaw(ctx context.Context, c Config) (Result, error) {
 			ss = ss[:0]
 			for _, d := range ds {
 				tr.consumed(d.Body)
+				if c.Headers && len(d.Headers) != 4 {
+					tr.bad.Add(1)
+				}
 				ss = append(ss, transport.Settlement{Delivery: d, Action: transport.Ack})
 			}
 			if err := t.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
@@ -199,12 +232,18 @@ func RunLilyRaw(ctx context.Context, c Config) (Result, error) {
 			got += len(ds)
 		}
 	}
-	elapsed := time.Since(start)
-	if err := errors.Join(tr.check(), checkLilyEmpty(ctx, t, c.N)); err != nil {
+	measured := Result{}
+	m.stop(&measured)
+	elapsed := measured.Elapsed
+	if traced != nil {
+		traced.report(c.Trace, elapsed)
+	}
+	if err := errors.Join(tr.check(), checkLilyEmpty(ctx, st, c.N)); err != nil {
 		return Result{}, fmt.Errorf("lily raw: %w", err)
 	}
 	return Result{
-		Name: "Lily SQLite transport, raw", N: c.N, Elapsed: elapsed,
+		Name: "Lily SQLite transport, raw", N: c.N, Elapsed: elapsed, CPU: measured.CPU,
+		WriteBytes: measured.WriteBytes, WriteCalls: measured.WriteCalls,
 		Notes: fmt.Sprintf("1 goroutine: Publish %d, Receive(Max=%d), Settle %d acks, repeated", c.Batch, c.Batch, c.Batch),
 	}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"testing"
 	"time"
+
+	"github.com/lily-mq/lily/transport"
 )
 
 // Each benchmark runs b.N messages through publish + consume + ack on a
@@ -22,6 +24,7 @@ var (
 	benchPrefetch    = flag.Int("bench.prefetch", 1024, "Lily consumer prefetch")
 	benchSettle      = flag.Int("bench.settle-batch", 512, "Lily consumer settle batch")
 	benchBody        = flag.Int("bench.body", 512, "body size in bytes")
+	benchHeaders     = flag.Bool("bench.headers", false, "four typical string headers on every Lily message")
 )
 
 func benchConfig(b *testing.B) Config {
@@ -33,6 +36,7 @@ func benchConfig(b *testing.B) Config {
 		Concurrency:  *benchConcurrency,
 		Prefetch:     *benchPrefetch,
 		SettleBatch:  *benchSettle,
+		Headers:      *benchHeaders,
 		Dir:          b.TempDir(),
 		Timeout:      30 * time.Minute,
 	}
@@ -57,16 +61,56 @@ func BenchmarkLilyRuntime(b *testing.B) { runBench(b, RunLilyRuntime) }
 func BenchmarkLilyRaw(b *testing.B)     { runBench(b, RunLilyRaw) }
 func BenchmarkGoqite(b *testing.B)      { runBench(b, RunGoqite) }
 func BenchmarkGoqiteJobs(b *testing.B)  { runBench(b, RunGoqiteJobs) }
-func BenchmarkBareSQL(b *testing.B)     { runBench(b, RunBareSQL) }
+
+// BenchmarkGoqiteBatched is goqite beyond its documented patterns: leases
+// and deletes batched through its *Tx methods.
+func BenchmarkGoqiteBatched(b *testing.B) { runBench(b, RunGoqiteBatched) }
+func BenchmarkBareSQL(b *testing.B)       { runBench(b, RunBareSQL) }
+
+// BenchmarkBareSQLSplit is an experiment: the ceiling loop with the lease
+// state in a narrow table apart from the bodies.
+func BenchmarkBareSQLSplit(b *testing.B) { runBench(b, RunBareSQLSplit) }
+
+// BenchmarkLilyShapes is an experiment: the raw loop on Lily's schema with
+// other statement shapes (see RunLilyShapes).
+func BenchmarkLilyShapes(b *testing.B) { runBench(b, RunLilyShapes) }
+
+// BenchmarkHeaderCodec measures the typed-JSON header codec the SQLite
+// transport applies to every message with headers: MarshalHeaders on
+// publish, UnmarshalHeaders on lease (four typical string headers).
+func BenchmarkHeaderCodec(b *testing.B) {
+	h := sampleHeaders(7)
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := transport.MarshalHeaders(h); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	data, err := transport.MarshalHeaders(h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("unmarshal", func(b *testing.B) {
+		b.ReportAllocs()
+		b.ReportMetric(float64(len(data)), "bytes")
+		for b.Loop() {
+			if _, err := transport.UnmarshalHeaders(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
 
 // TestConservation runs every system on a small N: each must end with all
 // messages consumed exactly once, acked, and the queue empty.
 func TestConservation(t *testing.T) {
-	for _, r := range Runners() {
+	for _, r := range append(Runners(), Experiments()...) {
 		t.Run(r.Name, func(t *testing.T) {
 			t.Parallel()
 			n := 2000
-			if r.Name == "goqite" || r.Name == "goqite-jobs" {
+			if r.Name == "goqite" || r.Name == "goqite-jobs" || r.Name == "goqite-batched" {
 				n = 300
 			}
 			res, err := r.Run(t.Context(), Config{N: n, PublishBatch: 64, Batch: 50, Dir: t.TempDir(), Timeout: 2 * time.Minute})
@@ -75,6 +119,14 @@ func TestConservation(t *testing.T) {
 			}
 			if res.N != n || res.Elapsed <= 0 {
 				t.Fatalf("result %+v", res)
+			}
+		})
+	}
+	for _, r := range []Runner{{"lily-runtime", RunLilyRuntime}, {"lily-raw", RunLilyRaw}} {
+		t.Run(r.Name+"-headers", func(t *testing.T) {
+			t.Parallel()
+			if _, err := r.Run(t.Context(), Config{N: 1000, PublishBatch: 64, Batch: 50, Headers: true, Dir: t.TempDir(), Timeout: 2 * time.Minute}); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

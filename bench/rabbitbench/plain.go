@@ -1,0 +1,191 @@
+package rabbitbench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/transport/rabbitmq"
+)
+
+// PlainAck consumes N messages with a plain amqp091-go loop: basic.consume
+// with the same prefetch, one goroutine, an individual ack per message.
+func PlainAck(ctx context.Context, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
+	s, err := newSetup(ctx, cfg, "plain-ack")
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.close(ctx)
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return Result{}, err
+	}
+	defer ch.Close()
+	if err := ch.Qos(cfg.Prefetch, 0, false); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	ds, err := ch.Consume(s.qc.Name, "", false, false, false, false, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	for i := 0; i < cfg.N; i++ {
+		select {
+		case d := <-ds:
+			if err := d.Ack(false); err != nil {
+				return Result{}, err
+			}
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
+	}
+	elapsed := time.Since(start)
+	ch.Close()
+	if err := s.check(0, 0); err != nil {
+		return Result{}, fmt.Errorf("plain-ack: %w", err)
+	}
+	return Result{Name: "plain-ack", N: cfg.N, Duration: elapsed}, nil
+}
+
+// PlainPublishConfirm publishes N messages (of the same size, with
+// mandatory, to the DLQ through the dead-letter exchange, as Lily's hand-off
+// does) with publisher confirms, keeping ConfirmWindow unconfirmed.
+func PlainPublishConfirm(ctx context.Context, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
+	small := cfg
+	small.N = 1 // the queue needs no preload
+	s, err := newSetup(ctx, small, "plain-publish")
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.close(ctx)
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return Result{}, err
+	}
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		return Result{}, err
+	}
+	body := make([]byte, cfg.BodySize)
+	pending := make([]*amqp.DeferredConfirmation, 0, cfg.ConfirmWindow)
+	wait := func() error {
+		for _, dc := range pending {
+			ok, err := dc.WaitContext(ctx)
+			if err != nil || !ok {
+				return fmt.Errorf("plain publish: confirm: ok=%v err=%v", ok, err)
+			}
+		}
+		pending = pending[:0]
+		return nil
+	}
+	start := time.Now()
+	for i := 0; i < cfg.N; i++ {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, rabbitmq.DeadLetterExchange(s.qc.Exchange), s.qc.Name, true, false,
+			amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body, MessageId: fmt.Sprint(i)})
+		if err != nil {
+			return Result{}, err
+		}
+		pending = append(pending, dc)
+		if len(pending) == cap(pending) {
+			if err := wait(); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	if err := wait(); err != nil {
+		return Result{}, err
+	}
+	elapsed := time.Since(start)
+	if err := s.check(1, cfg.N); err != nil {
+		return Result{}, fmt.Errorf("plain-publish-confirm: %w", err)
+	}
+	return Result{Name: "plain-publish-confirm", N: cfg.N, Duration: elapsed}, nil
+}
+
+// PlainForwarder is a hand-written dead-letter forwarder: consume with the
+// same prefetch, publish each message to the DLQ with mandatory and a
+// confirm, ack the original once its confirm arrived (pipelined over the
+// prefetch window). For context next to Lily's hand-off.
+func PlainForwarder(ctx context.Context, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
+	s, err := newSetup(ctx, cfg, "plain-forward")
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.close(ctx)
+	cch, err := s.conn.Channel()
+	if err != nil {
+		return Result{}, err
+	}
+	defer cch.Close()
+	pch, err := s.conn.Channel()
+	if err != nil {
+		return Result{}, err
+	}
+	defer pch.Close()
+	if err := pch.Confirm(false); err != nil {
+		return Result{}, err
+	}
+	if err := cch.Qos(cfg.Prefetch, 0, false); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	ds, err := cch.Consume(s.qc.Name, "", false, false, false, false, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	type inflight struct {
+		d  amqp.Delivery
+		dc *amqp.DeferredConfirmation
+	}
+	window := make([]inflight, 0, cfg.Prefetch)
+	flush := func() error {
+		for _, f := range window {
+			ok, err := f.dc.WaitContext(ctx)
+			if err != nil || !ok {
+				return fmt.Errorf("forwarder: confirm ok=%v err=%v", ok, err)
+			}
+			if err := f.d.Ack(false); err != nil {
+				return err
+			}
+		}
+		window = window[:0]
+		return nil
+	}
+	for i := 0; i < cfg.N; i++ {
+		var d amqp.Delivery
+		select {
+		case d = <-ds:
+		case <-time.After(20 * time.Millisecond):
+			if err := flush(); err != nil { // the window may hold all prefetched
+				return Result{}, err
+			}
+			i--
+			continue
+		}
+		dc, err := pch.PublishWithDeferredConfirmWithContext(ctx, rabbitmq.DeadLetterExchange(s.qc.Exchange), s.qc.Name, true, false,
+			amqp.Publishing{DeliveryMode: amqp.Persistent, Headers: d.Headers, MessageId: d.MessageId, Body: d.Body})
+		if err != nil {
+			return Result{}, err
+		}
+		window = append(window, inflight{d, dc})
+		if len(window) >= cfg.Prefetch/2 {
+			if err := flush(); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return Result{}, err
+	}
+	elapsed := time.Since(start)
+	cch.Close()
+	if err := s.check(0, cfg.N); err != nil {
+		return Result{}, fmt.Errorf("plain-forward: %w", err)
+	}
+	return Result{Name: "plain-forward", N: cfg.N, Duration: elapsed}, nil
+}

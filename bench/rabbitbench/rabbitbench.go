@@ -1,0 +1,210 @@
+// Package rabbitbench measures Lily's RabbitMQ transport against plain
+// amqp091-go loops on the same broker, in one run (DESIGN §12):
+//
+//   - happy path: a Lily consumer acking every message, against a plain
+//     consume/ack loop with the same prefetch (target ≥ 0.9×);
+//   - hand-off: a Lily consumer dead-lettering every message (copy published
+//     with mandatory, confirmed, then the original acked), against plain
+//     publish-with-confirms of the same messages (target ≥ 0.8×), and for
+//     context a hand-written consume → publish-with-confirm → ack forwarder.
+//
+// Every run declares fresh quorum queues with Lily's topology, preloads N
+// messages, measures the time until all N are settled, checks that all N
+// arrived where they should, and deletes its queues.
+package rabbitbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/rabbitmq"
+)
+
+// Config is one run's parameters; zero fields take the defaults.
+type Config struct {
+	// URL of the broker. Defaults to rabbitmq.DefaultURL.
+	URL string
+	// N messages per run. Defaults to 20000.
+	N int
+	// BodySize in bytes. Defaults to 512.
+	BodySize int
+	// Prefetch of both consumers. Defaults to 256.
+	Prefetch int
+	// Concurrency of the Lily consumer's handlers. Defaults to 4.
+	Concurrency int
+	// ConfirmWindow is how many publishes the plain publisher keeps
+	// unconfirmed. Defaults to 256.
+	ConfirmWindow int
+}
+
+func (c Config) withDefaults() Config {
+	if c.URL == "" {
+		c.URL = rabbitmq.DefaultURL
+	}
+	if c.N <= 0 {
+		c.N = 20000
+	}
+	if c.BodySize <= 0 {
+		c.BodySize = 512
+	}
+	if c.Prefetch <= 0 {
+		c.Prefetch = 256
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.ConfirmWindow <= 0 {
+		c.ConfirmWindow = 256
+	}
+	return c
+}
+
+// Result is one measurement.
+type Result struct {
+	Name     string
+	N        int
+	Duration time.Duration
+}
+
+// PerSecond is the throughput.
+func (r Result) PerSecond() float64 { return float64(r.N) / r.Duration.Seconds() }
+
+// setup declares a fresh queue with Lily's topology and preloads N
+// messages; cleanup deletes it.
+type setup struct {
+	cfg  Config
+	tr   *rabbitmq.Transport
+	qc   lily.QueueConfig
+	conn *amqp.Connection
+}
+
+func newSetup(ctx context.Context, cfg Config, name string) (*setup, error) {
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: cfg.URL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return nil, err
+	}
+	qc := lily.QueueConfig{Name: fmt.Sprintf("bench%08x.%s", rand.Uint32(), name), Transport: lily.TransportRabbitMQ, DeliveryLimit: 20}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		tr.Close()
+		return nil, err
+	}
+	conn, err := amqp.Dial(cfg.URL)
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
+	s := &setup{cfg: cfg, tr: tr, qc: qc, conn: conn}
+	msgs := make([]lily.Message, 0, 1000)
+	body := make([]byte, cfg.BodySize)
+	for i := 0; i < cfg.N; i++ {
+		msgs = append(msgs, lily.Message{Body: body})
+		if len(msgs) == cap(msgs) || i == cfg.N-1 {
+			if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
+				s.close(ctx)
+				return nil, err
+			}
+			msgs = msgs[:0]
+		}
+	}
+	return s, nil
+}
+
+func (s *setup) close(ctx context.Context) {
+	s.tr.DeleteQueues(ctx, s.qc.Spec())
+	s.conn.Close()
+	s.tr.Close()
+}
+
+// depth returns the ready messages of a queue.
+func (s *setup) depth(queue string) (int, error) {
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	return q.Messages, err
+}
+
+// LilyAck consumes N messages with a Lily consumer whose handler succeeds.
+func LilyAck(ctx context.Context, cfg Config) (Result, error) {
+	return runLily(ctx, cfg.withDefaults(), "lily-ack", nil)
+}
+
+// LilyDeadLetter consumes N messages with a Lily consumer whose handler
+// fails permanently: every message is handed off to the DLQ.
+func LilyDeadLetter(ctx context.Context, cfg Config) (Result, error) {
+	return runLily(ctx, cfg.withDefaults(), "lily-deadletter", lily.Permanent(errors.New("bench: permanent")))
+}
+
+func runLily(ctx context.Context, cfg Config, name string, fail error) (Result, error) {
+	s, err := newSetup(ctx, cfg, name)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.close(ctx)
+	var settled atomic.Int64
+	done := make(chan struct{})
+	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
+		if e.Kind == lily.EventAcked || e.Kind == lily.EventDeadLettered {
+			if settled.Add(1) == int64(cfg.N) {
+				close(done)
+			}
+		}
+	})
+	c, err := lily.NewConsumer(s.tr, lily.HandlerFunc(func(context.Context, *lily.Delivery) error { return fail }),
+		lily.ConsumerOptions{Queue: s.qc, Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, Hooks: []lily.Hook{hook},
+			ReceiveWait: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return Result{}, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(runCtx) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	elapsed := time.Since(start)
+	cancel()
+	if err := <-errc; err != nil {
+		return Result{}, err
+	}
+	// Conservation: the queue is empty; the DLQ holds exactly the failures.
+	wantDLQ := 0
+	if fail != nil {
+		wantDLQ = cfg.N
+	}
+	if err := s.check(0, wantDLQ); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return Result{Name: name, N: cfg.N, Duration: elapsed}, nil
+}
+
+func (s *setup) check(wantQueue, wantDLQ int) error {
+	n, err := s.depth(s.qc.Name)
+	if err != nil {
+		return err
+	}
+	d, err := s.depth(rabbitmq.DeadLetterQueue(s.qc.Name))
+	if err != nil {
+		return err
+	}
+	if n != wantQueue || d != wantDLQ {
+		return fmt.Errorf("conservation: %d left in the queue (want %d), %d in the DLQ (want %d)", n, wantQueue, d, wantDLQ)
+	}
+	return nil
+}
