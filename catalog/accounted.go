@@ -27,12 +27,14 @@ type Accounted struct {
 }
 
 var (
-	_ transport.Transport       = (*Accounted)(nil)
-	_ transport.Declarer        = (*Accounted)(nil)
-	_ transport.InFlightCounter = (*Accounted)(nil)
-	_ transport.LeaseRecoverer  = (*Accounted)(nil)
-	_ transport.ConsumerStopper = (*Accounted)(nil)
-	_ transport.Featurer        = (*Accounted)(nil)
+	_ transport.Transport         = (*Accounted)(nil)
+	_ transport.Declarer          = (*Accounted)(nil)
+	_ transport.InFlightCounter   = (*Accounted)(nil)
+	_ transport.LeaseRecoverer    = (*Accounted)(nil)
+	_ transport.ConsumerStopper   = (*Accounted)(nil)
+	_ transport.Featurer          = (*Accounted)(nil)
+	_ transport.DeadLetterDrainer = (*Accounted)(nil)
+	_ transport.DeadLetterCounter = (*Accounted)(nil)
 )
 
 // ErrUnsupported is returned by an Accounted capability that the wrapped
@@ -186,3 +188,21 @@ func (a *Accounted) Features() transport.Features {
 
 // Unwrap returns the wrapped transport.
 func (a *Accounted) Unwrap() transport.Transport { return a.Transport }
+
+// DrainDeadLetters delegates to the wrapped transport.
+func (a *Accounted) DrainDeadLetters(ctx context.Context, p *transport.DrainParams, store func(context.Context, []*transport.Delivery) error) (int, error) {
+	d, ok := a.Transport.(transport.DeadLetterDrainer)
+	if !ok {
+		return 0, fmt.Errorf("drain dead letters: %w", ErrUnsupported)
+	}
+	return d.DrainDeadLetters(ctx, p, store)
+}
+
+// DeadLetterDepth delegates to the wrapped transport (0 without one: its
+// dead letters are in the catalog already).
+func (a *Accounted) DeadLetterDepth(ctx context.Context, queue string) (int64, error) {
+	if d, ok := a.Transport.(transport.DeadLetterCounter); ok {
+		return d.DeadLetterDepth(ctx, queue)
+	}
+	return 0, nil
+}
