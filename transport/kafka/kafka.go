@@ -197,7 +197,7 @@ type Transport struct {
 	attempts AttemptStore
 
 	mu        sync.Mutex
-	specs     map[string]transport.QueueSpec
+	specs     transport.Specs
 	topics    map[string]int32 // known topics and their partition counts
 	instances map[instanceKey]*instance
 	closed    bool
@@ -207,7 +207,7 @@ type Transport struct {
 // (a metadata request) before ctx ends.
 func Open(ctx context.Context, opts Options) (*Transport, error) {
 	o := opts.withDefaults()
-	t := &Transport{opts: o, specs: map[string]transport.QueueSpec{}, topics: map[string]int32{},
+	t := &Transport{opts: o, topics: map[string]int32{},
 		instances: map[instanceKey]*instance{}}
 	cl, err := kgo.NewClient(t.clientOpts(
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -293,11 +293,7 @@ func (t *Transport) group(queue string) string { return t.opts.Group(queue) }
 
 // register remembers queue specs: their buckets name the retry topics.
 func (t *Transport) register(specs ...transport.QueueSpec) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, s := range specs {
-		t.specs[s.Name] = s
-	}
+	t.specs.Register(specs...)
 }
 
 // Register tells the transport about queues whose topics were created
@@ -305,9 +301,7 @@ func (t *Transport) register(specs ...transport.QueueSpec) {
 func (t *Transport) Register(specs ...transport.QueueSpec) { t.register(specs...) }
 
 func (t *Transport) spec(queue string) (transport.QueueSpec, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, ok := t.specs[queue]
+	s, ok := t.specs.Lookup(queue)
 	return s, ok
 }
 

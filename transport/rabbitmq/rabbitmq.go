@@ -73,7 +73,7 @@ type Transport struct {
 	mu        sync.Mutex
 	conn      *amqp.Connection
 	gen       uint64 // connection generation; receipts of older ones are void
-	specs     map[string]transport.QueueSpec
+	specs     transport.Specs
 	consumers map[consumerKey]*consumer
 	pubs      chan *publisher // idle publishers of the current connection
 	closed    bool
@@ -81,7 +81,7 @@ type Transport struct {
 
 // Open connects to the broker.
 func Open(ctx context.Context, opts Options) (*Transport, error) {
-	t := &Transport{opts: opts.withDefaults(), specs: map[string]transport.QueueSpec{}, consumers: map[consumerKey]*consumer{}}
+	t := &Transport{opts: opts.withDefaults(), consumers: map[consumerKey]*consumer{}}
 	if _, err := t.connection(ctx); err != nil {
 		return nil, err
 	}
@@ -167,11 +167,7 @@ func (t *Transport) Close() error {
 // register remembers a queue's spec: its exchange names the retry and
 // dead-letter exchanges of its hand-offs.
 func (t *Transport) register(specs ...transport.QueueSpec) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, s := range specs {
-		t.specs[s.Name] = s
-	}
+	t.specs.Register(specs...)
 }
 
 // Register tells the transport about queues whose topology was declared
@@ -179,9 +175,7 @@ func (t *Transport) register(specs ...transport.QueueSpec) {
 func (t *Transport) Register(specs ...transport.QueueSpec) { t.register(specs...) }
 
 func (t *Transport) spec(queue string) (transport.QueueSpec, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, ok := t.specs[queue]
+	s, ok := t.specs.Lookup(queue)
 	if !ok {
 		return s, fmt.Errorf("rabbitmq: queue %q is not declared or registered with this transport (Declare or Register its spec)", queue)
 	}
