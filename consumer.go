@@ -55,6 +55,14 @@ type ConsumerOptions struct {
 	AbandonGrace time.Duration
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
+	// Keys keeps the held keys of a queue whose ordering is "park" or
+	// "block" (the catalog, *catalog.Store). Required for those orderings;
+	// unused for "reorder".
+	Keys KeyStore
+	// KeyPoll is how often held keys are looked after: a blocked key whose
+	// head was discarded moves on, an allowed entry not yet sent (after a
+	// crash) is sent. Defaults to 1s.
+	KeyPoll time.Duration
 }
 
 func (o ConsumerOptions) withDefaults() ConsumerOptions {
@@ -91,6 +99,9 @@ func (o ConsumerOptions) withDefaults() ConsumerOptions {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.KeyPoll <= 0 {
+		o.KeyPoll = time.Second
+	}
 	return o
 }
 
@@ -109,6 +120,9 @@ type Consumer struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
 	inflight int
+
+	kmu  sync.Mutex
+	keyQ map[string][]job // ordered queues: the keys being processed, with what waits behind them
 }
 
 // job is one delivery on its way to a worker; probe marks the half-open
@@ -128,9 +142,12 @@ func NewConsumer(t transport.Transport, h Handler, o ConsumerOptions) (*Consumer
 	if err := o.Queue.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkOrdering(t, o); err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
 	c := &Consumer{t: t, h: h, o: o, policy: o.Queue.Policy(), host: host,
-		log: o.Logger.With("queue", o.Queue.Name, "consumer", o.Instance)}
+		log: o.Logger.With("queue", o.Queue.Name, "consumer", o.Instance), keyQ: map[string][]job{}}
 	c.cond = sync.NewCond(&c.mu)
 	if o.Queue.BreakerEnabled() {
 		c.br = newBreaker(o.Queue, o.Now, c.breakerChanged)
@@ -183,9 +200,23 @@ func (c *Consumer) Run(ctx context.Context) error {
 		go func() {
 			defer workers.Done()
 			for j := range work {
+				if c.ordered() && j.d.Key != "" {
+					c.runKey(base, j, settles)
+					continue
+				}
 				settles <- c.process(base, j.d, j.probe)
 			}
 		}()
+	}
+	polled := make(chan struct{})
+	if c.ordered() {
+		c.resumeKeys(ctx)
+		go func() {
+			c.keyPoll(ctx)
+			close(polled)
+		}()
+	} else {
+		close(polled)
 	}
 	stop := context.AfterFunc(ctx, func() {
 		c.mu.Lock()
@@ -196,6 +227,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	stop()
 	close(work)
 	workers.Wait()
+	<-polled
 	close(settles)
 	<-settlerDone
 	if st, ok := c.t.(transport.ConsumerStopper); ok {
@@ -266,7 +298,11 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- job) error {
 			c.mu.Lock()
 			c.inflight++
 			c.mu.Unlock()
-			work <- job{d: d, probe: probe}
+			j := job{d: d, probe: probe}
+			if c.ordered() && d.Key != "" && c.queueBehindKey(j) {
+				continue
+			}
+			work <- j
 		}
 	}
 }

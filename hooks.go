@@ -29,6 +29,16 @@ const (
 	EventHeld EventKind = "held"
 	// EventBreaker: the circuit breaker changed state (Event.Breaker).
 	EventBreaker EventKind = "breaker"
+	// EventParked: a delivery of a held key was diverted into the catalog
+	// as a parked entry, to wait behind the key's head (ordering park or
+	// block); its handler was not called.
+	EventParked EventKind = "parked"
+	// EventKeyHeld: a key was parked or blocked (Event.Key): its head was
+	// dead-lettered. An alarm: the key's later messages wait until an
+	// operator unparks it (park) or decides its head (block).
+	EventKeyHeld EventKind = "key_held"
+	// EventKeyReleased: a held key has nothing left waiting and flows again.
+	EventKeyReleased EventKind = "key_released"
 )
 
 // Event is one observation of the runtime, for metrics and alerting.
@@ -46,6 +56,8 @@ type Event struct {
 	Err error
 	// Breaker is the new breaker state for EventBreaker.
 	Breaker BreakerState
+	// Key is the message key for EventKeyHeld and EventKeyReleased.
+	Key string
 }
 
 // Hook observes the runtime. Observe is called synchronously from the

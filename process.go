@@ -32,10 +32,12 @@ func (e *TimeoutError) Error() string {
 // Unwrap returns the handler's own error (usually context.DeadlineExceeded).
 func (e *TimeoutError) Unwrap() error { return e.Err }
 
-// settleReq is a worker's decision on its way to the settler.
+// settleReq is a worker's decision on its way to the settler. When done is
+// set, the settler reports the settlement's outcome on it.
 type settleReq struct {
-	s  transport.Settlement
-	ev Event
+	s    transport.Settlement
+	ev   Event
+	done chan error
 }
 
 // callResult is the outcome of one handler call.
@@ -195,10 +197,16 @@ func (c *Consumer) deadLetter(d *transport.Delivery, reason evidence.Reason, err
 		h = transport.Headers{}
 	}
 	rec.Apply(h)
-	c.log.Warn("dead-lettered", "event_id", d.EventID, "reason", string(reason), "err", rec.ErrorMessage)
+	kind := EventDeadLettered
+	if reason == evidence.ReasonParked {
+		kind = EventParked
+		c.log.Debug("parked behind its key's head", "event_id", d.EventID, "key", d.Key)
+	} else {
+		c.log.Warn("dead-lettered", "event_id", d.EventID, "reason", string(reason), "err", rec.ErrorMessage)
+	}
 	return settleReq{
 		s: transport.Settlement{Delivery: d, Action: transport.DeadLetter, Headers: h, Reason: string(reason)},
-		ev: Event{Kind: EventDeadLettered, Queue: c.o.Queue.Name, EventID: d.EventID, Reason: string(reason),
+		ev: Event{Kind: kind, Queue: c.o.Queue.Name, EventID: d.EventID, Reason: string(reason),
 			HandlerDuration: took, Err: err},
 	}
 }

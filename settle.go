@@ -35,6 +35,9 @@ func (c *Consumer) settleLoop(ctx context.Context, in <-chan settleReq) {
 		errs := transport.SettleErrors(c.t.Settle(ctx, &transport.SettleParams{Settlements: ss}), len(ss))
 		var releases []transport.Settlement
 		for i, r := range batch {
+			if r.done != nil {
+				r.done <- errs[i]
+			}
 			if errs[i] == nil {
 				c.observe(ctx, r.ev)
 				continue

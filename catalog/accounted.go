@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -64,12 +66,26 @@ func (a *Accounted) Publish(ctx context.Context, p *transport.PublishParams) err
 }
 
 // Settle counts the acknowledgements, then settles through the wrapped
-// transport.
+// transport. A dead-lettering with reason "parked" (a message diverted
+// behind its key's head, ordering park or block) goes straight into the
+// catalog as a parked entry — committed before the original is
+// acknowledged, and not counted as acked — so that the key's order is
+// known to the catalog at once, with no broker dead-letter queue to ingest
+// first.
 func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error {
 	byQueue := map[string][]string{}
-	for _, s := range p.Settlements {
-		if s.Action == transport.Ack {
+	var parked []*Entry
+	ss := p.Settlements
+	for i, s := range p.Settlements {
+		switch {
+		case s.Action == transport.Ack:
 			byQueue[s.Delivery.Queue] = append(byQueue[s.Delivery.Queue], s.Delivery.EventID)
+		case s.Action == transport.DeadLetter && s.Reason == string(evidence.ReasonParked):
+			if len(parked) == 0 {
+				ss = slices.Clone(p.Settlements)
+			}
+			parked = append(parked, NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, time.Now()))
+			ss[i] = transport.Settlement{Delivery: s.Delivery, Action: transport.Ack}
 		}
 	}
 	for q, ids := range byQueue {
@@ -77,7 +93,12 @@ func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error
 			return fmt.Errorf("catalog: record acks before settling: %w", err)
 		}
 	}
-	return a.Transport.Settle(ctx, p)
+	if len(parked) > 0 {
+		if err := a.store.Insert(ctx, parked...); err != nil {
+			return fmt.Errorf("catalog: park before settling: %w", err)
+		}
+	}
+	return a.Transport.Settle(ctx, &transport.SettleParams{Settlements: ss})
 }
 
 // count records events of kind for queue, adding to the ledger counter only
@@ -178,12 +199,14 @@ func (a *Accounted) StopConsumer(ctx context.Context, p *transport.StopParams) e
 	return nil
 }
 
-// Features delegates to the wrapped transport.
+// Features are the wrapped transport's, with CatalogParking.
 func (a *Accounted) Features() transport.Features {
-	if f, ok := a.Transport.(transport.Featurer); ok {
-		return f.Features()
+	var f transport.Features
+	if fr, ok := a.Transport.(transport.Featurer); ok {
+		f = fr.Features()
 	}
-	return transport.Features{}
+	f.CatalogParking = true
+	return f
 }
 
 // Unwrap returns the wrapped transport.

@@ -99,6 +99,9 @@ func NewEntry(queue string, m transport.Message, headers transport.Headers, reas
 	if e.Reason == "" {
 		e.Reason = string(rec.Reason)
 	}
+	if e.Reason == string(evidence.ReasonParked) {
+		e.State = StateParked // waiting behind its key's head, not failed
+	}
 	if e.Source == "" {
 		e.Source = queue
 	}

@@ -337,6 +337,9 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db {
 		return s.redriveTx(ctx, d, tp, pp, es, p)
 	}
+	if err := s.allowHeads(ctx, s.db, es); err != nil {
+		return 0, err
+	}
 	if err := pub.Publish(ctx, pp); err != nil {
 		detail := fmt.Sprintf("publish to %s: %v", queue, err)
 		// The entries are unchanged; record the failure even when ctx ended.
@@ -362,6 +365,9 @@ func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *t
 		var err error
 		changed, err = markStateTx(ctx, tx, d, es, `state = 'redriven', redrive_count = redrive_count + 1`, OutcomeRedriven, "sent to "+pp.Queue)
 		if err != nil || len(changed) == 0 {
+			return err
+		}
+		if err := s.allowHeads(ctx, tx, changed); err != nil {
 			return err
 		}
 		keep := make(map[int64]bool, len(changed))

@@ -27,3 +27,20 @@ func RedriveHeaders(h map[string]any) map[string]any {
 	SetRedriveCount(out, RedriveCount(h)+1)
 	return out
 }
+
+// ReleaseHeaders returns the headers for releasing a parked message back to its source
+// queue (ordering "park" or "block"), as a new map; h is not modified.
+//
+// A parked message did not fail: it waited behind its key's head. So, unlike
+// RedriveHeaders, it keeps x-retry-count and x-lily-redrive-count as they were; only
+// the evidence of the diversion (EvidenceHeaders, reason "parked") is removed.
+func ReleaseHeaders(h map[string]any) map[string]any {
+	out := maps.Clone(h)
+	if out == nil {
+		out = make(map[string]any)
+	}
+	for _, k := range evidenceHeaders {
+		delete(out, k)
+	}
+	return out
+}

@@ -67,6 +67,11 @@ type Features struct {
 	Leases bool
 	// VisibilityTimeout is the lease length, when Leases.
 	VisibilityTimeout time.Duration
+	// CatalogParking: a DeadLetter settlement with reason "parked" is in
+	// the catalog, as a parked entry, when Settle returns (no broker
+	// dead-letter queue to ingest first). Ordering "park" and "block"
+	// need it.
+	CatalogParking bool
 }
 
 // Featurer is implemented by transports that describe their Features.

@@ -3,9 +3,11 @@ package rabbitmq_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -70,4 +72,25 @@ func harness() transporttest.Harness {
 
 func TestConformance(t *testing.T) {
 	transporttest.Run(t, harness())
+}
+
+// TestOrdering runs the park and block scenarios on the broker, with the
+// catalog (and the held keys) in a SQLite file.
+func TestOrdering(t *testing.T) {
+	transporttest.RunOrdering(t, transporttest.OrderingHarness{
+		Name: "rabbitmq",
+		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
+			tr := open(t)
+			t.Cleanup(func() { tr.Close() })
+			cat, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cat.Close() })
+			return catalog.Account(tr, cat), cat
+		},
+		Teardown: func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error {
+			return tr.(*catalog.Accounted).Unwrap().(*rabbitmq.Transport).DeleteQueues(ctx, spec)
+		},
+	})
 }

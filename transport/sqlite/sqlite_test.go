@@ -50,3 +50,20 @@ func deadLetters(ctx context.Context, tr transport.Transport, queue string) ([]t
 func TestConformance(t *testing.T) {
 	transporttest.Run(t, harness())
 }
+
+// TestOrdering runs the park and block scenarios on the embedded store,
+// whose catalog is in the same database file.
+func TestOrdering(t *testing.T) {
+	transporttest.RunOrdering(t, transporttest.OrderingHarness{
+		Name: "sqlite",
+		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
+			tr := harness().New(t)
+			t.Cleanup(func() { tr.Close() })
+			cat, err := catalog.New(context.Background(), tr.(*sqlite.Transport).DB())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tr, cat
+		},
+	})
+}

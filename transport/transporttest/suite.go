@@ -56,6 +56,13 @@ type env struct {
 	calls     map[string]int
 }
 
+// uniqueQueue returns a queue name made of the test's name and a random
+// suffix.
+func uniqueQueue(t *testing.T) string {
+	name := strings.ToLower(strings.NewReplacer("/", ".", " ", "-").Replace(t.Name()))
+	return fmt.Sprintf("tt.%s.%08x", name, rand.Uint32())
+}
+
 // newEnv declares a unique queue configured by qc (Name and Transport are
 // filled in) on a new transport.
 func newEnv(t *testing.T, h Harness, qc lily.QueueConfig) *env {
@@ -64,8 +71,7 @@ func newEnv(t *testing.T, h Harness, qc lily.QueueConfig) *env {
 	t.Cleanup(cancel)
 	tr := h.New(t)
 	t.Cleanup(func() { tr.Close() })
-	name := strings.ToLower(strings.NewReplacer("/", ".", " ", "-").Replace(t.Name()))
-	qc.Name = fmt.Sprintf("tt.%s.%08x", name, rand.Uint32())
+	qc.Name = uniqueQueue(t)
 	qc.Transport = h.Name
 	if qc.Breaker == nil {
 		// Behaviours that fail many messages on purpose are not outages.

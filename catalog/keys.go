@@ -1,0 +1,456 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+)
+
+// Held keys keep per-key ordering (DESIGN §4, ordering "park" and "block")
+// across restarts. A key is held while one of its messages has not been
+// processed in order:
+//
+//   - held: its head (the message whose failure holds it) was dead-lettered;
+//     every later message of the key is diverted, in arrival order, into the
+//     catalog as a parked entry.
+//   - waiting: exactly one message of the key — the allowed one: a retry
+//     copy in its delay bucket, the head sent back by unpark or redrive, or
+//     the next parked entry on its way back — may be processed; everything
+//     else of the key is still diverted.
+//
+// When the allowed message succeeds, the consumer advances the key: the
+// oldest parked entry is sent back to the source queue and becomes the
+// allowed one, until none is left and the key is free. Messages of a key
+// therefore reach the handler in their arrival order, one at a time, with
+// every wait in the broker or the catalog, never in a handler.
+const keySchema = `
+CREATE TABLE IF NOT EXISTS lily_held_keys (
+	queue            TEXT    NOT NULL,
+	msg_key          TEXT    NOT NULL,
+	mode             TEXT    NOT NULL,
+	state            TEXT    NOT NULL,
+	head_event_id    TEXT    NOT NULL,
+	allowed_event_id TEXT    NOT NULL DEFAULT '',
+	since            INTEGER NOT NULL,
+	updated_at       INTEGER NOT NULL,
+	PRIMARY KEY (queue, msg_key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_parked_key ON lily_dlq_entries(queue, msg_key, id) WHERE state = 'parked';
+`
+
+// Key modes (the queue's ordering) and key states.
+const (
+	KeyModePark  = "park"
+	KeyModeBlock = "block"
+	KeyHeld      = "held"
+	KeyWaiting   = "waiting"
+)
+
+// Audit actions and outcomes of held keys.
+const (
+	ActionUnpark    = "unpark"
+	ActionRelease   = "release"
+	OutcomeReleased = "released"
+	OutcomeWaiting  = "waiting"
+	OutcomeWould    = "would_unpark"
+)
+
+// ErrNotHeld is returned for a key that is neither parked nor blocked.
+var ErrNotHeld = errors.New("catalog: the key is not parked or blocked")
+
+// HeldKey is one parked or blocked key, as lily dlq parked lists it.
+type HeldKey struct {
+	Queue string `json:"queue"`
+	Key   string `json:"key"`
+	// Mode is the queue's ordering: "park" or "block".
+	Mode string `json:"mode"`
+	// State is "held" or "waiting" (see the package's held keys).
+	State string `json:"state"`
+	// HeadEventID is the message whose failure holds the key.
+	HeadEventID string `json:"head_event_id"`
+	// AllowedEventID is the one message let through while waiting.
+	AllowedEventID string `json:"allowed_event_id,omitempty"`
+	// Head is the head's latest catalog entry; nil while it has not been
+	// ingested from a broker dead-letter queue yet.
+	Head *EntryRef `json:"head,omitempty"`
+	// Parked is the number of later messages waiting in the catalog.
+	Parked int64     `json:"parked"`
+	Since  time.Time `json:"since"`
+}
+
+// KeyState returns the state of key on queue ("" when it is free), the
+// allowed event ID (when waiting) and the head's event ID.
+func (s *Store) KeyState(ctx context.Context, queue, key string) (state, allowed, head string, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT state, allowed_event_id, head_event_id FROM lily_held_keys WHERE queue = ? AND msg_key = ?`,
+		queue, key).Scan(&state, &allowed, &head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", "", nil
+	}
+	if err != nil {
+		return "", "", "", fmt.Errorf("catalog: key %q of %s: %w", key, queue, err)
+	}
+	return state, allowed, head, nil
+}
+
+// HoldKey holds key on queue with the given mode. With state KeyHeld,
+// eventID is the dead-lettered head and nothing of the key passes; with
+// KeyWaiting, eventID is the one message allowed through (a retry copy, a
+// released delivery). The change is committed before HoldKey returns.
+func (s *Store) HoldKey(ctx context.Context, queue, key, mode, state, eventID string) error {
+	now := time.Now().UnixMilli()
+	var q string
+	switch state {
+	case KeyHeld:
+		q = `INSERT INTO lily_held_keys(queue, msg_key, mode, state, head_event_id, allowed_event_id, since, updated_at)
+			VALUES (?1, ?2, ?3, 'held', ?4, '', ?5, ?5)
+			ON CONFLICT(queue, msg_key) DO UPDATE SET mode = ?3, state = 'held', head_event_id = ?4, allowed_event_id = '', updated_at = ?5`
+	case KeyWaiting:
+		q = `INSERT INTO lily_held_keys(queue, msg_key, mode, state, head_event_id, allowed_event_id, since, updated_at)
+			VALUES (?1, ?2, ?3, 'waiting', ?4, ?4, ?5, ?5)
+			ON CONFLICT(queue, msg_key) DO UPDATE SET mode = ?3, state = 'waiting', allowed_event_id = ?4, updated_at = ?5`
+	default:
+		return fmt.Errorf("catalog: hold key %q: state %q must be %q or %q", key, state, KeyHeld, KeyWaiting)
+	}
+	if _, err := s.db.ExecContext(ctx, q, queue, key, mode, eventID, now); err != nil {
+		return fmt.Errorf("catalog: hold key %q of %s: %w", key, queue, err)
+	}
+	return nil
+}
+
+// AdvanceKey is called when the allowed message of a waiting key was
+// processed: it sends the key's oldest parked entry back to queue through
+// pub and lets it through, or, with none left, frees the key (free=true).
+func (s *Store) AdvanceKey(ctx context.Context, queue, key string, pub transport.Transport) (free bool, err error) {
+	d := newDecision("", "lily-consumer", keySelector(queue, key), nil)
+	return s.advance(ctx, d, queue, key, pub, ActionRelease)
+}
+
+// ResumeKeys finishes what a crash or an operator left for the keys of
+// queue and returns how many keys are held: an allowed entry recorded but
+// not yet sent is sent (a duplicate at worst), and a blocked key whose head
+// was discarded or erased is advanced.
+func (s *Store) ResumeKeys(ctx context.Context, queue string, pub transport.Transport) (held int, err error) {
+	keys, err := s.HeldKeys(ctx, queue)
+	if err != nil {
+		return 0, err
+	}
+	d := newDecision("", "lily-consumer", "", nil)
+	for _, k := range keys {
+		d.selector = keySelector(queue, k.Key)
+		switch {
+		case k.State == KeyWaiting:
+			e, err := s.parkedEntry(ctx, s.db, queue, k.Key, k.AllowedEventID)
+			if err != nil {
+				return 0, err
+			}
+			if e != nil {
+				if err := s.release(ctx, d, e, pub, ActionRelease); err != nil {
+					return 0, err
+				}
+			}
+		case k.Mode == KeyModeBlock && k.Head != nil && (k.Head.State == StateDiscarded || k.Head.State == StateErased):
+			free, err := s.advance(ctx, d, queue, k.Key, pub, ActionRelease)
+			if err != nil {
+				return 0, err
+			}
+			if free {
+				continue
+			}
+		}
+		held++
+	}
+	return held, nil
+}
+
+// HeldKeys lists the held keys of queue ("" for every queue) with their
+// head and the number of parked entries behind it.
+func (s *Store) HeldKeys(ctx context.Context, queue string) ([]HeldKey, error) {
+	q := `SELECT k.queue, k.msg_key, k.mode, k.state, k.head_event_id, k.allowed_event_id, k.since,
+		(SELECT COUNT(*) FROM lily_dlq_entries e WHERE e.queue = k.queue AND e.msg_key = k.msg_key AND e.state = 'parked')
+		FROM lily_held_keys k`
+	var args []any
+	if queue != "" {
+		q += ` WHERE k.queue = ?`
+		args = append(args, queue)
+	}
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY k.queue, k.since, k.msg_key`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: held keys: %w", err)
+	}
+	var out []HeldKey
+	for rows.Next() {
+		var k HeldKey
+		var since int64
+		if err := rows.Scan(&k.Queue, &k.Key, &k.Mode, &k.State, &k.HeadEventID, &k.AllowedEventID, &since, &k.Parked); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		k.Since = time.UnixMilli(since).UTC()
+		out = append(out, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		refs, err := pageRefs(ctx, s.db, Filter{Queue: out[i].Queue, EventIDs: []string{out[i].HeadEventID}}, "", 1000)
+		if err != nil {
+			return nil, err
+		}
+		if len(refs) > 0 {
+			h := refs[len(refs)-1] // the latest dead-lettering of the head
+			out[i].Head = &h
+		}
+	}
+	return out, nil
+}
+
+// UnparkParams are the arguments of Unpark.
+type UnparkParams struct {
+	Queue, Key string
+	// DryRun reports what would happen and changes nothing (it is audited).
+	DryRun bool
+	// MaxRedrives is the queue's max_redrives: a head redriven that many
+	// times is not sent again. Defaults to DefaultMaxRedrives.
+	MaxRedrives int
+	// Target returns the transport that publishes into the queue.
+	Target func(ctx context.Context, queue string) (Publisher, error)
+	// Actor is who decides. Defaults to DefaultActor().
+	Actor string
+	// Op is the audit operation ID. Defaults to NewOp.
+	Op string
+}
+
+// UnparkResult says what Unpark did (or would do).
+type UnparkResult struct {
+	Op     string `json:"op"`
+	DryRun bool   `json:"dry_run"`
+	// Key is the key as it was before the call.
+	Key HeldKey `json:"key"`
+	// Action is "redrive_head" (the head is sent back and let through; the
+	// consumer then releases the parked entries one by one, in order),
+	// "release_next" (the head was decided otherwise: the oldest parked
+	// entry is sent), "await_head" (the head is already on its way back),
+	// or "nothing" (the key was already waiting).
+	Action string `json:"action"`
+	// Free is set when the key had nothing parked and is free now.
+	Free bool `json:"free"`
+}
+
+// Unpark lets a held key move again (lily dlq unpark): its head is redriven
+// first — x-retry-count reset, redrive count +1, let through alone — and
+// once the consumer processed it, the parked entries follow one at a time
+// in their original order, each confirmed before the next. If the head
+// fails again, it is dead-lettered again and the key stays held.
+func (s *Store) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error) {
+	d := newDecision(p.Op, p.Actor, keySelector(p.Queue, p.Key), nil)
+	res := UnparkResult{Op: d.op, DryRun: p.DryRun}
+	keys, err := s.HeldKeys(ctx, p.Queue)
+	if err != nil {
+		return res, err
+	}
+	var k *HeldKey
+	for i := range keys {
+		if keys[i].Key == p.Key {
+			k = &keys[i]
+		}
+	}
+	if k == nil {
+		return res, fmt.Errorf("%w: key %q on queue %q (lily dlq parked lists the held keys)", ErrNotHeld, p.Key, p.Queue)
+	}
+	res.Key = *k
+	maxR := p.MaxRedrives
+	if maxR <= 0 {
+		maxR = DefaultMaxRedrives
+	}
+	switch {
+	case k.State == KeyWaiting && k.AllowedEventID != k.HeadEventID:
+		res.Action = "nothing" // a retry copy or a released entry is on its way
+	case k.Head == nil:
+		return res, fmt.Errorf("catalog: the head %s of key %q is not in the catalog yet: run lily dlq ingest first", k.HeadEventID, p.Key)
+	case k.Head.State == StatePending && k.Head.RedriveCount >= maxR:
+		return res, fmt.Errorf("catalog: the head %s of key %q was redriven %d times (max_redrives %d): decide it by hand (lily dlq discard --id %d --reason ..., then unpark)",
+			k.HeadEventID, p.Key, k.Head.RedriveCount, maxR, k.Head.ID)
+	case k.Head.State == StatePending:
+		res.Action = "redrive_head"
+	case k.Head.State == StateNeedsManual:
+		return res, fmt.Errorf("catalog: the head %s of key %q needs a manual decision (entry %d): discard it with a reason, then unpark", k.HeadEventID, p.Key, k.Head.ID)
+	case k.Head.State == StateRedriven:
+		res.Action = "await_head"
+	default: // discarded or erased: the rest may follow
+		res.Action = "release_next"
+	}
+	if p.DryRun || res.Action == "nothing" {
+		outcome := OutcomeWould
+		if res.Action == "nothing" {
+			outcome = OutcomeWaiting
+		}
+		detail := fmt.Sprintf("%s: %d parked behind head %s", res.Action, k.Parked, k.HeadEventID)
+		return res, s.AppendAudit(ctx, d.record(ActionUnpark, outcome, p.DryRun, []string{k.HeadEventID}, detail))
+	}
+	if p.Target == nil {
+		return res, errors.New("catalog: unpark needs a Target")
+	}
+	pub, err := p.Target(ctx, p.Queue)
+	if err != nil {
+		return res, err
+	}
+	switch res.Action {
+	case "await_head":
+		if err := s.HoldKey(ctx, p.Queue, p.Key, k.Mode, KeyWaiting, k.HeadEventID); err != nil {
+			return res, err
+		}
+		return res, s.AppendAudit(ctx, d.record(ActionUnpark, OutcomeWaiting, false, []string{k.HeadEventID}, "the head was already redriven; it is let through when it arrives"))
+	case "release_next":
+		res.Free, err = s.advance(ctx, d, p.Queue, p.Key, pub, ActionUnpark)
+		return res, err
+	}
+	head, err := s.Get(ctx, k.Head.ID)
+	if err != nil {
+		return res, err
+	}
+	return res, s.redriveHead(ctx, d, head, k.Mode, pub)
+}
+
+// redriveHead lets the head of a held key through and redrives it.
+func (s *Store) redriveHead(ctx context.Context, d decision, head *Entry, mode string, pub Publisher) error {
+	if err := s.HoldKey(ctx, head.Queue, head.Key, mode, KeyWaiting, head.EventID); err != nil {
+		return err
+	}
+	_, err := s.redriveBatch(ctx, d, pub, head.Queue, []*Entry{head}, nil, RedriveParams{})
+	if err != nil {
+		// Not sent: the key is held again (best effort; a stale allowance
+		// only lets this head through when it comes).
+		_ = s.HoldKey(context.WithoutCancel(ctx), head.Queue, head.Key, mode, KeyHeld, head.EventID)
+	}
+	return err
+}
+
+// allowHeads lets through, before they are redriven, the entries of es
+// that are the heads of held keys: a redriven head is processed first, and
+// the key then moves on.
+func (s *Store) allowHeads(ctx context.Context, q execer, es []*Entry) error {
+	for _, e := range es {
+		if e.Key == "" {
+			continue
+		}
+		if _, err := q.ExecContext(ctx, `UPDATE lily_held_keys SET state = 'waiting', allowed_event_id = ?, updated_at = ?
+			WHERE queue = ? AND msg_key = ? AND head_event_id = ? AND state = 'held'`,
+			e.EventID, time.Now().UnixMilli(), e.Queue, e.Key, e.EventID); err != nil {
+			return fmt.Errorf("catalog: let the head %s of key %q through: %w", e.EventID, e.Key, err)
+		}
+	}
+	return nil
+}
+
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// advance sends the oldest parked entry of key back and lets it through,
+// or frees the key when none is left.
+func (s *Store) advance(ctx context.Context, d decision, queue, key string, pub Publisher, action string) (free bool, err error) {
+	var next *Entry
+	err = withTx(ctx, s.db, func(tx *sql.Tx) error {
+		var err error
+		next, err = s.parkedEntry(ctx, tx, queue, key, "")
+		if err != nil {
+			return err
+		}
+		if next == nil {
+			_, err = tx.ExecContext(ctx, `DELETE FROM lily_held_keys WHERE queue = ? AND msg_key = ?`, queue, key)
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE lily_held_keys SET state = 'waiting', allowed_event_id = ?, updated_at = ? WHERE queue = ? AND msg_key = ?`,
+			next.EventID, time.Now().UnixMilli(), queue, key)
+		if err != nil {
+			return err
+		}
+		if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db {
+			return s.releaseTx(ctx, tx, d, next, tp, action)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("catalog: advance key %q of %s: %w", key, queue, err)
+	}
+	if next == nil {
+		return true, nil
+	}
+	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db {
+		return false, nil // sent in the transaction above
+	}
+	return false, s.release(ctx, d, next, pub, action)
+}
+
+// parkedEntry returns the oldest parked entry of key (with eventID, when
+// not empty), or nil.
+func (s *Store) parkedEntry(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, queue, key, eventID string) (*Entry, error) {
+	query := `SELECT ` + selectCols + ` FROM lily_dlq_entries WHERE queue = ? AND msg_key = ? AND state = 'parked'`
+	args := []any{queue, key}
+	if eventID != "" {
+		query += ` AND event_id = ?`
+		args = append(args, eventID)
+	}
+	e, err := scanEntry(q.QueryRowContext(ctx, query+` ORDER BY id LIMIT 1`, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("catalog: parked entry of key %q: %w", key, err)
+	}
+	return e, nil
+}
+
+// release publishes a parked entry back to its queue and, once confirmed,
+// marks it redriven with its audit record.
+func (s *Store) release(ctx context.Context, d decision, e *Entry, pub Publisher, action string) error {
+	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db {
+		return withTx(ctx, s.db, func(tx *sql.Tx) error { return s.releaseTx(ctx, tx, d, e, tp, action) })
+	}
+	if err := pub.Publish(ctx, releaseParams(e)); err != nil {
+		return fmt.Errorf("catalog: release %s to %s: %w", e.EventID, e.Queue, err)
+	}
+	return withTx(context.WithoutCancel(ctx), s.db, func(tx *sql.Tx) error { return markReleased(ctx, tx, d, e, action) })
+}
+
+// releaseTx is release inside tx, publishing through the catalog's own
+// database.
+func (s *Store) releaseTx(ctx context.Context, tx *sql.Tx, d decision, e *Entry, tp TxPublisher, action string) error {
+	if err := markReleased(ctx, tx, d, e, action); err != nil {
+		return err
+	}
+	if err := tp.PublishTx(ctx, tx, releaseParams(e)); err != nil {
+		return fmt.Errorf("catalog: release %s to %s: %w", e.EventID, e.Queue, err)
+	}
+	return nil
+}
+
+func releaseParams(e *Entry) *transport.PublishParams {
+	return &transport.PublishParams{Queue: e.Queue, Redrive: true, Messages: []transport.Message{{
+		EventID: e.EventID, Key: e.Key, Type: e.Type, Body: e.Body, Headers: evidence.ReleaseHeaders(e.Headers)}}}
+}
+
+// markReleased marks a parked entry redriven (released, not failed again:
+// its redrive count stays) with its audit record.
+func markReleased(ctx context.Context, tx *sql.Tx, d decision, e *Entry, action string) error {
+	now := d.now().UnixMilli()
+	why := "released in order behind key " + e.Key
+	if _, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET state = 'redriven', decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1
+		WHERE id = ?4 AND state = 'parked'`, now, d.actor, why, e.ID); err != nil {
+		return fmt.Errorf("catalog: mark %s released: %w", e.EventID, err)
+	}
+	return appendAudit(ctx, tx, d.record(action, OutcomeReleased, false, []string{e.EventID}, why))
+}
+
+func keySelector(queue, key string) string {
+	return fmt.Sprintf(`{"queue":%q,"key":%q}`, queue, key)
+}

@@ -1,0 +1,193 @@
+package lily
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+)
+
+// KeyStore keeps the persistent per-key state of a queue whose ordering is
+// "park" or "block" (DESIGN §4): which keys are held, and which one message
+// of a held key may pass. *catalog.Store implements it; the catalog holds
+// the parked messages themselves.
+//
+// A key's states: free (""); "held" — its head was dead-lettered and every
+// later message of the key is diverted, in arrival order, into the catalog
+// as a parked entry; "waiting" — only the allowed message (a retry copy in
+// its bucket, the redriven head, the next parked entry on its way back) may
+// pass. When the allowed message succeeds the consumer advances the key:
+// the oldest parked entry is sent back and allowed, until none is left.
+type KeyStore interface {
+	// KeyState returns key's state ("" when free), the allowed event ID
+	// and the head's event ID.
+	KeyState(ctx context.Context, queue, key string) (state, allowed, head string, err error)
+	// HoldKey durably holds key: state "held" with eventID as its head, or
+	// "waiting" with eventID as the one message allowed through.
+	HoldKey(ctx context.Context, queue, key, mode, state, eventID string) error
+	// AdvanceKey sends the key's oldest parked entry back to queue through
+	// pub and allows it, or frees the key when none is left.
+	AdvanceKey(ctx context.Context, queue, key string, pub transport.Transport) (free bool, err error)
+	// ResumeKeys finishes what a crash or an operator left for queue's keys
+	// (an allowed entry not sent yet; a blocked key whose head was
+	// discarded) and returns how many keys are held.
+	ResumeKeys(ctx context.Context, queue string, pub transport.Transport) (held int, err error)
+}
+
+// Key states a KeyStore reports.
+const (
+	keyHeld    = "held"
+	keyWaiting = "waiting"
+)
+
+// ordered reports whether the queue keeps per-key order.
+func (c *Consumer) ordered() bool { return c.o.Queue.Ordering != OrderingReorder }
+
+// checkOrdering validates what ordering "park" and "block" need.
+func checkOrdering(t transport.Transport, o ConsumerOptions) error {
+	if o.Queue.Ordering == OrderingReorder {
+		return nil
+	}
+	if o.Keys == nil {
+		return fmt.Errorf("%w: queue %s: ordering %q needs ConsumerOptions.Keys (the catalog, *catalog.Store), where held keys are kept",
+			ErrInvalidConfig, o.Queue.Name, o.Queue.Ordering)
+	}
+	f, _ := t.(transport.Featurer)
+	if f == nil || !f.Features().CatalogParking {
+		return fmt.Errorf("%w: queue %s: ordering %q needs a transport that parks messages in the catalog: the SQLite transport, or a broker transport wrapped with catalog.Account",
+			ErrInvalidConfig, o.Queue.Name, o.Queue.Ordering)
+	}
+	return nil
+}
+
+// queueBehindKey queues j behind the delivery of its key that is being
+// processed, if any, and reports whether it did. Messages of one key are
+// processed one at a time, in arrival order.
+func (c *Consumer) queueBehindKey(j job) bool {
+	c.kmu.Lock()
+	defer c.kmu.Unlock()
+	if q, busy := c.keyQ[j.d.Key]; busy {
+		c.keyQ[j.d.Key] = append(q, j)
+		return true
+	}
+	c.keyQ[j.d.Key] = nil
+	return false
+}
+
+// runKey processes j and then every delivery of the same key queued behind
+// it, in order.
+func (c *Consumer) runKey(ctx context.Context, j job, settles chan<- settleReq) {
+	key := j.d.Key
+	for {
+		c.processKeyed(ctx, j, settles)
+		c.kmu.Lock()
+		q := c.keyQ[key]
+		if len(q) == 0 {
+			delete(c.keyQ, key)
+			c.kmu.Unlock()
+			return
+		}
+		j, c.keyQ[key] = q[0], q[1:]
+		c.kmu.Unlock()
+	}
+}
+
+// processKeyed decides one delivery of an ordered key and settles it
+// before the key's next delivery is looked at.
+func (c *Consumer) processKeyed(ctx context.Context, j job, settles chan<- settleReq) {
+	d, q := j.d, c.o.Queue
+	state, allowed, head, err := c.o.Keys.KeyState(ctx, q.Name, d.Key)
+	if err != nil {
+		c.log.Error("cannot read the key's state; releasing the delivery for redelivery", "key", d.Key, "event_id", d.EventID, "err", err)
+		c.settleSync(settles, c.releaseReq(d, err))
+		return
+	}
+	through := state == "" || d.EventID == allowed || d.EventID == head
+	if !through {
+		rc, _ := evidence.RetryCount(d.Headers)
+		why := fmt.Errorf("key %q is %s behind %s (ordering %s)", d.Key, state, head, q.Ordering)
+		c.settleSync(settles, c.deadLetter(d, evidence.ReasonParked, why, "", rc, 0))
+		return
+	}
+	r := c.process(ctx, d, j.probe)
+	switch r.s.Action {
+	case transport.DeadLetter:
+		r = c.holdKey(ctx, d, keyHeld, state, r)
+	case transport.Retry, transport.Release:
+		r = c.holdKey(ctx, d, keyWaiting, state, r)
+	case transport.Ack:
+		if state != "" {
+			// Advance before the ack: if the ack is lost, the message comes
+			// back as a duplicate behind the key, never stuck in front of it.
+			free, err := c.o.Keys.AdvanceKey(ctx, q.Name, d.Key, c.t)
+			if err != nil {
+				c.log.Error("cannot move the key on; releasing the delivery, it will be processed again", "key", d.Key, "event_id", d.EventID, "err", err)
+				r = c.releaseReq(d, err)
+				break
+			}
+			if free {
+				c.log.Info("key flows again: nothing of it is waiting", "key", d.Key)
+				c.observe(ctx, Event{Kind: EventKeyReleased, Queue: q.Name, EventID: d.EventID, Key: d.Key})
+			}
+		}
+	}
+	c.settleSync(settles, r)
+}
+
+// holdKey records that d's key is held (its head d was dead-lettered) or
+// waiting (d is retried or released and is the one allowed through), before
+// r is settled. If that cannot be recorded, d is released instead.
+func (c *Consumer) holdKey(ctx context.Context, d *transport.Delivery, to, was string, r settleReq) settleReq {
+	q := c.o.Queue
+	if err := c.o.Keys.HoldKey(ctx, q.Name, d.Key, q.Ordering, to, d.EventID); err != nil {
+		c.log.Error("cannot hold the key; releasing the delivery for redelivery", "key", d.Key, "event_id", d.EventID, "err", err)
+		return c.releaseReq(d, err)
+	}
+	if to == keyHeld && was != keyHeld {
+		fix := "lily dlq unpark --queue " + q.Name + " --key " + d.Key
+		if q.Ordering == OrderingBlock {
+			fix = "lily dlq redrive (or discard) the head, entry of event " + d.EventID
+		}
+		c.log.Warn("key "+q.Ordering+"ed: its later messages wait, in order, until the head is dealt with",
+			"key", d.Key, "head", d.EventID, "reason", r.s.Reason, "fix", fix)
+		c.observe(ctx, Event{Kind: EventKeyHeld, Queue: q.Name, EventID: d.EventID, Key: d.Key, Reason: r.s.Reason})
+	}
+	return r
+}
+
+// releaseReq gives d back for redelivery.
+func (c *Consumer) releaseReq(d *transport.Delivery, err error) settleReq {
+	return settleReq{
+		s:  transport.Settlement{Delivery: d, Action: transport.Release},
+		ev: Event{Kind: EventReleased, Queue: c.o.Queue.Name, EventID: d.EventID, Err: err},
+	}
+}
+
+// settleSync settles r through the settler and waits for the outcome.
+func (c *Consumer) settleSync(settles chan<- settleReq, r settleReq) {
+	r.done = make(chan error, 1)
+	settles <- r
+	<-r.done
+}
+
+// keyPoll finishes left-over key work (ResumeKeys) until ctx is done.
+func (c *Consumer) keyPoll(ctx context.Context) {
+	t := time.NewTicker(c.o.KeyPoll)
+	defer t.Stop()
+	for {
+		c.resumeKeys(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Consumer) resumeKeys(ctx context.Context) {
+	if _, err := c.o.Keys.ResumeKeys(ctx, c.o.Queue.Name, c.t); err != nil && ctx.Err() == nil {
+		c.log.Warn("resuming held keys failed; trying again", "err", err)
+	}
+}
