@@ -442,5 +442,7 @@ func (c QueueConfig) Spec() transport.QueueSpec {
 		BucketsMillis:   c.Policy().Buckets(),
 		BucketMaxLength: c.BucketMaxLength,
 		DLQMaxLength:    c.DLQMaxLength,
+
+		SingleActiveConsumer: c.Ordering == OrderingBlock || c.Ordering == OrderingPark,
 	}
 }

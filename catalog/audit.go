@@ -197,6 +197,17 @@ func NewOp(now time.Time) string {
 type decision struct {
 	op, actor, selector string
 	now                 func() time.Time
+	// redriveAs is the audit action of the redrives this decision makes
+	// (ActionRedrive when empty; ActionUnpark for an unpark's head).
+	redriveAs string
+}
+
+// redriveAction is the audit action of d's redrives.
+func (d decision) redriveAction() string {
+	if d.redriveAs != "" {
+		return d.redriveAs
+	}
+	return ActionRedrive
 }
 
 func newDecision(op, actor, selector string, now func() time.Time) decision {

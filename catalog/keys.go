@@ -249,6 +249,7 @@ type UnparkResult struct {
 // fails again, it is dead-lettered again and the key stays held.
 func (s *Store) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error) {
 	d := newDecision(p.Op, p.Actor, keySelector(p.Queue, p.Key), nil)
+	d.redriveAs = ActionUnpark
 	res := UnparkResult{Op: d.op, DryRun: p.DryRun}
 	keys, err := s.HeldKeys(ctx, p.Queue)
 	if err != nil {

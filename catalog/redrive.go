@@ -343,7 +343,7 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 	if err := pub.Publish(ctx, pp); err != nil {
 		detail := fmt.Sprintf("publish to %s: %v", queue, err)
 		// The entries are unchanged; record the failure even when ctx ended.
-		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeFailed, false, eventIDs(es), detail)); aerr != nil {
+		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(d.redriveAction(), OutcomeFailed, false, eventIDs(es), detail)); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 		return 0, fmt.Errorf("publish %d entries to %s: %w", len(es), queue, err)
@@ -386,7 +386,7 @@ func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *t
 		return nil
 	})
 	if err != nil {
-		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeFailed, false, eventIDs(es), err.Error())); aerr != nil {
+		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(d.redriveAction(), OutcomeFailed, false, eventIDs(es), err.Error())); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 		return 0, err
@@ -443,7 +443,7 @@ func markStateTx(ctx context.Context, tx *sql.Tx, d decision, es []*Entry, set, 
 		if len(changed) < len(es) {
 			detail += fmt.Sprintf(" (%d entries were decided by someone else meanwhile and left as they were)", len(es)-len(changed))
 		}
-		return appendAudit(ctx, tx, d.record(ActionRedrive, outcome, false, eventIDs(changed), detail))
+		return appendAudit(ctx, tx, d.record(d.redriveAction(), outcome, false, eventIDs(changed), detail))
 	}()
 	return changed, err
 }

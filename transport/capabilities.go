@@ -22,6 +22,10 @@ type QueueSpec struct {
 	// dead-letter queue where the broker supports it; 0 means no cap.
 	BucketMaxLength int64
 	DLQMaxLength    int64
+	// SingleActiveConsumer lets one consumer at a time consume the queue
+	// (RabbitMQ's x-single-active-consumer): per-key order (ordering park
+	// or block) needs it.
+	SingleActiveConsumer bool
 }
 
 // DeclareParams are the arguments of Declarer.Declare.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily/catalog"
 )
 
 func init() { registerDLQ(newDLQListCmd) }
@@ -44,6 +46,9 @@ func newDLQListCmd() *cobra.Command {
   inflow/1h    entries dead-lettered in the last hour
   owner        the queue's owner from --config (lint warns when it has none)
 
+Below the table: the parked and blocked keys (ordering "park" and "block"),
+each with its head and the number of messages waiting behind it.
+
 Retention and owner come from --config; a queue without a [[queue]] entry
 has the default retention (336 hours) and no owner.`,
 		Args: cobra.NoArgs,
@@ -72,9 +77,16 @@ has the default retention (336 hours) and no owner.`,
 				}
 				rows[i] = r
 			}
+			keys, err := env.cat.HeldKeys(ctx, "")
+			if err != nil {
+				return err
+			}
+			if keys == nil {
+				keys = []catalog.HeldKey{}
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(out, map[string]any{"queues": rows})
+				return writeJSON(out, map[string]any{"queues": rows, "held_keys": keys})
 			}
 			if len(rows) == 0 {
 				fmt.Fprintf(out, "no queues in the catalog %s yet\n", env.path)
@@ -104,7 +116,14 @@ has the default retention (336 hours) and no owner.`,
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t\n", r.Queue, r.Depth, r.Pending, r.Parked, r.NeedsManual,
 					oldest, deadline, past, r.InflowLastHour, owner)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(keys) > 0 {
+				fmt.Fprintf(out, "\n%d parked or blocked keys: their later messages wait, in order ('lily dlq unpark', or redrive or discard the head)\n", len(keys))
+				return printHeldKeys(out, keys, now)
+			}
+			return nil
 		},
 	}
 	sf.add(cmd)

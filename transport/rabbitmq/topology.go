@@ -74,14 +74,20 @@ func Plan(specs []transport.QueueSpec) (Topology, error) {
 		exchanges[dlx] = Exchange{Name: dlx, Type: "direct", Durable: true}
 		// A quorum queue with x-delivery-limit L hands a message out L+1
 		// times (checked on 3.10.8), so L = delivery_limit - 1.
-		top.Queues = append(top.Queues, Queue{Name: s.Name, Role: "main", Source: s.Name, Arguments: map[string]any{
+		mainArgs := map[string]any{
 			"x-queue-type":              "quorum",
 			"x-delivery-limit":          int64(s.DeliveryLimit - 1),
 			"x-dead-letter-exchange":    dlx,
 			"x-dead-letter-routing-key": s.Name,
 			"x-dead-letter-strategy":    "at-least-once",
 			"x-overflow":                "reject-publish",
-		}})
+		}
+		if s.SingleActiveConsumer {
+			// Per-key order (ordering park or block) holds only with one
+			// consumer at a time; the others stand by.
+			mainArgs["x-single-active-consumer"] = true
+		}
+		top.Queues = append(top.Queues, Queue{Name: s.Name, Role: "main", Source: s.Name, Arguments: mainArgs})
 		keys := s.BindingKeys
 		if len(keys) == 0 {
 			keys = []string{s.Name}

@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/sqlite"
+)
+
+// TestDLQParkedUnpark parks a key with a consumer of a queue with ordering
+// "park", lists it with 'lily dlq parked' and 'lily dlq list', unparks it
+// with a dry run, then for real while the head still fails (exit 1: the key
+// stays parked), then after the fix — and checks that the key's messages
+// were processed in publish order and the ledger balances.
+func TestDLQParkedUnpark(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lily.db")
+	tr, err := sqlite.Open(ctx, db, sqlite.Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	cat, err := catalog.New(ctx, tr.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := lily.QueueConfig{Name: "payments.captured", Ordering: lily.OrderingPark, RetryAttempts: 1, RetryBackoffMillis: 20}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{q.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []lily.Message
+	for i := range 4 {
+		for _, k := range []string{"acct-1", "acct-2"} {
+			msgs = append(msgs, lily.Message{Key: k, Body: fmt.Appendf(nil, "%s/%d", k, i)})
+		}
+	}
+	if err := lily.Publish(ctx, tr, q.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	var fixed atomic.Bool
+	var mu sync.Mutex
+	var order []string
+	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
+		if string(d.Body) == "acct-2/1" && !fixed.Load() {
+			return lily.Permanent(errors.New("ledger account acct-2 is frozen"))
+		}
+		mu.Lock()
+		order = append(order, string(d.Body))
+		mu.Unlock()
+		return nil
+	}), lily.ConsumerOptions{Queue: q, Keys: cat, KeyPoll: 20 * time.Millisecond, ReceiveWait: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	processed := func(key string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, b := range order {
+			if strings.HasPrefix(b, key+"/") && !slices.Contains(out, b) {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	eventually(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
+		ks, err := cat.HeldKeys(ctx, q.Name)
+		return err == nil && len(ks) == 1 && ks[0].Parked == 2 && len(processed("acct-1")) == 4
+	})
+
+	code, out, errOut := run(t, "dlq", "parked", "--db", db, "--json")
+	var parked struct{ Keys []catalog.HeldKey }
+	if code != 0 || json.Unmarshal([]byte(out), &parked) != nil || len(parked.Keys) != 1 {
+		t.Fatalf("dlq parked --json = %d %q %q", code, out, errOut)
+	}
+	k := parked.Keys[0]
+	if k.Key != "acct-2" || k.Mode != "park" || k.State != "held" || k.Parked != 2 || k.Head == nil || k.Head.State != catalog.StatePending {
+		t.Errorf("parked key = %+v", k)
+	}
+	code, out, _ = run(t, "dlq", "parked", "--db", db)
+	if code != 0 || !strings.Contains(out, "acct-2") || !strings.Contains(out, "park") {
+		t.Errorf("dlq parked = %d %q", code, out)
+	}
+	code, out, _ = run(t, "dlq", "list", "--db", db)
+	if code != 0 || !strings.Contains(out, "1 parked or blocked keys") || !strings.Contains(out, "acct-2") {
+		t.Errorf("dlq list = %d %q", code, out)
+	}
+
+	// Usage errors name the flag.
+	if code, _, errOut := run(t, "dlq", "unpark", "--db", db, "--key", "acct-2"); code != 2 || !strings.Contains(errOut, "--queue is required") {
+		t.Errorf("unpark without --queue = %d %q", code, errOut)
+	}
+	if code, _, errOut := run(t, "dlq", "unpark", "--db", db, "--queue", q.Name, "--key", "acct-9"); code != 1 || !strings.Contains(errOut, "not parked") {
+		t.Errorf("unpark of a free key = %d %q", code, errOut)
+	}
+
+	code, out, _ = run(t, "dlq", "unpark", "--db", db, "--queue", q.Name, "--key", "acct-2", "--dry-run")
+	if code != 0 || !strings.Contains(out, "dry run") || !strings.Contains(out, "2 parked behind it") {
+		t.Errorf("unpark --dry-run = %d %q", code, out)
+	}
+	// Unparked before the fix: the head fails again, the key stays parked.
+	code, out, _ = run(t, "dlq", "unpark", "--db", db, "--queue", q.Name, "--key", "acct-2", "--wait", "20s", "--actor", "ops-anna")
+	if code != 1 || !strings.Contains(out, "failed again") {
+		t.Fatalf("unpark before the fix = %d %q", code, out)
+	}
+	if got := processed("acct-2"); !slices.Equal(got, []string{"acct-2/0"}) {
+		t.Fatalf("acct-2 processed %v while parked", got)
+	}
+
+	fixed.Store(true)
+	code, out, _ = run(t, "dlq", "unpark", "--db", db, "--queue", q.Name, "--key", "acct-2", "--wait", "20s", "--json", "--actor", "ops-anna")
+	var res unparkJSON
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Outcome != "free" || res.Action != "redrive_head" {
+		t.Fatalf("unpark after the fix = %d %q", code, out)
+	}
+	if got, want := processed("acct-2"), []string{"acct-2/0", "acct-2/1", "acct-2/2", "acct-2/3"}; !slices.Equal(got, want) {
+		t.Errorf("acct-2 processed in order %v, want %v", got, want)
+	}
+	outcomes := auditOutcomes(t, db)
+	if outcomes["unpark/would_unpark/dry"] != 1 || outcomes["unpark/redriven"] != 2 || outcomes["release/released"] != 2 {
+		t.Errorf("audit outcomes = %v", outcomes)
+	}
+	stop()
+	<-done
+	done <- nil
+	code, out, _ = run(t, "reconcile", "--db", db, "--json")
+	if code != 0 || !strings.Contains(out, `"accepted": 8`) || !strings.Contains(out, `"acked": 8`) {
+		t.Errorf("reconcile = %d %q", code, out)
+	}
+}
+
+// eventually polls cond until it holds, failing after 30 seconds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
