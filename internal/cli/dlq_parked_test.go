@@ -19,6 +19,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // TestDLQParkedUnpark parks a key with a consumer of a queue with ordering
@@ -83,7 +84,7 @@ func TestDLQParkedUnpark(t *testing.T) {
 		}
 		return out
 	}
-	eventually(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
+	transporttest.WaitFor(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
 		ks, err := cat.HeldKeys(ctx, q.Name)
 		return err == nil && len(ks) == 1 && ks[0].Parked == 2 && len(processed("acct-1")) == 4
 	})
@@ -146,17 +147,5 @@ func TestDLQParkedUnpark(t *testing.T) {
 	code, out, _ = run(t, "reconcile", "--db", db, "--json")
 	if code != 0 || !strings.Contains(out, `"accepted": 8`) || !strings.Contains(out, `"acked": 8`) {
 		t.Errorf("reconcile = %d %q", code, out)
-	}
-}
-
-// eventually polls cond until it holds, failing after 30 seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -147,7 +147,7 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 	}()
 
 	// Every other key is processed in full while K waits behind its head.
-	waitFor(t, "keys A, B and C processed and K's head parked", func() bool {
+	WaitFor(t, "keys A, B and C processed and K's head parked", func() bool {
 		for _, k := range keys[:3] {
 			if len(log.firsts(k)) < perKey {
 				return false
@@ -169,7 +169,7 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 		t.Fatal(err)
 	}
 	var hk catalog.HeldKey
-	waitFor(t, "K/6 parked behind the head", func() bool {
+	WaitFor(t, "K/6 parked behind the head", func() bool {
 		ks, err := store.HeldKeys(ctx, q.Name)
 		if err != nil || len(ks) != 1 {
 			return false
@@ -213,7 +213,7 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 			t.Fatalf("discard of the head = %+v, %v", res, err)
 		}
 	}
-	waitFor(t, "key K processed to the end and free", func() bool {
+	WaitFor(t, "key K processed to the end and free", func() bool {
 		ks, err := store.HeldKeys(ctx, q.Name)
 		return err == nil && len(ks) == 0 && len(log.firsts("K")) == len(sc.expected)
 	})
@@ -251,7 +251,7 @@ func checkOrderingLedger(t *testing.T, ctx context.Context, tr transport.Transpo
 	t.Helper()
 	ifc, _ := tr.(transport.InFlightCounter)
 	var row catalog.LedgerRow
-	waitFor(t, "the ledger of "+queue+" settled", func() bool {
+	WaitFor(t, "the ledger of "+queue+" settled", func() bool {
 		rows, err := store.Ledger(ctx, ifc)
 		if err != nil {
 			t.Fatal(err)
@@ -274,8 +274,9 @@ func checkOrderingLedger(t *testing.T, ctx context.Context, tr transport.Transpo
 	}
 }
 
-// waitFor polls cond until it holds, failing the test after 30 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// WaitFor polls cond every 10ms until it holds, failing the test after 30
+// seconds with what was awaited.
+func WaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
