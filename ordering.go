@@ -111,6 +111,18 @@ func (c *Consumer) processKeyed(ctx context.Context, j job, settles chan<- settl
 		c.settleSync(settles, c.deadLetter(d, evidence.ReasonParked, why, "", rc, 0))
 		return
 	}
+	if state == "" && d.DeliveryCount > 1 {
+		// A redelivery: its last holder may have died in the handler. Hold
+		// the key before trying again, so that if this is a crash-type
+		// poison that the broker dead-letters at its delivery limit, the
+		// key's later messages still wait behind it.
+		if err := c.o.Keys.HoldKey(ctx, q.Name, d.Key, q.Ordering, keyWaiting, d.EventID); err != nil {
+			c.log.Error("cannot hold the key; releasing the delivery for redelivery", "key", d.Key, "event_id", d.EventID, "err", err)
+			c.settleSync(settles, c.releaseReq(d, err))
+			return
+		}
+		state, allowed, head = keyWaiting, d.EventID, d.EventID
+	}
 	r := c.process(ctx, d, j.probe)
 	switch r.s.Action {
 	case transport.DeadLetter:

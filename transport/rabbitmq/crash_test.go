@@ -9,38 +9,43 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // The crash test re-executes this test binary as a consumer process that
 // calls os.Exit on the poison message.
 const (
-	crashChildQueue = "LILY_RMQ_CRASH_QUEUE"
-	crashChildLog   = "LILY_RMQ_CRASH_LOG"
+	crashChildQueue   = "LILY_RMQ_CRASH_QUEUE"
+	crashChildLog     = "LILY_RMQ_CRASH_LOG"
+	crashChildCatalog = "LILY_RMQ_CRASH_CATALOG" // set: ordering park, held keys in this catalog
 )
 
 func TestMain(m *testing.M) {
 	if q := os.Getenv(crashChildQueue); q != "" {
-		os.Exit(crashChild(q, os.Getenv(crashChildLog)))
+		os.Exit(crashChild(q, os.Getenv(crashChildLog), os.Getenv(crashChildCatalog)))
 	}
 	os.Exit(m.Run())
 }
 
-func crashQueueConfig(name string) lily.QueueConfig {
-	return lily.QueueConfig{Name: name, Transport: lily.TransportRabbitMQ, DeliveryLimit: 3}.WithDefaults()
+func crashQueueConfig(name, ordering string) lily.QueueConfig {
+	return lily.QueueConfig{Name: name, Transport: lily.TransportRabbitMQ, DeliveryLimit: 3, Ordering: ordering}.WithDefaults()
 }
 
 // crashChild consumes until nothing is left; it appends every processed
-// event ID to logPath and dies (os.Exit) on the body "poison".
-func crashChild(queue, logPath string) int {
+// event ID to logPath and dies (os.Exit) on the body "poison". With a
+// catalog path, the queue's ordering is park and held keys are kept there.
+func crashChild(queue, logPath, catalogPath string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL()})
@@ -48,14 +53,25 @@ func crashChild(queue, logPath string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	qc := crashQueueConfig(queue)
+	qc := crashQueueConfig(queue, lily.OrderingReorder)
 	tr.Register(qc.Spec())
+	var consumed transport.Transport = tr
+	var keys lily.KeyStore
+	if catalogPath != "" {
+		qc = crashQueueConfig(queue, lily.OrderingPark)
+		cat, err := catalog.Open(ctx, catalogPath)
+		if err != nil {
+			return 3
+		}
+		defer cat.Close()
+		consumed, keys = catalog.Account(tr, cat), cat
+	}
 	logf, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 3
 	}
 	var mu sync.Mutex
-	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
+	c, err := lily.NewConsumer(consumed, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if string(d.Body) == "poison" {
 			os.Exit(7) // the process dies mid-handler: no catch block sees it
 		}
@@ -66,7 +82,7 @@ func crashChild(queue, logPath string) int {
 		logf.WriteString(d.EventID + "\n")
 		return logf.Sync()
 	}), lily.ConsumerOptions{Queue: qc, Concurrency: 2, Prefetch: 10, ReceiveWait: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Keys: keys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return 3
 	}
@@ -93,7 +109,7 @@ func TestCrashTypePoison(t *testing.T) {
 	ctx := context.Background()
 	tr := open(t)
 	defer tr.Close()
-	qc := crashQueueConfig(fmt.Sprintf("crash.poison.%08x", rand.Uint32()))
+	qc := crashQueueConfig(fmt.Sprintf("crash.poison.%08x", rand.Uint32()), lily.OrderingReorder)
 	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,23 +123,7 @@ func TestCrashTypePoison(t *testing.T) {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(t.TempDir(), "acked.log")
-	restarts := 0
-	for {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath)
-		cmd.Stderr = os.Stderr
-		err := cmd.Run()
-		if err == nil {
-			break
-		}
-		if cmd.ProcessState.ExitCode() != 7 {
-			t.Fatalf("consumer process failed (not the poison's exit): %v", err)
-		}
-		restarts++
-		if restarts > 10 {
-			t.Fatalf("consumer died %d times: the poison is not bounded by the delivery limit", restarts)
-		}
-	}
+	restarts := runCrashChildren(t, qc.Name, logPath, "")
 	if restarts != qc.DeliveryLimit {
 		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.DeliveryLimit)
 	}
@@ -156,5 +156,129 @@ func TestCrashTypePoison(t *testing.T) {
 	}
 	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
+	}
+}
+
+// runCrashChildren runs consumer subprocesses one after the other until one
+// ends normally and returns how many died on the poison.
+func runCrashChildren(t *testing.T, queue, logPath, catalogPath string) int {
+	t.Helper()
+	restarts := 0
+	for {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashChildQueue+"="+queue, crashChildLog+"="+logPath, crashChildCatalog+"="+catalogPath)
+		cmd.Stderr = os.Stderr
+		err := cmd.Run()
+		if err == nil {
+			return restarts
+		}
+		if cmd.ProcessState.ExitCode() != 7 {
+			t.Fatalf("consumer process failed (not the poison's exit): %v", err)
+		}
+		restarts++
+		if restarts > 10 {
+			t.Fatalf("consumer died %d times: the poison is not bounded by the delivery limit", restarts)
+		}
+	}
+}
+
+// TestCrashTypePoisonParksItsKey is TestCrashTypePoison with ordering park
+// and keyed messages: the poison kills its consumer until the broker
+// dead-letters it at the delivery limit — without the consumer ever seeing
+// it fail — and still its key's later messages wait behind it (the key was
+// held before the redelivered poison ran), while the other keys are
+// processed. Unparked with the fix deployed, the key's messages are
+// processed in publish order, and the ledger balances.
+func TestCrashTypePoisonParksItsKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	raw := open(t)
+	defer raw.Close()
+	catPath := filepath.Join(t.TempDir(), "catalog.db")
+	cat, err := catalog.Open(ctx, catPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	tr := catalog.Account(raw, cat)
+	qc := crashQueueConfig(fmt.Sprintf("crash.park.%08x", rand.Uint32()), lily.OrderingPark)
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	defer raw.DeleteQueues(ctx, qc.Spec())
+	const keys = 5
+	msgs := make([]lily.Message, 30)
+	for i := range msgs {
+		msgs[i] = lily.Message{Key: fmt.Sprintf("k%d", i%keys), Body: fmt.Appendf(nil, "order-%d", i)}
+	}
+	msgs[3].Body = []byte("poison") // key k3; k3's later messages: 8, 13, 18, 23, 28
+	if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "acked.log")
+	if restarts := runCrashChildren(t, qc.Name, logPath, catPath); restarts != qc.DeliveryLimit {
+		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.DeliveryLimit)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[string]bool{}
+	for _, id := range strings.Fields(string(data)) {
+		acked[id] = true
+	}
+	for i, m := range msgs {
+		if want := i%keys != 3; acked[m.EventID] != want {
+			t.Errorf("message %d (key %s) processed = %v, want %v", i, m.Key, acked[m.EventID], want)
+		}
+	}
+	if _, err := cat.Ingest(ctx, tr, qc.Name); err != nil {
+		t.Fatal(err)
+	}
+	held, err := cat.HeldKeys(ctx, qc.Name)
+	if err != nil || len(held) != 1 || held[0].Key != "k3" || held[0].HeadEventID != msgs[3].EventID || held[0].Parked != 5 ||
+		held[0].Head == nil || held[0].Head.State != catalog.StatePending {
+		t.Fatalf("held keys = %+v (%v): want k3 with the poison as its head (ingested) and 5 parked", held, err)
+	}
+	if e, err := cat.Get(ctx, held[0].Head.ID); err != nil || e.Reason != string(evidence.ReasonDeliveryLimit) {
+		t.Fatalf("head entry = %+v (%v), want reason delivery_limit", e, err)
+	}
+
+	// The fix is deployed: a consumer that processes everything.
+	var mu sync.Mutex
+	var order []string
+	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
+		mu.Lock()
+		order = append(order, string(d.Body))
+		mu.Unlock()
+		return nil
+	}), lily.ConsumerOptions{Queue: qc, Keys: cat, ReceiveWait: 20 * time.Millisecond, KeyPoll: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	target := func(context.Context, string) (catalog.Publisher, error) { return raw, nil }
+	if res, err := cat.Unpark(ctx, catalog.UnparkParams{Queue: qc.Name, Key: "k3", Target: target}); err != nil || res.Action != "redrive_head" {
+		t.Fatalf("unpark = %+v, %v", res, err)
+	}
+	transporttest.WaitFor(t, "k3 unparked and processed", func() bool {
+		ks, err := cat.HeldKeys(ctx, qc.Name)
+		mu.Lock()
+		defer mu.Unlock()
+		return err == nil && len(ks) == 0 && len(order) == 6
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"poison", "order-8", "order-13", "order-18", "order-23", "order-28"}; !slices.Equal(order, want) {
+		t.Errorf("k3 processed in order %v, want %v", order, want)
+	}
+	rows, err := cat.Ledger(ctx, tr)
+	if err != nil || len(rows) != 1 || rows[0] != (catalog.LedgerRow{Queue: qc.Name, Accepted: 30, Acked: 30}) {
+		t.Errorf("ledger = %+v (%v), want 30 accepted, 30 acked", rows, err)
 	}
 }
