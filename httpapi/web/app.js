@@ -452,7 +452,7 @@ async function redrive(params) {
         h("a", {href: link("/audit", {op: p.op})}, p.op), "."),
       p.entries.length ? table(["Entry", "Queue", "Event ID", "Redrives", "Plan"], p.entries.map(e => h("tr", {},
         h("td", {class: "num"}, h("a", {href: "#/entry/" + e.id}, e.id)), h("td", {}, e.queue), h("td", {class: "mono"}, e.event_id),
-        h("td", {class: "num"}, e.redrive_count), h("td", {}, e.outcome.replace("would_", "").replace("_", " "))))) : null,
+        h("td", {class: "num"}, e.redrive_count), h("td", {}, e.outcome === "would_need_manual" ? "needs manual (at max_redrives)" : "redrive")))) : null,
       p.truncated ? h("p", {class: "muted"}, "The first 100 are listed.") : null,
       h("p", {}, `Confirming sends them back to their source queues: ${how}${b.rate ? " at " + b.rate + " per second" : ""}.`), btn));
     area.querySelector("h2").focus();
