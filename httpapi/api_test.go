@@ -34,7 +34,7 @@ func TestReadRoutes(t *testing.T) {
 		t.Fatalf("queues: %d %+v", code, queues)
 	}
 	q := queues.Queues[0]
-	if q.Queue != "orders.created" || q.Depth != 10 || q.Owner != "team-checkout" || q.RetentionHours != 72 || q.Oldest == nil ||
+	if q.Queue.Queue != "orders.created" || q.Depth != 10 || q.Owner != "team-checkout" || q.RetentionHours != 72 || q.Oldest == nil ||
 		len(q.Inflow) != inflowBuckets || q.PastDeadline {
 		t.Errorf("orders.created = %+v", q)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/entryview"
 )
 
 // maxListed is the most entries a decision's answer lists.
@@ -16,12 +17,7 @@ const maxListed = 100
 // decideAnswer is the answer of discard, erase and expire (and the
 // listing part of a redrive dry run).
 type decideAnswer struct {
-	Op      string             `json:"op"`
-	Action  string             `json:"action"`
-	DryRun  bool               `json:"dry_run"`
-	Count   int                `json:"count"`
-	Reason  string             `json:"reason,omitempty"`
-	ByQueue map[string]int     `json:"by_queue,omitempty"`
+	entryview.Decision
 	Entries []catalog.EntryRef `json:"entries"`
 	// Truncated is set when more entries were decided than listed.
 	Truncated bool `json:"truncated"`
@@ -90,7 +86,7 @@ func (s *Server) handleDiscard(w http.ResponseWriter, r *http.Request, p *princi
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, decideAnswer{Op: res.Op, Action: catalog.ActionDiscard, DryRun: req.DryRun, Count: res.Count, Reason: req.Reason,
+	writeJSON(w, http.StatusOK, decideAnswer{Decision: entryview.Decision{Op: res.Op, Action: catalog.ActionDiscard, DryRun: req.DryRun, Count: res.Count, Reason: req.Reason},
 		Entries: l.list(), Truncated: l.truncated})
 }
 
@@ -127,7 +123,7 @@ func (s *Server) handleErase(w http.ResponseWriter, r *http.Request, p *principa
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, decideAnswer{Op: res.Op, Action: catalog.ActionErase, DryRun: req.DryRun, Count: res.Count, Reason: req.Reason,
+	writeJSON(w, http.StatusOK, decideAnswer{Decision: entryview.Decision{Op: res.Op, Action: catalog.ActionErase, DryRun: req.DryRun, Count: res.Count, Reason: req.Reason},
 		Entries: l.list(), Truncated: l.truncated})
 }
 
@@ -152,7 +148,7 @@ func (s *Server) handleExpire(w http.ResponseWriter, r *http.Request, p *princip
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, decideAnswer{Op: res.Op, Action: catalog.ActionExpire, DryRun: req.DryRun, Count: res.Count, ByQueue: res.ByQueue,
+	writeJSON(w, http.StatusOK, decideAnswer{Decision: entryview.Decision{Op: res.Op, Action: catalog.ActionExpire, DryRun: req.DryRun, Count: res.Count, ByQueue: res.ByQueue},
 		Entries: l.list(), Truncated: l.truncated})
 }
 

@@ -66,6 +66,16 @@ func filterFromQuery(q url.Values) (filterJSON, error) {
 	return f, nil
 }
 
+// queryFilter reads the filter of a GET route: held entries unless the
+// state parameter says otherwise.
+func (s *Server) queryFilter(q url.Values) (catalog.Filter, error) {
+	fj, err := filterFromQuery(q)
+	if err != nil {
+		return catalog.Filter{}, err
+	}
+	return fj.catalogFilter(s.o.Now(), catalog.HeldStates)
+}
+
 // catalogFilter converts f; defaultStates applies when f.State is empty.
 func (f filterJSON) catalogFilter(now time.Time, defaultStates []catalog.State) (catalog.Filter, error) {
 	out := catalog.Filter{Queue: f.Queue, Reason: f.Reason, ErrorType: f.ErrorType, Fingerprint: f.Fingerprint,

@@ -65,24 +65,14 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ *princi
 // inflowHours and inflowBucket shape the inflow chart of /api/queues.
 const inflowBuckets = 24
 
-// queueJSON is one queue of GET /api/queues ('lily dlq list --json' plus
-// the inflow per bucket).
+// queueJSON is one queue of GET /api/queues: 'lily dlq list --json' plus
+// the transport, max_redrives, whether the deadline passed, and the inflow
+// per bucket.
 type queueJSON struct {
-	Queue             string     `json:"queue"`
-	Owner             string     `json:"owner"`
-	Transport         string     `json:"transport"`
-	Depth             int64      `json:"depth"`
-	Pending           int64      `json:"pending"`
-	Parked            int64      `json:"parked"`
-	NeedsManual       int64      `json:"needs_manual"`
-	Oldest            *time.Time `json:"oldest"`
-	OldestAgeSeconds  int64      `json:"oldest_age_seconds"`
-	RetentionHours    float64    `json:"retention_hours"`
-	Deadline          *time.Time `json:"deadline"`
-	PastDeadline      bool       `json:"past_deadline"`
-	PastHalfRetention int64      `json:"past_half_retention"`
-	InflowLastHour    int64      `json:"inflow_last_hour"`
-	MaxRedrives       int        `json:"max_redrives"`
+	entryview.Queue
+	Transport    string `json:"transport"`
+	PastDeadline bool   `json:"past_deadline"`
+	MaxRedrives  int    `json:"max_redrives"`
 	// Inflow counts dead letters per bucket of InflowBucketSeconds, oldest
 	// first, the last ending now.
 	Inflow              []int64 `json:"inflow"`
@@ -116,15 +106,8 @@ func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request, _ *princip
 	out := make([]queueJSON, 0, len(stats))
 	for _, st := range stats {
 		q := s.queue(st.Queue)
-		row := queueJSON{Queue: st.Queue, Owner: q.Owner, Transport: q.Transport, Depth: st.Depth, Pending: st.Pending, Parked: st.Parked,
-			NeedsManual: st.NeedsManual, RetentionHours: st.Retention.Hours(), PastHalfRetention: st.PastHalfRetention,
-			InflowLastHour: st.InflowLastHour, MaxRedrives: q.MaxRedrives, InflowBucketSeconds: int64(bucket.Seconds())}
-		if !st.Oldest.IsZero() {
-			o, d := st.Oldest, st.Deadline
-			row.Oldest, row.Deadline = &o, &d
-			row.OldestAgeSeconds = int64(now.Sub(o).Seconds())
-			row.PastDeadline = !now.Before(d)
-		}
+		row := queueJSON{Queue: entryview.NewQueue(st, q.Owner, now), Transport: q.Transport, MaxRedrives: q.MaxRedrives,
+			InflowBucketSeconds: int64(bucket.Seconds()), PastDeadline: !st.Deadline.IsZero() && !now.Before(st.Deadline)}
 		if row.Inflow, err = s.o.Store.Inflow(r.Context(), st.Queue, now, bucket, inflowBuckets); err != nil {
 			s.fail(w, r, err)
 			return
@@ -173,12 +156,7 @@ type entrySummary struct {
 // (next_after_id of the answer).
 func (s *Server) handleEntries(w http.ResponseWriter, r *http.Request, _ *principal) {
 	q := r.URL.Query()
-	fj, err := filterFromQuery(q)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	f, err := fj.catalogFilter(s.o.Now(), catalog.HeldStates)
+	f, err := s.queryFilter(q)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -260,12 +238,7 @@ func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request, _ *princip
 		s.fail(w, r, err)
 		return
 	}
-	fj, err := filterFromQuery(q)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	f, err := fj.catalogFilter(s.o.Now(), catalog.HeldStates)
+	f, err := s.queryFilter(q)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -15,7 +15,6 @@ import (
 
 	"github.com/lily-mq/lily/httpapi"
 	"github.com/lily-mq/lily/lilyprom"
-	"github.com/lily-mq/lily/transport"
 )
 
 func init() { register(newServeCmd) }
@@ -87,17 +86,10 @@ func runServe(cmd *cobra.Command, sf storeFlags, listen, url string) error {
 	defer env.Close()
 	targets := &redriveTargets{env: env, url: url}
 	defer targets.Close()
-	counters := &queueCounters{def: env.sq}
-	if env.hasCfg {
-		sources, closeAll, err := brokerSources(ctx, env.cfg, url)
-		defer closeAll()
-		if err != nil {
-			return err
-		}
-		counters.byQueue = map[string]transport.InFlightCounter{}
-		for q, s := range sources {
-			counters.byQueue[q] = s
-		}
+	counters, closeAll, err := ledgerCounters(ctx, env.sq, env.cfg, url)
+	defer closeAll()
+	if err != nil {
+		return err
 	}
 	reg := prometheus.NewRegistry()
 	hook, err := lilyprom.NewHook(reg)
