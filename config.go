@@ -336,6 +336,9 @@ type Config struct {
 	RedactPatterns []string `toml:"redact_patterns" json:"redact_patterns,omitempty"`
 	// Queues are the [[queue]] entries.
 	Queues []QueueConfig `toml:"queue" json:"queues"`
+	// Tokens are the [[token]] entries: named credentials with a role for
+	// the HTTP API and console ('lily serve'). Defaults to none.
+	Tokens []TokenConfig `toml:"token" json:"tokens,omitempty"`
 }
 
 // WithDefaults returns c with defaults applied to it and every queue.
@@ -355,7 +358,8 @@ func (c Config) WithDefaults() Config {
 }
 
 // Validate reports every problem of every queue at once, plus duplicate
-// names, bad redaction patterns and the topology-wide bucket limit.
+// names, bad redaction patterns, the topology-wide bucket limit and the
+// problems of the [[token]] entries.
 func (c Config) Validate() error {
 	var errs []error
 	seen := map[string]bool{}
@@ -379,6 +383,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: redact_patterns: %q: %v", ErrInvalidConfig, p, err))
 		}
 	}
+	errs = append(errs, c.validateTokens()...)
 	return errors.Join(errs...)
 }
 

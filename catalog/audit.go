@@ -41,6 +41,11 @@ const (
 	ActionDiscard = "discard"
 	ActionErase   = "erase"
 	ActionExpire  = "expire"
+	// ActionRefused records a request that was refused before anything
+	// was decided — e.g. an HTTP API token whose role does not allow the
+	// action. The selector names the attempted action; the outcome is
+	// OutcomeForbidden.
+	ActionRefused = "refused"
 )
 
 // Audit outcomes. A dry run records what would happen, with the "would_"
@@ -60,6 +65,7 @@ const (
 	OutcomeWouldDiscard    = "would_discard"
 	OutcomeWouldErase      = "would_erase"
 	OutcomeWouldExpire     = "would_expire"
+	OutcomeForbidden       = "forbidden"
 )
 
 // AuditRecord is one row of the audit log: one decision about a set of
@@ -126,9 +132,19 @@ type AuditFilter struct {
 	Action string
 	// Op selects one operation.
 	Op string
+	// Actor selects one actor.
+	Actor string
+	// EventID selects the records that name this event ID: the history of
+	// one message.
+	EventID string
+	// Newest returns the newest records first (default: oldest first).
+	Newest bool
+	// Limit caps the number of records; 0 means all.
+	Limit int
 }
 
-// EachAudit streams the audit records matching f, oldest first, to fn. fn
+// EachAudit streams the audit records matching f, oldest first (newest
+// first with f.Newest), to fn. fn
 // must not write to the store (the iteration holds its connection).
 func (s *Store) EachAudit(ctx context.Context, f AuditFilter, fn func(*AuditRecord) error) error {
 	var conds []string
@@ -145,12 +161,28 @@ func (s *Store) EachAudit(ctx context.Context, f AuditFilter, fn func(*AuditReco
 		conds = append(conds, "op = ?")
 		args = append(args, f.Op)
 	}
+	if f.Actor != "" {
+		conds = append(conds, "actor = ?")
+		args = append(args, f.Actor)
+	}
+	if f.EventID != "" {
+		conds = append(conds, "EXISTS (SELECT 1 FROM json_each(event_ids) WHERE value = ?)")
+		args = append(args, f.EventID)
+	}
 	where := ""
 	if len(conds) > 0 {
 		where = " WHERE " + strings.Join(conds, " AND ")
 	}
+	order := " ORDER BY id"
+	if f.Newest {
+		order += " DESC"
+	}
+	if f.Limit > 0 {
+		order += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
 	rows, err := s.db.QueryContext(ctx, `SELECT id, op, at, actor, action, selector, dry_run, count, event_ids, outcome, detail
-		FROM lily_audit`+where+` ORDER BY id`, args...)
+		FROM lily_audit`+where+order, args...)
 	if err != nil {
 		return fmt.Errorf("catalog: read audit log: %w", err)
 	}

@@ -2,9 +2,30 @@ package catalog
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
+
+// ParseAge reads an age for the older-than and newer-than filters: a
+// positive Go duration ("90m", "12h") or a number of days ("7d").
+func ParseAge(s string) (time.Duration, error) {
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n float64
+		if n, err = strconv.ParseFloat(days, 64); err == nil {
+			d = time.Duration(n * float64(24*time.Hour))
+		}
+	} else {
+		d, err = time.ParseDuration(s)
+	}
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q: want a positive duration such as 90m, 12h or 7d", s)
+	}
+	return d, nil
+}
 
 // Filter selects entries. Zero fields select everything; set fields are
 // combined with AND.

@@ -12,7 +12,7 @@ import (
 
 func init() { register(newAuditCmd) }
 
-var auditActions = []string{catalog.ActionRedrive, catalog.ActionDiscard, catalog.ActionErase, catalog.ActionExpire}
+var auditActions = []string{catalog.ActionRedrive, catalog.ActionDiscard, catalog.ActionErase, catalog.ActionExpire, catalog.ActionRefused}
 
 func newAuditCmd() *cobra.Command {
 	var (
@@ -32,7 +32,9 @@ operation ID. The log is append-only: nothing in Lily updates or deletes it
 (the database refuses it).
 
   --since 24h | 7d | 2026-11-29T12:00:00Z    only records at or after it
-  --action redrive|discard|erase|expire      only that action
+  --action redrive|discard|erase|expire|refused
+                                             only that action (refused: a request
+                                             the HTTP API turned down for its role)
   --op ID                                    only that operation`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -110,7 +112,7 @@ operation ID. The log is append-only: nothing in Lily updates or deletes it
 	sf.add(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&since, "since", "", "only records at or after this: a duration ago (24h, 7d) or an RFC 3339 time")
-	fl.StringVar(&action, "action", "", "only this action: redrive, discard, erase or expire")
+	fl.StringVar(&action, "action", "", "only this action: redrive, discard, erase, expire or refused")
 	fl.StringVar(&op, "op", "", "only this operation ID")
 	fl.BoolVar(&ids, "event-ids", false, "also print each record's event IDs (always in --json)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")

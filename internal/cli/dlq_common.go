@@ -175,22 +175,7 @@ func (s *selectFlags) filter(now time.Time) (catalog.Filter, error) {
 }
 
 // parseAge reads a Go duration or a number of days ("7d").
-func parseAge(s string) (time.Duration, error) {
-	var d time.Duration
-	var err error
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		var n float64
-		if n, err = strconv.ParseFloat(days, 64); err == nil {
-			d = time.Duration(n * float64(24*time.Hour))
-		}
-	} else {
-		d, err = time.ParseDuration(s)
-	}
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%q: want a positive duration such as 90m, 12h or 7d", s)
-	}
-	return d, nil
-}
+func parseAge(s string) (time.Duration, error) { return catalog.ParseAge(s) }
 
 // parseIDs reads comma-separated catalog entry IDs.
 func parseIDs(s string) ([]int64, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/entryview"
 )
 
 func init() {
@@ -17,14 +18,7 @@ func init() {
 
 // decideJSON is the --json output of discard, erase and expire (after the
 // streamed "entries").
-type decideJSON struct {
-	Op      string         `json:"op"`
-	Action  string         `json:"action"`
-	DryRun  bool           `json:"dry_run"`
-	Count   int            `json:"count"`
-	Reason  string         `json:"reason,omitempty"`
-	ByQueue map[string]int `json:"by_queue,omitempty"`
-}
+type decideJSON = entryview.Decision
 
 // decisionOutput prints the entries a decision covers, streamed: one line
 // each, or the "entries" array of the JSON object.

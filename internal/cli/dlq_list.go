@@ -8,25 +8,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/entryview"
 )
 
 func init() { registerDLQ(newDLQListCmd) }
 
 // dlqListRow is one queue of 'lily dlq list --json'.
-type dlqListRow struct {
-	Queue             string     `json:"queue"`
-	Owner             string     `json:"owner"`
-	Depth             int64      `json:"depth"`
-	Pending           int64      `json:"pending"`
-	Parked            int64      `json:"parked"`
-	NeedsManual       int64      `json:"needs_manual"`
-	Oldest            *time.Time `json:"oldest"`
-	OldestAgeSeconds  int64      `json:"oldest_age_seconds"`
-	RetentionHours    float64    `json:"retention_hours"`
-	Deadline          *time.Time `json:"deadline"`
-	PastHalfRetention int64      `json:"past_half_retention"`
-	InflowLastHour    int64      `json:"inflow_last_hour"`
-}
+type dlqListRow = entryview.Queue
 
 func newDLQListCmd() *cobra.Command {
 	var (
@@ -67,15 +55,7 @@ has the default retention (336 hours) and no owner.`,
 			rows := make([]dlqListRow, len(stats))
 			for i, st := range stats {
 				q, _ := env.queue(st.Queue)
-				r := dlqListRow{Queue: st.Queue, Owner: q.Owner, Depth: st.Depth, Pending: st.Pending, Parked: st.Parked,
-					NeedsManual: st.NeedsManual, RetentionHours: st.Retention.Hours(), PastHalfRetention: st.PastHalfRetention,
-					InflowLastHour: st.InflowLastHour}
-				if !st.Oldest.IsZero() {
-					o, d := st.Oldest, st.Deadline
-					r.Oldest, r.Deadline = &o, &d
-					r.OldestAgeSeconds = int64(now.Sub(o).Seconds())
-				}
-				rows[i] = r
+				rows[i] = entryview.NewQueue(st, q.Owner, now)
 			}
 			keys, err := env.cat.HeldKeys(ctx, "")
 			if err != nil {

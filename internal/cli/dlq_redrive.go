@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -159,69 +160,34 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	if f.dryRun {
 		return dryRunRedrive(cmd, env.cat, p, out, f.asJSON)
 	}
-	total := catalog.RedriveResult{}
-	add := func(r catalog.RedriveResult) {
-		total.Selected += r.Selected
-		total.Redriven += r.Redriven
-		total.NeedsManual += r.NeedsManual
-	}
-	var runErr error
-	var paced catalog.RedriveResult // the rate-limited part
-	if f.sample > 0 {
-		since, err := env.cat.LastID(ctx)
-		if err != nil {
-			return err
-		}
-		var ids, queues []string
-		seen := map[string]bool{}
-		sp := p
-		sp.Limit, sp.Rate = f.sample, 0
-		sp.OnEntry = func(e catalog.EntryRef, outcome string) {
-			if outcome == catalog.OutcomeRedriven {
-				ids = append(ids, e.EventID)
-				if !seen[e.Queue] {
-					seen[e.Queue] = true
-					queues = append(queues, e.Queue)
+	sp := catalog.StagedRedriveParams{RedriveParams: p, Sample: f.sample, Observe: f.observe,
+		Tick: func(ctx context.Context, queues []string) error {
+			if tick := targets.ingestTick(queues); tick != nil {
+				return tick(ctx)
+			}
+			return nil
+		},
+		OnStage: func(stage string, sampled []string) {
+			if stage == catalog.StageObserve {
+				bar.finish()
+				if !f.asJSON {
+					fmt.Fprintf(w, "sample: %d redriven; watching their event IDs for %s ...\n", len(sampled), f.observe)
 				}
 			}
+		},
+	}
+	res, runErr := env.cat.RedriveStaged(ctx, sp)
+	total, paced := res.Total, res.Rest
+	if f.sample > 0 {
+		out.Sample = &sampleJSON{Size: f.sample, Observe: f.observe.String(), EventIDs: res.Sampled, Clean: res.SampleClean}
+		if out.Sample.EventIDs == nil {
+			out.Sample.EventIDs = []string{}
 		}
-		r, err := env.cat.Redrive(ctx, sp)
-		add(r)
-		bar.finish()
-		out.Sample = &sampleJSON{Size: f.sample, Observe: f.observe.String(), EventIDs: ids}
-		if err != nil {
-			runErr = err
-		} else if len(ids) > 0 {
-			if !f.asJSON {
-				fmt.Fprintf(w, "sample: %d redriven; watching their event IDs for %s ...\n", len(ids), f.observe)
-			}
-			back, err := env.cat.Observe(ctx, catalog.ObserveParams{Since: since, EventIDs: ids, Window: f.observe, Tick: targets.ingestTick(queues)})
-			if err != nil {
-				return err
-			}
-			if err := env.cat.RecordObservation(ctx, op, actor, ids, f.observe, back); err != nil {
-				out.Stopped, out.Returned, runErr = true, back, err
-			} else {
-				out.Sample.Clean = true
-			}
-		}
-		if runErr == nil && len(ids) == 0 && r.Selected > 0 && !f.asJSON {
+		out.Stopped, out.Returned = res.Stopped, res.Returned
+		if runErr == nil && len(res.Sampled) == 0 && total.Selected > 0 && !f.asJSON {
 			// Every sampled entry was at max_redrives: nothing was tried.
 			fmt.Fprintln(w, "the sample sent nothing (its entries were at max_redrives and are now needs_manual); run again to sample the next entries")
 		}
-		if runErr == nil && len(ids) > 0 && (f.sel.limit == 0 || f.sel.limit > f.sample) {
-			rp := p
-			if f.sel.limit > 0 {
-				rp.Limit = f.sel.limit - r.Selected
-			}
-			r, err := env.cat.Redrive(ctx, rp)
-			add(r)
-			paced, runErr = r, err
-		}
-	} else {
-		r, err := env.cat.Redrive(ctx, p)
-		add(r)
-		paced, runErr = r, err
 	}
 	bar.finish()
 	elapsed := time.Since(start)

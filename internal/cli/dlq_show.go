@@ -18,54 +18,8 @@ func init() {
 	registerDLQ(newDLQPeekCmd)
 }
 
-// entryJSON is one entry as 'lily dlq show' and 'lily dlq peek' print it.
-type entryJSON struct {
-	// Location is "catalog", or "broker_dlq" for a dead letter still in a
-	// broker's DLQ (not ingested yet; it has no ID).
-	Location        string            `json:"location"`
-	ID              int64             `json:"id,omitempty"`
-	Queue           string            `json:"queue"`
-	EventID         string            `json:"event_id"`
-	Key             string            `json:"key,omitempty"`
-	Type            string            `json:"type,omitempty"`
-	State           catalog.State     `json:"state,omitempty"`
-	Reason          string            `json:"reason"`
-	ErrorType       string            `json:"error_type,omitempty"`
-	ErrorMessage    string            `json:"error_message,omitempty"`
-	Fingerprint     string            `json:"fingerprint,omitempty"`
-	ConsumerVersion string            `json:"consumer_version,omitempty"`
-	Source          string            `json:"source,omitempty"`
-	DeliveryCount   int               `json:"delivery_count"`
-	RetryCount      int               `json:"retry_count"`
-	RedriveCount    int               `json:"redrive_count"`
-	DeadLetteredAt  time.Time         `json:"dead_lettered_at"`
-	UpdatedAt       *time.Time        `json:"updated_at,omitempty"`
-	DecidedAt       *time.Time        `json:"decided_at,omitempty"`
-	DecidedBy       string            `json:"decided_by,omitempty"`
-	Decision        string            `json:"decision,omitempty"`
-	ErasedAt        *time.Time        `json:"erased_at,omitempty"`
-	BodySHA256      string            `json:"body_sha256"`
-	Evidence        decodedEvidence   `json:"evidence"`
-	Headers         map[string]string `json:"headers"`
-	Body            bodyView          `json:"body"`
-}
-
-func entryView(e *catalog.Entry, location, bodyFormat string) entryJSON {
-	v := entryJSON{Location: location, ID: e.ID, Queue: e.Queue, EventID: e.EventID, Key: e.Key, Type: e.Type, State: e.State,
-		Reason: e.Reason, ErrorType: e.ErrorType, ErrorMessage: e.ErrorMessage, Fingerprint: e.Fingerprint,
-		ConsumerVersion: e.ConsumerVersion, Source: e.Source, DeliveryCount: e.DeliveryCount, RetryCount: e.RetryCount,
-		RedriveCount: e.RedriveCount, DeadLetteredAt: e.DeadLetteredAt, DecidedAt: timePtr(e.DecidedAt), DecidedBy: e.DecidedBy,
-		Decision: e.Decision, ErasedAt: timePtr(e.ErasedAt), BodySHA256: e.BodySHA256,
-		Evidence: decodeEvidence(e.Headers), Headers: headerText(e.Headers),
-		Body: renderBody(e.Body, bodyFormat, !e.ErasedAt.IsZero())}
-	if location == "catalog" {
-		v.UpdatedAt = timePtr(e.UpdatedAt)
-	}
-	return v
-}
-
-// print writes the entry for people.
-func (v entryJSON) print(w io.Writer, now time.Time) {
+// printEntry writes the entry for people.
+func printEntry(w io.Writer, v entryJSON, now time.Time) {
 	title := fmt.Sprintf("entry %d", v.ID)
 	if v.Location != "catalog" {
 		title = "in the broker's DLQ (not ingested yet)"
@@ -103,7 +57,7 @@ func (v entryJSON) print(w io.Writer, now time.Time) {
 		}
 	}
 	fmt.Fprint(w, "  ")
-	v.Body.print(w)
+	printBody(w, v.Body)
 }
 
 func orDash(s string) string {
@@ -154,7 +108,7 @@ pretty JSON, UTF-8 text or a hex dump (--body). Nothing is consumed or changed.`
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
-			v.print(cmd.OutOrStdout(), time.Now())
+			printEntry(cmd.OutOrStdout(), v, time.Now())
 			return nil
 		},
 	}
@@ -244,7 +198,7 @@ read without being consumed (the broker puts them back in order).`,
 				if i > 0 {
 					fmt.Fprintln(out)
 				}
-				v.print(out, now)
+				printEntry(out, v, now)
 			}
 			return nil
 		},

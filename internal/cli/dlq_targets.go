@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -25,10 +26,13 @@ import (
 type redriveTargets struct {
 	env *dlqEnv
 	url string
+	mu  sync.Mutex // guards rmq: 'lily serve' runs redrives concurrently
 	rmq *rabbitmq.Transport
 }
 
 func (r *redriveTargets) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.rmq != nil {
 		r.rmq.Close()
 	}
@@ -74,6 +78,8 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publ
 }
 
 func (r *redriveTargets) rabbit(ctx context.Context) (*rabbitmq.Transport, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.rmq != nil {
 		return r.rmq, nil
 	}

@@ -46,21 +46,14 @@ queue and its buckets; dead letters still in the DLQ count as dead-lettered).`,
 				return err
 			}
 			defer tr.Close()
-			counters := &queueCounters{def: tr}
-			if sf.config != "" {
-				c, err := sf.loadConfig()
-				if err != nil {
-					return err
-				}
-				sources, closeAll, err := brokerSources(cmd.Context(), c, "")
-				defer closeAll()
-				if err != nil {
-					return err
-				}
-				counters.byQueue = map[string]transport.InFlightCounter{}
-				for q, s := range sources {
-					counters.byQueue[q] = s
-				}
+			c, err := sf.loadConfig()
+			if err != nil {
+				return err
+			}
+			counters, closeAll, err := ledgerCounters(cmd.Context(), tr, c, "")
+			defer closeAll()
+			if err != nil {
+				return err
 			}
 			rows, err := reconcile(cmd.Context(), cat, counters)
 			if err != nil {

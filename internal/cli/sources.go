@@ -44,6 +44,21 @@ func (q *queueCounters) DeadLetterDepth(ctx context.Context, queue string) (int6
 	return 0, nil
 }
 
+// ledgerCounters returns the ledger's counters: def (the SQLite store) for
+// queues not in cfg, the broker for each [[queue]] that lives on one.
+// closeAll releases the brokers.
+func ledgerCounters(ctx context.Context, def transport.InFlightCounter, cfg lily.Config, url string) (*queueCounters, func(), error) {
+	counters := &queueCounters{def: def, byQueue: map[string]transport.InFlightCounter{}}
+	sources, closeAll, err := brokerSources(ctx, cfg, url)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	for q, s := range sources {
+		counters.byQueue[q] = s
+	}
+	return counters, closeAll, nil
+}
+
 // brokerSources connects to the brokers of the configuration's queues (so
 // far RabbitMQ) and registers their specs. close releases them.
 func brokerSources(ctx context.Context, c lily.Config, url string) (map[string]*rabbitmq.Transport, func(), error) {

@@ -1,0 +1,133 @@
+package httpapi
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/lily-mq/lily/catalog"
+)
+
+// screenshot, when set, is where TestConsoleInBrowser saves its picture of
+// the console (the README's docs/console.png):
+//
+//	go test ./httpapi -run TestConsoleInBrowser -screenshot ../docs/console.png
+var screenshot = flag.String("screenshot", "", "save the browser test's screenshot of the console to this PNG file")
+
+// chromiumPath is Debian's chromium ('.ci/run' installs it).
+const chromiumPath = "/usr/bin/chromium"
+
+// TestConsoleInBrowser drives the console in headless Chromium as an
+// operator would: log in with a token, open the overview, open a group,
+// run a redrive's dry run, confirm it, wait for the job to finish and find
+// its record in the audit log. It skips loudly without Chromium, except
+// under CI=true, where it fails.
+func TestConsoleInBrowser(t *testing.T) {
+	path := chromiumPath
+	if _, err := os.Stat(path); err != nil {
+		if p, lerr := exec.LookPath("chromium"); lerr == nil {
+			path = p
+		} else if os.Getenv("CI") == "true" {
+			t.Fatalf("chromium is not installed (%v): CI must run the browser test ('apt-get install -y chromium', as .ci/run does)", err)
+		} else {
+			t.Skipf("SKIPPED LOUDLY: chromium is not installed (%v); install it with 'apt-get install -y chromium' to run the console's browser test", err)
+		}
+	}
+	f := newFixture(t, allTokens)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1366, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelTimeout()
+
+	do := func(name string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+	do("log in",
+		chromedp.Navigate(f.ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), operatorToken.Secret),
+		chromedp.Submit(chromedp.ID("token")),
+	)
+	do("overview", chromedp.WaitVisible(chromedp.CSS(`a.groups-link[data-queue="orders.created"]`)))
+	if title, err := chromedp.Run(ctx, chromedp.Title()); err != nil || title != "Dead-letter queues — Lily" {
+		t.Errorf("overview title %q, %v", title, err)
+	}
+	do("open the queue's groups",
+		chromedp.Click(chromedp.CSS(`a.groups-link[data-queue="orders.created"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-key="retries_exhausted"] a.redrive-link`)),
+	)
+	do("open the group's redrive",
+		chromedp.Click(chromedp.CSS(`tr[data-key="retries_exhausted"] a.redrive-link`)),
+		chromedp.WaitVisible(chromedp.ID("dry-run")),
+		chromedp.SetValue(chromedp.ID("observe"), "200ms"),
+		chromedp.SetValue(chromedp.ID("rate"), "100"),
+	)
+	if st := f.states(); st["pending"] != 13 {
+		t.Fatalf("before the dry run: %v", st)
+	}
+	do("dry run", chromedp.Click(chromedp.ID("dry-run")), chromedp.WaitVisible(chromedp.ID("dry-result")))
+	if plan := text("#dry-result p"); !strings.Contains(plan, "Would redrive 3 and mark 1 needs manual") {
+		t.Errorf("dry run shows %q", plan)
+	}
+	if st := f.states(); st["pending"] != 13 {
+		t.Fatalf("the dry run changed states: %v", st)
+	}
+	do("confirm and wait for the job", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.CSS(`#job-state .job-succeeded`)))
+	if state := text("#job-state"); !strings.Contains(state, "redriven 3, needs manual 1, failed 0 of 4") {
+		t.Errorf("job state %q", state)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	do("find it in the audit log", chromedp.Click(chromedp.ID("job-audit")), chromedp.WaitVisible(chromedp.CSS(`table.audit tr.a-redrive`)))
+	auditText := text("table.audit tbody")
+	for _, want := range []string{"otto", catalog.OutcomeRedriven, catalog.OutcomeNeedsManual, catalog.OutcomeObserved} {
+		if !strings.Contains(auditText, want) {
+			t.Errorf("audit log lacks %q:\n%s", want, auditText)
+		}
+	}
+	if st := f.states(); st["redriven"] != 3 || st["needs_manual"] != 1 {
+		t.Errorf("after the redrive: %v", st)
+	}
+	if *screenshot != "" {
+		if err := os.WriteFile(*screenshot, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot saved to %s", *screenshot)
+	}
+	f.conserved()
+}

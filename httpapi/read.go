@@ -1,0 +1,295 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/entryview"
+)
+
+// healthJSON is GET /healthz.
+type healthJSON struct {
+	// Status is "ok", "degraded" (a dead-letter queue holds entries or is
+	// past its deadline, or the ledger does not balance: still serving,
+	// HTTP 200) or "down" (the catalog cannot be read: HTTP 503).
+	Status  string   `json:"status"`
+	Reasons []string `json:"reasons"`
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *principal) {
+	now := s.o.Now()
+	out := healthJSON{Status: "ok", Reasons: []string{}}
+	stats, err := s.o.Store.Stats(r.Context(), now, s.retention)
+	if err == nil {
+		var rows []catalog.LedgerRow
+		rows, err = s.o.Store.Ledger(r.Context(), s.o.InFlight)
+		for _, row := range rows {
+			if row.Lost != 0 {
+				out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: the ledger does not balance: %d unaccounted for (run 'lily reconcile')", row.Queue, row.Lost))
+			}
+		}
+	}
+	if err != nil {
+		s.o.Logger.Error("httpapi: health", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "down", Reasons: []string{"catalog unreadable: " + err.Error()}})
+		return
+	}
+	for _, st := range stats {
+		switch {
+		case st.Depth > 0 && !st.Deadline.IsZero() && !now.Before(st.Deadline):
+			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: %d dead letters, the oldest past its deadline %s (dlq_retention_hours): run 'lily dlq expire' or decide them",
+				st.Queue, st.Depth, st.Deadline.Format(time.RFC3339)))
+		case st.Depth > 0:
+			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: %d dead letters held (oldest %s ago, deadline %s)",
+				st.Queue, st.Depth, now.Sub(st.Oldest).Round(time.Second), st.Deadline.Format(time.RFC3339)))
+		}
+	}
+	if len(out.Reasons) > 0 {
+		out.Status = "degraded"
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ *principal) {
+	if s.o.Metrics == nil {
+		writeError(w, http.StatusNotFound, apiError{Error: "no metrics registry: this server was built without Options.Metrics"})
+		return
+	}
+	s.o.Metrics.ServeHTTP(w, r)
+}
+
+// inflowHours and inflowBucket shape the inflow chart of /api/queues.
+const inflowBuckets = 24
+
+// queueJSON is one queue of GET /api/queues: 'lily dlq list --json' plus
+// the transport, max_redrives, whether the deadline passed, and the inflow
+// per bucket.
+type queueJSON struct {
+	entryview.Queue
+	Transport    string `json:"transport"`
+	PastDeadline bool   `json:"past_deadline"`
+	MaxRedrives  int    `json:"max_redrives"`
+	// Inflow counts dead letters per bucket of InflowBucketSeconds, oldest
+	// first, the last ending now.
+	Inflow              []int64 `json:"inflow"`
+	InflowBucketSeconds int64   `json:"inflow_bucket_seconds"`
+}
+
+// handleQueues lists every queue of the catalog and the configuration.
+// ?hours=N (1..720, default 24) sets the span of the inflow chart.
+func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request, _ *principal) {
+	hours, err := intParam(r.URL.Query(), "hours", 24, 1, 720)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := s.o.Now()
+	stats, err := s.o.Store.Stats(r.Context(), now, s.retention)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, st := range stats {
+		seen[st.Queue] = true
+	}
+	for _, q := range s.o.Config.Queues { // configured queues with nothing yet
+		if !seen[q.Name] {
+			stats = append(stats, catalog.QueueStats{Queue: q.Name, Retention: s.retention(q.Name)})
+		}
+	}
+	bucket := time.Duration(hours) * time.Hour / inflowBuckets
+	out := make([]queueJSON, 0, len(stats))
+	for _, st := range stats {
+		q := s.queue(st.Queue)
+		row := queueJSON{Queue: entryview.NewQueue(st, q.Owner, now), Transport: q.Transport, MaxRedrives: q.MaxRedrives,
+			InflowBucketSeconds: int64(bucket.Seconds()), PastDeadline: !st.Deadline.IsZero() && !now.Before(st.Deadline)}
+		if row.Inflow, err = s.o.Store.Inflow(r.Context(), st.Queue, now, bucket, inflowBuckets); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out = append(out, row)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": out})
+}
+
+// handleLedger is 'lily reconcile --json'.
+func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request, _ *principal) {
+	rows, err := s.o.Store.Ledger(r.Context(), s.o.InFlight)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if rows == nil {
+		rows = []catalog.LedgerRow{}
+	}
+	balanced := true
+	for _, row := range rows {
+		balanced = balanced && row.Balanced()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": rows, "balanced": balanced})
+}
+
+// entrySummary is one entry of GET /api/entries: no body, no headers.
+type entrySummary struct {
+	ID              int64         `json:"id"`
+	Queue           string        `json:"queue"`
+	EventID         string        `json:"event_id"`
+	Key             string        `json:"key,omitempty"`
+	Type            string        `json:"type,omitempty"`
+	State           catalog.State `json:"state"`
+	Reason          string        `json:"reason"`
+	ErrorType       string        `json:"error_type,omitempty"`
+	ErrorMessage    string        `json:"error_message,omitempty"`
+	Fingerprint     string        `json:"fingerprint,omitempty"`
+	ConsumerVersion string        `json:"consumer_version,omitempty"`
+	RedriveCount    int           `json:"redrive_count"`
+	DeadLetteredAt  time.Time     `json:"dead_lettered_at"`
+}
+
+// handleEntries lists entries matching the filter (held ones unless
+// ?state=), ?limit=N (1..500, default 50) at a time; ?after_id= pages on
+// (next_after_id of the answer).
+func (s *Server) handleEntries(w http.ResponseWriter, r *http.Request, _ *principal) {
+	q := r.URL.Query()
+	f, err := s.queryFilter(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit, err := intParam(q, "limit", 50, 1, 500)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	after, err := intParam(q, "after_id", 0, 0, 1<<62)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f.AfterID = int64(after)
+	es, err := s.o.Store.List(r.Context(), f, limit+1)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := map[string]any{}
+	if len(es) > limit {
+		es = es[:limit]
+		out["next_after_id"] = es[limit-1].ID
+	}
+	rows := make([]entrySummary, len(es))
+	for i, e := range es {
+		rows[i] = entrySummary{ID: e.ID, Queue: e.Queue, EventID: e.EventID, Key: e.Key, Type: e.Type, State: e.State, Reason: e.Reason,
+			ErrorType: e.ErrorType, ErrorMessage: e.ErrorMessage, Fingerprint: e.Fingerprint, ConsumerVersion: e.ConsumerVersion,
+			RedriveCount: e.RedriveCount, DeadLetteredAt: e.DeadLetteredAt}
+	}
+	out["entries"] = rows
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleEntry is 'lily dlq show ID --json': evidence decoded, headers,
+// body as ?body=auto|text|json|hex. A viewer without show_bodies gets the
+// body masked (format "masked", size kept).
+func (s *Server) handleEntry(w http.ResponseWriter, r *http.Request, p *principal) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.fail(w, r, badField("id", "entry ID %q: entry IDs are positive integers, as /api/entries and /api/groups give them", r.PathValue("id")))
+		return
+	}
+	format := r.URL.Query().Get("body")
+	if format == "" {
+		format = entryview.BodyAuto
+	}
+	if !entryview.ValidBodyFormat(format) {
+		s.fail(w, r, badField("body", "body %q: must be auto, text, json or hex", format))
+		return
+	}
+	e, err := s.o.Store.Get(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, catalog.ErrNotFound) {
+			writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no entry %d in the catalog (list entries with GET /api/entries)", id), Field: "id"})
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	v := entryview.New(e, "catalog", format)
+	if !p.bodies() && v.Body.Format != "erased" && v.Body.Format != "empty" {
+		v.Body = entryview.Body{Format: "masked", Size: v.Body.Size,
+			Note: fmt.Sprintf("bodies are masked for token %q (role viewer): an operator, an admin or a viewer with show_bodies = true sees them", p.name)}
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// handleGroups is 'lily dlq group --json': ?by= one of the group columns
+// (default reason) and the filter (held entries unless ?state=).
+func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request, _ *principal) {
+	q := r.URL.Query()
+	by := q.Get("by")
+	if by == "" {
+		by = "reason"
+	}
+	if err := oneOf("by", by, catalog.GroupColumns...); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := s.queryFilter(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	groups, err := s.o.Store.Group(r.Context(), by, f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if groups == nil {
+		groups = []catalog.Group{}
+	}
+	var total int64
+	for _, g := range groups {
+		total += g.Count
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"by": by, "total": total, "groups": groups})
+}
+
+// auditActions are the actions of the audit log.
+var auditActions = []string{catalog.ActionRedrive, catalog.ActionDiscard, catalog.ActionErase, catalog.ActionExpire, catalog.ActionRefused}
+
+// handleAudit is 'lily audit --json', newest first: ?since= ?action=
+// ?op= ?actor= ?event_id= (one message's history) ?limit= (1..1000,
+// default 100).
+func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, _ *principal) {
+	q := r.URL.Query()
+	since, err := sinceParam(q, s.o.Now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := oneOf("action", q.Get("action"), auditActions...); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit, err := intParam(q, "limit", 100, 1, 1000)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f := catalog.AuditFilter{Since: since, Action: q.Get("action"), Op: q.Get("op"), Actor: q.Get("actor"), EventID: q.Get("event_id"),
+		Newest: true, Limit: limit}
+	records := []catalog.AuditRecord{}
+	err = s.o.Store.EachAudit(r.Context(), f, func(rec *catalog.AuditRecord) error {
+		records = append(records, *rec)
+		return nil
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"records": records})
+}

@@ -1,0 +1,281 @@
+// Package httpapi serves Lily's dead-letter work list over HTTP: a JSON API
+// that mirrors 'lily dlq' (queues, entries with the same filters, one entry
+// with decoded evidence, groups, redrive as a job with progress, discard,
+// erase, expire, unpark, the audit log), /healthz, /metrics, its OpenAPI
+// document at /api/openapi.json, and a web console (plain HTML, CSS and
+// JavaScript embedded in the binary) at /.
+//
+// Access is by named tokens with a role (viewer, operator, admin): API
+// clients send "Authorization: Bearer <secret>", the console logs in once
+// and holds an HttpOnly, SameSite=Strict session cookie, and its writes
+// carry a per-session CSRF token. The token's name is the actor of every
+// audit record its requests write; a request refused for its role is
+// answered 403 and audited too. Without tokens the server is for the local
+// machine only: every request acts as "local" with the admin role, and
+// requests naming another host are refused.
+//
+//	srv, err := httpapi.New(httpapi.Options{Store: store, Config: cfg, Tokens: tokens, Target: target})
+//	...
+//	http.ListenAndServe("127.0.0.1:8080", srv)
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/transport"
+)
+
+// RedriveObserver counts redriven entries by outcome (lilyprom.Hook is
+// one); dry runs are not reported.
+type RedriveObserver interface {
+	Redrive(queue, outcome string)
+}
+
+// Options configure a Server. Store is required; the zero value of every
+// other field is usable.
+type Options struct {
+	// Store is the dead-letter catalog. Required.
+	Store *catalog.Store
+	// Config supplies each queue's owner, dlq_retention_hours and
+	// max_redrives; a queue not in it has the defaults. Defaults to an
+	// empty configuration.
+	Config lily.Config
+	// Tokens are the credentials that may use the server. Defaults to
+	// none: local mode (actor "local", admin role, loopback host names
+	// only; 'lily serve' refuses a non-loopback address then).
+	Tokens []Token
+	// Target returns the transport that publishes a redrive into a queue,
+	// as 'lily dlq redrive' resolves it. Defaults to nil: redrives other
+	// than dry runs are refused with 501.
+	Target func(ctx context.Context, queue string) (catalog.Publisher, error)
+	// Tick, if set, runs while a redrive sample is watched, with the
+	// queues it went to: e.g. ingesting their broker DLQs. Defaults to nil.
+	Tick func(ctx context.Context, queues []string) error
+	// InFlight counts the messages each queue still holds, for the ledger
+	// (/api/ledger, /healthz). Defaults to nil: in flight taken as zero.
+	InFlight transport.InFlightCounter
+	// Metrics is served at /metrics (e.g. lilyprom.Handler). Defaults to
+	// nil: /metrics answers 404.
+	Metrics http.Handler
+	// Redrives counts redriven entries (e.g. a lilyprom.Hook). Defaults
+	// to nil.
+	Redrives RedriveObserver
+	// Parker lists and unparks parked keys (ordering = "park"). Defaults
+	// to nil: the parked routes answer 501.
+	Parker Parker
+	// Logger receives request errors and job outcomes. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// SecureCookies marks the session cookie Secure (serve behind TLS).
+	// Defaults to false.
+	SecureCookies bool
+	// SessionTTL is how long a console login lasts. Defaults to 12h.
+	SessionTTL time.Duration
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Server is the HTTP API and console; it is an http.Handler.
+type Server struct {
+	o        Options
+	mux      *http.ServeMux
+	tokens   []Token
+	sessions *sessions
+	jobs     *jobs
+	routes   []route
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New builds the server. Tokens are checked (names unique, roles known,
+// secrets long enough) and every problem is reported at once.
+func New(o Options) (*Server, error) {
+	if o.Store == nil {
+		return nil, errors.New("httpapi: Options.Store is required")
+	}
+	if err := CheckTokens(o.Tokens); err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 12 * time.Hour
+	}
+	o.Config = o.Config.WithDefaults()
+	s := &Server{o: o, mux: http.NewServeMux(), tokens: o.Tokens, sessions: newSessions(), jobs: newJobs()}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.routes = s.apiRoutes()
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.method+" "+rt.path, s.guard(rt))
+	}
+	s.mountConsole()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	w.Header().Set("X-Frame-Options", "DENY")
+	if s.local() && !loopbackHost(r.Host) {
+		writeError(w, http.StatusForbidden, apiError{Error: fmt.Sprintf(
+			"host %q refused: without tokens the server answers only for localhost, 127.0.0.1 or [::1] (configure [[token]] entries or LILY_TOKENS to serve other names)", r.Host),
+			Field: "Host"})
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Close cancels the redrive jobs still running and waits for them (each
+// stops after its current batch; what was confirmed stays recorded).
+func (s *Server) Close() error {
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// Route is one API route: an HTTP method and a ServeMux path pattern.
+type Route struct {
+	Method, Path string
+}
+
+// Routes lists the API routes the server registers (besides the console's
+// pages and assets), each documented in the OpenAPI document.
+func (s *Server) Routes() []Route {
+	out := make([]Route, len(s.routes))
+	for i, rt := range s.routes {
+		out[i] = Route{Method: rt.method, Path: rt.path}
+	}
+	return out
+}
+
+// route is one registered API route with the permission it needs.
+type route struct {
+	method, path string
+	perm         permission
+	h            func(w http.ResponseWriter, r *http.Request, p *principal)
+}
+
+// apiRoutes is the table of every API route.
+func (s *Server) apiRoutes() []route {
+	return []route{
+		{"GET", "/healthz", permPublic, s.handleHealth},
+		{"GET", "/metrics", permPublic, s.handleMetrics},
+		{"GET", "/api/openapi.json", permPublic, handleOpenAPI},
+		{"POST", "/login", permPublic, s.handleLogin},
+		{"POST", "/logout", permPublic, s.handleLogout},
+		{"GET", "/api/session", permRead, s.handleSession},
+		{"GET", "/api/queues", permRead, s.handleQueues},
+		{"GET", "/api/ledger", permRead, s.handleLedger},
+		{"GET", "/api/entries", permRead, s.handleEntries},
+		{"GET", "/api/entries/{id}", permRead, s.handleEntry},
+		{"GET", "/api/groups", permRead, s.handleGroups},
+		{"GET", "/api/audit", permRead, s.handleAudit},
+		{"POST", "/api/redrives", permRedrive, s.handleRedrive},
+		{"GET", "/api/redrives", permRead, s.handleJobs},
+		{"GET", "/api/redrives/{id}", permRead, s.handleJob},
+		{"POST", "/api/redrives/{id}/cancel", permRedrive, s.handleCancel},
+		{"POST", "/api/discard", permDiscard, s.handleDiscard},
+		{"POST", "/api/erase", permErase, s.handleErase},
+		{"POST", "/api/expire", permExpire, s.handleExpire},
+		{"GET", "/api/parked", permRead, s.handleParked},
+		{"POST", "/api/queues/{queue}/parked/{key}/unpark", permUnpark, s.handleUnpark},
+	}
+}
+
+// queue returns a queue's configuration: the config's [[queue]], or the
+// defaults.
+func (s *Server) queue(name string) lily.QueueConfig {
+	if q, ok := s.o.Config.Queue(name); ok {
+		return q
+	}
+	return lily.QueueConfig{Name: name}.WithDefaults()
+}
+
+func (s *Server) retention(name string) time.Duration {
+	return time.Duration(s.queue(name).DLQRetentionHours) * time.Hour
+}
+
+func (s *Server) maxRedrives(name string) int { return s.queue(name).MaxRedrives }
+
+// apiError is the body of every error answer: what was wrong, naming the
+// field (a query parameter, a JSON member, a header) when one was.
+type apiError struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+// fieldError is a bad request naming its field.
+type fieldError struct {
+	field, msg string
+}
+
+func (e *fieldError) Error() string { return e.msg }
+
+// badField returns a 400 error naming field; the message should give the
+// value and the fix.
+func badField(field, format string, args ...any) error {
+	return &fieldError{field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, e apiError) {
+	writeJSON(w, status, e)
+}
+
+// fail answers err: 400 for a fieldError, 404 for catalog.ErrNotFound,
+// 500 (logged) otherwise.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var fe *fieldError
+	switch {
+	case errors.As(err, &fe):
+		writeError(w, http.StatusBadRequest, apiError{Error: fe.msg, Field: fe.field})
+	case errors.Is(err, catalog.ErrNotFound):
+		writeError(w, http.StatusNotFound, apiError{Error: err.Error()})
+	default:
+		s.o.Logger.Error("httpapi: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, apiError{Error: err.Error()})
+	}
+}
+
+// decodeBody reads a JSON request body into v: unknown members are
+// errors naming them.
+func decodeBody(r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
+		return badField("Content-Type", "Content-Type %q: send the request body as application/json", ct)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badField("body", "request body: %v (send one JSON object; see /api/openapi.json)", err)
+	}
+	return nil
+}
+
+func isJSON(ct string) bool {
+	return len(ct) >= 16 && ct[:16] == "application/json"
+}
