@@ -290,21 +290,46 @@ func (p *fakeParker) Unpark(_ context.Context, queue, key string, dryRun bool, a
 
 func TestParkedRoutes(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	f := newFixture(t, allTokens)
 	var e apiError
-	if code := f.call("GET", "/api/parked", &viewerToken, nil, &e); code != http.StatusNotImplemented || !strings.Contains(e.Error, "not available") {
-		t.Errorf("parked without a Parker: %d %+v", code, e)
-	}
-	if code := f.call("POST", "/api/queues/orders.created/parked/customer-1/unpark", &operatorToken, nil, &e); code != http.StatusNotImplemented {
-		t.Errorf("unpark without a Parker: %d", code)
-	}
-	p := &fakeParker{}
-	f = newFixture(t, allTokens, func(o *Options) { o.Parker = p })
 	var parked struct{ Parked []ParkedKey }
-	if code := f.call("GET", "/api/parked", &viewerToken, nil, &parked); code != 200 || len(parked.Parked) != 1 {
+	if code := f.call("GET", "/api/parked", &viewerToken, nil, &parked); code != 200 || len(parked.Parked) != 0 {
+		t.Errorf("parked with nothing held: %d %+v", code, parked)
+	}
+	// The catalog itself is the default Parker: customer-0's head is the
+	// pending entry orders-00.
+	if err := f.cat.HoldKey(ctx, "orders.created", "customer-0", catalog.KeyModePark, catalog.KeyHeld, "orders-00"); err != nil {
+		t.Fatal(err)
+	}
+	if code := f.call("GET", "/api/parked?queue=orders.created", &viewerToken, nil, &parked); code != 200 || len(parked.Parked) != 1 ||
+		parked.Parked[0].Key != "customer-0" || parked.Parked[0].HeadEventID != "orders-00" || parked.Parked[0].EntryID == 0 || parked.Parked[0].Mode != "park" {
 		t.Errorf("parked: %d %+v", code, parked)
 	}
 	var res UnparkResult
+	if code := f.call("POST", "/api/queues/orders.created/parked/customer-0/unpark", &operatorToken, map[string]any{"dry_run": true}, &res); code != 200 ||
+		!res.DryRun || res.Action != "redrive_head" || res.Messages != 1 || res.Redriven != 0 {
+		t.Errorf("unpark dry run: %d %+v", code, res)
+	}
+	if code := f.call("POST", "/api/queues/orders.created/parked/customer-0/unpark", &operatorToken, nil, &res); code != 200 || res.Redriven != 1 {
+		t.Errorf("unpark: %d %+v", code, res)
+	}
+	if e, err := f.cat.Get(ctx, parked.Parked[0].EntryID); err != nil || e.State != catalog.StateRedriven || e.DecidedBy != "otto" {
+		t.Errorf("head after unpark = %+v (%v), want redriven by otto", e, err)
+	}
+	if code := f.call("POST", "/api/queues/orders.created/parked/nobody/unpark", &operatorToken, nil, &e); code != http.StatusNotFound {
+		t.Errorf("unpark of a key that is not held: %d %+v", code, e)
+	}
+	f.conserved()
+
+	// Another Parker can be plugged in.
+	p := &fakeParker{}
+	f = newFixture(t, allTokens, func(o *Options) { o.Parker = p })
+	parked.Parked = nil
+	if code := f.call("GET", "/api/parked", &viewerToken, nil, &parked); code != 200 || len(parked.Parked) != 1 {
+		t.Errorf("parked: %d %+v", code, parked)
+	}
+	res = UnparkResult{}
 	if code := f.call("POST", "/api/queues/orders.created/parked/customer-1/unpark", &operatorToken, map[string]any{"dry_run": true}, &res); code != 200 || !res.DryRun || res.Redriven != 3 {
 		t.Errorf("unpark: %d %+v", code, res)
 	}

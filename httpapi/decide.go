@@ -152,58 +152,107 @@ func (s *Server) handleExpire(w http.ResponseWriter, r *http.Request, p *princip
 		Entries: l.list(), Truncated: l.truncated})
 }
 
-// Parker is what the parked routes need from the park feature (ordering =
-// "park", DESIGN §4): the parked keys of a queue, and unparking one key —
-// redriving its parked messages in their original order, audited under
-// actor. Options.Parker is nil until that feature is wired in; the routes
-// then answer 501.
+// Parker is what the parked routes need (ordering "park" and "block",
+// DESIGN §4): the held keys of a queue, and unparking one key. Without
+// Options.Parker the server uses the catalog itself (Store.HeldKeys and
+// Store.Unpark, redriving through Options.Target).
 type Parker interface {
-	// Parked lists the parked keys of queue, or of every queue when queue
-	// is "".
+	// Parked lists the parked and blocked keys of queue, or of every queue
+	// when queue is "".
 	Parked(ctx context.Context, queue string) ([]ParkedKey, error)
-	// Unpark releases key of queue: its parked messages are redriven in
-	// order and later messages of the key flow again. With dryRun nothing
-	// changes and the plan is returned (and audited). An unknown queue or
-	// key is an error wrapping catalog.ErrNotFound.
+	// Unpark lets key of queue move again: its head is redriven first,
+	// then its parked messages follow in their original order. With dryRun
+	// nothing changes and the plan is returned (and audited). A key that is
+	// not held is an error wrapping catalog.ErrNotHeld.
 	Unpark(ctx context.Context, queue, key string, dryRun bool, actor string) (UnparkResult, error)
 }
 
-// ParkedKey is one parked key of a queue.
+// ParkedKey is one parked or blocked key of a queue.
 type ParkedKey struct {
 	Queue string `json:"queue"`
 	Key   string `json:"key"`
-	// Messages is how many messages of the key are parked.
+	// Mode is the queue's ordering ("park" or "block"); State is "held"
+	// (nothing passes) or "waiting" (one message is on its way).
+	Mode  string `json:"mode"`
+	State string `json:"state"`
+	// Messages is how many messages of the key are parked behind its head.
 	Messages int64 `json:"messages"`
-	// ParkedAt is when the key was parked (its first message dead-lettered).
+	// ParkedAt is when the key was first held.
 	ParkedAt time.Time `json:"parked_at"`
-	// EntryID is the catalog entry of the dead letter that parked the key
-	// (0 if unknown).
-	EntryID int64 `json:"entry_id,omitempty"`
+	// HeadEventID is the message whose failure holds the key; EntryID its
+	// catalog entry (0 while it is not ingested from a broker yet).
+	HeadEventID string `json:"head_event_id"`
+	EntryID     int64  `json:"entry_id,omitempty"`
 }
 
 // UnparkResult is what an unpark did (or would do).
 type UnparkResult struct {
-	Op       string `json:"op"`
-	Queue    string `json:"queue"`
-	Key      string `json:"key"`
-	DryRun   bool   `json:"dry_run"`
-	Redriven int    `json:"redriven"`
+	Op     string `json:"op"`
+	Queue  string `json:"queue"`
+	Key    string `json:"key"`
+	DryRun bool   `json:"dry_run"`
+	// Action is "redrive_head", "release_next", "await_head" or "nothing"
+	// (catalog.UnparkResult).
+	Action string `json:"action"`
+	// Messages is how many messages move, in order: the head (when it is
+	// redriven) and the parked ones behind it.
+	Messages int64 `json:"messages"`
+	// Redriven is how many were sent by this call (the rest follow one at
+	// a time as the consumer processes them).
+	Redriven int `json:"redriven"`
+	// Free is set when nothing was parked and the key flows again.
+	Free bool `json:"free"`
 }
 
-func (s *Server) noParker(w http.ResponseWriter) bool {
-	if s.o.Parker != nil {
-		return false
+// catalogParker is the default Parker: the server's own catalog.
+type catalogParker struct{ s *Server }
+
+func (p catalogParker) Parked(ctx context.Context, queue string) ([]ParkedKey, error) {
+	keys, err := p.s.o.Store.HeldKeys(ctx, queue)
+	if err != nil {
+		return nil, err
 	}
-	writeError(w, http.StatusNotImplemented, apiError{Error: `parking (ordering = "park") is not available in this build of lily serve: no parked keys to list or unpark`})
-	return true
+	out := make([]ParkedKey, len(keys))
+	for i, k := range keys {
+		out[i] = ParkedKey{Queue: k.Queue, Key: k.Key, Mode: k.Mode, State: k.State, Messages: k.Parked,
+			ParkedAt: k.Since, HeadEventID: k.HeadEventID}
+		if k.Head != nil {
+			out[i].EntryID = k.Head.ID
+		}
+	}
+	return out, nil
+}
+
+func (p catalogParker) Unpark(ctx context.Context, queue, key string, dryRun bool, actor string) (UnparkResult, error) {
+	if !dryRun && p.s.o.Target == nil {
+		return UnparkResult{}, errNoTarget
+	}
+	res, err := p.s.o.Store.Unpark(ctx, catalog.UnparkParams{Queue: queue, Key: key, DryRun: dryRun,
+		MaxRedrives: p.s.maxRedrives(queue), Target: p.s.o.Target, Actor: actor})
+	out := UnparkResult{Op: res.Op, Queue: queue, Key: key, DryRun: dryRun, Action: res.Action, Messages: res.Key.Parked, Free: res.Free}
+	if res.Action == "redrive_head" {
+		out.Messages++
+	}
+	if !dryRun && (res.Action == "redrive_head" || (res.Action == "release_next" && !res.Free)) {
+		out.Redriven = 1
+	}
+	return out, err
+}
+
+// errNoTarget refuses a redrive or unpark when the server has no transport
+// to publish with.
+var errNoTarget = errors.New("this server has no transport to publish with (start lily serve with --config naming the queues' transports)")
+
+func (s *Server) parker() Parker {
+	if s.o.Parker != nil {
+		return s.o.Parker
+	}
+	return catalogParker{s}
 }
 
 // handleParked lists parked keys (?queue= narrows).
 func (s *Server) handleParked(w http.ResponseWriter, r *http.Request, _ *principal) {
-	if s.noParker(w) {
-		return
-	}
-	keys, err := s.o.Parker.Parked(r.Context(), r.URL.Query().Get("queue"))
+	keys, err := s.parker().Parked(r.Context(), r.URL.Query().Get("queue"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -222,9 +271,6 @@ type unparkRequest struct {
 // handleUnpark is 'lily dlq unpark': the key's parked messages are
 // redriven in order.
 func (s *Server) handleUnpark(w http.ResponseWriter, r *http.Request, p *principal) {
-	if s.noParker(w) {
-		return
-	}
 	var req unparkRequest
 	if r.ContentLength != 0 {
 		if err := decodeBody(r, &req); err != nil {
@@ -232,9 +278,13 @@ func (s *Server) handleUnpark(w http.ResponseWriter, r *http.Request, p *princip
 			return
 		}
 	}
-	res, err := s.o.Parker.Unpark(r.Context(), r.PathValue("queue"), r.PathValue("key"), req.DryRun, p.name)
-	if errors.Is(err, catalog.ErrNotFound) {
+	res, err := s.parker().Unpark(r.Context(), r.PathValue("queue"), r.PathValue("key"), req.DryRun, p.name)
+	if errors.Is(err, catalog.ErrNotFound) || errors.Is(err, catalog.ErrNotHeld) {
 		writeError(w, http.StatusNotFound, apiError{Error: err.Error(), Field: "key"})
+		return
+	}
+	if errors.Is(err, errNoTarget) {
+		writeError(w, http.StatusNotImplemented, apiError{Error: err.Error()})
 		return
 	}
 	if err != nil {

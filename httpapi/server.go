@@ -69,8 +69,8 @@ type Options struct {
 	// Redrives counts redriven entries (e.g. a lilyprom.Hook). Defaults
 	// to nil.
 	Redrives RedriveObserver
-	// Parker lists and unparks parked keys (ordering = "park"). Defaults
-	// to nil: the parked routes answer 501.
+	// Parker lists and unparks held keys (ordering "park" and "block").
+	// Defaults to the catalog itself (Store.HeldKeys, Store.Unpark).
 	Parker Parker
 	// Logger receives request errors and job outcomes. Defaults to
 	// slog.Default().

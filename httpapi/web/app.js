@@ -592,12 +592,12 @@ async function parked(_, gen) {
       try {
         const path = `/api/queues/${encodeURIComponent(k.queue)}/parked/${encodeURIComponent(k.key)}/unpark`;
         const p = await api("POST", path, {dry_run: true});
-        const ok = h("button", {type: "button"}, `Confirm: unpark (${p.redriven} messages in order)`);
+        const ok = h("button", {type: "button"}, `Confirm: unpark (${p.messages} messages, in order)`);
         ok.addEventListener("click", async () => {
           ok.disabled = true;
           try {
             const r = await api("POST", path, {dry_run: false});
-            out.replaceChildren(notice("ok", `Unparked: ${r.redriven} redriven. `, h("a", {href: link("/audit", {op: r.op})}, "audit")));
+            out.replaceChildren(notice("ok", r.free ? "The key flows again. " : `Unparked: the ${r.action === "redrive_head" ? "head was" : "next message was"} sent; the rest follow in order as the consumer processes them. `, h("a", {href: link("/audit", {op: r.op})}, "audit")));
           } catch (e) { out.replaceChildren(failure(e)); }
         });
         out.replaceChildren(ok);
