@@ -27,8 +27,8 @@
 //	    held (a transient failure while the circuit breaker was open: it waits
 //	    in a bucket without spending a retry); settle_failed (the hand-off was
 //	    not confirmed, the original stays unacknowledged and is redelivered);
-//	    parked (ordering = "park"; stays at zero until parking lands in the
-//	    runtime). Every outcome of a queue is exported from the first event
+//	    parked (ordering "park" or "block": a message of a held key diverted
+//	    into the catalog behind its key's head). Every outcome of a queue is exported from the first event
 //	    (or Hook.Init), at zero.
 //	lily_handler_duration_seconds{queue}        histogram
 //	    How long the handler ran for one delivery, in seconds, including
