@@ -15,11 +15,11 @@ import (
 
 // outageFlags are the parameters of 'lily demo --scenario outage'.
 type outageFlags struct {
-	conn      demoConn
-	queue, db string
-	rate                      float64
-	outage                    time.Duration
-	breaker, asJSON           bool
+	conn            demoConn
+	queue, db       string
+	rate            float64
+	outage          time.Duration
+	breaker, asJSON bool
 }
 
 // outageJSON is the result of the outage scenario.
