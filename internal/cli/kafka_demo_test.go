@@ -14,15 +14,15 @@ import (
 )
 
 // newKafka starts an in-process Kafka (kfake) for one test and returns
-// its brokers as --brokers takes them.
-func newKafka(t *testing.T) string {
+// it with its brokers as --brokers takes them.
+func newKafka(t *testing.T) (*kfake.Cluster, string) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatalf("start kfake: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return strings.Join(c.ListenAddrs(), ",")
+	return c, strings.Join(c.ListenAddrs(), ",")
 }
 
 // kafkaConfig writes a configuration with one kafka queue on brokers.
@@ -42,7 +42,7 @@ func TestDemoKafka(t *testing.T) {
 	t.Parallel()
 	t.Run("brokers", func(t *testing.T) {
 		t.Parallel()
-		brokers := newKafka(t)
+		_, brokers := newKafka(t)
 		db := filepath.Join(t.TempDir(), "catalog.db")
 		got := runKafkaDemo(t, "--brokers", brokers, "--db", db)
 		if got.WorkerRestarts != 2*demoQueueConfig(demoQueue, lily.TransportKafka).DeliveryLimit {

@@ -212,3 +212,23 @@ func openKafka(ctx context.Context, o kafka.Options) (*kafka.Transport, error) {
 func notBroker(q string) error {
 	return usagef("--queue %s: not a [[queue]] with transport = \"rabbitmq\" or \"kafka\" in the config (only broker dead-letter queues and topics are ingested; SQLite dead letters are in the catalog already)", q)
 }
+
+// peekDeadLetters returns up to limit dead letters of a broker queue that
+// are not ingested yet, without consuming them.
+func (b *brokers) peekDeadLetters(ctx context.Context, q lily.QueueConfig, limit int) ([]*transport.Delivery, error) {
+	switch q.Transport {
+	case lily.TransportRabbitMQ:
+		rmq, err := b.rabbit(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return rmq.Peek(ctx, &rabbitmq.PeekParams{Queue: rabbitmq.DeadLetterQueue(q.Name), Limit: limit})
+	case lily.TransportKafka:
+		k, err := b.kafka(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return k.PeekUndrained(ctx, q.Name, limit)
+	}
+	return nil, nil
+}
