@@ -48,7 +48,8 @@ func (t *Transport) Partitions(ctx context.Context, topic string) (int32, error)
 }
 
 // Verify compares the topics of each queue, as Plan(spec, partitions)
-// lists them, with the cluster: every topic must exist; the main topic
+// lists them (with the dead-letter topic Options.DeadLetterTopics names),
+// with the cluster: every topic must exist; the main topic
 // must have partitions partitions, and the queue's other topics as many
 // as its main topic (so that a copy keeps its partition number); the
 // configs Plan sets (the dead-letter topic's retention.ms, the attempts
@@ -57,7 +58,7 @@ func (t *Transport) Partitions(ctx context.Context, topic string) (int32, error)
 func (t *Transport) Verify(ctx context.Context, specs []transport.QueueSpec, partitions int32) ([]Difference, error) {
 	var names []string
 	for _, s := range specs {
-		for _, tp := range Plan(s, partitions) {
+		for _, tp := range t.plan(s, partitions) {
 			names = append(names, tp.Name)
 		}
 	}
@@ -75,7 +76,7 @@ func (t *Transport) Verify(ctx context.Context, specs []transport.QueueSpec, par
 		if d, ok := td[s.Name]; ok && d.Err == nil {
 			main = int32(len(d.Partitions))
 		}
-		for _, tp := range Plan(s, partitions) {
+		for _, tp := range t.plan(s, partitions) {
 			diff := Difference{Queue: s.Name, Topic: tp.Name, Role: tp.Role}
 			d, ok := td[tp.Name]
 			if !ok || d.Err != nil {
