@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -44,10 +43,7 @@ func TestDemoKafka(t *testing.T) {
 		t.Parallel()
 		_, brokers := newKafka(t)
 		db := filepath.Join(t.TempDir(), "catalog.db")
-		got := runKafkaDemo(t, "--brokers", brokers, "--db", db)
-		if got.WorkerRestarts != 2*demoQueueConfig(demoQueue, lily.TransportKafka).DeliveryLimit {
-			t.Errorf("worker restarts %d, want 2 × delivery_limit (each crashing order kills the worker at deliveries 1..5)", got.WorkerRestarts)
-		}
+		runBrokerDemo(t, lily.TransportKafka, "--brokers", brokers, "--db", db)
 		// The cluster outlives the demo: reconcile counts its side too.
 		cfg := kafkaConfig(t, db, brokers, demoQueue, "")
 		code, out, errOut := run(t, "reconcile", "--config", cfg, "--json")
@@ -62,35 +58,6 @@ func TestDemoKafka(t *testing.T) {
 	})
 	t.Run("in-process", func(t *testing.T) {
 		t.Parallel()
-		runKafkaDemo(t, "--db", filepath.Join(t.TempDir(), "catalog.db"))
+		runBrokerDemo(t, lily.TransportKafka, "--db", filepath.Join(t.TempDir(), "catalog.db"))
 	})
-}
-
-// runKafkaDemo runs 'lily demo --transport kafka' with the RabbitMQ demo
-// test's workload and checks its counts.
-func runKafkaDemo(t *testing.T, args ...string) demoJSON {
-	t.Helper()
-	args = append([]string{"demo", "--transport", "kafka", "--messages", "300", "--malformed", "6", "--flaky", "15",
-		"--hopeless", "3", "--crashing", "2", "--json"}, args...)
-	code, out, errOut := run(t, args...)
-	if code != 0 {
-		t.Fatalf("demo exit %d\n%s\n%s", code, out, errOut)
-	}
-	var got demoJSON
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	want := map[string]int64{"permanent": 6, "retries_exhausted": 3, "delivery_limit": 2}
-	if fmt.Sprint(got.DeadLettersByReason) != fmt.Sprint(want) {
-		t.Errorf("dead letters by reason %v, want exactly %v", got.DeadLettersByReason, want)
-	}
-	// After the second half: 6 malformed discarded, 3 hopeless and 2
-	// crashing redriven to the source topic and acked by the fixed worker.
-	if got.Transport != "kafka" || got.Accepted != 300 || got.Acked != 294 || got.DeadLettered != 0 || got.Discarded != 6 || got.Lost != 0 || got.InFlight != 0 {
-		t.Errorf("ledger %+v, want accepted 300, acked 294, dead-lettered 0, discarded 6, lost 0", got)
-	}
-	if got.Redriven != 5 || got.RedriveRounds != 2 || got.NeedsManual != 0 {
-		t.Errorf("redriven %d in %d rounds, needs_manual %d; want 5 in 2 rounds, 0", got.Redriven, got.RedriveRounds, got.NeedsManual)
-	}
-	return got
 }

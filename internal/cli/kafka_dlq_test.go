@@ -258,16 +258,13 @@ func TestDLQKafkaForeignDeadLetterTopics(t *testing.T) {
 	ctx := context.Background()
 	cluster, brokers := newKafka(t)
 	db := filepath.Join(t.TempDir(), "catalog.db")
-	be32 := func(n int32) []byte { return binary.BigEndian.AppendUint32(nil, uint32(n)) }
-	be64 := func(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
-	hdr := func(kv ...any) []kgo.RecordHeader {
-		var out []kgo.RecordHeader
-		for i := 0; i < len(kv); i += 2 {
-			v, ok := kv[i+1].([]byte)
-			if !ok {
-				v = []byte(kv[i+1].(string))
-			}
-			out = append(out, kgo.RecordHeader{Key: kv[i].(string), Value: v})
+	// Spring writes partition and offset as big-endian binary integers.
+	be32 := func(n int32) string { return string(binary.BigEndian.AppendUint32(nil, uint32(n))) }
+	be64 := func(n int64) string { return string(binary.BigEndian.AppendUint64(nil, uint64(n))) }
+	hdr := func(pairs ...string) []kgo.RecordHeader {
+		out := make([]kgo.RecordHeader, 0, len(pairs)/2)
+		for i := 0; i+1 < len(pairs); i += 2 {
+			out = append(out, kgo.RecordHeader{Key: pairs[i], Value: []byte(pairs[i+1])})
 		}
 		return out
 	}
