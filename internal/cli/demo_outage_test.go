@@ -17,7 +17,7 @@ import (
 // without the breaker: without it the dead letters match the planner's
 // prediction within ±20%; with it none, and every message is acked.
 func TestOutageScenario(t *testing.T) {
-	for _, kind := range []string{lily.TransportSQLite, lily.TransportRabbitMQ} {
+	for _, kind := range []string{lily.TransportSQLite, lily.TransportRabbitMQ, lily.TransportKafka} {
 		t.Run(kind, func(t *testing.T) {
 			// One run at a time: the prediction assumes the consumer keeps
 			// up, which CPU contention (and -race) can break.
