@@ -86,7 +86,12 @@ no deploy can fix, are discarded with a reason; a dry run shows the plan; a
 sample of 2 is redriven and watched; the rest is redriven at 200/s; the fixed
 worker runs until the queue is quiet. Every decision is in 'lily audit', and
 the reconcile at the end still finds every message acked or discarded with a
-record: lost = 0.`,
+record: lost = 0.
+
+With --transport rabbitmq (--url) or kafka (--brokers) the queue lives on a
+broker and the catalog in the SQLite file. On Kafka without --brokers the demo
+starts an in-process Kafka (kfake) that its worker processes reach over TCP;
+the crashing orders are counted by the attempt counter topic.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch f.scenario {
@@ -135,6 +140,11 @@ func (f demoFlags) validate() error {
 		if c.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: must be >= 0", c.flag, c.v))
 		}
+	}
+	switch f.transport {
+	case lily.TransportSQLite, lily.TransportRabbitMQ, lily.TransportKafka:
+	default:
+		errs = append(errs, fmt.Errorf("--transport %q: must be sqlite, rabbitmq or kafka", f.transport))
 	}
 	if sum := f.malformed + f.flaky + f.hopeless + f.crashing; sum > f.messages {
 		errs = append(errs, fmt.Errorf("--malformed + --flaky + --hopeless + --crashing = %d: must be <= --messages (%d)", sum, f.messages))

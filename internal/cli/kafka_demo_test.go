@@ -61,3 +61,22 @@ func TestDemoKafka(t *testing.T) {
 		runBrokerDemo(t, lily.TransportKafka, "--db", filepath.Join(t.TempDir(), "catalog.db"))
 	})
 }
+
+// TestKafkaBadBrokers: a --brokers value that is not host:port,... exits 2
+// naming the flag, before anything is sent.
+func TestKafkaBadBrokers(t *testing.T) {
+	t.Parallel()
+	cfg := kafkaConfig(t, filepath.Join(t.TempDir(), "c.db"), "127.0.0.1:9092", "orders", "")
+	for _, args := range [][]string{
+		{"demo", "--transport", "kafka", "--brokers", "kafka-1"},
+		{"dlq", "ingest", "--config", cfg, "--brokers", "kafka-1:x"},
+		{"topology", "apply", "--config", cfg, "--brokers", ":9092"},
+	} {
+		if code, _, errOut := run(t, args...); code != 2 || !strings.Contains(errOut, "--brokers") {
+			t.Errorf("%v: exit %d %q, want 2 naming --brokers", args, code, errOut)
+		}
+	}
+	if code, _, errOut := run(t, "demo", "--transport", "nats"); code != 2 || !strings.Contains(errOut, "must be sqlite, rabbitmq or kafka") {
+		t.Errorf("demo --transport nats: exit %d %q", code, errOut)
+	}
+}
