@@ -338,6 +338,7 @@ func TestDLQKafkaForeignDeadLetterTopics(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.system, func(t *testing.T) {
+			t.Parallel()
 			if n, err := k.DeadLetterDepth(ctx, c.queue); err != nil || n != 0 {
 				t.Errorf("%s: depth %d (%v) after ingest, want 0", c.dlt, n, err)
 			}
