@@ -330,6 +330,19 @@ type Config struct {
 	// RabbitMQURL is the broker of the queues with transport "rabbitmq".
 	// Defaults to "amqp://guest:guest@127.0.0.1:5672/".
 	RabbitMQURL string `toml:"rabbitmq_url" json:"rabbitmq_url,omitempty"`
+	// KafkaBrokers are the seed brokers ("host:port") of the queues with
+	// transport "kafka"; the --brokers flag overrides them. Defaults to
+	// ["127.0.0.1:9092"].
+	KafkaBrokers []string `toml:"kafka_brokers" json:"kafka_brokers,omitempty"`
+	// KafkaPartitions is the partition count of the topics 'lily topology
+	// apply' creates for a kafka queue whose topic does not exist yet,
+	// 1..10000. Defaults to 3.
+	KafkaPartitions int32 `toml:"kafka_partitions" json:"kafka_partitions,omitempty"`
+	// KafkaDeadLetterTopics maps a kafka queue (topic) to the dead-letter
+	// topic Lily writes to and 'lily dlq ingest' reads, when it is not
+	// "<queue>.dlt": e.g. one written by Spring Kafka ("orders-dlt"),
+	// Kafka Connect or Kafka Streams. Defaults to none.
+	KafkaDeadLetterTopics map[string]string `toml:"kafka_dead_letter_topics" json:"kafka_dead_letter_topics,omitempty"`
 	// RedactPatterns are extra regular expressions whose matches are masked
 	// in error messages and stacks. Defaults to none (the built-in
 	// patterns always apply).
@@ -349,6 +362,7 @@ func (c Config) WithDefaults() Config {
 	if c.RabbitMQURL == "" {
 		c.RabbitMQURL = DefaultRabbitMQURL
 	}
+	c = c.withKafkaDefaults()
 	qs := make([]QueueConfig, len(c.Queues))
 	for i, q := range c.Queues {
 		qs[i] = q.WithDefaults()
@@ -378,6 +392,7 @@ func (c Config) Validate() error {
 	if err := retry.CheckTopology(counts); err != nil {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, err.Error()))
 	}
+	errs = append(errs, c.validateKafka()...)
 	for _, p := range c.RedactPatterns {
 		if _, err := evidence.NewRedactor(p); err != nil {
 			errs = append(errs, fmt.Errorf("%w: redact_patterns: %q: %v", ErrInvalidConfig, p, err))

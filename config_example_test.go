@@ -28,3 +28,25 @@ func TestExampleConfig(t *testing.T) {
 		t.Errorf("payments.captured defaults %+v", p)
 	}
 }
+
+// TestExampleKafkaConfig keeps examples/lily-kafka.toml, which the README
+// points to, valid and meaning what its comments say.
+func TestExampleKafkaConfig(t *testing.T) {
+	c, err := lily.LoadConfig("examples/lily-kafka.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.KafkaBrokers) != 1 || c.KafkaBrokers[0] != "127.0.0.1:9092" || c.KafkaPartitions != 3 {
+		t.Errorf("brokers %v, partitions %d", c.KafkaBrokers, c.KafkaPartitions)
+	}
+	q, ok := c.Queue("orders.created")
+	if !ok || q.Transport != lily.TransportKafka || q.DeliveryLimit != 5 {
+		t.Fatalf("orders.created %+v", q)
+	}
+	if got := q.Policy().Buckets(); len(got) != 3 || got[0] != 1000 || got[1] != 2000 || got[2] != 4000 {
+		t.Errorf("orders.created buckets %v, want [1000 2000 4000]", got)
+	}
+	if c.KafkaDeadLetterTopics["billing"] != "billing-dlt" {
+		t.Errorf("dead-letter topics %v", c.KafkaDeadLetterTopics)
+	}
+}

@@ -52,7 +52,11 @@ func EntryFromDeadLetter(queue string, d *transport.Delivery, now time.Time) *En
 		e.ErrorMessage = "dead-lettered by the broker without Lily evidence: " + reason
 		if len(foreign) > 0 {
 			f := foreign[0]
-			e.ErrorMessage = fmt.Sprintf("dead-lettered by %s: %s", f.System, f.Reason)
+			what := f.Reason // e.g. RabbitMQ's delivery_limit, Kafka Connect's stage
+			if what == "" {
+				what = "failed" // Spring Kafka and Kafka Streams record no reason
+			}
+			e.ErrorMessage = fmt.Sprintf("dead-lettered by %s: %s", f.System, what)
 			if f.Source != "" {
 				e.ErrorMessage += " at " + f.Source
 			}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,7 +47,7 @@ type demoJSON struct {
 }
 
 type demoFlags struct {
-	db, transport, url, queue            string
+	db, transport, url, brokers, queue   string
 	messages, malformed, flaky, hopeless int
 	crashing, maxRestarts                int
 	seed                                 uint64
@@ -85,7 +86,12 @@ no deploy can fix, are discarded with a reason; a dry run shows the plan; a
 sample of 2 is redriven and watched; the rest is redriven at 200/s; the fixed
 worker runs until the queue is quiet. Every decision is in 'lily audit', and
 the reconcile at the end still finds every message acked or discarded with a
-record: lost = 0.`,
+record: lost = 0.
+
+With --transport rabbitmq (--url) or kafka (--brokers) the queue lives on a
+broker and the catalog in the SQLite file. On Kafka without --brokers the demo
+starts an in-process Kafka (kfake) that its worker processes reach over TCP;
+the crashing orders are counted by the attempt counter topic.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch f.scenario {
@@ -99,8 +105,9 @@ record: lost = 0.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.db, "db", "", "SQLite file to create for the demo: the store, or the catalog with --transport rabbitmq (default: a new file in a temporary directory)")
-	fl.StringVar(&f.transport, "transport", lily.TransportSQLite, "where the queue lives: sqlite (embedded, no service) or rabbitmq")
+	fl.StringVar(&f.transport, "transport", lily.TransportSQLite, "where the queue lives: sqlite (embedded, no service), rabbitmq or kafka")
 	fl.StringVar(&f.url, "url", lily.DefaultRabbitMQURL, "AMQP URL of the broker, with --transport rabbitmq")
+	fl.StringVar(&f.brokers, "brokers", "", "Kafka seed brokers host:port,..., with --transport kafka (default: an in-process Kafka, kfake)")
 	fl.StringVar(&f.queue, "queue", demoQueue, "name of the demo's queue (its exchange is the part before the first dot)")
 	fl.IntVar(&f.messages, "messages", 1000, "orders to publish in all")
 	fl.IntVar(&f.malformed, "malformed", 10, "orders whose body does not decode")
@@ -119,6 +126,11 @@ record: lost = 0.`,
 	return cmd
 }
 
+// conn says where the demo's queue lives.
+func (f demoFlags) conn() demoConn {
+	return demoConn{kind: f.transport, url: f.url, brokers: f.brokers}
+}
+
 func (f demoFlags) validate() error {
 	var errs []error
 	for _, c := range []struct {
@@ -128,6 +140,11 @@ func (f demoFlags) validate() error {
 		if c.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: must be >= 0", c.flag, c.v))
 		}
+	}
+	switch f.transport {
+	case lily.TransportSQLite, lily.TransportRabbitMQ, lily.TransportKafka:
+	default:
+		errs = append(errs, fmt.Errorf("--transport %q: must be sqlite, rabbitmq or kafka", f.transport))
 	}
 	if sum := f.malformed + f.flaky + f.hopeless + f.crashing; sum > f.messages {
 		errs = append(errs, fmt.Errorf("--malformed + --flaky + --hopeless + --crashing = %d: must be <= --messages (%d)", sum, f.messages))
@@ -166,7 +183,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err := qc.Validate(); err != nil {
 		return usagef("--queue %q: %v", f.queue, err)
 	}
-	b, err := openDemoBackend(ctx, f.transport, f.url, path, qc)
+	b, err := openDemoBackend(ctx, f.conn(), path, qc)
 	if err != nil {
 		return err
 	}
@@ -181,8 +198,11 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		}
 	}
 	where := "the embedded SQLite store (" + path + ")"
-	if f.transport == lily.TransportRabbitMQ {
+	switch f.transport {
+	case lily.TransportRabbitMQ:
 		where = "RabbitMQ (" + redactedURL(f.url) + "), catalog " + path
+	case lily.TransportKafka:
+		where = b.kafka.where() + ", catalog " + path
 	}
 	say("Lily demo: queue %s on %s", qc.Name, where)
 	say("published %d orders: %d malformed, %d flaky, %d hopeless, %d crashing; retries %v ms, delivery limit %d",
@@ -280,7 +300,7 @@ func demoReport(ctx context.Context, b *demoBackend, out *demoJSON, say func(str
 		say("  %-20s %d", r, byReason[r])
 	}
 	say("\nworker restarts: %d (each crash-type poison was counted by the %s, not caught in the handler)", out.WorkerRestarts,
-		map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker"}[out.Transport])
+		map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker", lily.TransportKafka: "attempt counter"}[out.Transport])
 	say("inspect it yourself: lily dlq list --db %s; lily reconcile --db %s", out.DB, out.DB)
 	return nil
 }
@@ -296,7 +316,13 @@ func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(st
 	}
 	for restarts := 0; ; restarts++ {
 		instance := "demo-worker-" + strconv.Itoa(restarts+1)
+		if b.kafka != nil {
+			instance = "demo-worker" // a static group member: the same ID after a restart
+		}
 		args := []string{"demo-worker", "--db", f.db, "--instance", instance, "--transport", f.transport, "--url", f.url, "--queue", f.queue}
+		if b.kafka != nil {
+			args = append(args, "--brokers", strings.Join(b.kafka.brokers, ","))
+		}
 		if f.verbose {
 			args = append(args, "--verbose")
 		}
@@ -327,9 +353,12 @@ func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(st
 		if rerr != nil {
 			return restarts, fmt.Errorf("demo: recover the dead worker's leases: %w", rerr)
 		}
-		if b.sq != nil {
+		switch {
+		case b.sq != nil:
 			say("worker %d died (%v) holding %d deliveries; restarting", restarts+1, ee.ProcessState, n)
-		} else {
+		case b.kafka != nil:
+			say("worker %d died (%v); its records' counts were saved before its handler ran; restarting", restarts+1, ee.ProcessState)
+		default:
 			say("worker %d died (%v); the broker requeued its deliveries; restarting", restarts+1, ee.ProcessState)
 		}
 		if restarts+1 > f.maxRestarts {
@@ -354,7 +383,7 @@ func runOutageDemo(ctx context.Context, f demoFlags, stdout io.Writer) error {
 	if queue == demoQueue {
 		queue = "outage.orders"
 	}
-	out, err := runOutageScenario(ctx, outageFlags{transport: f.transport, url: f.url, queue: queue, db: path,
+	out, err := runOutageScenario(ctx, outageFlags{conn: f.conn(), queue: queue, db: path,
 		rate: f.rate, outage: f.outage, breaker: f.breaker}, stdout)
 	if err != nil {
 		return err

@@ -8,30 +8,39 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
-	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
 
+// demoConn says where the demo's queue lives: the transport, and for a
+// broker how to reach it (--url for RabbitMQ, --brokers for Kafka; no
+// --brokers starts an in-process Kafka).
+type demoConn struct {
+	kind    string
+	url     string
+	brokers string
+}
+
 // demoBackend is where the demo's queue lives: the embedded SQLite store,
-// or a RabbitMQ broker with the catalog in the SQLite file.
+// or a broker (RabbitMQ, Kafka) with the catalog in the SQLite file.
 type demoBackend struct {
-	kind  string // lily.TransportSQLite or lily.TransportRabbitMQ
+	kind  string // lily.TransportSQLite, lily.TransportRabbitMQ or lily.TransportKafka
 	url   string
 	queue lily.QueueConfig
 	db    string
 
 	tr      transport.Transport // what publishes and consumes
 	cat     *catalog.Store
-	sq      *sqlite.Transport   // SQLite: the store itself
-	rmq     *rabbitmq.Transport // RabbitMQ: the broker connection
+	sq      *sqlite.Transport // SQLite: the store itself
+	broker  brokerTransport   // RabbitMQ or Kafka: the broker connection
+	kafka   *demoKafka        // Kafka: the cluster
 	closeFn []func()
 }
 
 // openDemoBackend opens the transport and catalog for the demo's queue. A
 // worker process opens its own with the same arguments.
-func openDemoBackend(ctx context.Context, kind, url, db string, qc lily.QueueConfig) (*demoBackend, error) {
-	b := &demoBackend{kind: kind, url: url, queue: qc, db: db}
-	switch kind {
+func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.QueueConfig) (*demoBackend, error) {
+	b := &demoBackend{kind: conn.kind, url: conn.url, queue: qc, db: db}
+	switch conn.kind {
 	case lily.TransportSQLite:
 		tr, err := sqlite.Open(ctx, db, sqlite.Options{VisibilityTimeout: demoVisibility, PollInterval: 5 * time.Millisecond})
 		if err != nil {
@@ -45,25 +54,40 @@ func openDemoBackend(ctx context.Context, kind, url, db string, qc lily.QueueCon
 			return nil, err
 		}
 		b.cat = cat
-	case lily.TransportRabbitMQ:
-		cat, err := catalog.Open(ctx, db)
-		if err != nil {
-			return nil, err
-		}
-		b.cat = cat
-		b.closeFn = append(b.closeFn, func() { cat.Close() })
-		rmq, err := openRabbit(ctx, url)
+		return b, nil
+	case lily.TransportRabbitMQ, lily.TransportKafka:
+	default:
+		return nil, usagef("--transport %q: must be sqlite, rabbitmq or kafka", conn.kind)
+	}
+	cat, err := catalog.Open(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	b.cat = cat
+	b.closeFn = append(b.closeFn, func() { cat.Close() })
+	if conn.kind == lily.TransportKafka {
+		k, err := openDemoKafka(ctx, conn.brokers)
 		if err != nil {
 			b.Close()
 			return nil, err
 		}
-		rmq.Register(qc.Spec())
-		b.rmq = rmq
+		b.kafka, b.broker = k, k.tr
+		b.closeFn = append(b.closeFn, k.Close)
+	} else {
+		rmq, err := openRabbit(ctx, conn.url)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.broker = rmq
 		b.closeFn = append(b.closeFn, func() { rmq.Close() })
-		b.tr = catalog.Account(rmq, cat)
-	default:
-		return nil, usagef("--transport %q: must be sqlite or rabbitmq", kind)
 	}
+	// Registered, not declared: the worker finds the topology the demo
+	// declared.
+	if r, ok := b.broker.(interface{ Register(...transport.QueueSpec) }); ok {
+		r.Register(qc.Spec())
+	}
+	b.tr = catalog.Account(b.broker, cat)
 	return b, nil
 }
 
@@ -81,12 +105,12 @@ func (b *demoBackend) declare(ctx context.Context) error {
 	if err := d.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{b.queue.Spec()}}); err != nil {
 		return err
 	}
-	if b.rmq != nil {
-		n, err := b.rmq.InFlight(ctx, b.queue.Name)
+	if b.broker != nil {
+		n, err := b.broker.InFlight(ctx, b.queue.Name)
 		if err != nil {
 			return err
 		}
-		dl, err := b.rmq.DeadLetterDepth(ctx, b.queue.Name)
+		dl, err := b.broker.DeadLetterDepth(ctx, b.queue.Name)
 		if err != nil {
 			return err
 		}
@@ -100,14 +124,15 @@ func (b *demoBackend) declare(ctx context.Context) error {
 // counter is the in-flight (and, on a broker, not yet ingested DLQ)
 // counter for the ledger.
 func (b *demoBackend) counter() transport.InFlightCounter {
-	if b.rmq != nil {
-		return b.rmq
+	if b.broker != nil {
+		return b.broker
 	}
 	return b.sq
 }
 
 // recover gives a dead worker's deliveries back at once. A broker does it
-// by itself when the worker's connection dies.
+// by itself when the worker's connection dies (Kafka: the restarted
+// worker, a static group member, takes its partitions back).
 func (b *demoBackend) recover(ctx context.Context, instance string) (int, error) {
 	if b.sq != nil {
 		return b.sq.RecoverLeases(ctx, &transport.RecoverParams{Consumer: instance})
@@ -117,10 +142,10 @@ func (b *demoBackend) recover(ctx context.Context, instance string) (int, error)
 
 // finish drains a broker's dead letters into the catalog.
 func (b *demoBackend) finish(ctx context.Context) error {
-	if b.rmq == nil {
+	if b.broker == nil {
 		return nil
 	}
-	if _, err := b.cat.Ingest(ctx, b.rmq, b.queue.Name); err != nil {
+	if _, err := b.cat.Ingest(ctx, b.broker, b.queue.Name); err != nil {
 		return fmt.Errorf("demo: ingest the dead letters: %w", err)
 	}
 	return nil

@@ -15,10 +15,11 @@ import (
 
 // outageFlags are the parameters of 'lily demo --scenario outage'.
 type outageFlags struct {
-	transport, url, queue, db string
-	rate                      float64
-	outage                    time.Duration
-	breaker, asJSON           bool
+	conn            demoConn
+	queue, db       string
+	rate            float64
+	outage          time.Duration
+	breaker, asJSON bool
 }
 
 // outageJSON is the result of the outage scenario.
@@ -72,7 +73,7 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (ou
 	case f.outage <= 0 || f.outage > 10*time.Minute:
 		return out, usagef("--outage %s: must be in (0, 10m]", f.outage)
 	}
-	qc := outageQueueConfig(f.queue, f.transport, f.rate, f.breaker)
+	qc := outageQueueConfig(f.queue, f.conn.kind, f.rate, f.breaker)
 	sched, err := plan.Backoff(outageAttempts+1, outageBackoff, outageMaxDelay)
 	if err != nil {
 		return out, err
@@ -81,7 +82,7 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (ou
 	if err != nil {
 		return out, err
 	}
-	b, err := openDemoBackend(ctx, f.transport, f.url, f.db, qc)
+	b, err := openDemoBackend(ctx, f.conn, f.db, qc)
 	if err != nil {
 		return out, err
 	}
@@ -89,7 +90,7 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (ou
 	if err := b.declare(ctx); err != nil {
 		return out, err
 	}
-	out = outageJSON{Scenario: "outage", Transport: f.transport, Queue: qc.Name, Breaker: f.breaker, RatePerS: f.rate,
+	out = outageJSON{Scenario: "outage", Transport: f.conn.kind, Queue: qc.Name, Breaker: f.breaker, RatePerS: f.rate,
 		OutageS: f.outage.Seconds(), RetrySpanS: pred.RetrySpanS, PredictedDeadLettered: pred.DeadLettered}
 
 	var published, acked, dead, held, opened atomic.Int64

@@ -17,7 +17,7 @@ import (
 // without the breaker: without it the dead letters match the planner's
 // prediction within ±20%; with it none, and every message is acked.
 func TestOutageScenario(t *testing.T) {
-	for _, kind := range []string{lily.TransportSQLite, lily.TransportRabbitMQ} {
+	for _, kind := range []string{lily.TransportSQLite, lily.TransportRabbitMQ, lily.TransportKafka} {
 		t.Run(kind, func(t *testing.T) {
 			// One run at a time: the prediction assumes the consumer keeps
 			// up, which CPU contention (and -race) can break.
@@ -32,16 +32,16 @@ func outageRun(t *testing.T, kind string, breaker bool) {
 	// The prediction holds while the consumer keeps up with the arrivals
 	// and their retries (4 attempts each during the outage): modest rates,
 	// so that it does under -race on 2 cores too.
-	f := outageFlags{transport: kind, rate: 25, outage: 4 * time.Second, breaker: breaker,
+	f := outageFlags{conn: demoConn{kind: kind}, rate: 25, outage: 4 * time.Second, breaker: breaker,
 		db: filepath.Join(t.TempDir(), "outage.db"), queue: "outage.orders"}
 	if kind == lily.TransportRabbitMQ {
 		// Each broker hop (bucket TTL, dead-lettering back) adds to the
 		// nominal span: a longer outage keeps that small against the
 		// prediction.
 		f.outage = 5 * time.Second
-		f.url = needRabbit(t)
+		f.conn.url = needRabbit(t)
 		f.queue = fmt.Sprintf("outage%08x.orders", rand.Uint32())
-		cleanupRabbitQueues(t, f.url, outageQueueConfig(f.queue, kind, f.rate, breaker))
+		cleanupRabbitQueues(t, f.conn.url, outageQueueConfig(f.queue, kind, f.rate, breaker))
 	}
 	got, err := runOutageScenario(context.Background(), f, nil)
 	if err != nil {

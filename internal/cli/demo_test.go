@@ -197,8 +197,28 @@ func TestDemoRabbitMQ(t *testing.T) {
 	queue := fmt.Sprintf("demo%08x.created", rand.Uint32())
 	cleanupRabbitQueues(t, url, demoQueueConfig(queue, lily.TransportRabbitMQ))
 	db := filepath.Join(t.TempDir(), "catalog.db")
-	code, out, errOut := run(t, "demo", "--transport", "rabbitmq", "--url", url, "--queue", queue, "--db", db,
-		"--messages", "300", "--malformed", "6", "--flaky", "15", "--hopeless", "3", "--crashing", "2", "--json")
+	runBrokerDemo(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue, "--db", db)
+	// The queue is now non-empty on the broker? No: everything was settled,
+	// and a second demo on the same queue is refused only if it holds
+	// messages. Reconcile with the config counts the broker's side.
+	cfg := writeConfig(t, fmt.Sprintf("rabbitmq_url = %q\n[[queue]]\nname = %q\ntransport = \"rabbitmq\"\nretry_attempts = 3\nretry_backoff_millis = 20\nmax_retry_backoff_millis = 80\nretry_jitter_ratio = 0.2\n", url, queue))
+	code, out, errOut := run(t, "reconcile", "--db", db, "--config", cfg, "--json")
+	if code != 0 {
+		t.Fatalf("reconcile exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// runBrokerDemo runs 'lily demo --transport kind' with a workload of 300
+// orders (6 malformed, 15 flaky, 3 hopeless, 2 crashing) and checks its
+// counts: exactly the workload's classes by reason, each crashing order
+// killing the worker at deliveries 1..delivery_limit, and after the second
+// half 6 malformed discarded, 3 hopeless and 2 crashing redriven to the
+// source queue and acked by the fixed worker, lost 0.
+func runBrokerDemo(t *testing.T, kind string, args ...string) demoJSON {
+	t.Helper()
+	args = append([]string{"demo", "--transport", kind, "--messages", "300", "--malformed", "6", "--flaky", "15",
+		"--hopeless", "3", "--crashing", "2", "--json"}, args...)
+	code, out, errOut := run(t, args...)
 	if code != 0 {
 		t.Fatalf("demo exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -207,30 +227,19 @@ func TestDemoRabbitMQ(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	want := map[string]int64{"permanent": 6, "retries_exhausted": 3, "delivery_limit": 2}
-	for r, n := range want {
-		if got.DeadLettersByReason[r] != n {
-			t.Errorf("dead letters %s = %d, want %d", r, got.DeadLettersByReason[r], n)
-		}
+	if !reflect.DeepEqual(got.DeadLettersByReason, want) {
+		t.Errorf("dead letters by reason %v, want exactly %v", got.DeadLettersByReason, want)
 	}
-	// After the second half: 6 malformed discarded, 3 hopeless and 2
-	// crashing redriven to the source queue and acked by the fixed worker.
-	if got.Accepted != 300 || got.Acked != 294 || got.DeadLettered != 0 || got.Discarded != 6 || got.Lost != 0 || got.InFlight != 0 {
+	if got.Transport != kind || got.Accepted != 300 || got.Acked != 294 || got.DeadLettered != 0 || got.Discarded != 6 || got.Lost != 0 || got.InFlight != 0 {
 		t.Errorf("ledger %+v, want accepted 300, acked 294, dead-lettered 0, discarded 6, lost 0", got)
 	}
 	if got.Redriven != 5 || got.RedriveRounds != 2 || got.NeedsManual != 0 {
 		t.Errorf("redriven %d in %d rounds, needs_manual %d; want 5 in 2 rounds, 0", got.Redriven, got.RedriveRounds, got.NeedsManual)
 	}
-	if got.WorkerRestarts != 2*demoQueueConfig(queue, lily.TransportRabbitMQ).DeliveryLimit {
+	if got.WorkerRestarts != 2*demoQueueConfig(demoQueue, kind).DeliveryLimit {
 		t.Errorf("worker restarts %d, want 2 × delivery_limit", got.WorkerRestarts)
 	}
-	// The queue is now non-empty on the broker? No: everything was settled,
-	// and a second demo on the same queue is refused only if it holds
-	// messages. Reconcile with the config counts the broker's side.
-	cfg := writeConfig(t, fmt.Sprintf("rabbitmq_url = %q\n[[queue]]\nname = %q\ntransport = \"rabbitmq\"\nretry_attempts = 3\nretry_backoff_millis = 20\nmax_retry_backoff_millis = 80\nretry_jitter_ratio = 0.2\n", url, queue))
-	code, out, errOut = run(t, "reconcile", "--db", db, "--config", cfg, "--json")
-	if code != 0 {
-		t.Fatalf("reconcile exit %d\n%s\n%s", code, out, errOut)
-	}
+	return got
 }
 
 func TestDLQIngestRabbitMQ(t *testing.T) {

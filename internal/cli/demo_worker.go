@@ -46,6 +46,7 @@ const demoVisibility = 10 * time.Second
 func newDemoWorkerCmd() *cobra.Command {
 	var (
 		db, instance, kind, url, queue string
+		brokers                        string
 		verbose, fixed                 bool
 	)
 	cmd := &cobra.Command{
@@ -57,7 +58,7 @@ func newDemoWorkerCmd() *cobra.Command {
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			qc := demoQueueConfig(queue, kind)
-			b, err := openDemoBackend(ctx, kind, url, db, qc)
+			b, err := openDemoBackend(ctx, demoConn{kind: kind, url: url, brokers: brokers}, db, qc)
 			if err != nil {
 				return err
 			}
@@ -113,8 +114,9 @@ func newDemoWorkerCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&db, "db", "", "database file (store or catalog)")
 	fl.StringVar(&instance, "instance", "demo-worker-"+strconv.Itoa(os.Getpid()), "consumer instance ID (its leases)")
-	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite or rabbitmq")
+	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq or kafka")
 	fl.StringVar(&url, "url", lily.DefaultRabbitMQURL, "AMQP URL")
+	fl.StringVar(&brokers, "brokers", "", "Kafka seed brokers (the demo passes its cluster's)")
 	fl.StringVar(&queue, "queue", demoQueue, "queue name")
 	fl.BoolVar(&verbose, "verbose", false, "log the consumer's decisions to stderr")
 	fl.BoolVar(&fixed, "fixed", false, "run the fixed consumer (retired SKUs known, gift notes no longer crash)")

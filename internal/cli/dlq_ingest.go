@@ -21,18 +21,29 @@ func newDLQIngestCmd() *cobra.Command {
 	var (
 		sf     storeFlags
 		url    string
+		kbrk   string
 		queue  string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "ingest",
 		Short: "Drain broker dead-letter queues into the catalog (catalog commit, then broker ack)",
-		Long: `Drain <queue>.dlq.v2 of every [[queue]] with transport = "rabbitmq" (or only
---queue) into the catalog at --db (or the config's db). Each batch is
-committed to the catalog before it is acknowledged on the broker; ingesting
-the same dead letter twice adds one entry. Dead letters the broker made by
-itself (x-death reasons rejected, expired, maxlen, delivery_limit) get their
-reason and evidence from the broker's headers.`,
+		Long: `Drain the dead letters of every [[queue]] on a broker (or only --queue) into
+the catalog at --db (or the config's db):
+
+  rabbitmq  <queue>.dlq.v2; each batch is committed to the catalog, then
+            acknowledged on the broker. Dead letters the broker made by itself
+            (x-death reasons rejected, expired, maxlen, delivery_limit) get
+            their reason and evidence from the broker's headers.
+  kafka     <topic>.dlt (or the topic kafka_dead_letter_topics names), read
+            with its own consumer group (lily.<topic>.dlt-drain) whose offsets
+            are committed after each catalog commit; the records stay in the
+            topic. Dead-letter topics written by others are understood too:
+            Spring Kafka (kafka_dlt-*), Kafka Connect (__connect.errors.*) and
+            Kafka Streams (__streams.errors.*) evidence is kept with the entry
+            ('lily dlq show' decodes it).
+
+Ingesting the same dead letter twice adds one entry.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -47,18 +58,22 @@ reason and evidence from the broker's headers.`,
 			if err != nil {
 				return err
 			}
-			sources, closeAll, err := brokerSources(ctx, c, url)
-			defer closeAll()
+			if queue != "" {
+				if q, ok := c.Queue(queue); !ok || !isBroker(q.Transport) {
+					return notBroker(queue)
+				}
+			}
+			brk, err := newBrokers(c, url, kbrk)
 			if err != nil {
 				return err
 			}
-			if queue != "" {
-				if _, ok := sources[queue]; !ok {
-					return notRabbit(queue)
-				}
+			defer brk.Close()
+			sources, err := brk.sources(ctx)
+			if err != nil {
+				return err
 			}
 			if len(sources) == 0 {
-				return usagef("--config %s: no [[queue]] has transport = \"rabbitmq\": nothing to ingest", sf.config)
+				return usagef("--config %s: no [[queue]] has transport = \"rabbitmq\" or \"kafka\": nothing to ingest", sf.config)
 			}
 			cat, err := catalog.Open(ctx, path)
 			if err != nil {
@@ -92,6 +107,7 @@ reason and evidence from the broker's headers.`,
 	}
 	sf.add(cmd)
 	cmd.Flags().StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	brokersFlag(cmd, &kbrk)
 	cmd.Flags().StringVar(&queue, "queue", "", "ingest only this queue's dead letters")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd

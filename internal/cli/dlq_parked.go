@@ -22,6 +22,7 @@ func newDLQParkedCmd() *cobra.Command {
 		sf     storeFlags
 		queue  string
 		url    string
+		kbrk   string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -51,7 +52,7 @@ so that every head is in the catalog.`,
 				return err
 			}
 			defer env.Close()
-			targets := &redriveTargets{env: env, url: url}
+			targets := &redriveTargets{env: env, url: url, brokers: kbrk}
 			defer targets.Close()
 			keys, err := env.cat.HeldKeys(ctx, queue)
 			if err != nil {
@@ -75,6 +76,7 @@ so that every head is in the catalog.`,
 	sf.add(cmd)
 	cmd.Flags().StringVar(&queue, "queue", "", "only this queue")
 	cmd.Flags().StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	brokersFlag(cmd, &kbrk)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -126,6 +128,7 @@ func newDLQUnparkCmd() *cobra.Command {
 		sf           storeFlags
 		queue, key   string
 		url, actor   string
+		kbrk         string
 		dryRun, asJS bool
 		wait         time.Duration
 	)
@@ -163,7 +166,7 @@ outcome; the consumer carries on releasing after that.`,
 				return err
 			}
 			defer env.Close()
-			targets := &redriveTargets{env: env, url: url}
+			targets := &redriveTargets{env: env, url: url, brokers: kbrk}
 			defer targets.Close()
 			if err := ingestHeads(ctx, targets, []catalog.HeldKey{{Queue: queue}}); err != nil {
 				return err
@@ -201,6 +204,7 @@ outcome; the consumer carries on releasing after that.`,
 	fl.BoolVar(&dryRun, "dry-run", false, "show the head and what waits behind it; change nothing (audited)")
 	fl.DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the key to flow again (0: do not wait)")
 	fl.StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	brokersFlag(cmd, &kbrk)
 	actorFlag(cmd, &actor)
 	fl.BoolVar(&asJS, "json", false, "print JSON")
 	return cmd

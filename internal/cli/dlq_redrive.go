@@ -50,6 +50,7 @@ type redriveFlags struct {
 	sf      storeFlags
 	sel     selectFlags
 	url     string
+	brokers string
 	actor   string
 	dryRun  bool
 	sample  int
@@ -85,7 +86,10 @@ command again can make duplicates (same event ID), never lose a message.
   --rate R             at most R messages per second (token bucket)
 
 Queues come from --config ([[queue]] transport); a queue not in it is a queue
-of the SQLite store at --db. A queue that no longer exists stops the redrive
+of the SQLite store at --db. On Kafka the message is produced to the source
+topic (never a retry or dead-letter topic) with its key, so it lands in the
+partition its original was in, and the entry is marked only after the
+brokers acknowledged the produce (acks=all). A queue that no longer exists stops the redrive
 before anything is sent. A selection of nothing is not an error: it prints
 "nothing to redrive" and exits 0 (audited as nothing_selected). Every
 decision is in 'lily audit'.`,
@@ -100,6 +104,7 @@ decision is in 'lily audit'.`,
 	fl.DurationVar(&f.observe, "observe", 0, "how long to watch the sample for dead letters (e.g. 30s, 5m)")
 	fl.Float64Var(&f.rate, "rate", 0, "at most this many messages per second (0: as fast as the transport confirms)")
 	fl.StringVar(&f.url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	brokersFlag(cmd, &f.brokers)
 	actorFlag(cmd, &f.actor)
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
@@ -139,7 +144,10 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 		return err
 	}
 	defer env.Close()
-	targets := &redriveTargets{env: env, url: f.url}
+	if _, err := parseBrokersFlag(f.brokers); err != nil {
+		return err
+	}
+	targets := &redriveTargets{env: env, url: f.url, brokers: f.brokers}
 	defer targets.Close()
 	w := cmd.OutOrStdout()
 	actor := actorOr(f.actor)

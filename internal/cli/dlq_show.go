@@ -8,9 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
-	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
 func init() {
@@ -124,6 +122,7 @@ func newDLQPeekCmd() *cobra.Command {
 		queue      string
 		states     string
 		url        string
+		kbrk       string
 		limit      int
 		asJSON     bool
 		bodyFormat string
@@ -134,9 +133,10 @@ func newDLQPeekCmd() *cobra.Command {
 		Long: `Show the oldest --limit entries of a queue held in the catalog (pending,
 parked, needs_manual; see --state), each as 'lily dlq show' does.
 
-With --config, for a queue with transport = "rabbitmq", dead letters still
-waiting in the broker's DLQ (not ingested yet) are shown after them: they are
-read without being consumed (the broker puts them back in order).`,
+With --config, for a queue with transport = "rabbitmq" or "kafka", dead
+letters still waiting in the broker's DLQ or dead-letter topic (not ingested
+yet) are shown after them: they are read without being consumed (RabbitMQ
+puts them back in order; on Kafka no offset is committed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if queue == "" {
@@ -166,16 +166,13 @@ read without being consumed (the broker puts them back in order).`,
 			for _, e := range es {
 				views = append(views, entryView(e, "catalog", bodyFormat))
 			}
-			if q, ok := env.queue(queue); ok && q.Transport == lily.TransportRabbitMQ && len(views) < limit {
-				if url == "" {
-					url = env.cfg.RabbitMQURL
-				}
-				rmq, err := openRabbit(ctx, url)
+			if q, ok := env.queue(queue); ok && isBroker(q.Transport) && len(views) < limit {
+				brk, err := newBrokers(env.cfg, url, kbrk)
 				if err != nil {
 					return err
 				}
-				defer rmq.Close()
-				ds, err := rmq.Peek(ctx, &rabbitmq.PeekParams{Queue: rabbitmq.DeadLetterQueue(queue), Limit: limit - len(views)})
+				defer brk.Close()
+				ds, err := brk.peekDeadLetters(ctx, q, limit-len(views))
 				if err != nil {
 					return err
 				}
@@ -209,6 +206,7 @@ read without being consumed (the broker puts them back in order).`,
 	fl.IntVar(&limit, "limit", 10, "at most this many entries, 1..1000")
 	fl.StringVar(&states, "state", "held", "entry states, comma-separated, 'held' or 'all'")
 	fl.StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	brokersFlag(cmd, &kbrk)
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.StringVar(&bodyFormat, "body", bodyAuto, "body format: auto, text, json or hex")
 	return cmd

@@ -17,37 +17,56 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
-	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
 // redriveTargets resolves the transport of a redriven entry's source
 // queue: its [[queue]] transport in --config; a queue not in the config is
 // a queue of the SQLite store at --db.
 type redriveTargets struct {
-	env *dlqEnv
-	url string
-	mu  sync.Mutex // guards rmq: 'lily serve' runs redrives concurrently
-	rmq *rabbitmq.Transport
+	mu      sync.Mutex // guards brk: 'lily serve' runs redrives concurrently
+	env     *dlqEnv
+	url     string // --url
+	brokers string // --brokers
+	brk     *brokers
 }
 
 func (r *redriveTargets) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.rmq != nil {
-		r.rmq.Close()
+	if r.brk != nil {
+		r.brk.Close()
 	}
+}
+
+// open returns the brokers of the configuration (connecting on first use).
+func (r *redriveTargets) open() (*brokers, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.brk == nil {
+		b, err := newBrokers(r.env.cfg, r.url, r.brokers)
+		if err != nil {
+			return nil, err
+		}
+		r.brk = b
+	}
+	return r.brk, nil
+}
+
+// broker returns the broker transport of a configured queue.
+func (r *redriveTargets) broker(ctx context.Context, q lily.QueueConfig) (brokerTransport, error) {
+	b, err := r.open()
+	if err != nil {
+		return nil, err
+	}
+	return b.forQueue(ctx, q)
 }
 
 // target returns the publisher for queue after checking that the queue
 // still exists; an error names the queue and wraps
 // transport.ErrUnknownQueue when it does not.
 func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publisher, error) {
-	kind := lily.TransportSQLite
-	if q, ok := r.env.queue(queue); ok {
-		kind = q.Transport
-	}
-	switch kind {
-	case lily.TransportSQLite:
+	q, ok := r.env.queue(queue)
+	if !ok || !isBroker(q.Transport) {
 		qs, err := r.env.sq.Queues(ctx)
 		if err != nil {
 			return nil, err
@@ -57,41 +76,42 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publ
 				queue, r.env.path, transport.ErrUnknownQueue)
 		}
 		return r.env.sq, nil
-	case lily.TransportRabbitMQ:
-		rmq, err := r.rabbit(ctx)
-		if err != nil {
-			return nil, err
-		}
-		// A passive declare of the queue alone (no spec registered, so no
-		// buckets): a missing queue is a 404.
-		if _, err := rmq.InFlight(ctx, queue); err != nil {
-			var ae *amqp.Error
-			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-				return nil, fmt.Errorf("queue %q no longer exists on the broker: %w (apply the topology again with 'lily topology apply', or discard its entries)",
-					queue, transport.ErrUnknownQueue)
-			}
-			return nil, fmt.Errorf("check queue %q on the broker: %w", queue, err)
-		}
-		return rmq, nil
 	}
-	return nil, fmt.Errorf("queue %q: redrive over transport %q is not supported yet", queue, kind)
-}
-
-func (r *redriveTargets) rabbit(ctx context.Context) (*rabbitmq.Transport, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.rmq != nil {
-		return r.rmq, nil
-	}
-	url := r.url
-	if url == "" {
-		url = r.env.cfg.RabbitMQURL
-	}
-	rmq, err := openRabbit(ctx, url)
+	brk, err := r.open()
 	if err != nil {
 		return nil, err
 	}
-	r.rmq = rmq
+	if q.Transport == lily.TransportKafka {
+		// Checked on the cluster before anything is sent; the redrive goes
+		// to the source topic with the message's key, so to the partition
+		// the original was in.
+		k, err := brk.kafka(ctx)
+		if err == nil {
+			_, err = k.Partitions(ctx, queue)
+		}
+		if errors.Is(err, transport.ErrUnknownQueue) {
+			return nil, fmt.Errorf("topic %q no longer exists on the Kafka cluster: %w (create it again with 'lily topology apply', or discard its entries)",
+				queue, transport.ErrUnknownQueue)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("check topic %q on the Kafka cluster: %w", queue, err)
+		}
+		return k, nil
+	}
+	rmq, err := brk.rabbit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A passive declare of the queue alone (no spec registered, so no
+	// buckets): a missing queue is a 404.
+	if _, err := rmq.InFlight(ctx, queue); err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return nil, fmt.Errorf("queue %q no longer exists on the broker: %w (apply the topology again with 'lily topology apply', or discard its entries)",
+				queue, transport.ErrUnknownQueue)
+		}
+		return nil, fmt.Errorf("check queue %q on the broker: %w", queue, err)
+	}
 	return rmq, nil
 }
 
@@ -99,23 +119,23 @@ func (r *redriveTargets) rabbit(ctx context.Context) (*rabbitmq.Transport, error
 // queues into the catalog (for watching a redrive sample), or nil when
 // none of them lives on a broker.
 func (r *redriveTargets) ingestTick(queues []string) func(context.Context) error {
-	var broker []string
+	var broker []lily.QueueConfig
 	for _, q := range queues {
-		if c, ok := r.env.queue(q); ok && c.Transport == lily.TransportRabbitMQ {
-			broker = append(broker, q)
+		if c, ok := r.env.queue(q); ok && isBroker(c.Transport) {
+			broker = append(broker, c)
 		}
 	}
 	if len(broker) == 0 {
 		return nil
 	}
 	return func(ctx context.Context) error {
-		rmq, err := r.rabbit(ctx)
-		if err != nil {
-			return err
-		}
 		for _, q := range broker {
-			if _, err := r.env.cat.Ingest(ctx, rmq, q); err != nil {
-				return fmt.Errorf("ingest %s: %w", q, err)
+			src, err := r.broker(ctx, q)
+			if err != nil {
+				return err
+			}
+			if _, err := r.env.cat.Ingest(ctx, src, q.Name); err != nil {
+				return fmt.Errorf("ingest %s: %w", q.Name, err)
 			}
 		}
 		return nil

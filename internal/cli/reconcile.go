@@ -24,6 +24,7 @@ type reconcileJSON struct {
 func newReconcileCmd() *cobra.Command {
 	var (
 		sf     storeFlags
+		kbrk   string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -38,7 +39,9 @@ dead_lettered counts entries held in the dead-letter work list (pending,
 parked, needs_manual); discarded counts entries discarded or erased with a
 record; in_flight counts messages ready, leased or waiting for a retry.
 With --config, queues on a broker are counted there (RabbitMQ: ready in the
-queue and its buckets; dead letters still in the DLQ count as dead-lettered).`,
+queue and its buckets; Kafka: records of the topic and its retry topics past
+the group's committed offsets; dead letters not ingested yet from the DLQ or
+dead-letter topic count as dead-lettered).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tr, cat, err := sf.openExisting(cmd.Context())
@@ -50,7 +53,7 @@ queue and its buckets; dead letters still in the DLQ count as dead-lettered).`,
 			if err != nil {
 				return err
 			}
-			counters, closeAll, err := ledgerCounters(cmd.Context(), tr, c, "")
+			counters, closeAll, err := ledgerCounters(cmd.Context(), tr, c, "", kbrk)
 			defer closeAll()
 			if err != nil {
 				return err
@@ -81,6 +84,7 @@ queue and its buckets; dead letters still in the DLQ count as dead-lettered).`,
 		},
 	}
 	sf.add(cmd)
+	brokersFlag(cmd, &kbrk)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -27,6 +27,7 @@ func newServeCmd() *cobra.Command {
 		sf     storeFlags
 		listen string
 		url    string
+		kbrk   string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve (--config FILE | --db PATH) [--listen 127.0.0.1:8080]",
@@ -53,15 +54,16 @@ Without any token the server runs in local mode: every request acts as
 "local" with the admin role, so it listens on a loopback address only
 (--listen 0.0.0.0:8080 is refused until tokens are configured).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, sf, listen, url) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, sf, listen, url, kbrk) },
 	}
 	sf.add(cmd)
 	cmd.Flags().StringVar(&listen, "listen", defaultListen, "address to listen on, host:port")
 	cmd.Flags().StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	brokersFlag(cmd, &kbrk)
 	return cmd
 }
 
-func runServe(cmd *cobra.Command, sf storeFlags, listen, url string) error {
+func runServe(cmd *cobra.Command, sf storeFlags, listen, url, brokersArg string) error {
 	if _, _, err := net.SplitHostPort(listen); err != nil {
 		return usagef("--listen %q: want host:port, e.g. --listen 127.0.0.1:8080", listen)
 	}
@@ -84,9 +86,9 @@ func runServe(cmd *cobra.Command, sf storeFlags, listen, url string) error {
 		return err
 	}
 	defer env.Close()
-	targets := &redriveTargets{env: env, url: url}
+	targets := &redriveTargets{env: env, url: url, brokers: brokersArg}
 	defer targets.Close()
-	counters, closeAll, err := ledgerCounters(ctx, env.sq, env.cfg, url)
+	counters, closeAll, err := ledgerCounters(ctx, env.sq, env.cfg, url, brokersArg)
 	defer closeAll()
 	if err != nil {
 		return err

@@ -17,52 +17,76 @@ import (
 
 func init() { register(newTopologyCmd) }
 
-// rabbitFlags find the configuration and the broker.
+// rabbitFlags find the configuration and the brokers.
 type rabbitFlags struct {
-	config string
-	url    string
+	config  string
+	url     string
+	brokers string
 }
 
 func (f *rabbitFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.config, "config", "", "Lily configuration file (TOML) with [[queue]] entries of transport \"rabbitmq\" (required)")
+	cmd.Flags().StringVar(&f.config, "config", "", "Lily configuration file (TOML) with [[queue]] entries of transport \"rabbitmq\" or \"kafka\" (required)")
 	cmd.Flags().StringVar(&f.url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	brokersFlag(cmd, &f.brokers)
 }
 
-// load returns the configuration, its RabbitMQ queue specs and the URL.
-func (f *rabbitFlags) load() (lily.Config, []transport.QueueSpec, string, error) {
+// topologyConfig is what a topology command works on: the broker queues of
+// the configuration, by transport.
+type topologyConfig struct {
+	cfg    lily.Config
+	rabbit []transport.QueueSpec
+	kafka  []transport.QueueSpec
+	url    string
+}
+
+// load returns the configuration, its RabbitMQ and Kafka queue specs and
+// the AMQP URL.
+func (f *rabbitFlags) load() (topologyConfig, error) {
 	if f.config == "" {
-		return lily.Config{}, nil, "", usagef("--config FILE is required: the topology is planned from the [[queue]] entries with transport = \"rabbitmq\"")
+		return topologyConfig{}, usagef("--config FILE is required: the topology is planned from the [[queue]] entries with transport = \"rabbitmq\" or \"kafka\"")
 	}
 	c, err := lily.LoadConfig(f.config)
 	if err != nil {
-		return c, nil, "", err
+		return topologyConfig{}, err
 	}
-	var specs []transport.QueueSpec
+	if _, err := parseBrokersFlag(f.brokers); err != nil {
+		return topologyConfig{}, err
+	}
+	tc := topologyConfig{cfg: c, url: c.RabbitMQURL}
 	for _, q := range c.Queues {
-		if q.Transport == lily.TransportRabbitMQ {
-			specs = append(specs, q.Spec())
+		switch q.Transport {
+		case lily.TransportRabbitMQ:
+			tc.rabbit = append(tc.rabbit, q.Spec())
+		case lily.TransportKafka:
+			tc.kafka = append(tc.kafka, q.Spec())
 		}
 	}
-	if len(specs) == 0 {
-		return c, nil, "", usagef("--config %s: no [[queue]] has transport = \"rabbitmq\"", f.config)
+	if len(tc.rabbit)+len(tc.kafka) == 0 {
+		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\" or \"kafka\"", f.config)
 	}
-	url := c.RabbitMQURL
 	if f.url != "" {
-		url = f.url
+		tc.url = f.url
 	}
-	return c, specs, url, nil
+	return tc, nil
 }
 
 func newTopologyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topology",
-		Short: "Plan, declare and verify the RabbitMQ topology of the configuration",
+		Short: "Plan, declare and verify the RabbitMQ and Kafka topology of the configuration",
 		Long: `The RabbitMQ topology of DESIGN §6, from the [[queue]] entries with
 transport = "rabbitmq": for exchange orders and queue orders.created, the quorum
 queue (delivery limit, dead-lettering at-least-once to orders.dlx.v2,
 reject-publish), the retry exchange orders.retry.v2 with one TTL bucket queue
 per distinct delay (orders.created.retry.v2.1000ms ...) that returns messages
-to orders.created only, and the dead-letter queue orders.created.dlq.v2.`,
+to orders.created only, and the dead-letter queue orders.created.dlq.v2.
+
+The Kafka topics of the [[queue]] entries with transport = "kafka" (topic =
+queue name): the topic, one retry topic per distinct delay
+(orders.created.retry.1000ms ...), the dead-letter topic orders.created.dlt
+(retention.ms -1: the catalog owns retention) and the compacted attempt
+counter orders.created.attempts, all with kafka_partitions partitions (or the
+existing topic's count), so that a copy keeps its partition number.`,
 	}
 	cmd.AddCommand(newTopologyPlanCmd(), newTopologyApplyCmd(), newTopologyVerifyCmd())
 	return cmd
@@ -75,21 +99,30 @@ func newTopologyPlanCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "plan",
-		Short: "Print every exchange, queue, argument and binding that apply would declare (no broker needed)",
+		Short: "Print every exchange, queue, argument, binding and topic that apply would declare (no broker needed)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, specs, _, err := f.load()
+			tc, err := f.load()
 			if err != nil {
 				return err
 			}
-			top, err := rabbitmq.Plan(specs)
+			top, err := rabbitmq.Plan(tc.rabbit)
 			if err != nil {
 				return err
 			}
+			topics := kafkaPlan(tc)
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), top)
+				return writeJSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics})
 			}
-			printTopology(cmd.OutOrStdout(), top)
+			if len(tc.rabbit) > 0 {
+				printTopology(cmd.OutOrStdout(), top)
+			}
+			if len(tc.kafka) > 0 {
+				if len(tc.rabbit) > 0 {
+					fmt.Fprintln(cmd.OutOrStdout())
+				}
+				printKafkaTopics(cmd.OutOrStdout(), topics)
+			}
 			return nil
 		},
 	}
@@ -102,23 +135,28 @@ func newTopologyApplyCmd() *cobra.Command {
 	var f rabbitFlags
 	cmd := &cobra.Command{
 		Use:   "apply",
-		Short: "Declare the topology on the broker (idempotent)",
+		Short: "Declare the topology on the brokers (idempotent; existing Kafka topics are left as they are)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, specs, url, err := f.load()
+			tc, err := f.load()
 			if err != nil {
 				return err
 			}
-			tr, err := openRabbit(cmd.Context(), url)
-			if err != nil {
-				return err
+			if len(tc.rabbit) > 0 {
+				tr, err := openRabbit(cmd.Context(), tc.url)
+				if err != nil {
+					return err
+				}
+				defer tr.Close()
+				if err := tr.Declare(cmd.Context(), &transport.DeclareParams{Queues: tc.rabbit}); err != nil {
+					return err
+				}
+				top, _ := rabbitmq.Plan(tc.rabbit)
+				fmt.Fprintf(cmd.OutOrStdout(), "declared %d exchanges, %d queues, %d bindings\n", len(top.Exchanges), len(top.Queues), len(top.Bindings))
 			}
-			defer tr.Close()
-			if err := tr.Declare(cmd.Context(), &transport.DeclareParams{Queues: specs}); err != nil {
-				return err
+			if len(tc.kafka) > 0 {
+				return applyKafka(cmd, tc, f.brokers)
 			}
-			top, _ := rabbitmq.Plan(specs)
-			fmt.Fprintf(cmd.OutOrStdout(), "declared %d exchanges, %d queues, %d bindings\n", len(top.Exchanges), len(top.Queues), len(top.Bindings))
 			return nil
 		},
 	}
@@ -134,49 +172,68 @@ func newTopologyVerifyCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
-		Short: "Report every missing or inequivalent exchange, queue, argument and binding; exit 1 on any",
-		Long: `Compare the planned topology with the live broker through the management
-plugin's HTTP API (AMQP cannot list arguments or bindings). Exits 1 when
-anything differs.`,
+		Short: "Report every missing or inequivalent exchange, queue, argument, binding and topic; exit 1 on any",
+		Long: `Compare the planned topology with the live brokers: RabbitMQ through the
+management plugin's HTTP API (AMQP cannot list arguments or bindings); Kafka
+through the admin API (every topic exists, the main topic has
+kafka_partitions partitions and the others as many as it, the dead-letter
+topic keeps its records (retention.ms -1), the attempts topic is compacted).
+Exits 1 when anything differs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, specs, url, err := f.load()
-			if err != nil {
-				return err
-			}
-			top, err := rabbitmq.Plan(specs)
-			if err != nil {
-				return err
-			}
-			m, err := rabbitmq.ManagementFor(url)
-			if err != nil {
-				return usagef("--url: %v", err)
-			}
-			if mgmtURL != "" {
-				m.URL = strings.TrimRight(mgmtURL, "/")
-			}
-			diffs, err := m.Verify(cmd.Context(), top)
+			tc, err := f.load()
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if asJSON {
-				if diffs == nil {
-					diffs = []rabbitmq.Difference{}
+			res := verifyJSON{Differences: []rabbitmq.Difference{}}
+			var summary []string
+			if len(tc.rabbit) > 0 {
+				top, err := rabbitmq.Plan(tc.rabbit)
+				if err != nil {
+					return err
 				}
-				if err := writeJSON(out, map[string]any{"differences": diffs, "ok": len(diffs) == 0}); err != nil {
+				m, err := rabbitmq.ManagementFor(tc.url)
+				if err != nil {
+					return usagef("--url: %v", err)
+				}
+				if mgmtURL != "" {
+					m.URL = strings.TrimRight(mgmtURL, "/")
+				}
+				diffs, err := m.Verify(cmd.Context(), top)
+				if err != nil {
+					return err
+				}
+				res.Differences = append(res.Differences, diffs...)
+				summary = append(summary, fmt.Sprintf("%d exchanges, %d queues, %d bindings", len(top.Exchanges), len(top.Queues), len(top.Bindings)))
+			}
+			if len(tc.kafka) > 0 {
+				diffs, n, err := verifyKafka(cmd.Context(), tc, f.brokers)
+				if err != nil {
+					return err
+				}
+				res.KafkaDifferences = diffs
+				summary = append(summary, fmt.Sprintf("%d Kafka topics", n))
+			}
+			n := len(res.Differences) + len(res.KafkaDifferences)
+			res.OK = n == 0
+			if asJSON {
+				if err := writeJSON(out, res); err != nil {
 					return err
 				}
 			} else {
-				for _, d := range diffs {
+				for _, d := range res.Differences {
+					fmt.Fprintln(out, d.String())
+				}
+				for _, d := range res.KafkaDifferences {
 					fmt.Fprintln(out, d.String())
 				}
 			}
-			if len(diffs) > 0 {
-				return &ExitError{Code: 1, Msg: fmt.Sprintf("topology verify: %d difference(s) from the plan; 'lily topology apply' declares what is missing (inequivalent queues must be deleted or migrated first)", len(diffs))}
+			if n > 0 {
+				return &ExitError{Code: 1, Msg: fmt.Sprintf("topology verify: %d difference(s) from the plan; 'lily topology apply' declares what is missing (inequivalent queues must be deleted or migrated first)", n)}
 			}
 			if !asJSON {
-				fmt.Fprintf(out, "topology OK: %d exchanges, %d queues, %d bindings as planned\n", len(top.Exchanges), len(top.Queues), len(top.Bindings))
+				fmt.Fprintf(out, "topology OK: %s as planned\n", strings.Join(summary, "; "))
 			}
 			return nil
 		},

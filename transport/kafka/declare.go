@@ -84,6 +84,26 @@ func Plan(spec transport.QueueSpec, partitions int32) []TopicPlan {
 	return out
 }
 
+// PlanWith is Plan with the dead-letter topic named dlt (e.g. one written
+// by Spring Kafka) instead of <queue>.dlt; an empty dlt keeps the default.
+func PlanWith(spec transport.QueueSpec, partitions int32, dlt string) []TopicPlan {
+	out := Plan(spec, partitions)
+	if dlt != "" {
+		for i := range out {
+			if out[i].Role == "dlt" {
+				out[i].Name = dlt
+			}
+		}
+	}
+	return out
+}
+
+// plan is the queue's Plan with its dead-letter topic as
+// Options.DeadLetterTopics names it.
+func (t *Transport) plan(spec transport.QueueSpec, partitions int32) []TopicPlan {
+	return PlanWith(spec, partitions, t.opts.DeadLetterTopics[spec.Name])
+}
+
 // Declare creates the topics of each queue (Plan) that do not exist yet
 // and registers the specs. When the main topic exists, its partition
 // count is used for the others, so that a retry or dead-letter copy keeps
@@ -97,7 +117,7 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 		if n, err := t.partitions(ctx, spec.Name); err == nil {
 			parts = n
 		}
-		plan := Plan(spec, parts)
+		plan := t.plan(spec, parts)
 		var existed []string
 		for _, tp := range plan {
 			resp, err := t.adm.CreateTopic(ctx, tp.Partitions, t.opts.ReplicationFactor, tp.Configs, tp.Name)

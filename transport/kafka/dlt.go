@@ -154,12 +154,7 @@ func (t *Transport) Peek(ctx context.Context, p *PeekParams) ([]*transport.Deliv
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Partition != out[j].Partition {
-			return out[i].Partition < out[j].Partition
-		}
-		return out[i].Offset < out[j].Offset
-	})
+	sortDeliveries(out)
 	if p.Limit > 0 && len(out) > p.Limit {
 		out = out[:p.Limit]
 	}
@@ -187,20 +182,9 @@ func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainPara
 		batch = 256
 	}
 	topic, group := t.deadLetterTopic(p.Queue), DrainGroup(t.group(p.Queue))
-	start, end, err := t.bounds(ctx, topic)
+	from, end, err := t.undrained(ctx, topic, group)
 	if err != nil {
 		return 0, err
-	}
-	committed, err := t.adm.FetchOffsets(ctx, group)
-	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return 0, fmt.Errorf("kafka: drain offsets of group %s: %w", group, err)
-	}
-	from := map[int32]int64{}
-	for part, s := range start {
-		from[part] = s
-		if c, ok := committed.Lookup(topic, part); ok && c.Err == nil && c.At > s {
-			from[part] = c.At
-		}
 	}
 	total := 0
 	var ds []*transport.Delivery
@@ -243,6 +227,62 @@ func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainPara
 		return total, err
 	}
 	return total, nil
+}
+
+// undrained returns, per partition of topic, where the drain group
+// stopped (the log start when it committed nothing) and the end.
+func (t *Transport) undrained(ctx context.Context, topic, group string) (from, end map[int32]int64, err error) {
+	start, end, err := t.bounds(ctx, topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	committed, err := t.adm.FetchOffsets(ctx, group)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, nil, fmt.Errorf("kafka: drain offsets of group %s: %w", group, err)
+	}
+	from = map[int32]int64{}
+	for part, s := range start {
+		from[part] = s
+		if c, ok := committed.Lookup(topic, part); ok && c.Err == nil && c.At > s {
+			from[part] = c.At
+		}
+	}
+	return from, end, nil
+}
+
+// PeekUndrained returns up to limit (0: all) dead letters of queue not
+// drained into the catalog yet — records of its dead-letter topic past the
+// drain group's offsets, the first ones fetched of each partition — sorted
+// by partition and offset, without consuming them.
+func (t *Transport) PeekUndrained(ctx context.Context, queue string, limit int) ([]*transport.Delivery, error) {
+	topic := t.deadLetterTopic(queue)
+	from, end, err := t.undrained(ctx, topic, DrainGroup(t.group(queue)))
+	if err != nil {
+		return nil, err
+	}
+	var out []*transport.Delivery
+	err = t.scan(ctx, topic, from, end, func(r *kgo.Record) error {
+		if limit > 0 && len(out) >= limit {
+			return errStopScan // enough: the rest stays unread
+		}
+		out = append(out, deadLetter(queue, r))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortDeliveries(out)
+	return out, nil
+}
+
+// sortDeliveries orders deliveries by partition and offset.
+func sortDeliveries(ds []*transport.Delivery) {
+	sort.SliceStable(ds, func(i, j int) bool {
+		if ds[i].Partition != ds[j].Partition {
+			return ds[i].Partition < ds[j].Partition
+		}
+		return ds[i].Offset < ds[j].Offset
+	})
 }
 
 // DeadLetterDepth counts the dead letters of queue not drained yet: the

@@ -151,5 +151,7 @@
 // (kgo.DialTLSConfig, kgo.SASL). Create the topics with Declare (lily
 // topology apply) or beforehand, with the same partition count for the main,
 // retry, dead-letter and attempts topics, and a replication factor of 3 and
-// min.insync.replicas of 2 for acks=all to mean what it says.
+// min.insync.replicas of 2 for acks=all to mean what it says. Verify (lily
+// topology verify) reports missing topics, partition counts other than
+// planned and changed topic configs.
 package kafka

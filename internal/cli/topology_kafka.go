@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/rabbitmq"
+)
+
+// topologyJSON is the --json output of 'lily topology plan': the RabbitMQ
+// topology's exchanges, queues and bindings, and the Kafka topics.
+type topologyJSON struct {
+	rabbitmq.Topology
+	KafkaTopics []kafka.TopicPlan `json:"kafka_topics,omitempty"`
+}
+
+// verifyJSON is the --json output of 'lily topology verify'.
+type verifyJSON struct {
+	Differences      []rabbitmq.Difference `json:"differences"`
+	KafkaDifferences []kafka.Difference    `json:"kafka_differences,omitempty"`
+	OK               bool                  `json:"ok"`
+}
+
+// kafkaPlan returns the topics of the configuration's kafka queues.
+func kafkaPlan(tc topologyConfig) []kafka.TopicPlan {
+	var out []kafka.TopicPlan
+	for _, s := range tc.kafka {
+		out = append(out, kafka.PlanWith(s, tc.cfg.KafkaPartitions, tc.cfg.KafkaDeadLetterTopics[s.Name])...)
+	}
+	return out
+}
+
+// printKafkaTopics prints planned topics as a table.
+func printKafkaTopics(w io.Writer, topics []kafka.TopicPlan) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tROLE\tPARTITIONS\tCONFIGS")
+	for _, tp := range topics {
+		keys := make([]string, 0, len(tp.Configs))
+		for k := range tp.Configs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		cfgs := make([]string, len(keys))
+		for i, k := range keys {
+			cfgs[i] = k + "=" + *tp.Configs[k]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", tp.Name, tp.Role, tp.Partitions, strings.Join(cfgs, " "))
+	}
+	tw.Flush()
+}
+
+// openTopologyKafka connects to the cluster of the configuration's kafka
+// queues (--brokers overriding kafka_brokers).
+func openTopologyKafka(ctx context.Context, tc topologyConfig, brokersArg string) (*kafka.Transport, error) {
+	b, err := newBrokers(tc.cfg, "", brokersArg)
+	if err != nil {
+		return nil, err
+	}
+	return b.kafka(ctx)
+}
+
+// applyKafka creates the topics of the kafka queues that do not exist.
+func applyKafka(cmd *cobra.Command, tc topologyConfig, brokersArg string) error {
+	k, err := openTopologyKafka(cmd.Context(), tc, brokersArg)
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	if err := k.Declare(cmd.Context(), &transport.DeclareParams{Queues: tc.kafka}); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "declared %d Kafka topics for %d queues (existing topics are left as they are; 'lily topology verify' compares them)\n",
+		len(kafkaPlan(tc)), len(tc.kafka))
+	return nil
+}
+
+// verifyKafka compares the kafka queues' topics with the cluster; it
+// returns the differences and the number of topics planned.
+func verifyKafka(ctx context.Context, tc topologyConfig, brokersArg string) ([]kafka.Difference, int, error) {
+	k, err := openTopologyKafka(ctx, tc, brokersArg)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer k.Close()
+	diffs, err := k.Verify(ctx, tc.kafka, tc.cfg.KafkaPartitions)
+	if err != nil {
+		return nil, 0, err
+	}
+	if diffs == nil {
+		diffs = []kafka.Difference{}
+	}
+	return diffs, len(kafkaPlan(tc)), nil
+}
