@@ -200,8 +200,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		go func() {
 			defer workers.Done()
 			for j := range work {
-				if c.ordered() && j.d.Key != "" {
-					c.runKey(base, j, settles)
+				if key := c.orderKey(j.d); c.ordered() && key != "" {
+					c.runKey(base, key, j, settles)
 					continue
 				}
 				settles <- c.process(base, j.d, j.probe)
@@ -299,7 +299,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- job) error {
 			c.inflight++
 			c.mu.Unlock()
 			j := job{d: d, probe: probe}
-			if c.ordered() && d.Key != "" && c.queueBehindKey(j) {
+			if key := c.orderKey(d); c.ordered() && key != "" && c.queueBehindKey(key, j) {
 				continue
 			}
 			work <- j

@@ -3,6 +3,7 @@ package lily
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
@@ -45,6 +46,17 @@ const (
 // ordered reports whether the queue keeps per-key order.
 func (c *Consumer) ordered() bool { return c.o.Queue.Ordering != OrderingReorder }
 
+// orderKey returns what orders d: its message key; with ordering "block" on
+// a log (a delivery with an offset: Kafka), its partition — a blocked
+// record stops the partition, as log consumers (CDC, event sourcing)
+// expect. "" means d is not ordered.
+func (c *Consumer) orderKey(d *transport.Delivery) string {
+	if c.o.Queue.Ordering == OrderingBlock && d.HasOffset {
+		return "partition:" + strconv.Itoa(int(d.Partition))
+	}
+	return d.Key
+}
+
 // checkOrdering validates what ordering "park" and "block" need.
 func checkOrdering(t transport.Transport, o ConsumerOptions) error {
 	if o.Queue.Ordering == OrderingReorder {
@@ -65,23 +77,22 @@ func checkOrdering(t transport.Transport, o ConsumerOptions) error {
 // queueBehindKey queues j behind the delivery of its key that is being
 // processed, if any, and reports whether it did. Messages of one key are
 // processed one at a time, in arrival order.
-func (c *Consumer) queueBehindKey(j job) bool {
+func (c *Consumer) queueBehindKey(key string, j job) bool {
 	c.kmu.Lock()
 	defer c.kmu.Unlock()
-	if q, busy := c.keyQ[j.d.Key]; busy {
-		c.keyQ[j.d.Key] = append(q, j)
+	if q, busy := c.keyQ[key]; busy {
+		c.keyQ[key] = append(q, j)
 		return true
 	}
-	c.keyQ[j.d.Key] = nil
+	c.keyQ[key] = nil
 	return false
 }
 
 // runKey processes j and then every delivery of the same key queued behind
 // it, in order.
-func (c *Consumer) runKey(ctx context.Context, j job, settles chan<- settleReq) {
-	key := j.d.Key
+func (c *Consumer) runKey(ctx context.Context, key string, j job, settles chan<- settleReq) {
 	for {
-		c.processKeyed(ctx, j, settles)
+		c.processKeyed(ctx, key, j, settles)
 		c.kmu.Lock()
 		q := c.keyQ[key]
 		if len(q) == 0 {
@@ -96,19 +107,21 @@ func (c *Consumer) runKey(ctx context.Context, j job, settles chan<- settleReq) 
 
 // processKeyed decides one delivery of an ordered key and settles it
 // before the key's next delivery is looked at.
-func (c *Consumer) processKeyed(ctx context.Context, j job, settles chan<- settleReq) {
+func (c *Consumer) processKeyed(ctx context.Context, key string, j job, settles chan<- settleReq) {
 	d, q := j.d, c.o.Queue
-	state, allowed, head, err := c.o.Keys.KeyState(ctx, q.Name, d.Key)
+	state, allowed, head, err := c.o.Keys.KeyState(ctx, q.Name, key)
 	if err != nil {
-		c.log.Error("cannot read the key's state; releasing the delivery for redelivery", "key", d.Key, "event_id", d.EventID, "err", err)
+		c.log.Error("cannot read the key's state; releasing the delivery for redelivery", "key", key, "event_id", d.EventID, "err", err)
 		c.settleSync(settles, c.releaseReq(d, err))
 		return
 	}
 	through := state == "" || d.EventID == allowed || d.EventID == head
 	if !through {
 		rc, _ := evidence.RetryCount(d.Headers)
-		why := fmt.Errorf("key %q is %s behind %s (ordering %s)", d.Key, state, head, q.Ordering)
-		c.settleSync(settles, c.deadLetter(d, evidence.ReasonParked, why, "", rc, 0))
+		why := fmt.Errorf("key %q is %s behind %s (ordering %s)", key, state, head, q.Ordering)
+		r := c.deadLetter(d, evidence.ReasonParked, why, "", rc, 0)
+		r.s.Headers[evidence.HeaderHoldKey] = key
+		c.settleSync(settles, r)
 		return
 	}
 	if state == "" && d.DeliveryCount > 1 {
@@ -116,8 +129,8 @@ func (c *Consumer) processKeyed(ctx context.Context, j job, settles chan<- settl
 		// the key before trying again, so that if this is a crash-type
 		// poison that the broker dead-letters at its delivery limit, the
 		// key's later messages still wait behind it.
-		if err := c.o.Keys.HoldKey(ctx, q.Name, d.Key, q.Ordering, keyWaiting, d.EventID); err != nil {
-			c.log.Error("cannot hold the key; releasing the delivery for redelivery", "key", d.Key, "event_id", d.EventID, "err", err)
+		if err := c.o.Keys.HoldKey(ctx, q.Name, key, q.Ordering, keyWaiting, d.EventID); err != nil {
+			c.log.Error("cannot hold the key; releasing the delivery for redelivery", "key", key, "event_id", d.EventID, "err", err)
 			c.settleSync(settles, c.releaseReq(d, err))
 			return
 		}
@@ -126,22 +139,22 @@ func (c *Consumer) processKeyed(ctx context.Context, j job, settles chan<- settl
 	r := c.process(ctx, d, j.probe)
 	switch r.s.Action {
 	case transport.DeadLetter:
-		r = c.holdKey(ctx, d, keyHeld, state, r)
+		r = c.holdKey(ctx, key, d, keyHeld, state, r)
 	case transport.Retry, transport.Release:
-		r = c.holdKey(ctx, d, keyWaiting, state, r)
+		r = c.holdKey(ctx, key, d, keyWaiting, state, r)
 	case transport.Ack:
 		if state != "" {
 			// Advance before the ack: if the ack is lost, the message comes
 			// back as a duplicate behind the key, never stuck in front of it.
-			free, err := c.o.Keys.AdvanceKey(ctx, q.Name, d.Key, c.t)
+			free, err := c.o.Keys.AdvanceKey(ctx, q.Name, key, c.t)
 			if err != nil {
-				c.log.Error("cannot move the key on; releasing the delivery, it will be processed again", "key", d.Key, "event_id", d.EventID, "err", err)
+				c.log.Error("cannot move the key on; releasing the delivery, it will be processed again", "key", key, "event_id", d.EventID, "err", err)
 				r = c.releaseReq(d, err)
 				break
 			}
 			if free {
-				c.log.Info("key flows again: nothing of it is waiting", "key", d.Key)
-				c.observe(ctx, Event{Kind: EventKeyReleased, Queue: q.Name, EventID: d.EventID, Key: d.Key})
+				c.log.Info("key flows again: nothing of it is waiting", "key", key)
+				c.observe(ctx, Event{Kind: EventKeyReleased, Queue: q.Name, EventID: d.EventID, Key: key})
 			}
 		}
 	}
@@ -151,20 +164,20 @@ func (c *Consumer) processKeyed(ctx context.Context, j job, settles chan<- settl
 // holdKey records that d's key is held (its head d was dead-lettered) or
 // waiting (d is retried or released and is the one allowed through), before
 // r is settled. If that cannot be recorded, d is released instead.
-func (c *Consumer) holdKey(ctx context.Context, d *transport.Delivery, to, was string, r settleReq) settleReq {
+func (c *Consumer) holdKey(ctx context.Context, key string, d *transport.Delivery, to, was string, r settleReq) settleReq {
 	q := c.o.Queue
-	if err := c.o.Keys.HoldKey(ctx, q.Name, d.Key, q.Ordering, to, d.EventID); err != nil {
-		c.log.Error("cannot hold the key; releasing the delivery for redelivery", "key", d.Key, "event_id", d.EventID, "err", err)
+	if err := c.o.Keys.HoldKey(ctx, q.Name, key, q.Ordering, to, d.EventID); err != nil {
+		c.log.Error("cannot hold the key; releasing the delivery for redelivery", "key", key, "event_id", d.EventID, "err", err)
 		return c.releaseReq(d, err)
 	}
 	if to == keyHeld && was != keyHeld {
-		fix := "lily dlq unpark --queue " + q.Name + " --key " + d.Key
+		fix := "lily dlq unpark --queue " + q.Name + " --key " + key
 		if q.Ordering == OrderingBlock {
 			fix = "lily dlq redrive (or discard) the head, entry of event " + d.EventID
 		}
 		c.log.Warn("key "+q.Ordering+"ed: its later messages wait, in order, until the head is dealt with",
-			"key", d.Key, "head", d.EventID, "reason", r.s.Reason, "fix", fix)
-		c.observe(ctx, Event{Kind: EventKeyHeld, Queue: q.Name, EventID: d.EventID, Key: d.Key, Reason: r.s.Reason})
+			"key", key, "head", d.EventID, "reason", r.s.Reason, "fix", fix)
+		c.observe(ctx, Event{Kind: EventKeyHeld, Queue: q.Name, EventID: d.EventID, Key: key, Reason: r.s.Reason})
 	}
 	return r
 }

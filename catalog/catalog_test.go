@@ -78,6 +78,7 @@ func TestNewEntryFromEvidence(t *testing.T) {
 		DeliveryCount:   3, RetryCount: 4, RedriveCount: 1,
 		State:          StatePending,
 		DeadLetteredAt: testNow, UpdatedAt: testNow,
+		HoldKey: "customer-9", // what a parked copy would wait behind: its key
 	}
 	if !reflect.DeepEqual(e, want) {
 		t.Errorf("NewEntry:\n got %+v\nwant %+v", e, want)

@@ -68,6 +68,10 @@ type Entry struct {
 	// ErasedAt is set when the body and headers were erased; the entry is
 	// then a tombstone (event ID, body hash, who and when).
 	ErasedAt time.Time
+	// HoldKey is, for a parked entry, the held key it waits behind: its
+	// message key, or "partition:N" when ordering block holds a partition
+	// of a log. Defaults to Key.
+	HoldKey string
 }
 
 // NewEntry builds the entry for message m dead-lettered from queue with the
@@ -102,6 +106,10 @@ func NewEntry(queue string, m transport.Message, headers transport.Headers, reas
 	if e.Reason == string(evidence.ReasonParked) {
 		e.State = StateParked // waiting behind its key's head, not failed
 	}
+	e.HoldKey = rec.HoldKey
+	if e.HoldKey == "" {
+		e.HoldKey = e.Key
+	}
 	if e.Source == "" {
 		e.Source = queue
 	}
@@ -111,8 +119,8 @@ func NewEntry(queue string, m transport.Message, headers transport.Headers, reas
 const insertSQL = `INSERT INTO lily_dlq_entries
 	(queue, event_id, msg_key, msg_type, body, headers, body_sha256, reason, error_type,
 	 error_message, fingerprint, consumer_version, source, delivery_count, retry_count,
-	 redrive_count, state, dead_lettered_at, updated_at, dl_key)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	 redrive_count, state, dead_lettered_at, updated_at, dl_key, hold_key)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING`
 
 // Inserter adds entries inside a caller's transaction, reusing one prepared
@@ -140,10 +148,13 @@ func (in *Inserter) Insert(ctx context.Context, e *Entry) error {
 	if e.State == "" {
 		e.State = StatePending
 	}
+	if e.HoldKey == "" {
+		e.HoldKey = e.Key
+	}
 	res, err := in.stmt.ExecContext(ctx, e.Queue, e.EventID, e.Key, e.Type, e.Body, hdr, e.BodySHA256,
 		e.Reason, e.ErrorType, e.ErrorMessage, e.Fingerprint, e.ConsumerVersion, e.Source,
 		e.DeliveryCount, e.RetryCount, e.RedriveCount, string(e.State),
-		e.DeadLetteredAt.UnixMilli(), e.UpdatedAt.UnixMilli(), nullString(e.DLKey))
+		e.DeadLetteredAt.UnixMilli(), e.UpdatedAt.UnixMilli(), nullString(e.DLKey), e.HoldKey)
 	if err != nil {
 		return fmt.Errorf("catalog: insert entry %s: %w", e.EventID, err)
 	}
@@ -168,7 +179,7 @@ func (in *Inserter) Close() error { return in.stmt.Close() }
 const selectCols = `id, queue, event_id, msg_key, msg_type, body, headers, body_sha256, reason,
 	error_type, error_message, fingerprint, consumer_version, source, delivery_count,
 	retry_count, redrive_count, state, dead_lettered_at, updated_at, decided_at, decided_by, decision,
-	erased_at`
+	erased_at, hold_key`
 
 type scanner interface {
 	Scan(dest ...any) error
@@ -185,7 +196,7 @@ func scanEntry(r scanner) (*Entry, error) {
 	if err := r.Scan(&e.ID, &e.Queue, &e.EventID, &e.Key, &e.Type, &e.Body, &hdr, &e.BodySHA256,
 		&e.Reason, &e.ErrorType, &e.ErrorMessage, &e.Fingerprint, &e.ConsumerVersion, &e.Source,
 		&e.DeliveryCount, &e.RetryCount, &e.RedriveCount, &state, &dlAt, &updAt, &decAt, &e.DecidedBy,
-		&e.Decision, &erAt); err != nil {
+		&e.Decision, &erAt, &e.HoldKey); err != nil {
 		return nil, err
 	}
 	if hdr != nil { // nil: erased

@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS lily_held_keys (
 	updated_at       INTEGER NOT NULL,
 	PRIMARY KEY (queue, msg_key)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS lily_dlq_entries_parked_key ON lily_dlq_entries(queue, msg_key, id) WHERE state = 'parked';
+CREATE INDEX IF NOT EXISTS lily_dlq_entries_parked_hold ON lily_dlq_entries(queue, hold_key, id) WHERE state = 'parked';
 `
 
 // Key modes (the queue's ordering) and key states.
@@ -171,7 +171,7 @@ func (s *Store) ResumeKeys(ctx context.Context, queue string, pub transport.Tran
 // head and the number of parked entries behind it.
 func (s *Store) HeldKeys(ctx context.Context, queue string) ([]HeldKey, error) {
 	q := `SELECT k.queue, k.msg_key, k.mode, k.state, k.head_event_id, k.allowed_event_id, k.since,
-		(SELECT COUNT(*) FROM lily_dlq_entries e WHERE e.queue = k.queue AND e.msg_key = k.msg_key AND e.state = 'parked')
+		(SELECT COUNT(*) FROM lily_dlq_entries e WHERE e.queue = k.queue AND e.hold_key = k.msg_key AND e.state = 'parked')
 		FROM lily_held_keys k`
 	var args []any
 	if queue != "" {
@@ -395,7 +395,7 @@ func (s *Store) advance(ctx context.Context, d decision, queue, key string, pub 
 func (s *Store) parkedEntry(ctx context.Context, q interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }, queue, key, eventID string) (*Entry, error) {
-	query := `SELECT ` + selectCols + ` FROM lily_dlq_entries WHERE queue = ? AND msg_key = ? AND state = 'parked'`
+	query := `SELECT ` + selectCols + ` FROM lily_dlq_entries WHERE queue = ? AND hold_key = ? AND state = 'parked'`
 	args := []any{queue, key}
 	if eventID != "" {
 		query += ` AND event_id = ?`

@@ -49,7 +49,10 @@ CREATE TABLE IF NOT EXISTS lily_dlq_entries (
 	decision         TEXT    NOT NULL DEFAULT '',
 	-- erased_at is set when the body and headers were removed (lily dlq
 	-- erase): the row stays as a tombstone.
-	erased_at        INTEGER
+	erased_at        INTEGER,
+	-- hold_key is, for a parked entry, the held key it waits behind: the
+	-- message key, or "partition:N" when ordering block holds a partition.
+	hold_key         TEXT    NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS lily_ledger (
 	queue    TEXT PRIMARY KEY,
@@ -75,6 +78,7 @@ var addedColumns = []struct{ name, decl string }{
 	{"decided_by", "TEXT NOT NULL DEFAULT ''"},
 	{"decision", "TEXT NOT NULL DEFAULT ''"},
 	{"erased_at", "INTEGER"},
+	{"hold_key", "TEXT NOT NULL DEFAULT ''"},
 }
 
 // indexes serve the work-list queries: paging by queue and state (redrive,

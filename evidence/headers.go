@@ -47,6 +47,10 @@ const (
 	// HeaderRawRetryCount is the raw non-canonical x-retry-count, as text (see FormatRaw),
 	// written with reason invalid_retry_count.
 	HeaderRawRetryCount = "x-lily-raw-retry-count"
+	// HeaderHoldKey is, on a parked copy (reason parked), what it waits behind: the
+	// message key, or "partition:N" when ordering "block" holds a whole partition of a
+	// log (Kafka).
+	HeaderHoldKey = "x-lily-hold-key"
 	// HeaderKey is the message key (ordering and partitioning key).
 	HeaderKey = "x-lily-key"
 	// HeaderType is the message type.
@@ -72,6 +76,7 @@ var evidenceHeaders = []string{
 	HeaderConsumerVersion,
 	HeaderHost,
 	HeaderRawRetryCount,
+	HeaderHoldKey,
 }
 
 // EvidenceHeaders returns the names of the headers that describe one dead-lettering and

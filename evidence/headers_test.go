@@ -29,6 +29,7 @@ func TestHeaderNames(t *testing.T) {
 		HeaderHost:            "x-lily-host",
 		HeaderTraceparent:     "traceparent",
 		HeaderRawRetryCount:   "x-lily-raw-retry-count",
+		HeaderHoldKey:         "x-lily-hold-key",
 		HeaderKey:             "x-lily-key",
 		HeaderType:            "x-lily-type",
 	}
@@ -37,8 +38,8 @@ func TestHeaderNames(t *testing.T) {
 			t.Errorf("header constant = %q, want %q", got, w)
 		}
 	}
-	if len(want) != 23 {
-		t.Errorf("duplicate header constants: %d distinct of 23", len(want))
+	if len(want) != 24 {
+		t.Errorf("duplicate header constants: %d distinct of 24", len(want))
 	}
 }
 

@@ -52,6 +52,9 @@ type Record struct {
 	// RawRetryCount is the non-canonical x-retry-count as FormatRaw describes it; set
 	// with ReasonInvalidRetryCount.
 	RawRetryCount string
+	// HoldKey is, with ReasonParked, the held key the message waits behind (see
+	// HeaderHoldKey).
+	HoldKey string
 	// FirstFailureAt is the time of the first failure.
 	FirstFailureAt time.Time
 	// LastFailureAt is the time of the last failure.
@@ -114,6 +117,7 @@ func (r Record) Apply(h map[string]any) {
 	setText(h, HeaderConsumerVersion, r.ConsumerVersion)
 	setText(h, HeaderHost, r.Host)
 	setText(h, HeaderRawRetryCount, r.RawRetryCount)
+	setText(h, HeaderHoldKey, r.HoldKey)
 
 	if r.RawRetryCount == "" && r.RetryCount != 0 {
 		SetRetryCount(h, r.RetryCount)
@@ -189,6 +193,7 @@ func Decode(h map[string]any) (Record, error) {
 	r.Host = d.text(HeaderHost)
 	r.Traceparent = d.text(HeaderTraceparent)
 	r.RawRetryCount = d.text(HeaderRawRetryCount)
+	r.HoldKey = d.text(HeaderHoldKey)
 
 	rc, err := RetryCount(h)
 	r.RetryCount = rc

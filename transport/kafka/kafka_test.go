@@ -5,11 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
@@ -91,4 +93,23 @@ func harness(c *kfake.Cluster) transporttest.Harness {
 // TestConformance runs the transport conformance suite on kfake.
 func TestConformance(t *testing.T) {
 	transporttest.Run(t, harness(newCluster(t)))
+}
+
+// TestOrdering runs the park scenario on kfake, with the catalog (and the
+// held keys) in a SQLite file: a key's later records wait in the catalog
+// behind its head while the partition's other keys flow. Block, which holds
+// the whole partition on a log, is TestBlockHoldsThePartition.
+func TestOrdering(t *testing.T) {
+	c := newCluster(t)
+	transporttest.RunOrdering(t, transporttest.OrderingHarness{
+		Name: "kafka", LogTransport: true,
+		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
+			cat, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cat.Close() })
+			return catalog.Account(open(t, c), cat), cat
+		},
+	})
 }
