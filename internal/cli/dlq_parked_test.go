@@ -69,10 +69,7 @@ func TestDLQParkedUnpark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	stop := transporttest.Start(t, c)
 	processed := func(key string) []string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -142,8 +139,6 @@ func TestDLQParkedUnpark(t *testing.T) {
 		t.Errorf("audit outcomes = %v", outcomes)
 	}
 	stop()
-	<-done
-	done <- nil
 	code, out, _ = run(t, "reconcile", "--db", db, "--json")
 	if code != 0 || !strings.Contains(out, `"accepted": 8`) || !strings.Contains(out, `"acked": 8`) {
 		t.Errorf("reconcile = %d %q", code, out)

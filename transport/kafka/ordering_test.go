@@ -71,10 +71,7 @@ func TestBlockHoldsThePartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- cons.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	stop := transporttest.Start(t, cons)
 
 	var held []catalog.HeldKey
 	transporttest.WaitFor(t, "the partition blocked with 3 records behind K/1", func() bool {
@@ -107,10 +104,6 @@ func TestBlockHoldsThePartition(t *testing.T) {
 		t.Errorf("processed in order %v, want the log order %v", got, bodies)
 	}
 	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	done <- nil
 	transporttest.WaitFor(t, "the ledger balanced", func() bool {
 		rows, err := cat.Ledger(ctx, acc)
 		return err == nil && len(rows) == 1 && rows[0] == catalog.LedgerRow{Queue: q.Name, Accepted: 7, Acked: 7}

@@ -257,9 +257,7 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
+	stop := transporttest.Start(t, c)
 	target := func(context.Context, string) (catalog.Publisher, error) { return raw, nil }
 	if res, err := cat.Unpark(ctx, catalog.UnparkParams{Queue: qc.Name, Key: "k3", Target: target}); err != nil || res.Action != "redrive_head" {
 		t.Fatalf("unpark = %+v, %v", res, err)
@@ -271,9 +269,6 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 		return err == nil && len(ks) == 0 && len(order) == 6
 	})
 	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 	if want := []string{"poison", "order-8", "order-13", "order-18", "order-23", "order-28"}; !slices.Equal(order, want) {
 		t.Errorf("k3 processed in order %v, want %v", order, want)
 	}

@@ -144,15 +144,7 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	stop := Start(t, c)
 
 	// Every other key is processed in full while K waits behind its head.
 	WaitFor(t, "keys A, B and C processed and K's head parked", func() bool {
@@ -245,10 +237,6 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 		}
 	}
 	stop()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
-	}
-	done <- nil
 	checkOrderingLedger(t, ctx, tr, store, q.Name, len(msgs)+1, sc.resolve == "discard")
 }
 
@@ -293,4 +281,25 @@ func WaitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Start runs c in the background until the returned stop is called or the
+// test ends. stop waits for Run to return and fails the test if it returned
+// an error; calling it again does nothing.
+func Start(t *testing.T, c *lily.Consumer) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("consumer Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
