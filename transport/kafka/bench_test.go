@@ -22,6 +22,7 @@ import (
 	"github.com/lily-mq/lily/plan"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // Partition stall (DESIGN §10, seed 000 "the same limit on a log"): one
@@ -181,7 +182,7 @@ func BenchmarkPartitionStall(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				waitUntil(b, "the stream to be processed", func() bool {
+				transporttest.WaitFor(b, "the stream to be processed", func() bool {
 					s.mu.Lock()
 					defer s.mu.Unlock()
 					return s.handled >= n && done()

@@ -18,6 +18,7 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 func openCatalog(t *testing.T) *catalog.Store {
@@ -73,7 +74,7 @@ func TestIngestAndRedrive(t *testing.T) {
 		return lily.Permanent(errors.New("schema v2 not supported"))
 	})
 	stop := runConsumer(t, tr, qc, handler)
-	waitUntil(t, "every message dead-lettered", func() bool {
+	transporttest.WaitFor(t, "every message dead-lettered", func() bool {
 		n, err := tr.DeadLetterDepth(ctx, qc.Name)
 		return err == nil && n == int64(len(msgs))
 	})
@@ -302,7 +303,7 @@ func TestLedgerBalances(t *testing.T) {
 		}
 		return nil
 	}), hook)
-	waitUntil(t, "every message settled", func() bool { return acked.Load() == int64(len(msgs)) })
+	transporttest.WaitFor(t, "every message settled", func() bool { return acked.Load() == int64(len(msgs)) })
 	stop()
 	balanced("dead letters in the topic", 0)
 	if n, err := store.Ingest(ctx, tr, qc.Name); err != nil || n != 20 {

@@ -18,6 +18,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // committed returns the group's committed offset of partition 0 of topic
@@ -42,31 +43,7 @@ func runConsumer(t *testing.T, tr transport.Transport, qc lily.QueueConfig, h li
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("consumer: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return transporttest.Start(t, c)
 }
 
 // TestUnconfirmedHandOffKeepsOffset makes the cluster fail every produce
@@ -133,7 +110,7 @@ func TestUnconfirmedHandOffKeepsOffset(t *testing.T) {
 				defer mu.Unlock()
 				return len(acked)
 			}
-			waitUntil(t, "a failed hand-off and the records behind it acknowledged", func() bool {
+			transporttest.WaitFor(t, "a failed hand-off and the records behind it acknowledged", func() bool {
 				return settleFailures.Load() >= 1 && ackedCount() >= 4 && fault.Hits() >= 1
 			})
 			group := kafka.DefaultGroup(qc.Name)
@@ -154,14 +131,14 @@ func TestUnconfirmedHandOffKeepsOffset(t *testing.T) {
 			fault.Remove()
 			switch target {
 			case "retry":
-				waitUntil(t, "the retried record acknowledged", func() bool { return ackedCount() == 5 })
+				transporttest.WaitFor(t, "the retried record acknowledged", func() bool { return ackedCount() == 5 })
 			case "dlt":
-				waitUntil(t, "the record dead-lettered", func() bool {
+				transporttest.WaitFor(t, "the record dead-lettered", func() bool {
 					ds, err := tr.DeadLetters(ctx, qc.Name)
 					return err == nil && len(ds) == 1
 				})
 			}
-			waitUntil(t, "the offset committed past the record", func() bool { return committed(t, tr, group, qc.Name) == 5 })
+			transporttest.WaitFor(t, "the offset committed past the record", func() bool { return committed(t, tr, group, qc.Name) == 5 })
 			stop()
 			if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
 				t.Errorf("in flight %d (%v) at the end, want 0", n, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // TestRetryDoesNotBlockPartition fails the first record of a partition
@@ -67,7 +68,7 @@ func TestRetryDoesNotBlockPartition(t *testing.T) {
 		return nil
 	}), hook)
 	handedOff := <-retriedEvent
-	waitUntil(t, "the records behind the failed one processed and committed", func() bool {
+	transporttest.WaitFor(t, "the records behind the failed one processed and committed", func() bool {
 		mu.Lock()
 		n := others
 		mu.Unlock()
@@ -95,7 +96,7 @@ func TestRetryDoesNotBlockPartition(t *testing.T) {
 	if !paused {
 		t.Errorf("%s was fetched all the while its copy waited: the partition is not paused", retryTopic)
 	}
-	waitUntil(t, "the retried copy", func() bool {
+	transporttest.WaitFor(t, "the retried copy", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return retried != nil

@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 func declare(t testing.TB, tr *kafka.Transport, qc lily.QueueConfig) {
@@ -27,7 +28,7 @@ func declare(t testing.TB, tr *kafka.Transport, qc lily.QueueConfig) {
 func receiveOne(t *testing.T, tr *kafka.Transport, queue, consumer string) *transport.Delivery {
 	t.Helper()
 	var d *transport.Delivery
-	waitUntil(t, consumer+" to receive", func() bool {
+	transporttest.WaitFor(t, consumer+" to receive", func() bool {
 		ds, err := tr.Receive(context.Background(), &transport.ReceiveParams{Queue: queue, Max: 1, Wait: 50 * time.Millisecond, Consumer: consumer})
 		if err != nil {
 			t.Fatalf("receive: %v", err)
@@ -111,7 +112,7 @@ func TestRevokeWaitsForSettlement(t *testing.T) {
 				t.Fatal(err)
 			}
 			var held []*transport.Delivery
-			waitUntil(t, "a to receive everything", func() bool {
+			transporttest.WaitFor(t, "a to receive everything", func() bool {
 				ds, err := a.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 100, Wait: 50 * time.Millisecond, Consumer: "a"})
 				if err != nil {
 					t.Fatal(err)
@@ -168,7 +169,7 @@ func TestRevokeWaitsForSettlement(t *testing.T) {
 					}
 				}
 			} else {
-				waitUntil(t, "b to take over a partition", func() bool {
+				transporttest.WaitFor(t, "b to take over a partition", func() bool {
 					mu.Lock()
 					defer mu.Unlock()
 					return len(atB) > 0

@@ -272,7 +272,7 @@ func checkOrderingLedger(t *testing.T, ctx context.Context, tr transport.Transpo
 
 // WaitFor polls cond every 10ms until it holds, failing the test after 30
 // seconds with what was awaited.
-func WaitFor(t *testing.T, what string, cond func() bool) {
+func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
