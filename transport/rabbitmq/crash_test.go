@@ -137,14 +137,7 @@ func TestCrashTypePoison(t *testing.T) {
 	if r, ok := evidence.BrokerReason(dls[0].Headers); !ok || r != evidence.ReasonDeliveryLimit {
 		t.Errorf("broker dead-letter reason %q (%v), want delivery_limit", r, ok)
 	}
-	data, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	acked := map[string]bool{}
-	for _, id := range strings.Fields(string(data)) {
-		acked[id] = true
-	}
+	acked := readAcked(t, logPath)
 	// Conservation: every message but the poison acked, none invented.
 	for i, m := range msgs {
 		if i != 3 && !acked[m.EventID] {
@@ -157,6 +150,20 @@ func TestCrashTypePoison(t *testing.T) {
 	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
 	}
+}
+
+// readAcked returns the event IDs the consumer processes logged.
+func readAcked(t *testing.T, logPath string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[string]bool{}
+	for _, id := range strings.Fields(string(data)) {
+		acked[id] = true
+	}
+	return acked
 }
 
 // runCrashChildren runs consumer subprocesses one after the other until one
@@ -219,14 +226,7 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 	if restarts := runCrashChildren(t, qc.Name, logPath, catPath); restarts != qc.DeliveryLimit {
 		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.DeliveryLimit)
 	}
-	data, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	acked := map[string]bool{}
-	for _, id := range strings.Fields(string(data)) {
-		acked[id] = true
-	}
+	acked := readAcked(t, logPath)
 	for i, m := range msgs {
 		if want := i%keys != 3; acked[m.EventID] != want {
 			t.Errorf("message %d (key %s) processed = %v, want %v", i, m.Key, acked[m.EventID], want)
