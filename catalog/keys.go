@@ -81,7 +81,14 @@ type HeldKey struct {
 	// Parked is the number of later messages waiting in the catalog.
 	Parked int64     `json:"parked"`
 	Since  time.Time `json:"since"`
+	// UpdatedAt is when the key last changed state.
+	UpdatedAt time.Time `json:"updated_at"`
 }
+
+// ResumeGrace is how long an allowed parked entry may stay unsent before
+// ResumeKeys sends it: a consumer sends it within moments of allowing it,
+// so one older than this was left by a crash.
+const ResumeGrace = 5 * time.Second
 
 // KeyState returns the state of key on queue ("" when it is free), the
 // allowed event ID (when waiting) and the head's event ID.
@@ -132,8 +139,8 @@ func (s *Store) AdvanceKey(ctx context.Context, queue, key string, pub transport
 
 // ResumeKeys finishes what a crash or an operator left for the keys of
 // queue and returns how many keys are held: an allowed entry recorded but
-// not yet sent is sent (a duplicate at worst), and a blocked key whose head
-// was discarded or erased is advanced.
+// still not sent after ResumeGrace is sent (a duplicate at worst), and a
+// blocked key whose head was discarded or erased is advanced.
 func (s *Store) ResumeKeys(ctx context.Context, queue string, pub transport.Transport) (held int, err error) {
 	keys, err := s.HeldKeys(ctx, queue)
 	if err != nil {
@@ -143,7 +150,7 @@ func (s *Store) ResumeKeys(ctx context.Context, queue string, pub transport.Tran
 	for _, k := range keys {
 		d.selector = keySelector(queue, k.Key)
 		switch {
-		case k.State == KeyWaiting:
+		case k.State == KeyWaiting && time.Since(k.UpdatedAt) > ResumeGrace:
 			e, err := s.parkedEntry(ctx, s.db, queue, k.Key, k.AllowedEventID)
 			if err != nil {
 				return 0, err
@@ -153,7 +160,7 @@ func (s *Store) ResumeKeys(ctx context.Context, queue string, pub transport.Tran
 					return 0, err
 				}
 			}
-		case k.Mode == KeyModeBlock && k.Head != nil && (k.Head.State == StateDiscarded || k.Head.State == StateErased):
+		case k.State == KeyHeld && k.Mode == KeyModeBlock && k.Head != nil && (k.Head.State == StateDiscarded || k.Head.State == StateErased):
 			free, err := s.advance(ctx, d, queue, k.Key, pub, ActionRelease)
 			if err != nil {
 				return 0, err
@@ -170,7 +177,7 @@ func (s *Store) ResumeKeys(ctx context.Context, queue string, pub transport.Tran
 // HeldKeys lists the held keys of queue ("" for every queue) with their
 // head and the number of parked entries behind it.
 func (s *Store) HeldKeys(ctx context.Context, queue string) ([]HeldKey, error) {
-	q := `SELECT k.queue, k.msg_key, k.mode, k.state, k.head_event_id, k.allowed_event_id, k.since,
+	q := `SELECT k.queue, k.msg_key, k.mode, k.state, k.head_event_id, k.allowed_event_id, k.since, k.updated_at,
 		(SELECT COUNT(*) FROM lily_dlq_entries e WHERE e.queue = k.queue AND e.hold_key = k.msg_key AND e.state = 'parked')
 		FROM lily_held_keys k`
 	var args []any
@@ -185,12 +192,13 @@ func (s *Store) HeldKeys(ctx context.Context, queue string) ([]HeldKey, error) {
 	var out []HeldKey
 	for rows.Next() {
 		var k HeldKey
-		var since int64
-		if err := rows.Scan(&k.Queue, &k.Key, &k.Mode, &k.State, &k.HeadEventID, &k.AllowedEventID, &since, &k.Parked); err != nil {
+		var since, updated int64
+		if err := rows.Scan(&k.Queue, &k.Key, &k.Mode, &k.State, &k.HeadEventID, &k.AllowedEventID, &since, &updated, &k.Parked); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		k.Since = time.UnixMilli(since).UTC()
+		k.UpdatedAt = time.UnixMilli(updated).UTC()
 		out = append(out, k)
 	}
 	rows.Close()
