@@ -123,6 +123,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	if st := f.states(); st["redriven"] != 3 || st["needs_manual"] != 1 {
 		t.Errorf("after the redrive: %v", st)
 	}
+	// A parked key (ordering park): its page shows it; the dry run tells
+	// what moves, the confirmation redrives its head.
+	if err := f.cat.HoldKey(context.Background(), "orders.created", "customer-0", catalog.KeyModePark, catalog.KeyHeld, "orders-00"); err != nil {
+		t.Fatal(err)
+	}
+	do("open the parked keys", chromedp.Click(chromedp.CSS(`a[href="#/parked"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//th[@scope="row" and text()="customer-0"]`)))
+	do("dry-run the unpark", chromedp.Click(chromedp.Search(`//button[text()="Dry run"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[starts-with(text(), "Confirm: unpark (1 message,")]`)))
+	do("unpark", chromedp.Click(chromedp.Search(`//button[starts-with(text(), "Confirm: unpark")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//*[contains(text(), "the head was sent")]`)))
+	if st := f.states(); st["redriven"] != 4 {
+		t.Errorf("after the unpark: %v, want the head redriven too", st)
+	}
 	if *screenshot != "" {
 		if err := os.WriteFile(*screenshot, png, 0o644); err != nil {
 			t.Fatal(err)

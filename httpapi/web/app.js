@@ -592,7 +592,7 @@ async function parked(_, gen) {
       try {
         const path = `/api/queues/${encodeURIComponent(k.queue)}/parked/${encodeURIComponent(k.key)}/unpark`;
         const p = await api("POST", path, {dry_run: true});
-        const ok = h("button", {type: "button"}, `Confirm: unpark (${p.messages} messages, in order)`);
+        const ok = h("button", {type: "button"}, `Confirm: unpark (${p.messages} message${p.messages === 1 ? "" : "s"}, in order)`);
         ok.addEventListener("click", async () => {
           ok.disabled = true;
           try {
