@@ -604,8 +604,12 @@ async function parked(_, gen) {
         ok.focus();
       } catch (e) { out.replaceChildren(failure(e)); }
     });
-    return h("tr", {}, h("td", {}, k.queue), h("th", {scope: "row"}, k.key), h("td", {class: "num"}, k.messages), h("td", {}, time(k.parked_at)),
+    const head = k.entry_id ? h("a", {href: "#/entry/" + k.entry_id}, "entry " + k.entry_id) : h("span", {}, k.head_event_id + " (not ingested yet)");
+    return h("tr", {}, h("td", {}, k.queue), h("th", {scope: "row"}, k.key), h("td", {}, k.mode), h("td", {}, k.state), h("td", {}, head),
+      h("td", {class: "num"}, k.messages), h("td", {}, time(k.parked_at)),
       can("unpark") ? [h("td", {}, plan), out] : h("td", {colspan: 2}, ""));
   });
-  page("Parked keys", data.parked.length ? table(["Queue", "Key", "Messages", "Parked", "Unpark", ""], rows) : notice("info", "No key is parked."));
+  page("Parked and blocked keys",
+    h("p", {}, "A key is held when one of its messages (the head) was dead-lettered with ordering park or block: its later messages wait here, in order, while the other keys flow. Unparking redrives the head first; the rest follow one at a time as the consumer processes them."),
+    data.parked.length ? table(["Queue", "Key", "Mode", "State", "Head", "Waiting", "Since", "Unpark", ""], rows) : notice("info", "No key is parked or blocked."));
 }
