@@ -99,8 +99,10 @@ the crashing orders are counted by the attempt counter topic.`,
 				return runDemo(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			case "outage":
 				return runOutageDemo(cmd.Context(), f, cmd.OutOrStdout())
+			case "ordering":
+				return runOrderingDemo(cmd.Context(), f, cmd.OutOrStdout())
 			}
-			return usagef("--scenario %q: must be poison (the default) or outage", f.scenario)
+			return usagef("--scenario %q: must be poison (the default), outage or ordering", f.scenario)
 		},
 	}
 	fl := cmd.Flags()
@@ -119,7 +121,7 @@ the crashing orders are counted by the attempt counter topic.`,
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object")
 	fl.BoolVar(&f.verbose, "verbose", false, "show the worker's log on stderr")
 	fl.BoolVar(&f.noRedrive, "no-redrive", false, "stop after the first half: leave the dead letters in the work list")
-	fl.StringVar(&f.scenario, "scenario", "poison", "poison (the workload above) or outage (healthy traffic against a dependency that is down longer than the retry span)")
+	fl.StringVar(&f.scenario, "scenario", "poison", "poison (the workload above), outage (healthy traffic against a dependency that is down longer than the retry span) or ordering (per-account order kept with ordering = \"park\" while one account's posting fails)")
 	fl.Float64Var(&f.rate, "rate", 100, "with --scenario outage: messages per second")
 	fl.DurationVar(&f.outage, "outage", 4*time.Second, "with --scenario outage: how long the dependency is down")
 	fl.BoolVar(&f.breaker, "breaker", true, "with --scenario outage: use the circuit breaker (--breaker=false to see the outage dead-letter healthy messages)")
@@ -367,22 +369,60 @@ func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(st
 	}
 }
 
-// runOutageDemo runs 'lily demo --scenario outage'.
-func runOutageDemo(ctx context.Context, f demoFlags, stdout io.Writer) error {
-	path := f.db
-	if path == "" {
-		dir, err := os.MkdirTemp("", "lily-outage-")
+// scenarioDB returns the database path of a scenario: --db, which must not
+// exist yet, or a new file in a temporary directory.
+func scenarioDB(f demoFlags, name string) (string, error) {
+	if f.db == "" {
+		dir, err := os.MkdirTemp("", "lily-"+name+"-")
 		if err != nil {
+			return "", err
+		}
+		return filepath.Join(dir, "lily.db"), nil
+	}
+	if _, err := os.Stat(f.db); !errors.Is(err, fs.ErrNotExist) {
+		return "", usagef("--db %s: the file exists; the demo creates a new database (choose a new path or remove it)", f.db)
+	}
+	return f.db, nil
+}
+
+// scenarioQueue returns --queue, or the scenario's own default queue.
+func scenarioQueue(f demoFlags, def string) string {
+	if f.queue == demoQueue {
+		return def
+	}
+	return f.queue
+}
+
+// runOrderingDemo runs 'lily demo --scenario ordering'.
+func runOrderingDemo(ctx context.Context, f demoFlags, stdout io.Writer) error {
+	path, err := scenarioDB(f, "ordering")
+	if err != nil {
+		return err
+	}
+	out, err := runOrderingScenario(ctx, f.conn(), scenarioQueue(f, "ledger.postings"), path)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		if err := writeJSON(stdout, out); err != nil {
 			return err
 		}
-		path = filepath.Join(dir, "lily.db")
-	} else if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
-		return usagef("--db %s: the file exists; the demo creates a new database (choose a new path or remove it)", path)
+	} else {
+		printOrderingScenario(stdout, out)
 	}
-	queue := f.queue
-	if queue == demoQueue {
-		queue = "outage.orders"
+	if out.Lost != 0 || !out.InOrder {
+		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo ordering: lost %d, in order %v", out.Lost, out.InOrder)}
 	}
+	return nil
+}
+
+// runOutageDemo runs 'lily demo --scenario outage'.
+func runOutageDemo(ctx context.Context, f demoFlags, stdout io.Writer) error {
+	path, err := scenarioDB(f, "outage")
+	if err != nil {
+		return err
+	}
+	queue := scenarioQueue(f, "outage.orders")
 	out, err := runOutageScenario(ctx, outageFlags{conn: f.conn(), queue: queue, db: path,
 		rate: f.rate, outage: f.outage, breaker: f.breaker}, stdout)
 	if err != nil {
