@@ -43,6 +43,7 @@ func PlainAck(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 	elapsed := time.Since(start)
+	quiesce()
 	ch.Close()
 	if err := s.check(0, 0); err != nil {
 		return Result{}, fmt.Errorf("plain-ack: %w", err)
@@ -183,6 +184,7 @@ func PlainForwarder(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	elapsed := time.Since(start)
+	quiesce()
 	cch.Close()
 	if err := s.check(0, cfg.N); err != nil {
 		return Result{}, fmt.Errorf("plain-forward: %w", err)
