@@ -27,7 +27,8 @@ func PlainAck(ctx context.Context, cfg Config) (Result, error) {
 	if err := ch.Qos(cfg.Prefetch, 0, false); err != nil {
 		return Result{}, err
 	}
-	start := time.Now()
+	res := Result{N: cfg.N}
+	start := startClock()
 	ds, err := ch.Consume(s.qc.Name, "", false, false, false, false, nil)
 	if err != nil {
 		return Result{}, err
@@ -42,13 +43,14 @@ func PlainAck(ctx context.Context, cfg Config) (Result, error) {
 			return Result{}, ctx.Err()
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed := start.stop(&res)
 	quiesce()
 	ch.Close()
 	if err := s.check(0, 0); err != nil {
 		return Result{}, fmt.Errorf("plain-ack: %w", err)
 	}
-	return Result{Name: "plain-ack", N: cfg.N, Duration: elapsed}, nil
+	res.Name, res.Duration = "plain-ack", elapsed
+	return res, nil
 }
 
 // PlainPublishConfirm publishes N messages (of the same size, with
@@ -83,7 +85,8 @@ func PlainPublishConfirm(ctx context.Context, cfg Config) (Result, error) {
 		pending = pending[:0]
 		return nil
 	}
-	start := time.Now()
+	res := Result{N: cfg.N}
+	start := startClock()
 	for i := 0; i < cfg.N; i++ {
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, rabbitmq.DeadLetterExchange(s.qc.Exchange), s.qc.Name, true, false,
 			amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body, MessageId: fmt.Sprint(i)})
@@ -100,11 +103,12 @@ func PlainPublishConfirm(ctx context.Context, cfg Config) (Result, error) {
 	if err := wait(); err != nil {
 		return Result{}, err
 	}
-	elapsed := time.Since(start)
+	elapsed := start.stop(&res)
 	if err := s.check(1, cfg.N); err != nil {
 		return Result{}, fmt.Errorf("plain-publish-confirm: %w", err)
 	}
-	return Result{Name: "plain-publish-confirm", N: cfg.N, Duration: elapsed}, nil
+	res.Name, res.Duration = "plain-publish-confirm", elapsed
+	return res, nil
 }
 
 // PlainForwarder is a hand-written dead-letter forwarder: consume with the
@@ -134,7 +138,8 @@ func PlainForwarder(ctx context.Context, cfg Config) (Result, error) {
 	if err := cch.Qos(cfg.Prefetch, 0, false); err != nil {
 		return Result{}, err
 	}
-	start := time.Now()
+	res := Result{N: cfg.N}
+	start := startClock()
 	ds, err := cch.Consume(s.qc.Name, "", false, false, false, false, nil)
 	if err != nil {
 		return Result{}, err
@@ -183,11 +188,12 @@ func PlainForwarder(ctx context.Context, cfg Config) (Result, error) {
 	if err := flush(); err != nil {
 		return Result{}, err
 	}
-	elapsed := time.Since(start)
+	elapsed := start.stop(&res)
 	quiesce()
 	cch.Close()
 	if err := s.check(0, cfg.N); err != nil {
 		return Result{}, fmt.Errorf("plain-forward: %w", err)
 	}
-	return Result{Name: "plain-forward", N: cfg.N, Duration: elapsed}, nil
+	res.Name, res.Duration = "plain-forward", elapsed
+	return res, nil
 }

@@ -74,6 +74,14 @@ type Result struct {
 	Name     string
 	N        int
 	Duration time.Duration
+	// ClientCPU is this process's CPU time during the run; BrokerCPU the
+	// broker's (0 when it could not be read), other clients included.
+	ClientCPU, BrokerCPU time.Duration
+}
+
+// CPUPerMessage returns the client's and the broker's CPU µs per message.
+func (r Result) CPUPerMessage() (client, broker float64) {
+	return float64(r.ClientCPU.Microseconds()) / float64(r.N), float64(r.BrokerCPU.Microseconds()) / float64(r.N)
 }
 
 // PerSecond is the throughput.
@@ -170,7 +178,8 @@ func runLily(ctx context.Context, cfg Config, name string, fail error) (Result, 
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	start := time.Now()
+	res := Result{N: cfg.N}
+	start := startClock()
 	errc := make(chan error, 1)
 	go func() { errc <- c.Run(runCtx) }()
 	select {
@@ -178,7 +187,7 @@ func runLily(ctx context.Context, cfg Config, name string, fail error) (Result, 
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
-	elapsed := time.Since(start)
+	elapsed := start.stop(&res)
 	quiesce()
 	cancel()
 	if err := <-errc; err != nil {
@@ -192,7 +201,8 @@ func runLily(ctx context.Context, cfg Config, name string, fail error) (Result, 
 	if err := s.check(0, wantDLQ); err != nil {
 		return Result{}, fmt.Errorf("%s: %w", name, err)
 	}
-	return Result{Name: name, N: cfg.N, Duration: elapsed}, nil
+	res.Name, res.Duration = name, elapsed
+	return res, nil
 }
 
 // check verifies conservation after a run. A quorum queue's message count
