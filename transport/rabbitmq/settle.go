@@ -129,3 +129,7 @@ type settleGroup struct {
 	c           *consumer
 	acks, nacks []int
 }
+
+// SettleConcurrency is the number of Settle calls that make progress in
+// parallel: one per confirm-mode publisher channel (Options.Publishers).
+func (t *Transport) SettleConcurrency() int { return t.opts.Publishers }
