@@ -3,6 +3,8 @@ package lily
 import (
 	"context"
 	"errors"
+	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/lily-mq/lily/transport"
@@ -27,6 +29,7 @@ func (c *Consumer) settleLoop(ctx context.Context, in <-chan settleReq) {
 		batch := make([]settleReq, 0, c.o.SettleBatch)
 		ss := make([]transport.Settlement, 0, c.o.SettleBatch)
 		for first := range in {
+			runtime.Gosched() // see batchYield
 			batch = c.fillBatch(append(batch[:0], first), in)
 			ss = c.settleBatch(ctx, batch, ss)
 		}
@@ -34,9 +37,13 @@ func (c *Consumer) settleLoop(ctx context.Context, in <-chan settleReq) {
 	}
 	slots := make(chan struct{}, par)
 	var wg sync.WaitGroup
+	scratch := make([]settleReq, 0, c.o.SettleBatch)
 	for first := range in {
 		slots <- struct{}{} // wait for a free slot before cutting the batch
-		batch := c.fillBatch(append(make([]settleReq, 0, 64), first), in)
+		runtime.Gosched()   // see batchYield
+		scratch = c.fillBatch(append(scratch[:0], first), in)
+		batch := slices.Clone(scratch)
+		clear(scratch) // drop the references for the collector
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -46,6 +53,14 @@ func (c *Consumer) settleLoop(ctx context.Context, in <-chan settleReq) {
 	}
 	wg.Wait()
 }
+
+// batchYield: before cutting a batch the settler yields once, so that
+// workers that are about to hand in their decisions (runnable, not yet run)
+// do so and join the batch. Without it a fast transport (acknowledgements
+// only) took them one at a time — RabbitMQ: 14,609 Settle calls for 20,000
+// acks, each a frame and a write — and with it they share a call and, when
+// contiguous, one multiple ack. It delays a settlement by one scheduling
+// round at most; nothing waits on a timer.
 
 // fillBatch appends to batch what is waiting in in, up to SettleBatch,
 // without blocking.
@@ -68,6 +83,9 @@ func (c *Consumer) fillBatch(batch []settleReq, in <-chan settleReq) []settleReq
 // outcome, releases the originals of failed hand-offs and frees the
 // batch's prefetch slots. ss is scratch space; it is returned for reuse.
 func (c *Consumer) settleBatch(ctx context.Context, batch []settleReq, ss []transport.Settlement) []transport.Settlement {
+	if ss == nil {
+		ss = make([]transport.Settlement, 0, len(batch))
+	}
 	ss = ss[:0]
 	for _, r := range batch {
 		ss = append(ss, r.s)

@@ -3,6 +3,7 @@ package rabbitbench
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,17 +17,23 @@ type clock struct {
 	wall           time.Time
 	client, broker time.Duration
 	brokerOK       bool
+	mallocs        uint64
 }
 
 func startClock() clock {
 	b, ok := brokerCPU()
-	return clock{wall: time.Now(), client: selfCPU(), broker: b, brokerOK: ok}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return clock{wall: time.Now(), client: selfCPU(), broker: b, brokerOK: ok, mallocs: ms.Mallocs}
 }
 
 // stop returns the wall time since start and fills r's CPU figures.
 func (c clock) stop(r *Result) time.Duration {
 	elapsed := time.Since(c.wall)
 	r.ClientCPU = selfCPU() - c.client
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	r.Allocs = ms.Mallocs - c.mallocs
 	if b, ok := brokerCPU(); ok && c.brokerOK {
 		r.BrokerCPU = b - c.broker
 	}

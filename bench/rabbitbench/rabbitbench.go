@@ -77,6 +77,8 @@ type Result struct {
 	// ClientCPU is this process's CPU time during the run; BrokerCPU the
 	// broker's (0 when it could not be read), other clients included.
 	ClientCPU, BrokerCPU time.Duration
+	// Allocs counts this process's heap allocations during the run.
+	Allocs uint64
 }
 
 // CPUPerMessage returns the client's and the broker's CPU µs per message.

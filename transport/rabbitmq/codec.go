@@ -22,11 +22,28 @@ func fromTable(t amqp.Table) transport.Headers {
 	if t == nil {
 		return nil
 	}
+	if plainTable(t) {
+		// Nothing to convert: the delivery's own table (decoded for this
+		// delivery alone) becomes its headers, without a copy.
+		return transport.Headers(t)
+	}
 	h := make(transport.Headers, len(t))
 	for k, v := range t {
 		h[k] = fromValue(v)
 	}
 	return h
+}
+
+// plainTable reports whether no value of t needs fromValue's conversion
+// (no nested table, array or decimal).
+func plainTable(t amqp.Table) bool {
+	for _, v := range t {
+		switch v.(type) {
+		case amqp.Table, map[string]any, []any, amqp.Decimal:
+			return false
+		}
+	}
+	return true
 }
 
 func fromValue(v any) any {

@@ -28,7 +28,17 @@ func main() {
 	flag.IntVar(&cfg.Concurrency, "concurrency", 4, "Lily handler goroutines")
 	only := flag.String("only", "", "comma-separated measurements to run (plain-ack, lily-ack, plain-publish, plain-forward, lily-deadletter); default all")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process only, not the broker) to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run (this process) to this file")
 	flag.Parse()
+	if *memprofile != "" {
+		defer func() {
+			f, err := os.Create(*memprofile)
+			if err == nil {
+				pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -73,16 +83,17 @@ func main() {
 			results[run.name] = append(results[run.name], res)
 		}
 	}
-	fmt.Printf("| measurement | msg/s (median of %d) | runs (in round order) | client CPU µs/msg | broker CPU µs/msg |\n|---|---:|---|---:|---:|\n", *rounds)
+	fmt.Printf("| measurement | msg/s (median of %d) | runs (in round order) | client CPU µs/msg | broker CPU µs/msg | client allocs/msg |\n|---|---:|---|---:|---:|---:|\n", *rounds)
 	for _, run := range runs {
 		rs := results[run.name]
-		var rate, client, broker []float64
+		var rate, client, broker, allocs []float64
 		for _, r := range rs {
 			c, b := r.CPUPerMessage()
 			rate, client, broker = append(rate, r.PerSecond()), append(client, c), append(broker, b)
+			allocs = append(allocs, float64(r.Allocs)/float64(r.N))
 		}
 		median[run.name] = med(rate)
-		fmt.Printf("| %s | %.0f | %v | %.1f | %.1f |\n", run.name, median[run.name], fmtAll(rate), med(client), med(broker))
+		fmt.Printf("| %s | %.0f | %v | %.1f | %.1f | %.0f |\n", run.name, median[run.name], fmtAll(rate), med(client), med(broker), med(allocs))
 	}
 	ratio := func(label, a, b, target string) {
 		if median[a] == 0 || median[b] == 0 {
