@@ -50,12 +50,15 @@ func selfCPU() time.Duration {
 
 var brokerPID = findBroker()
 
-// findBroker returns the PID of the local RabbitMQ node (beam.smp), or 0.
+// findBroker returns the PID of the local RabbitMQ node, or 0: of the
+// beam.smp processes running rabbit, the one with the most CPU time
+// (rabbitmqctl starts short-lived ones too).
 func findBroker() int {
 	if s := os.Getenv("RABBITBENCH_BROKER_PID"); s != "" {
 		pid, _ := strconv.Atoi(s)
 		return pid
 	}
+	best, bestCPU := 0, time.Duration(-1)
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
 		comm, err := os.ReadFile(filepath.Join(d, "comm"))
@@ -63,12 +66,15 @@ func findBroker() int {
 			continue
 		}
 		cmd, _ := os.ReadFile(filepath.Join(d, "cmdline"))
-		if strings.Contains(string(cmd), "rabbit") {
-			pid, _ := strconv.Atoi(filepath.Base(d))
-			return pid
+		if !strings.Contains(string(cmd), "rabbit") {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		if cpu, ok := procCPU(pid); ok && cpu > bestCPU {
+			best, bestCPU = pid, cpu
 		}
 	}
-	return 0
+	return best
 }
 
 // brokerCPU reads the broker's user+system CPU time from /proc.
@@ -76,7 +82,12 @@ func brokerCPU() (time.Duration, bool) {
 	if brokerPID == 0 {
 		return 0, false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(brokerPID) + "/stat")
+	return procCPU(brokerPID)
+}
+
+// procCPU reads a process's user+system CPU time from /proc.
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false
 	}
