@@ -3,10 +3,12 @@ package rabbitbench
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -116,8 +118,22 @@ func PlainPublishConfirm(ctx context.Context, cfg Config) (Result, error) {
 // confirm, ack the original once its confirm arrived (pipelined over the
 // prefetch window). For context next to Lily's hand-off.
 func PlainForwarder(ctx context.Context, cfg Config) (Result, error) {
+	return forward(ctx, cfg, "plain-forward", false)
+}
+
+// PlainForwarderEvidence is PlainForwarder writing on each copy the same
+// evidence headers as Lily's dead-letter hand-off (evidence.Record.Apply
+// with the fields Lily fills for a permanent failure), so that the copies
+// are the same size: it separates the cost of the evidence from the cost
+// of Lily's runtime.
+func PlainForwarderEvidence(ctx context.Context, cfg Config) (Result, error) {
+	return forward(ctx, cfg, "plain-forward-evidence", true)
+}
+
+func forward(ctx context.Context, cfg Config, name string, withEvidence bool) (Result, error) {
 	cfg = cfg.withDefaults()
-	s, err := newSetup(ctx, cfg, "plain-forward")
+	host, _ := os.Hostname()
+	s, err := newSetup(ctx, cfg, name)
 	if err != nil {
 		return Result{}, err
 	}
@@ -173,8 +189,19 @@ func PlainForwarder(ctx context.Context, cfg Config) (Result, error) {
 			i--
 			continue
 		}
+		h := d.Headers
+		if withEvidence {
+			h = make(amqp.Table, len(d.Headers)+16)
+			for k, v := range d.Headers {
+				h[k] = v
+			}
+			now := time.Now()
+			evidence.Record{Reason: evidence.ReasonPermanent, ErrorType: "*errors.errorString", ErrorMessage: "bench: permanent",
+				Source: "rabbitmq/" + s.qc.Name, SourceMessageID: d.MessageId, DeliveryCount: 1,
+				FirstFailureAt: now, LastFailureAt: now, DeadLetteredAt: now, Consumer: os.Args[0], Host: host}.Apply(h)
+		}
 		dc, err := pch.PublishWithDeferredConfirmWithContext(ctx, rabbitmq.DeadLetterExchange(s.qc.Exchange), s.qc.Name, true, false,
-			amqp.Publishing{DeliveryMode: amqp.Persistent, Headers: d.Headers, MessageId: d.MessageId, Body: d.Body})
+			amqp.Publishing{DeliveryMode: amqp.Persistent, Headers: h, MessageId: d.MessageId, Body: d.Body})
 		if err != nil {
 			return Result{}, err
 		}
@@ -192,8 +219,8 @@ func PlainForwarder(ctx context.Context, cfg Config) (Result, error) {
 	quiesce()
 	cch.Close()
 	if err := s.check(0, cfg.N); err != nil {
-		return Result{}, fmt.Errorf("plain-forward: %w", err)
+		return Result{}, fmt.Errorf("%s: %w", name, err)
 	}
-	res.Name, res.Duration = "plain-forward", elapsed
+	res.Name, res.Duration = name, elapsed
 	return res, nil
 }

@@ -6,7 +6,9 @@
 //   - hand-off: a Lily consumer dead-lettering every message (copy published
 //     with mandatory, confirmed, then the original acked), against plain
 //     publish-with-confirms of the same messages (target ≥ 0.8×), and for
-//     context a hand-written consume → publish-with-confirm → ack forwarder.
+//     context a hand-written consume → publish-with-confirm → ack forwarder,
+//     once copying the message as it is and once writing on the copy the
+//     same evidence headers as Lily (so that the copies are the same size).
 //
 // Every run declares fresh quorum queues with Lily's topology, preloads N
 // messages, measures the time until all N are settled, checks that all N

@@ -26,7 +26,7 @@ func main() {
 	flag.IntVar(&cfg.N, "n", 20000, "messages per run")
 	flag.IntVar(&cfg.Prefetch, "prefetch", 256, "prefetch of both consumers")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 4, "Lily handler goroutines")
-	only := flag.String("only", "", "comma-separated measurements to run (plain-ack, lily-ack, plain-publish, plain-forward, lily-deadletter); default all")
+	only := flag.String("only", "", "comma-separated measurements to run (plain-ack, lily-ack, plain-publish, plain-forward, lily-deadletter, plain-forward-evidence); default all")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process only, not the broker) to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run (this process) to this file")
 	flag.Parse()
@@ -62,6 +62,7 @@ func main() {
 		{"plain-publish", "plain publish with confirms", rabbitbench.PlainPublishConfirm},
 		{"plain-forward", "plain forwarder (consume, publish+confirm, ack)", rabbitbench.PlainForwarder},
 		{"lily-deadletter", "Lily consumer, dead-letter hand-off", rabbitbench.LilyDeadLetter},
+		{"plain-forward-evidence", "plain forwarder writing Lily's evidence headers (context)", rabbitbench.PlainForwarderEvidence},
 	}
 	runs := all[:0:0]
 	for _, r := range all {
@@ -109,6 +110,7 @@ func main() {
 	ratio("happy path: Lily / plain consume-ack", "Lily consumer, ack", "plain consume/ack", " (target ≥ 0.9×)")
 	ratio("hand-off: Lily dead-letter / plain publish with confirms", "Lily consumer, dead-letter hand-off", "plain publish with confirms", " (target ≥ 0.8×)")
 	ratio("hand-off: Lily dead-letter / plain forwarder", "Lily consumer, dead-letter hand-off", "plain forwarder (consume, publish+confirm, ack)", "")
+	ratio("hand-off: Lily dead-letter / plain forwarder with the same evidence headers", "Lily consumer, dead-letter hand-off", "plain forwarder writing Lily's evidence headers (context)", "")
 }
 
 // med returns the median of v (the upper one of an even count).
