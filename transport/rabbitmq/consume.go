@@ -236,6 +236,14 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 // delivery and true; nil and true when none came in time; nil and false
 // when in was closed.
 func waitDelivery(ctx context.Context, in <-chan amqp.Delivery, wait time.Duration) (*amqp.Delivery, bool, error) {
+	select { // already there: no timer needed (the common case under load)
+	case d, ok := <-in:
+		if !ok {
+			return nil, false, nil
+		}
+		return &d, true, nil
+	default:
+	}
 	var timeout <-chan time.Time
 	if wait > 0 {
 		timer := time.NewTimer(wait)
