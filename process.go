@@ -195,7 +195,7 @@ func (c *Consumer) deadLetter(d *transport.Delivery, reason evidence.Reason, err
 		h = transport.Headers{}
 	}
 	rec.Apply(h)
-	c.log.Warn("dead-lettered", "event_id", d.EventID, "reason", string(reason), "err", rec.ErrorMessage)
+	c.dlLog.log(c.log, rec.DeadLetteredAt, d.EventID, string(reason), rec.ErrorMessage)
 	return settleReq{
 		s: transport.Settlement{Delivery: d, Action: transport.DeadLetter, Headers: h, Reason: string(reason)},
 		ev: Event{Kind: EventDeadLettered, Queue: c.o.Queue.Name, EventID: d.EventID, Reason: string(reason),

@@ -21,6 +21,7 @@ import (
 // a slot is free, so the next one gathers what arrived meanwhile. Otherwise
 // one batch at a time, in order.
 func (c *Consumer) settleLoop(ctx context.Context, in <-chan settleReq) {
+	defer c.dlLog.flush(c.log)
 	par := 1
 	if cs, ok := c.t.(transport.ConcurrentSettler); ok && c.o.Queue.Ordering == OrderingReorder {
 		par = max(1, cs.SettleConcurrency())
