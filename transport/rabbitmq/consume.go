@@ -315,14 +315,14 @@ func (c *consumer) settle(rcs []receipt, acks, nacks []int, errs []error) {
 	}
 	slices.SortFunc(valid, func(a, b int) int { return cmp.Compare(rcs[a].tag, rcs[b].tag) })
 	// bound: the lowest tag held or pending that is not acknowledged here.
-	mine := make(map[uint64]bool, len(valid))
-	for _, i := range valid {
-		mine[rcs[i].tag] = true
+	mine := func(tag uint64) bool {
+		_, ok := slices.BinarySearchFunc(valid, tag, func(i int, t uint64) int { return cmp.Compare(rcs[i].tag, t) })
+		return ok
 	}
 	bound := uint64(math.MaxUint64)
 	for tag := range c.held {
-		if !mine[tag] {
-			bound = min(bound, tag)
+		if tag < bound && !mine(tag) {
+			bound = tag
 		}
 	}
 	for k := range c.pending {
