@@ -47,6 +47,10 @@ type Config struct {
 	// ConfirmWindow is how many publishes the plain publisher keeps
 	// unconfirmed. Defaults to 256.
 	ConfirmWindow int
+	// Publishers is the Lily transport's number of confirm-mode publisher
+	// channels (rabbitmq.Options.Publishers). Defaults to the transport's
+	// default.
+	Publishers int
 }
 
 func (c Config) withDefaults() Config {
@@ -101,7 +105,7 @@ type setup struct {
 }
 
 func newSetup(ctx context.Context, cfg Config, name string) (*setup, error) {
-	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: cfg.URL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: cfg.URL, Publishers: cfg.Publishers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ func main() {
 	flag.IntVar(&cfg.N, "n", 20000, "messages per run")
 	flag.IntVar(&cfg.Prefetch, "prefetch", 256, "prefetch of both consumers")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 4, "Lily handler goroutines")
+	flag.IntVar(&cfg.Publishers, "publishers", 0, "Lily transport's publisher channels (0: the transport's default)")
 	only := flag.String("only", "", "comma-separated measurements to run (plain-ack, lily-ack, plain-publish, plain-forward, lily-deadletter, plain-forward-evidence); default all")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process only, not the broker) to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run (this process) to this file")
