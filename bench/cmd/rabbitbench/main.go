@@ -95,7 +95,7 @@ func main() {
 			allocs = append(allocs, float64(r.Allocs)/float64(r.N))
 		}
 		median[run.name] = med(rate)
-		fmt.Printf("| %s | %.0f | %v | %.1f | %.1f | %.0f |\n", run.name, median[run.name], fmtAll(rate), med(client), med(broker), med(allocs))
+		fmt.Printf("| %s | %.0f | %v | %.1f | %.1f | %.0f |\n", run.name, median[run.name], join(rate, "%.0f"), med(client), med(broker), med(allocs))
 	}
 	ratio := func(label, a, b, target string) {
 		if median[a] == 0 || median[b] == 0 {
@@ -105,7 +105,7 @@ func main() {
 		for i := range results[a] {
 			per = append(per, results[a][i].PerSecond()/results[b][i].PerSecond())
 		}
-		fmt.Printf("%s = %.2f×%s (per round: %s)\n", label, median[a]/median[b], target, fmtRatios(per))
+		fmt.Printf("%s = %.2f×%s (per round: %s)\n", label, median[a]/median[b], target, join(per, "%.2f"))
 	}
 	fmt.Println()
 	ratio("happy path: Lily / plain consume-ack", "Lily consumer, ack", "plain consume/ack", " (target ≥ 0.9×)")
@@ -121,24 +121,11 @@ func med(v []float64) float64 {
 	return v[len(v)/2]
 }
 
-func fmtRatios(v []float64) string {
-	s := ""
+// join formats each value of v with format, comma-separated.
+func join(v []float64, format string) string {
+	parts := make([]string, len(v))
 	for i, x := range v {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%.2f", x)
+		parts[i] = fmt.Sprintf(format, x)
 	}
-	return s
-}
-
-func fmtAll(v []float64) string {
-	s := ""
-	for i, x := range v {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%.0f", x)
-	}
-	return s
+	return strings.Join(parts, ", ")
 }
