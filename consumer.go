@@ -117,6 +117,8 @@ type Consumer struct {
 
 	br *breaker // nil when the queue has no circuit breaker
 
+	dlLog deadLetterLog // rate-limits the per-dead-letter log line
+
 	mu       sync.Mutex
 	cond     *sync.Cond
 	inflight int

@@ -202,7 +202,7 @@ func (c *Consumer) deadLetter(d *transport.Delivery, reason evidence.Reason, err
 		kind = EventParked
 		c.log.Debug("parked behind its key's head", "event_id", d.EventID, "key", d.Key)
 	} else {
-		c.log.Warn("dead-lettered", "event_id", d.EventID, "reason", string(reason), "err", rec.ErrorMessage)
+		c.dlLog.log(c.log, rec.DeadLetteredAt, d.EventID, string(reason), rec.ErrorMessage)
 	}
 	return settleReq{
 		s: transport.Settlement{Delivery: d, Action: transport.DeadLetter, Headers: h, Reason: string(reason)},

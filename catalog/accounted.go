@@ -209,6 +209,16 @@ func (a *Accounted) Features() transport.Features {
 	return f
 }
 
+// SettleConcurrency forwards the wrapped transport's
+// (transport.ConcurrentSettler); 1 without one. Settle is safe for
+// concurrent calls: the ledger's counts are transactions of their own.
+func (a *Accounted) SettleConcurrency() int {
+	if cs, ok := a.Transport.(transport.ConcurrentSettler); ok {
+		return cs.SettleConcurrency()
+	}
+	return 1
+}
+
 // Unwrap returns the wrapped transport.
 func (a *Accounted) Unwrap() transport.Transport { return a.Transport }
 

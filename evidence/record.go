@@ -110,9 +110,12 @@ func (r Record) Apply(h map[string]any) {
 	} else {
 		delete(h, HeaderDeliveryCount)
 	}
-	setTime(h, HeaderFirstFailureAt, r.FirstFailureAt)
-	setTime(h, HeaderLastFailureAt, r.LastFailureAt)
-	setTime(h, HeaderDeadLetteredAt, r.DeadLetteredAt)
+	// The three times are often the same instant (a first failure that is
+	// dead-lettered at once): each distinct one is formatted once.
+	var tc timeCache
+	tc.set(h, HeaderFirstFailureAt, r.FirstFailureAt)
+	tc.set(h, HeaderLastFailureAt, r.LastFailureAt)
+	tc.set(h, HeaderDeadLetteredAt, r.DeadLetteredAt)
 	setText(h, HeaderConsumer, r.Consumer)
 	setText(h, HeaderConsumerVersion, r.ConsumerVersion)
 	setText(h, HeaderHost, r.Host)
@@ -138,12 +141,23 @@ func setText(h map[string]any, name, v string) {
 	h[name] = v
 }
 
-func setTime(h map[string]any, name string, t time.Time) {
+// timeCache remembers the last time header value set, so that the same
+// instant is formatted (and boxed) once.
+type timeCache struct {
+	t time.Time
+	v any
+}
+
+// set is setTime, reusing the previous value when t is the same instant.
+func (c *timeCache) set(h map[string]any, name string, t time.Time) {
 	if t.IsZero() {
 		delete(h, name)
 		return
 	}
-	h[name] = FormatTime(t)
+	if c.v == nil || !t.Equal(c.t) {
+		c.t, c.v = t, FormatTime(t)
+	}
+	h[name] = c.v
 }
 
 // FormatTime formats t as Lily's time headers do: UTC, TimeLayout.

@@ -80,6 +80,10 @@ type rule struct {
 	re *regexp.Regexp
 	// repl returns the replacement of one match; m holds submatch indexes into s.
 	repl func(s string, m []int) string
+	// may, when set, is a cheap test that returns false only when re cannot match: it
+	// is given an ASCII s lower-cased and is used only for ASCII text (for which the
+	// (?i) rules fold exactly the ASCII letters). Nil means: always run re.
+	may func(lower string) bool
 }
 
 var (
@@ -93,9 +97,13 @@ func defaultRules() []rule {
 	return []rule{
 		{urlCredRe, func(s string, m []int) string {
 			return s[m[2]:m[3]] + s[m[4]:m[5]] + ":***@"
+		}, func(l string) bool {
+			return strings.Contains(l, "://") && strings.IndexByte(l, '@') >= 0
 		}},
 		{bearerRe, func(s string, m []int) string {
 			return s[m[2]:m[3]] + " ***"
+		}, func(l string) bool {
+			return strings.Contains(l, "bearer")
 		}},
 		{pairRe, func(s string, m []int) string {
 			key := s[m[2]:m[3]]
@@ -106,11 +114,51 @@ func defaultRules() []rule {
 				return key + `'***'`
 			}
 			return key + "***"
+		}, func(l string) bool {
+			// Every keyword of pairRe contains one of these, and a separator follows.
+			return strings.ContainsAny(l, ":=") && (strings.Contains(l, "passw") ||
+				strings.Contains(l, "secret") || strings.Contains(l, "token") || strings.Contains(l, "key"))
 		}},
 		{cardRe, func(s string, m []int) string {
 			return maskCard(s[m[0]:m[1]])
+		}, func(l string) bool {
+			return countDigits(l, 13) >= 13
 		}},
 	}
+}
+
+// countDigits counts the ASCII digits of s, stopping at limit.
+func countDigits(s string, limit int) int {
+	n := 0
+	for i := 0; i < len(s) && n < limit; i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			n++
+		}
+	}
+	return n
+}
+
+// asciiLower returns s with ASCII letters lower-cased and true, or "" and false when s
+// is not all ASCII. It allocates only when s has an upper-case letter.
+func asciiLower(s string) (string, bool) {
+	upper := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return "", false
+		}
+		upper = upper || ('A' <= c && c <= 'Z')
+	}
+	if !upper {
+		return s, true
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b), true
 }
 
 // NewRedactor returns a Redactor with the default rules and the extra patterns (Go
@@ -126,7 +174,7 @@ func NewRedactor(extra ...string) (*Redactor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redaction pattern %q: %v: %w", p, err, ErrInvalidPattern)
 		}
-		r.rules = append(r.rules, rule{re, extraRepl})
+		r.rules = append(r.rules, rule{re: re, repl: extraRepl})
 	}
 	return r, nil
 }
@@ -144,11 +192,33 @@ var defaultRedactor = sync.OnceValue(func() *Redactor {
 
 // Redact returns s with every secret the rules find masked.
 func (r *Redactor) Redact(s string) string {
+	return r.redact(s, true)
+}
+
+// redact applies the rules in order. With precheck, a rule whose cheap test says it
+// cannot match ASCII text is skipped; the result is the same (redact_test.go checks
+// it against precheck = false), only the regular expressions that cannot match are not
+// run — most error messages hold no secret at all.
+func (r *Redactor) redact(s string, precheck bool) string {
 	if r == nil {
 		r = defaultRedactor()
 	}
+	if s == "" {
+		return s // no rule masks anything in empty text (empty matches are skipped)
+	}
+	lower, ascii := "", false
+	if precheck {
+		lower, ascii = asciiLower(s)
+	}
 	for _, ru := range r.rules {
-		s = ru.apply(s)
+		if ascii && ru.may != nil && !ru.may(lower) {
+			continue
+		}
+		t := ru.apply(s)
+		if ascii && t != s {
+			lower, ascii = asciiLower(t)
+		}
+		s = t
 	}
 	return s
 }

@@ -124,3 +124,14 @@ type DeadLetterDrainer interface {
 type DeadLetterCounter interface {
 	DeadLetterDepth(ctx context.Context, queue string) (int64, error)
 }
+
+// ConcurrentSettler is implemented by transports whose Settle calls make
+// progress in parallel (e.g. RabbitMQ: each call publishes its hand-offs on
+// its own confirm-mode channel and waits for its own confirms). The runtime
+// keeps up to SettleConcurrency batches in flight instead of one, so that
+// the next batch is published while the previous one waits for its
+// confirms. Transports that do not implement it are given one batch at a
+// time (a SQLite commit gains nothing from a second one waiting).
+type ConcurrentSettler interface {
+	SettleConcurrency() int
+}

@@ -3,10 +3,12 @@ package rabbitbench
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -27,7 +29,8 @@ func PlainAck(ctx context.Context, cfg Config) (Result, error) {
 	if err := ch.Qos(cfg.Prefetch, 0, false); err != nil {
 		return Result{}, err
 	}
-	start := time.Now()
+	res := Result{N: cfg.N}
+	start := startClock()
 	ds, err := ch.Consume(s.qc.Name, "", false, false, false, false, nil)
 	if err != nil {
 		return Result{}, err
@@ -42,12 +45,14 @@ func PlainAck(ctx context.Context, cfg Config) (Result, error) {
 			return Result{}, ctx.Err()
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed := start.stop(&res)
+	quiesce()
 	ch.Close()
 	if err := s.check(0, 0); err != nil {
 		return Result{}, fmt.Errorf("plain-ack: %w", err)
 	}
-	return Result{Name: "plain-ack", N: cfg.N, Duration: elapsed}, nil
+	res.Name, res.Duration = "plain-ack", elapsed
+	return res, nil
 }
 
 // PlainPublishConfirm publishes N messages (of the same size, with
@@ -82,7 +87,8 @@ func PlainPublishConfirm(ctx context.Context, cfg Config) (Result, error) {
 		pending = pending[:0]
 		return nil
 	}
-	start := time.Now()
+	res := Result{N: cfg.N}
+	start := startClock()
 	for i := 0; i < cfg.N; i++ {
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, rabbitmq.DeadLetterExchange(s.qc.Exchange), s.qc.Name, true, false,
 			amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body, MessageId: fmt.Sprint(i)})
@@ -99,11 +105,12 @@ func PlainPublishConfirm(ctx context.Context, cfg Config) (Result, error) {
 	if err := wait(); err != nil {
 		return Result{}, err
 	}
-	elapsed := time.Since(start)
+	elapsed := start.stop(&res)
 	if err := s.check(1, cfg.N); err != nil {
 		return Result{}, fmt.Errorf("plain-publish-confirm: %w", err)
 	}
-	return Result{Name: "plain-publish-confirm", N: cfg.N, Duration: elapsed}, nil
+	res.Name, res.Duration = "plain-publish-confirm", elapsed
+	return res, nil
 }
 
 // PlainForwarder is a hand-written dead-letter forwarder: consume with the
@@ -111,8 +118,22 @@ func PlainPublishConfirm(ctx context.Context, cfg Config) (Result, error) {
 // confirm, ack the original once its confirm arrived (pipelined over the
 // prefetch window). For context next to Lily's hand-off.
 func PlainForwarder(ctx context.Context, cfg Config) (Result, error) {
+	return forward(ctx, cfg, "plain-forward", false)
+}
+
+// PlainForwarderEvidence is PlainForwarder writing on each copy the same
+// evidence headers as Lily's dead-letter hand-off (evidence.Record.Apply
+// with the fields Lily fills for a permanent failure), so that the copies
+// are the same size: it separates the cost of the evidence from the cost
+// of Lily's runtime.
+func PlainForwarderEvidence(ctx context.Context, cfg Config) (Result, error) {
+	return forward(ctx, cfg, "plain-forward-evidence", true)
+}
+
+func forward(ctx context.Context, cfg Config, name string, withEvidence bool) (Result, error) {
 	cfg = cfg.withDefaults()
-	s, err := newSetup(ctx, cfg, "plain-forward")
+	host, _ := os.Hostname()
+	s, err := newSetup(ctx, cfg, name)
 	if err != nil {
 		return Result{}, err
 	}
@@ -133,7 +154,8 @@ func PlainForwarder(ctx context.Context, cfg Config) (Result, error) {
 	if err := cch.Qos(cfg.Prefetch, 0, false); err != nil {
 		return Result{}, err
 	}
-	start := time.Now()
+	res := Result{N: cfg.N}
+	start := startClock()
 	ds, err := cch.Consume(s.qc.Name, "", false, false, false, false, nil)
 	if err != nil {
 		return Result{}, err
@@ -167,8 +189,19 @@ func PlainForwarder(ctx context.Context, cfg Config) (Result, error) {
 			i--
 			continue
 		}
+		h := d.Headers
+		if withEvidence {
+			h = make(amqp.Table, len(d.Headers)+16)
+			for k, v := range d.Headers {
+				h[k] = v
+			}
+			now := time.Now()
+			evidence.Record{Reason: evidence.ReasonPermanent, ErrorType: "*errors.errorString", ErrorMessage: "bench: permanent",
+				Source: "rabbitmq/" + s.qc.Name, SourceMessageID: d.MessageId, DeliveryCount: 1,
+				FirstFailureAt: now, LastFailureAt: now, DeadLetteredAt: now, Consumer: os.Args[0], Host: host}.Apply(h)
+		}
 		dc, err := pch.PublishWithDeferredConfirmWithContext(ctx, rabbitmq.DeadLetterExchange(s.qc.Exchange), s.qc.Name, true, false,
-			amqp.Publishing{DeliveryMode: amqp.Persistent, Headers: d.Headers, MessageId: d.MessageId, Body: d.Body})
+			amqp.Publishing{DeliveryMode: amqp.Persistent, Headers: h, MessageId: d.MessageId, Body: d.Body})
 		if err != nil {
 			return Result{}, err
 		}
@@ -182,10 +215,12 @@ func PlainForwarder(ctx context.Context, cfg Config) (Result, error) {
 	if err := flush(); err != nil {
 		return Result{}, err
 	}
-	elapsed := time.Since(start)
+	elapsed := start.stop(&res)
+	quiesce()
 	cch.Close()
 	if err := s.check(0, cfg.N); err != nil {
-		return Result{}, fmt.Errorf("plain-forward: %w", err)
+		return Result{}, fmt.Errorf("%s: %w", name, err)
 	}
-	return Result{Name: "plain-forward", N: cfg.N, Duration: elapsed}, nil
+	res.Name, res.Duration = name, elapsed
+	return res, nil
 }

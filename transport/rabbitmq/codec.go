@@ -22,11 +22,28 @@ func fromTable(t amqp.Table) transport.Headers {
 	if t == nil {
 		return nil
 	}
+	if plainTable(t) {
+		// Nothing to convert: the delivery's own table (decoded for this
+		// delivery alone) becomes its headers, without a copy.
+		return transport.Headers(t)
+	}
 	h := make(transport.Headers, len(t))
 	for k, v := range t {
 		h[k] = fromValue(v)
 	}
 	return h
+}
+
+// plainTable reports whether no value of t needs fromValue's conversion
+// (no nested table, array or decimal).
+func plainTable(t amqp.Table) bool {
+	for _, v := range t {
+		switch v.(type) {
+		case amqp.Table, map[string]any, []any, amqp.Decimal:
+			return false
+		}
+	}
+	return true
 }
 
 func fromValue(v any) any {
@@ -66,18 +83,7 @@ func decimalText(d amqp.Decimal) string {
 	return s
 }
 
-// toTable converts Lily headers to an AMQP table, checking every value.
-func toTable(h transport.Headers) (amqp.Table, error) {
-	t := make(amqp.Table, len(h))
-	for k, v := range h {
-		t[k] = toValue(v)
-	}
-	if err := t.Validate(); err != nil {
-		return nil, fmt.Errorf("rabbitmq: headers: %w", err)
-	}
-	return t, nil
-}
-
+// toValue converts a Lily header value to an AMQP one.
 func toValue(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -101,21 +107,23 @@ func toValue(v any) any {
 // publishing builds the AMQP message of m: message_id is the event ID,
 // and the event ID, key and type also travel as Lily headers.
 func publishing(m transport.Message, props *amqp.Delivery) (amqp.Publishing, error) {
-	h := transport.CloneHeaders(m.Headers)
-	if h == nil {
-		h = transport.Headers{}
+	// One new table, converted from m.Headers in a single pass (m.Headers
+	// itself is not changed; the table lives until the frame is written).
+	t := make(amqp.Table, len(m.Headers)+3)
+	for k, v := range m.Headers {
+		if k != headerDeliveryCount {
+			t[k] = toValue(v)
+		}
 	}
-	delete(h, headerDeliveryCount)
-	h[evidence.HeaderEventID] = m.EventID
+	t[evidence.HeaderEventID] = m.EventID
 	if m.Key != "" {
-		h[evidence.HeaderKey] = m.Key
+		t[evidence.HeaderKey] = m.Key
 	}
 	if m.Type != "" {
-		h[evidence.HeaderType] = m.Type
+		t[evidence.HeaderType] = m.Type
 	}
-	t, err := toTable(h)
-	if err != nil {
-		return amqp.Publishing{}, err
+	if err := t.Validate(); err != nil {
+		return amqp.Publishing{}, fmt.Errorf("rabbitmq: headers: %w", err)
 	}
 	p := amqp.Publishing{
 		Headers:      t,

@@ -1,8 +1,11 @@
 package rabbitmq
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -233,6 +236,14 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 // delivery and true; nil and true when none came in time; nil and false
 // when in was closed.
 func waitDelivery(ctx context.Context, in <-chan amqp.Delivery, wait time.Duration) (*amqp.Delivery, bool, error) {
+	select { // already there: no timer needed (the common case under load)
+	case d, ok := <-in:
+		if !ok {
+			return nil, false, nil
+		}
+		return &d, true, nil
+	default:
+	}
 	var timeout <-chan time.Time
 	if wait > 0 {
 		timer := time.NewTimer(wait)
@@ -256,25 +267,90 @@ func waitDelivery(ctx context.Context, in <-chan amqp.Delivery, wait time.Durati
 	}
 }
 
-// settle acks (or nacks with requeue) a delivery on its channel.
-func (r receipt) settle(ack bool) error {
+// valid reports whether r can still be settled: it was received on the
+// consumer's current channel and is held unsettled. c.mu is held.
+func (r receipt) valid() bool {
 	c := r.c
+	return r.ch == c.ch && !r.ch.IsClosed() && c.held[r.tag]
+}
+
+func (r receipt) lost() error {
+	return fmt.Errorf("rabbitmq: delivery %d on %s: channel closed, the broker requeued it: %w", r.tag, r.c.key.queue, transport.ErrLeaseLost)
+}
+
+// settle releases (nack with requeue) the receipts rcs[nacks] and then
+// acknowledges rcs[acks], recording failures in errs. Acknowledgements are
+// combined: when the k oldest unsettled deliveries of the channel are all
+// in acks, one basic.ack with multiple set acknowledges them together, and
+// the rest are acknowledged one by one. A multiple ack never covers a
+// delivery that is not being acknowledged here: every delivery the channel
+// holds with a lower tag — handed out and unsettled (held), received and
+// not yet handed out (pending) — bounds it, and deliveries still buffered
+// in the client have higher tags than every delivery read so far.
+func (c *consumer) settle(rcs []receipt, acks, nacks []int, errs []error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if r.ch != c.ch || r.ch.IsClosed() || !c.held[r.tag] {
-		return fmt.Errorf("rabbitmq: delivery %d on %s: channel closed, the broker requeued it: %w", r.tag, c.key.queue, transport.ErrLeaseLost)
+	for _, i := range nacks {
+		r := rcs[i]
+		if !r.valid() {
+			errs[i] = r.lost()
+			continue
+		}
+		if err := r.ch.Nack(r.tag, false, true); err != nil {
+			errs[i] = fmt.Errorf("rabbitmq: release delivery %d on %s: %v: %w", r.tag, c.key.queue, err, transport.ErrLeaseLost)
+			continue
+		}
+		delete(c.held, r.tag)
 	}
-	var err error
-	if ack {
-		err = r.ch.Ack(r.tag, false)
-	} else {
-		err = r.ch.Nack(r.tag, false, true)
+	valid := acks[:0:0]
+	for _, i := range acks {
+		if r := rcs[i]; !r.valid() {
+			errs[i] = r.lost()
+			continue
+		}
+		valid = append(valid, i)
 	}
-	if err != nil {
-		return fmt.Errorf("rabbitmq: settle delivery %d on %s: %v: %w", r.tag, c.key.queue, err, transport.ErrLeaseLost)
+	if len(valid) == 0 {
+		return
 	}
-	delete(c.held, r.tag)
-	return nil
+	slices.SortFunc(valid, func(a, b int) int { return cmp.Compare(rcs[a].tag, rcs[b].tag) })
+	// bound: the lowest tag held or pending that is not acknowledged here.
+	mine := func(tag uint64) bool {
+		_, ok := slices.BinarySearchFunc(valid, tag, func(i int, t uint64) int { return cmp.Compare(rcs[i].tag, t) })
+		return ok
+	}
+	bound := uint64(math.MaxUint64)
+	for tag := range c.held {
+		if tag < bound && !mine(tag) {
+			bound = tag
+		}
+	}
+	for k := range c.pending {
+		bound = min(bound, c.pending[k].DeliveryTag)
+	}
+	prefix := 0
+	for prefix < len(valid) && rcs[valid[prefix]].tag < bound {
+		prefix++
+	}
+	ch := rcs[valid[0]].ch
+	ack := func(idx []int, tag uint64, multiple bool) {
+		err := ch.Ack(tag, multiple)
+		for _, i := range idx {
+			if err != nil {
+				errs[i] = fmt.Errorf("rabbitmq: ack delivery %d on %s: %v: %w", rcs[i].tag, c.key.queue, err, transport.ErrLeaseLost)
+				continue
+			}
+			delete(c.held, rcs[i].tag)
+		}
+	}
+	rest := valid
+	if prefix >= 2 {
+		ack(valid[:prefix], rcs[valid[prefix-1]].tag, true)
+		rest = valid[prefix:]
+	}
+	for k := range rest {
+		ack(rest[k:k+1], rcs[rest[k]].tag, false)
+	}
 }
 
 // RecoverLeases closes the channels of a consumer instance: the broker

@@ -31,6 +31,7 @@ var (
 	_ transport.ConsumerStopper   = (*Transport)(nil)
 	_ transport.DeadLetterDrainer = (*Transport)(nil)
 	_ transport.DeadLetterCounter = (*Transport)(nil)
+	_ transport.ConcurrentSettler = (*Transport)(nil)
 )
 
 // DefaultURL is the URL of a local broker with the default account.

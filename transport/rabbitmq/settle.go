@@ -46,18 +46,9 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 			}
 		}
 	}
+	settleOriginals(p.Settlements, rcs, errs)
 	failed := 0
-	for i, s := range p.Settlements {
-		if errs[i] == nil {
-			switch s.Action {
-			case transport.Ack, transport.Retry, transport.DeadLetter:
-				errs[i] = rcs[i].settle(true)
-			case transport.Release:
-				errs[i] = rcs[i].settle(false)
-			default:
-				errs[i] = fmt.Errorf("rabbitmq: settle %s: unknown action %d", s.Delivery.EventID, s.Action)
-			}
-		}
+	for i := range errs {
 		if errs[i] != nil {
 			failed++
 		}
@@ -95,3 +86,50 @@ func (t *Transport) handOff(s transport.Settlement, rc receipt) (outMsg, error) 
 	}
 	return outMsg{exchange: RetryExchange(spec.Exchange), key: BucketQueue(spec.Name, ms), pub: pub}, nil
 }
+
+// settleOriginals acknowledges (Ack, and Retry or DeadLetter whose copy
+// was confirmed) or releases (Release) the originals of ss whose errs entry
+// is still nil, recording each failure in errs. The work is grouped per
+// consumer so that each consumer's lock is taken once per batch and its
+// acknowledgements can be combined (see consumer.settle).
+func settleOriginals(ss []transport.Settlement, rcs []receipt, errs []error) {
+	var groups []*settleGroup
+	for i, s := range ss {
+		if errs[i] != nil {
+			continue
+		}
+		var g *settleGroup
+		for _, x := range groups {
+			if x.c == rcs[i].c {
+				g = x
+				break
+			}
+		}
+		if g == nil {
+			g = &settleGroup{c: rcs[i].c}
+			groups = append(groups, g)
+		}
+		switch s.Action {
+		case transport.Ack, transport.Retry, transport.DeadLetter:
+			g.acks = append(g.acks, i)
+		case transport.Release:
+			g.nacks = append(g.nacks, i)
+		default:
+			errs[i] = fmt.Errorf("rabbitmq: settle %s: unknown action %d", s.Delivery.EventID, s.Action)
+		}
+	}
+	for _, g := range groups {
+		g.c.settle(rcs, g.acks, g.nacks, errs)
+	}
+}
+
+// settleGroup is the part of a batch held by one consumer: indexes into
+// the batch of the originals to acknowledge and to release.
+type settleGroup struct {
+	c           *consumer
+	acks, nacks []int
+}
+
+// SettleConcurrency is the number of Settle calls that make progress in
+// parallel: one per confirm-mode publisher channel (Options.Publishers).
+func (t *Transport) SettleConcurrency() int { return t.opts.Publishers }

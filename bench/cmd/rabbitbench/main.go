@@ -10,7 +10,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/lily-mq/lily/bench/rabbitbench"
@@ -23,54 +26,106 @@ func main() {
 	flag.IntVar(&cfg.N, "n", 20000, "messages per run")
 	flag.IntVar(&cfg.Prefetch, "prefetch", 256, "prefetch of both consumers")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 4, "Lily handler goroutines")
+	flag.IntVar(&cfg.Publishers, "publishers", 0, "Lily transport's publisher channels (0: the transport's default)")
+	only := flag.String("only", "", "comma-separated measurements to run (plain-ack, lily-ack, plain-publish, plain-forward, lily-deadletter, plain-forward-evidence); default all")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process only, not the broker) to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run (this process) to this file")
 	flag.Parse()
+	if *memprofile != "" {
+		defer func() {
+			f, err := os.Create(*memprofile)
+			if err == nil {
+				pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	runs := []struct {
-		name string
-		fn   func(context.Context, rabbitbench.Config) (rabbitbench.Result, error)
+	all := []struct {
+		id, name string
+		fn       func(context.Context, rabbitbench.Config) (rabbitbench.Result, error)
 	}{
-		{"plain consume/ack", rabbitbench.PlainAck},
-		{"Lily consumer, ack", rabbitbench.LilyAck},
-		{"plain publish with confirms", rabbitbench.PlainPublishConfirm},
-		{"plain forwarder (consume, publish+confirm, ack)", rabbitbench.PlainForwarder},
-		{"Lily consumer, dead-letter hand-off", rabbitbench.LilyDeadLetter},
+		{"plain-ack", "plain consume/ack", rabbitbench.PlainAck},
+		{"lily-ack", "Lily consumer, ack", rabbitbench.LilyAck},
+		{"plain-publish", "plain publish with confirms", rabbitbench.PlainPublishConfirm},
+		{"plain-forward", "plain forwarder (consume, publish+confirm, ack)", rabbitbench.PlainForwarder},
+		{"lily-deadletter", "Lily consumer, dead-letter hand-off", rabbitbench.LilyDeadLetter},
+		{"plain-forward-evidence", "plain forwarder writing Lily's evidence headers (context)", rabbitbench.PlainForwarderEvidence},
+	}
+	runs := all[:0:0]
+	for _, r := range all {
+		if *only == "" || slices.Contains(strings.Split(*only, ","), r.id) {
+			runs = append(runs, r)
+		}
 	}
 	median := map[string]float64{}
 	// Interleave rounds so that drift on the machine affects all alike.
-	all := map[string][]float64{}
+	results := map[string][]rabbitbench.Result{}
 	for r := 0; r < *rounds; r++ {
 		for _, run := range runs {
 			res, err := run.fn(ctx, cfg)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s: %v\n", run.name, err)
+				pprof.StopCPUProfile()
 				os.Exit(1)
 			}
-			all[run.name] = append(all[run.name], res.PerSecond())
+			results[run.name] = append(results[run.name], res)
 		}
 	}
-	fmt.Printf("| measurement | msg/s (median of %d) | runs |\n|---|---:|---|\n", *rounds)
+	fmt.Printf("| measurement | msg/s (median of %d) | runs (in round order) | client CPU µs/msg | broker CPU µs/msg | client allocs/msg |\n|---|---:|---|---:|---:|---:|\n", *rounds)
 	for _, run := range runs {
-		v := all[run.name]
-		sort.Float64s(v)
-		median[run.name] = v[len(v)/2]
-		fmt.Printf("| %s | %.0f | %v |\n", run.name, median[run.name], fmtAll(v))
+		rs := results[run.name]
+		var rate, client, broker, allocs []float64
+		for _, r := range rs {
+			c, b := r.CPUPerMessage()
+			rate, client, broker = append(rate, r.PerSecond()), append(client, c), append(broker, b)
+			allocs = append(allocs, float64(r.Allocs)/float64(r.N))
+		}
+		median[run.name] = med(rate)
+		fmt.Printf("| %s | %.0f | %v | %.1f | %.1f | %.0f |\n", run.name, median[run.name], join(rate, "%.0f"), med(client), med(broker), med(allocs))
 	}
-	fmt.Printf("\nhappy path: Lily / plain consume-ack = %.2f× (target ≥ 0.9×)\n",
-		median["Lily consumer, ack"]/median["plain consume/ack"])
-	fmt.Printf("hand-off: Lily dead-letter / plain publish with confirms = %.2f× (target ≥ 0.8×)\n",
-		median["Lily consumer, dead-letter hand-off"]/median["plain publish with confirms"])
-	fmt.Printf("hand-off: Lily dead-letter / plain forwarder = %.2f×\n",
-		median["Lily consumer, dead-letter hand-off"]/median["plain forwarder (consume, publish+confirm, ack)"])
+	ratio := func(label, a, b, target string) {
+		if median[a] == 0 || median[b] == 0 {
+			return
+		}
+		var per []float64
+		for i := range results[a] {
+			per = append(per, results[a][i].PerSecond()/results[b][i].PerSecond())
+		}
+		fmt.Printf("%s = %.2f×%s (per round: %s)\n", label, median[a]/median[b], target, join(per, "%.2f"))
+	}
+	fmt.Println()
+	ratio("happy path: Lily / plain consume-ack", "Lily consumer, ack", "plain consume/ack", " (target ≥ 0.9×)")
+	ratio("hand-off: Lily dead-letter / plain publish with confirms", "Lily consumer, dead-letter hand-off", "plain publish with confirms", " (target ≥ 0.8×)")
+	ratio("hand-off: Lily dead-letter / plain forwarder", "Lily consumer, dead-letter hand-off", "plain forwarder (consume, publish+confirm, ack)", "")
+	ratio("hand-off: Lily dead-letter / plain forwarder with the same evidence headers", "Lily consumer, dead-letter hand-off", "plain forwarder writing Lily's evidence headers (context)", "")
 }
 
-func fmtAll(v []float64) string {
-	s := ""
+// med returns the median of v (the upper one of an even count).
+func med(v []float64) float64 {
+	v = slices.Clone(v)
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
+// join formats each value of v with format, comma-separated.
+func join(v []float64, format string) string {
+	parts := make([]string, len(v))
 	for i, x := range v {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%.0f", x)
+		parts[i] = fmt.Sprintf(format, x)
 	}
-	return s
+	return strings.Join(parts, ", ")
 }

@@ -1,0 +1,99 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/transport"
+)
+
+// TestCombinedAcksSkipUnsettled settles a batch whose acknowledgements have
+// gaps — deliveries handed out but not settled, and deliveries received but
+// not yet handed out — then abandons the consumer: exactly the unsettled
+// ones must come back, so a combined (multiple) ack never covered them.
+func TestCombinedAcksSkipUnsettled(t *testing.T) {
+	ctx := context.Background()
+	tr := open(t)
+	defer tr.Close()
+	qc := lily.QueueConfig{Name: fmt.Sprintf("settle.multiack.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ}.WithDefaults()
+	spec := qc.Spec()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{spec}}); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.DeleteQueues(ctx, spec)
+	msgs := make([]lily.Message, 12)
+	for i := range msgs {
+		msgs[i].Body = []byte(fmt.Sprint(i))
+	}
+	if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	// Receive 8 of the 12; the broker pushes the rest (prefetch 16), so
+	// they wait in the transport, received but not handed out.
+	var ds []*transport.Delivery
+	for len(ds) < 8 {
+		got, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 8 - len(ds), Wait: time.Second,
+			Consumer: "multiack-1", Prefetch: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, got...)
+	}
+	// Settle 0, 1, 3, 4, 6 (ack or dead-letter); leave 2, 5 and 7 unsettled.
+	settled := map[string]bool{}
+	var ss []transport.Settlement
+	for _, i := range []int{4, 0, 6, 1, 3} {
+		a := transport.Ack
+		if i == 3 {
+			a = transport.DeadLetter
+		}
+		ss = append(ss, transport.Settlement{Delivery: ds[i], Action: a, Reason: "permanent"})
+		settled[ds[i].EventID] = true
+	}
+	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
+		t.Fatal(err)
+	}
+	// Settling one again is a lost lease, not a second ack.
+	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: ss[:1]}); err == nil {
+		t.Error("a second ack of a settled delivery succeeded")
+	}
+	if _, err := tr.RecoverLeases(ctx, &transport.RecoverParams{Consumer: "multiack-1"}); err != nil {
+		t.Fatal(err)
+	}
+	var back []string
+	deadline := time.Now().Add(20 * time.Second)
+	for len(back) < 7 && time.Now().Before(deadline) {
+		got, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 16, Wait: 200 * time.Millisecond,
+			Consumer: "multiack-2", Prefetch: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acks []transport.Settlement
+		for _, d := range got {
+			back = append(back, d.EventID)
+			acks = append(acks, transport.Settlement{Delivery: d, Action: transport.Ack})
+		}
+		if err := tr.Settle(ctx, &transport.SettleParams{Settlements: acks}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []string
+	for _, m := range msgs {
+		if !settled[m.EventID] {
+			want = append(want, m.EventID)
+		}
+	}
+	slices.Sort(back)
+	slices.Sort(want)
+	if !slices.Equal(back, want) {
+		t.Fatalf("came back %d messages %v, want the 7 unsettled %v", len(back), back, want)
+	}
+	if n, err := tr.DeadLetterDepth(ctx, qc.Name); err != nil || n != 1 {
+		t.Errorf("dead-letter queue holds %d (%v), want 1", n, err)
+	}
+}
