@@ -270,7 +270,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- job) error {
 		}
 		ds, err := c.t.Receive(ctx, &transport.ReceiveParams{
 			Queue: c.o.Queue.Name, Max: n, Wait: c.o.ReceiveWait,
-			Consumer: c.o.Instance, Prefetch: c.o.Prefetch, IsolateRedeliveries: true,
+			Consumer: c.o.Instance, Prefetch: c.o.Prefetch, IsolateRedeliveries: true, KeyOrder: c.ordered(),
 		})
 		if probe && len(ds) == 0 {
 			c.br.unprobe()

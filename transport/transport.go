@@ -117,6 +117,13 @@ type ReceiveParams struct {
 	// with others, and to stop a batch before the first redelivery. It keeps
 	// innocent neighbours out of the blast radius of a crash-type poison.
 	IsolateRedeliveries bool
+	// KeyOrder asks the transport to hand out a keyed message only when no
+	// older message of its key is still in the queue (leased to anyone, or
+	// waiting to become visible): per-key order kept at the source, even
+	// when a consumer died holding a key's message (ordering "park" and
+	// "block"). Transports whose queues are strictly ordered (a RabbitMQ
+	// queue with a single active consumer, a Kafka partition) ignore it.
+	KeyOrder bool
 }
 
 // Action is what a settlement does with a delivery.

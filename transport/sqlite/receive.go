@@ -42,8 +42,11 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 			return nil, nil
 		}
 		sleep = min(sleep, t.opts.PollInterval)
-		if next > 0 {
-			sleep = min(sleep, time.Duration(next-t.now())*time.Millisecond)
+		if now := t.now(); next > now {
+			// A visible message that waits behind an older one of its key
+			// (KeyOrder) makes next <= now: the poll interval, or a wake,
+			// decides then.
+			sleep = min(sleep, time.Duration(next-now)*time.Millisecond)
 		}
 		timer := time.NewTimer(max(sleep, time.Millisecond))
 		select {
@@ -74,8 +77,17 @@ func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit
 		return nil, 0, fmt.Errorf("sqlite transport: receive: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT id, receive_count FROM lily_messages
-		WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?`, p.Queue, now, limit)
+	query := `SELECT id, receive_count FROM lily_messages
+		WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?`
+	if p.KeyOrder {
+		// A keyed message waits while an older one of its key is still here
+		// (leased, perhaps by a consumer that died, or delayed).
+		query = `SELECT id, receive_count FROM lily_messages m
+		WHERE queue = ? AND visible_at <= ? AND (msg_key = '' OR NOT EXISTS (
+			SELECT 1 FROM lily_messages o WHERE o.queue = m.queue AND o.msg_key = m.msg_key AND o.msg_key != '' AND o.id < m.id))
+		ORDER BY visible_at, id LIMIT ?`
+	}
+	rows, err := tx.QueryContext(ctx, query, p.Queue, now, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite transport: receive from %s: %w", p.Queue, err)
 	}

@@ -83,6 +83,9 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		if err == nil && n != 1 {
 			err = fmt.Errorf("sqlite transport: settle %s (%s): %w", s.Delivery.EventID, s.Action, transport.ErrLeaseLost)
 		}
+		if s.Delivery.Key != "" {
+			woke = true // the next message of its key may be handed out now (KeyOrder)
+		}
 		if err != nil {
 			if !isRowError(err) {
 				return fmt.Errorf("sqlite transport: settle: %w", err)

@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS lily_messages (
 	enqueued_at   INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS lily_messages_ready ON lily_messages(queue, visible_at, id);
+CREATE INDEX IF NOT EXISTS lily_messages_key ON lily_messages(queue, msg_key, id) WHERE msg_key != '';
 `
 
 // Options configure the transport. The zero value is usable.
