@@ -19,7 +19,7 @@
 // Static codes: no-retries, delivery-limit-high, delivery-limit-one,
 // retry-span-short, dlq-retention-below-source, dlq-retention-below-triage,
 // jitter-without-retries, buckets-near-limit, topology-buckets-near-limit,
-// retries-share-cap, park-needs-keys, no-owner. Live codes: topology-drift,
+// retries-share-cap, park-needs-keys, block-holds-partition, no-owner. Live codes: topology-drift,
 // dlx-missing, dlx-unbound, at-least-once-without-reject-publish,
 // delivery-limit-without-dlx, no-delivery-limit, dlq-message-ttl,
 // ttl-without-dlx, delivery-count-semantics. The doc comments of Static and

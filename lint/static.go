@@ -42,6 +42,8 @@ const (
 	CodeRetriesShareCap = "retries-share-cap"
 	// CodeParkNeedsKeys (info): ordering = "park".
 	CodeParkNeedsKeys = "park-needs-keys"
+	// CodeBlockHoldsPartition (info): ordering = "block" on Kafka.
+	CodeBlockHoldsPartition = "block-holds-partition"
 	// CodeNoOwner (warning): owner is empty.
 	CodeNoOwner = "no-owner"
 )
@@ -215,6 +217,15 @@ func staticQueue(q lily.QueueConfig) []Finding {
 				"later message of the same entity can overtake it",
 			`publish every message of this queue with its entity's key (e.g. the order ID); if messages are independent, `+
 				`use ordering = "reorder" and save the parked-set lookup`)
+	}
+
+	if q.Ordering == lily.OrderingBlock && q.Transport == lily.TransportKafka {
+		add(Info, CodeBlockHoldsPartition, `ordering = "block" on Kafka: a dead-lettered record stops its whole partition`,
+			"on a log, block keeps the partition's order, not only the key's: every later record of the partition, whatever "+
+				"its key, waits (parked in the catalog, in offset order) until the head is redriven and processed or "+
+				"discarded; one poison record delays a share of all keys (1 / the partition count)",
+			`keep it where the partition's order matters (change data capture, event sourcing); where only each key's `+
+				`order matters, use ordering = "park", which holds the key alone`)
 	}
 
 	if strings.TrimSpace(q.Owner) == "" {

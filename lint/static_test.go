@@ -65,6 +65,7 @@ func TestStaticRules(t *testing.T) {
 		{"one retry at cap", "retry_attempts = 7", ""},
 		{"park", `ordering = "park"`, "info park-needs-keys"},
 		{"block", `ordering = "block"`, ""},
+		{"block on kafka", "ordering = \"block\"\ntransport = \"kafka\"", "info block-holds-partition"},
 		{"no owner", `owner = " "`, "warning no-owner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
