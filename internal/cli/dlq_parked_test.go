@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,28 +53,22 @@ func TestDLQParkedUnpark(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fixed atomic.Bool
-	var mu sync.Mutex
-	var order []string
-	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
-		if string(d.Body) == "acct-2/1" && !fixed.Load() {
+	log := &transporttest.BodyLog{Fail: func(body string) error {
+		if body == "acct-2/1" && !fixed.Load() {
 			return lily.Permanent(errors.New("ledger account acct-2 is frozen"))
 		}
-		mu.Lock()
-		order = append(order, string(d.Body))
-		mu.Unlock()
 		return nil
-	}), lily.ConsumerOptions{Queue: q, Keys: cat, KeyPoll: 20 * time.Millisecond, ReceiveWait: 50 * time.Millisecond,
+	}}
+	c, err := lily.NewConsumer(tr, log, lily.ConsumerOptions{Queue: q, Keys: cat, KeyPoll: 20 * time.Millisecond, ReceiveWait: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := transporttest.Start(t, c)
 	processed := func(key string) []string {
-		mu.Lock()
-		defer mu.Unlock()
 		var out []string
-		for _, b := range order {
-			if strings.HasPrefix(b, key+"/") && !slices.Contains(out, b) {
+		for _, b := range log.Firsts() {
+			if strings.HasPrefix(b, key+"/") {
 				out = append(out, b)
 			}
 		}

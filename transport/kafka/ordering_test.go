@@ -5,7 +5,6 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,28 +45,14 @@ func TestBlockHoldsThePartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fixed atomic.Bool
-	var mu sync.Mutex
-	var order []string
-	processed := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		var out []string
-		for _, b := range order {
-			if !slices.Contains(out, b) {
-				out = append(out, b)
-			}
-		}
-		return out
-	}
-	cons, err := lily.NewConsumer(acc, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
-		if string(d.Body) == "K/1" && !fixed.Load() {
+	log := &transporttest.BodyLog{Fail: func(body string) error {
+		if body == "K/1" && !fixed.Load() {
 			return lily.Permanent(errors.New("posting K/1 debits a closed account"))
 		}
-		mu.Lock()
-		order = append(order, string(d.Body))
-		mu.Unlock()
 		return nil
-	}), lily.ConsumerOptions{Queue: q, Keys: cat, KeyPoll: 20 * time.Millisecond, ReceiveWait: 50 * time.Millisecond, Logger: quietLogger()})
+	}}
+	processed := log.Firsts
+	cons, err := lily.NewConsumer(acc, log, lily.ConsumerOptions{Queue: q, Keys: cat, KeyPoll: 20 * time.Millisecond, ReceiveWait: 50 * time.Millisecond, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

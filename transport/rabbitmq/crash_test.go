@@ -245,14 +245,8 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 	}
 
 	// The fix is deployed: a consumer that processes everything.
-	var mu sync.Mutex
-	var order []string
-	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
-		mu.Lock()
-		order = append(order, string(d.Body))
-		mu.Unlock()
-		return nil
-	}), lily.ConsumerOptions{Queue: qc, Keys: cat, ReceiveWait: 20 * time.Millisecond, KeyPoll: 20 * time.Millisecond,
+	log := &transporttest.BodyLog{}
+	c, err := lily.NewConsumer(tr, log, lily.ConsumerOptions{Queue: qc, Keys: cat, ReceiveWait: 20 * time.Millisecond, KeyPoll: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -264,13 +258,11 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 	}
 	transporttest.WaitFor(t, "k3 unparked and processed", func() bool {
 		ks, err := cat.HeldKeys(ctx, qc.Name)
-		mu.Lock()
-		defer mu.Unlock()
-		return err == nil && len(ks) == 0 && len(order) == 6
+		return err == nil && len(ks) == 0 && len(log.Bodies()) == 6
 	})
 	stop()
-	if want := []string{"poison", "order-8", "order-13", "order-18", "order-23", "order-28"}; !slices.Equal(order, want) {
-		t.Errorf("k3 processed in order %v, want %v", order, want)
+	if want := []string{"poison", "order-8", "order-13", "order-18", "order-23", "order-28"}; !slices.Equal(log.Bodies(), want) {
+		t.Errorf("k3 processed in order %v, want %v", log.Bodies(), want)
 	}
 	rows, err := cat.Ledger(ctx, tr)
 	if err != nil || len(rows) != 1 || rows[0] != (catalog.LedgerRow{Queue: qc.Name, Accepted: 30, Acked: 30}) {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,25 +45,16 @@ func TestOrderedKeyOutlivesADeadConsumer(t *testing.T) {
 	if ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: q.Name, Max: 1, Consumer: "dead"}); err != nil || len(ds) != 1 || string(ds[0].Body) != "K/0" {
 		t.Fatalf("the dying consumer's receive = %v, %v", ds, err)
 	}
-	var mu sync.Mutex
-	var order []string
-	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
-		mu.Lock()
-		order = append(order, string(d.Body))
-		mu.Unlock()
-		return nil
-	}), lily.ConsumerOptions{Queue: q, Keys: cat, ReceiveWait: 20 * time.Millisecond, KeyPoll: 20 * time.Millisecond,
+	log := &transporttest.BodyLog{}
+	c, err := lily.NewConsumer(tr, log, lily.ConsumerOptions{Queue: q, Keys: cat, ReceiveWait: 20 * time.Millisecond, KeyPoll: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := transporttest.Start(t, c)
-	transporttest.WaitFor(t, "every message processed", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(order) == len(msgs)
-	})
+	transporttest.WaitFor(t, "every message processed", func() bool { return len(log.Bodies()) == len(msgs) })
 	stop()
+	order := log.Bodies()
 	var k []string
 	for _, b := range order {
 		if b[0] == 'K' {

@@ -303,3 +303,44 @@ func Start(t *testing.T, c *lily.Consumer) (stop func()) {
 	t.Cleanup(stop)
 	return stop
 }
+
+// BodyLog is a handler that records, in order, the body of every delivery
+// it processed successfully. Fail, when set, decides a delivery's outcome
+// first: a non-nil error is returned and nothing is recorded.
+type BodyLog struct {
+	Fail   func(body string) error
+	mu     sync.Mutex
+	bodies []string
+}
+
+// Handle implements lily.Handler.
+func (l *BodyLog) Handle(_ context.Context, d *lily.Delivery) error {
+	if l.Fail != nil {
+		if err := l.Fail(string(d.Body)); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	l.bodies = append(l.bodies, string(d.Body))
+	l.mu.Unlock()
+	return nil
+}
+
+// Bodies returns the recorded bodies, in processing order.
+func (l *BodyLog) Bodies() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.bodies)
+}
+
+// Firsts returns the recorded bodies with later duplicates (at-least-once
+// redeliveries) left out.
+func (l *BodyLog) Firsts() []string {
+	var out []string
+	for _, b := range l.Bodies() {
+		if !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
