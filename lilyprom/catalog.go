@@ -35,7 +35,7 @@ type CatalogCollector struct {
 	counter transport.InFlightCounter
 	o       CatalogOptions
 
-	entries, oldest, unaccounted, up *prometheus.Desc
+	entries, oldest, unaccounted, held, up *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*CatalogCollector)(nil)
@@ -68,6 +68,9 @@ func NewCatalogCollector(store *catalog.Store, counter transport.InFlightCounter
 		unaccounted: prometheus.NewDesc(MetricLedgerUnaccounted,
 			"Ledger: accepted - acked - dead_lettered - discarded - in_flight ('lily reconcile' lost); positive = messages unaccounted for.",
 			[]string{LabelQueue}, nil),
+		held: prometheus.NewDesc(MetricHeldKeys,
+			"Keys held by ordering park or block: their later messages wait behind a dead-lettered head ('lily dlq parked').",
+			[]string{LabelQueue}, nil),
 		up: prometheus.NewDesc(MetricCatalogUp,
 			"1 when every catalog query of the scrape succeeded, else 0.", nil, nil),
 	}
@@ -78,6 +81,7 @@ func (c *CatalogCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.entries
 	ch <- c.oldest
 	ch <- c.unaccounted
+	ch <- c.held
 	ch <- c.up
 }
 
@@ -117,6 +121,13 @@ func (c *CatalogCollector) collect(ctx context.Context, ch chan<- prometheus.Met
 	for q := range counts {
 		set[q] = true
 	}
+	held, err := c.heldKeys(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for q := range held {
+		set[q] = true
+	}
 	for _, r := range rows {
 		set[r.Queue] = true
 	}
@@ -136,6 +147,11 @@ func (c *CatalogCollector) collect(ctx context.Context, ch chan<- prometheus.Met
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, q)
+	}
+	if held != nil {
+		for _, q := range queues {
+			ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held[q]), q)
+		}
 	}
 	for _, r := range rows {
 		ch <- prometheus.MustNewConstMetric(c.unaccounted, prometheus.GaugeValue, float64(r.Lost), r.Queue)
@@ -168,6 +184,25 @@ func (c *CatalogCollector) stateCounts(ctx context.Context) (map[string]map[cata
 		return nil, fmt.Errorf("count entries by queue and state: %w", err)
 	}
 	return out, nil
+}
+
+// heldKeys counts the held keys (ordering park and block) per queue.
+func (c *CatalogCollector) heldKeys(ctx context.Context) (map[string]int64, error) {
+	rows, err := c.store.DB().QueryContext(ctx, `SELECT queue, COUNT(*) FROM lily_held_keys GROUP BY queue`)
+	if err != nil {
+		return nil, fmt.Errorf("count held keys: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var q string
+		var n int64
+		if err := rows.Scan(&q, &n); err != nil {
+			return nil, fmt.Errorf("count held keys: %w", err)
+		}
+		out[q] = n
+	}
+	return out, rows.Err()
 }
 
 // ledgerQueues adds the queues of the ledger to set (the ledger itself is

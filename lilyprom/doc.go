@@ -74,6 +74,10 @@
 //	    lost). The figures are read one after another, not atomically, so a
 //	    busy queue can show a non-zero value for one scrape; alert on a value
 //	    that lasts.
+//	lily_held_keys{queue}                        gauge
+//	    Keys held by ordering "park" or "block" (lily dlq parked): each has a
+//	    dead-lettered head, and its later messages wait behind it, parked in
+//	    the catalog. 0 when none.
 //	lily_catalog_up                              gauge
 //	    1 when every catalog query of the scrape succeeded, else 0 (the error
 //	    is also reported to the registry).

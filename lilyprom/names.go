@@ -19,6 +19,7 @@ const (
 	MetricDLQOldestAge      = "lily_dlq_oldest_entry_age_seconds"
 	MetricLedgerUnaccounted = "lily_ledger_unaccounted"
 	MetricCatalogUp         = "lily_catalog_up"
+	MetricHeldKeys          = "lily_held_keys"
 )
 
 // Label names.

@@ -24,6 +24,7 @@ type alertOptions struct {
 	spikeFactor float64       // LilyDLQInflowSpike: this many times the baseline rate
 	spikeMin    int           // ... and at least this many dead letters in the window
 	breakerFor  time.Duration // LilyBreakerOpenTooLong fires after this long not closed
+	keyHeldFor  time.Duration // LilyKeysHeld fires after a key was held this long
 }
 
 // Windows of the inflow-spike rule: the recent window is compared with the
@@ -97,6 +98,9 @@ annotations summary, description and runbook (the lily command to run first).
   LilyBreakerOpenTooLong         critical  the circuit breaker not closed for
                                            --breaker-open-for (queues with a
                                            breaker only)
+  LilyKeysHeld                   warning   a key parked or blocked for
+                                           --key-held-for (queues with ordering
+                                           park or block only)
   LilyDLQMetricsAbsent           warning   no lily_dlq_entries of the queue for
                                            15m: the DLQ alerts above are blind
 
@@ -154,6 +158,7 @@ Regenerate it when the configuration changes (retention, owner, breaker).`,
 	fl.Float64Var(&o.spikeFactor, "spike-factor", 3, "LilyDLQInflowSpike: the last 10m's inflow rate against the 6h before it, as a multiple (>= 1)")
 	fl.IntVar(&o.spikeMin, "spike-min", 10, "LilyDLQInflowSpike: and at least this many dead letters in the last 10m (>= 1)")
 	fl.DurationVar(&o.breakerFor, "breaker-open-for", 15*time.Minute, "LilyBreakerOpenTooLong: how long the breaker may stay open or half-open")
+	fl.DurationVar(&o.keyHeldFor, "key-held-for", 10*time.Minute, "LilyKeysHeld: how long a key may stay parked or blocked")
 	fl.BoolVar(&asJSON, "json", false, "write the rules as JSON (the same structure; Prometheus reads it too)")
 	return cmd
 }
@@ -170,6 +175,8 @@ func (o alertOptions) validate() error {
 		return usagef("--spike-min %d: must be >= 1 dead letters in %s", o.spikeMin, promDuration(spikeWindow))
 	case o.breakerFor < time.Minute || o.breakerFor%time.Second != 0:
 		return usagef("--breaker-open-for %s: must be whole seconds, at least 1m (Prometheus evaluates rules every 15s-1m)", o.breakerFor)
+	case o.keyHeldFor < time.Minute || o.keyHeldFor%time.Second != 0:
+		return usagef("--key-held-for %s: must be whole seconds, at least 1m (Prometheus evaluates rules every 15s-1m)", o.keyHeldFor)
 	}
 	return nil
 }
@@ -273,6 +280,25 @@ func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
 					"until the source's own retention runs out. Owner: %s.", name, promDuration(time.Duration(q.BreakerCooldownMillis)*time.Millisecond), owner),
 				Runbook: fmt.Sprintf("find the failing dependency in the consumer logs (\"circuit breaker open\"); lily reconcile --config %s shows the waiting messages as in_flight; "+
 					"the breaker closes by itself after a successful probe — do not redrive or restart in a loop", cf),
+			},
+		})
+	}
+	if q.Ordering == lily.OrderingPark || q.Ordering == lily.OrderingBlock {
+		fix := fmt.Sprintf("fix the consumer, then lily dlq unpark --config %s --queue %s --key KEY (--dry-run first)", cf, name)
+		if q.Ordering == lily.OrderingBlock {
+			fix = fmt.Sprintf("fix the consumer, then redrive the head (lily dlq redrive --config %s --ids ID) or discard it with a reason: the key then moves on by itself", cf)
+		}
+		rules = append(rules, alertRule{
+			Alert:  "LilyKeysHeld",
+			Expr:   fmt.Sprintf("max by (%s) (%s%s) > 0", lilyprom.LabelQueue, lilyprom.MetricHeldKeys, sel),
+			For:    promDuration(o.keyHeldFor),
+			Labels: labels("warning"),
+			Annotations: alertAnnotation{
+				Summary: fmt.Sprintf("{{ $value | humanize }} keys of %s have been %sed for %s", name, q.Ordering, promDuration(o.keyHeldFor)),
+				Description: fmt.Sprintf("With ordering = %q a dead-lettered message holds its key (on Kafka with block: its partition): the key's later "+
+					"messages wait, parked in order, until the head is dealt with. Nothing is lost, but those messages are not processed. Owner: %s.",
+					q.Ordering, owner),
+				Runbook: fmt.Sprintf("lily dlq parked --config %s --queue %s (the head of each key); lily dlq show ID for the head's evidence; %s", cf, name, fix),
 			},
 		})
 	}

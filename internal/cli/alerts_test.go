@@ -25,6 +25,7 @@ dlq_retention_hours = 2
 [[queue]]
 name = "payments.captured"
 breaker = false
+ordering = "park"
 `
 
 // needPromtool returns the path of promtool. Under CI=true it must be
@@ -53,7 +54,7 @@ func writeRules(t *testing.T, cfg string, args ...string) string {
 	if code != 0 {
 		t.Fatalf("lily alerts: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "wrote 11 alerting rules for 2 queues to "+out) {
+	if !strings.Contains(stdout, "wrote 12 alerting rules for 2 queues to "+out) {
 		t.Errorf("stdout = %q, want the count of rules and the file", stdout)
 	}
 	return out
@@ -118,7 +119,7 @@ func TestAlertsPromtoolCheck(t *testing.T) {
 	}
 	for _, f := range []string{yml, js} {
 		out, err := exec.Command(promtool, "check", "rules", f).CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "SUCCESS: 11 rules found") {
+		if err != nil || !strings.Contains(string(out), "SUCCESS: 12 rules found") {
 			data, _ := os.ReadFile(f)
 			t.Errorf("promtool check rules %s: %v\n%s\n--- rules ---\n%s", filepath.Base(f), err, out, data)
 		}
@@ -159,7 +160,7 @@ func TestAlertsFireWithPromtool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rf := alertRules(cfg, alertOptions{config: path, dlqFloor: 5, spikeFactor: 3, spikeMin: 10, breakerFor: 15 * time.Minute})
+	rf := alertRules(cfg, alertOptions{config: path, dlqFloor: 5, spikeFactor: 3, spikeMin: 10, breakerFor: 15 * time.Minute, keyHeldFor: 10 * time.Minute})
 	rule := func(queue, name string) alertRule {
 		for _, g := range rf.Groups {
 			for _, r := range g.Rules {
@@ -217,6 +218,17 @@ func TestAlertsFireWithPromtool(t *testing.T) {
 				{"20m", "LilyBreakerOpenTooLong", []promExpAlerts{firing("orders.created", "LilyBreakerOpenTooLong", "")}},
 			},
 		},
+		{ // a parked key on the ordered queue for longer than 10m; none on the other
+			Interval: "1m",
+			InputSeries: []promSeries{
+				{`lily_held_keys{queue="payments.captured"}`, "0 0 1x20"},
+				{`lily_held_keys{queue="orders.created"}`, "3x22"}, // reorder: no rule
+			},
+			AlertTests: []promAlertTest{
+				{"8m", "LilyKeysHeld", none},
+				{"15m", "LilyKeysHeld", []promExpAlerts{firing("payments.captured", "LilyKeysHeld", "1")}},
+			},
+		},
 		{ // steady inflow for hours, then a burst; payments steady throughout
 			Interval: "1m",
 			InputSeries: []promSeries{
@@ -268,8 +280,8 @@ func TestAlertsJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rf); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, out)
 	}
-	if len(rf.Groups) != 2 || len(rf.Groups[0].Rules) != 6 || len(rf.Groups[1].Rules) != 5 {
-		t.Errorf("groups = %+v, want orders.created with 6 rules, payments.captured with 5 (no breaker)", rf.Groups)
+	if len(rf.Groups) != 2 || len(rf.Groups[0].Rules) != 6 || len(rf.Groups[1].Rules) != 6 {
+		t.Errorf("groups = %+v, want orders.created with 6 rules, payments.captured with 6 (no breaker; held keys: ordering park)", rf.Groups)
 	}
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {
