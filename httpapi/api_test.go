@@ -302,6 +302,10 @@ func TestParkedRoutes(t *testing.T) {
 	if err := f.cat.HoldKey(ctx, "orders.created", "customer-0", catalog.KeyModePark, catalog.KeyHeld, "orders-00"); err != nil {
 		t.Fatal(err)
 	}
+	var health healthJSON
+	if code := f.call("GET", "/healthz", nil, nil, &health); code != 200 || health.Status != "degraded" || !strings.Contains(strings.Join(health.Reasons, "\n"), `key "customer-0" parked`) {
+		t.Errorf("healthz with a parked key: %d %+v", code, health)
+	}
 	if code := f.call("GET", "/api/parked?queue=orders.created", &viewerToken, nil, &parked); code != 200 || len(parked.Parked) != 1 ||
 		parked.Parked[0].Key != "customer-0" || parked.Parked[0].HeadEventID != "orders-00" || parked.Parked[0].EntryID == 0 || parked.Parked[0].Mode != "park" {
 		t.Errorf("parked: %d %+v", code, parked)

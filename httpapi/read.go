@@ -14,7 +14,8 @@ import (
 // healthJSON is GET /healthz.
 type healthJSON struct {
 	// Status is "ok", "degraded" (a dead-letter queue holds entries or is
-	// past its deadline, or the ledger does not balance: still serving,
+	// past its deadline, a key is parked or blocked, or the ledger does
+	// not balance: still serving,
 	// HTTP 200) or "down" (the catalog cannot be read: HTTP 503).
 	Status  string   `json:"status"`
 	Reasons []string `json:"reasons"`
@@ -47,6 +48,16 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: %d dead letters held (oldest %s ago, deadline %s)",
 				st.Queue, st.Depth, now.Sub(st.Oldest).Round(time.Second), st.Deadline.Format(time.RFC3339)))
 		}
+	}
+	keys, err := s.o.Store.HeldKeys(r.Context(), "")
+	if err != nil {
+		s.o.Logger.Error("httpapi: health", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "down", Reasons: []string{"catalog unreadable: " + err.Error()}})
+		return
+	}
+	for _, k := range keys {
+		out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: key %q %sed since %s, %d messages waiting behind its head (lily dlq parked)",
+			k.Queue, k.Key, k.Mode, k.Since.Format(time.RFC3339), k.Parked))
 	}
 	if len(out.Reasons) > 0 {
 		out.Status = "degraded"
