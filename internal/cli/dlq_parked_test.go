@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
@@ -134,6 +136,97 @@ func TestDLQParkedUnpark(t *testing.T) {
 	stop()
 	code, out, _ = run(t, "reconcile", "--db", db, "--json")
 	if code != 0 || !strings.Contains(out, `"accepted": 8`) || !strings.Contains(out, `"acked": 8`) {
+		t.Errorf("reconcile = %d %q", code, out)
+	}
+}
+
+// TestDLQUnparkRabbitMQ parks a key on a RabbitMQ queue (its head is a
+// broker dead letter until ingested) and unparks it with --config: the
+// command ingests the queue's DLQ to find the head, redrives it, and the
+// key's messages are processed in publish order.
+func TestDLQUnparkRabbitMQ(t *testing.T) {
+	t.Parallel()
+	url := needRabbit(t)
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "catalog.db")
+	queue := fmt.Sprintf("unpark%08x.postings", rand.Uint32())
+	cfgPath := writeConfig(t, fmt.Sprintf(`db = %q
+rabbitmq_url = %q
+[[queue]]
+name = %q
+transport = "rabbitmq"
+ordering = "park"
+owner = "team-ledger"
+`, db, url, queue))
+	cfg, err := lily.LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := cfg.Queue(queue)
+	cleanupRabbitQueues(t, url, q)
+	rmq, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rmq.Close()
+	cat, err := catalog.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	tr := catalog.Account(rmq, cat)
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{q.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []lily.Message
+	for i := range 4 {
+		for _, k := range []string{"acct-1", "acct-2"} {
+			msgs = append(msgs, lily.Message{Key: k, Body: fmt.Appendf(nil, "%s/%d", k, i)})
+		}
+	}
+	if err := lily.Publish(ctx, tr, q.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	var fixed atomic.Bool
+	log := &transporttest.BodyLog{Fail: func(body string) error {
+		if body == "acct-2/1" && !fixed.Load() {
+			return lily.Permanent(errors.New("ledger account acct-2 is frozen"))
+		}
+		return nil
+	}}
+	c, err := lily.NewConsumer(tr, log, lily.ConsumerOptions{Queue: q, Keys: cat, KeyPoll: 20 * time.Millisecond,
+		ReceiveWait: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := transporttest.Start(t, c)
+	transporttest.WaitFor(t, "acct-2 parked with 2 behind its head", func() bool {
+		ks, err := cat.HeldKeys(ctx, q.Name)
+		return err == nil && len(ks) == 1 && ks[0].Parked == 2
+	})
+	// The head is still in the broker's DLQ: 'parked' ingests it first.
+	code, out, errOut := run(t, "dlq", "parked", "--config", cfgPath, "--json")
+	var parked struct{ Keys []catalog.HeldKey }
+	if code != 0 || json.Unmarshal([]byte(out), &parked) != nil || len(parked.Keys) != 1 || parked.Keys[0].Head == nil {
+		t.Fatalf("dlq parked --config = %d %q %q: want acct-2 with its head ingested", code, out, errOut)
+	}
+	fixed.Store(true)
+	code, out, errOut = run(t, "dlq", "unpark", "--config", cfgPath, "--queue", q.Name, "--key", "acct-2", "--wait", "30s", "--json")
+	var res unparkJSON
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Outcome != "free" || res.Action != "redrive_head" {
+		t.Fatalf("unpark --config = %d %q %q", code, out, errOut)
+	}
+	var acct2 []string
+	for _, b := range log.Firsts() {
+		if strings.HasPrefix(b, "acct-2/") {
+			acct2 = append(acct2, b)
+		}
+	}
+	if want := []string{"acct-2/0", "acct-2/1", "acct-2/2", "acct-2/3"}; !slices.Equal(acct2, want) {
+		t.Errorf("acct-2 processed in order %v, want %v", acct2, want)
+	}
+	stop()
+	if code, out, _ := run(t, "reconcile", "--config", cfgPath, "--json"); code != 0 || !strings.Contains(out, `"accepted": 8`) || !strings.Contains(out, `"acked": 8`) {
 		t.Errorf("reconcile = %d %q", code, out)
 	}
 }
