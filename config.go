@@ -2,6 +2,7 @@ package lily
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -159,57 +160,27 @@ type QueueConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c QueueConfig) WithDefaults() QueueConfig {
-	if c.BreakerFailureRatio == 0 {
-		c.BreakerFailureRatio = DefaultBreakerFailureRatio
-	}
-	if c.BreakerMinRequests == 0 {
-		c.BreakerMinRequests = DefaultBreakerMinRequests
-	}
-	if c.BreakerWindowMillis == 0 {
-		c.BreakerWindowMillis = DefaultBreakerWindowMillis
-	}
-	if c.BreakerCooldownMillis == 0 {
-		c.BreakerCooldownMillis = DefaultBreakerCooldownMillis
-	}
-	if c.Transport == "" {
-		c.Transport = TransportSQLite
-	}
+	c.BreakerFailureRatio = cmp.Or(c.BreakerFailureRatio, DefaultBreakerFailureRatio)
+	c.BreakerMinRequests = cmp.Or(c.BreakerMinRequests, DefaultBreakerMinRequests)
+	c.BreakerWindowMillis = cmp.Or(c.BreakerWindowMillis, DefaultBreakerWindowMillis)
+	c.BreakerCooldownMillis = cmp.Or(c.BreakerCooldownMillis, DefaultBreakerCooldownMillis)
+	c.Transport = cmp.Or(c.Transport, TransportSQLite)
 	if c.Exchange == "" {
 		c.Exchange, _, _ = strings.Cut(c.Name, ".")
 	}
 	if len(c.BindingKeys) == 0 && c.Name != "" {
 		c.BindingKeys = []string{c.Name}
 	}
-	if c.RetryBackoffMillis == 0 {
-		c.RetryBackoffMillis = retry.DefaultBackoffMillis
-	}
-	if c.MaxRetryBackoffMillis == 0 {
-		c.MaxRetryBackoffMillis = max(retry.DefaultMaxBackoffMillis, c.RetryBackoffMillis)
-	}
-	if c.DeliveryLimit == 0 {
-		c.DeliveryLimit = DefaultDeliveryLimit
-	}
-	if c.ImmediateRetryMillis == 0 {
-		c.ImmediateRetryMillis = DefaultImmediateRetryMillis
-	}
-	if c.HandlerTimeoutMillis == 0 {
-		c.HandlerTimeoutMillis = DefaultHandlerTimeoutMillis
-	}
-	if c.Ordering == "" {
-		c.Ordering = OrderingReorder
-	}
-	if c.MaxRedrives == 0 {
-		c.MaxRedrives = DefaultMaxRedrives
-	}
-	if c.DLQRetentionHours == 0 {
-		c.DLQRetentionHours = DefaultDLQRetentionHours
-	}
-	if c.BucketMaxLength == 0 {
-		c.BucketMaxLength = DefaultBucketMaxLength
-	}
-	if c.DLQMaxLength == 0 {
-		c.DLQMaxLength = DefaultDLQMaxLength
-	}
+	c.RetryBackoffMillis = cmp.Or(c.RetryBackoffMillis, retry.DefaultBackoffMillis)
+	c.MaxRetryBackoffMillis = cmp.Or(c.MaxRetryBackoffMillis, max(retry.DefaultMaxBackoffMillis, c.RetryBackoffMillis))
+	c.DeliveryLimit = cmp.Or(c.DeliveryLimit, DefaultDeliveryLimit)
+	c.ImmediateRetryMillis = cmp.Or(c.ImmediateRetryMillis, DefaultImmediateRetryMillis)
+	c.HandlerTimeoutMillis = cmp.Or(c.HandlerTimeoutMillis, DefaultHandlerTimeoutMillis)
+	c.Ordering = cmp.Or(c.Ordering, OrderingReorder)
+	c.MaxRedrives = cmp.Or(c.MaxRedrives, DefaultMaxRedrives)
+	c.DLQRetentionHours = cmp.Or(c.DLQRetentionHours, DefaultDLQRetentionHours)
+	c.BucketMaxLength = cmp.Or(c.BucketMaxLength, DefaultBucketMaxLength)
+	c.DLQMaxLength = cmp.Or(c.DLQMaxLength, DefaultDLQMaxLength)
 	return c
 }
 
@@ -356,12 +327,8 @@ type Config struct {
 
 // WithDefaults returns c with defaults applied to it and every queue.
 func (c Config) WithDefaults() Config {
-	if c.DB == "" {
-		c.DB = "lily.db"
-	}
-	if c.RabbitMQURL == "" {
-		c.RabbitMQURL = DefaultRabbitMQURL
-	}
+	c.DB = cmp.Or(c.DB, "lily.db")
+	c.RabbitMQURL = cmp.Or(c.RabbitMQURL, DefaultRabbitMQURL)
 	c = c.withKafkaDefaults()
 	qs := make([]QueueConfig, len(c.Queues))
 	for i, q := range c.Queues {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
@@ -177,45 +178,68 @@ func (s *Store) ResumeKeys(ctx context.Context, queue string, pub transport.Tran
 // HeldKeys lists the held keys of queue ("" for every queue) with their
 // head and the number of parked entries behind it.
 func (s *Store) HeldKeys(ctx context.Context, queue string) ([]HeldKey, error) {
+	return s.heldKeys(ctx, queue, "")
+}
+
+// HeldKey returns key of queue as HeldKeys lists it, or nil when the key
+// is free.
+func (s *Store) HeldKey(ctx context.Context, queue, key string) (*HeldKey, error) {
+	if key == "" {
+		return nil, nil // a message without a key has no order to hold
+	}
+	ks, err := s.heldKeys(ctx, queue, key)
+	if err != nil || len(ks) == 0 {
+		return nil, err
+	}
+	return &ks[0], nil
+}
+
+// heldKeys reads the held keys of queue (every queue when ""), only key
+// when not "", each with its parked count and its head's latest entry, in
+// one query.
+func (s *Store) heldKeys(ctx context.Context, queue, key string) ([]HeldKey, error) {
 	q := `SELECT k.queue, k.msg_key, k.mode, k.state, k.head_event_id, k.allowed_event_id, k.since, k.updated_at,
-		(SELECT COUNT(*) FROM lily_dlq_entries e WHERE e.queue = k.queue AND e.hold_key = k.msg_key AND e.state = 'parked')
-		FROM lily_held_keys k`
+		(SELECT COUNT(*) FROM lily_dlq_entries e WHERE e.queue = k.queue AND e.hold_key = k.msg_key AND e.state = 'parked'),
+		h.id, h.state, h.redrive_count, h.dead_lettered_at
+		FROM lily_held_keys k
+		LEFT JOIN lily_dlq_entries h ON h.id = (SELECT MAX(e.id) FROM lily_dlq_entries e WHERE e.queue = k.queue AND e.event_id = k.head_event_id)`
+	var conds []string
 	var args []any
 	if queue != "" {
-		q += ` WHERE k.queue = ?`
+		conds = append(conds, `k.queue = ?`)
 		args = append(args, queue)
+	}
+	if key != "" {
+		conds = append(conds, `k.msg_key = ?`)
+		args = append(args, key)
+	}
+	if len(conds) > 0 {
+		q += ` WHERE ` + strings.Join(conds, " AND ")
 	}
 	rows, err := s.db.QueryContext(ctx, q+` ORDER BY k.queue, k.since, k.msg_key`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: held keys: %w", err)
 	}
+	defer rows.Close()
 	var out []HeldKey
 	for rows.Next() {
 		var k HeldKey
 		var since, updated int64
-		if err := rows.Scan(&k.Queue, &k.Key, &k.Mode, &k.State, &k.HeadEventID, &k.AllowedEventID, &since, &updated, &k.Parked); err != nil {
-			rows.Close()
-			return nil, err
+		var headID, headRedrives, headAt sql.NullInt64
+		var headState sql.NullString
+		if err := rows.Scan(&k.Queue, &k.Key, &k.Mode, &k.State, &k.HeadEventID, &k.AllowedEventID, &since, &updated, &k.Parked,
+			&headID, &headState, &headRedrives, &headAt); err != nil {
+			return nil, fmt.Errorf("catalog: held keys: %w", err)
 		}
 		k.Since = time.UnixMilli(since).UTC()
 		k.UpdatedAt = time.UnixMilli(updated).UTC()
+		if headID.Valid { // the head's latest dead-lettering; absent while not ingested
+			k.Head = &EntryRef{ID: headID.Int64, Queue: k.Queue, EventID: k.HeadEventID, State: State(headState.String),
+				RedriveCount: int(headRedrives.Int64), DeadLetteredAt: time.UnixMilli(headAt.Int64).UTC()}
+		}
 		out = append(out, k)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	for i := range out {
-		refs, err := pageRefs(ctx, s.db, Filter{Queue: out[i].Queue, EventIDs: []string{out[i].HeadEventID}}, "", 1000)
-		if err != nil {
-			return nil, err
-		}
-		if len(refs) > 0 {
-			h := refs[len(refs)-1] // the latest dead-lettering of the head
-			out[i].Head = &h
-		}
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // UnparkParams are the arguments of Unpark.
@@ -259,15 +283,9 @@ func (s *Store) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error
 	d := newDecision(p.Op, p.Actor, keySelector(p.Queue, p.Key), nil)
 	d.redriveAs = ActionUnpark
 	res := UnparkResult{Op: d.op, DryRun: p.DryRun}
-	keys, err := s.HeldKeys(ctx, p.Queue)
+	k, err := s.HeldKey(ctx, p.Queue, p.Key)
 	if err != nil {
 		return res, err
-	}
-	var k *HeldKey
-	for i := range keys {
-		if keys[i].Key == p.Key {
-			k = &keys[i]
-		}
 	}
 	if k == nil {
 		return res, fmt.Errorf("%w: key %q on queue %q (lily dlq parked lists the held keys)", ErrNotHeld, p.Key, p.Queue)
