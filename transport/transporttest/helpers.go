@@ -1,0 +1,86 @@
+package transporttest
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily"
+)
+
+// WaitFor polls cond every 10ms until it holds, failing the test after 30
+// seconds with what was awaited.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Start runs c in the background until the returned stop is called or the
+// test ends. stop waits for Run to return and fails the test if it returned
+// an error; calling it again does nothing.
+func Start(t *testing.T, c *lily.Consumer) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("consumer Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// BodyLog is a handler that records, in order, the body of every delivery
+// it processed successfully. Fail, when set, decides a delivery's outcome
+// first: a non-nil error is returned and nothing is recorded.
+type BodyLog struct {
+	Fail   func(body string) error
+	mu     sync.Mutex
+	bodies []string
+}
+
+// Handle implements lily.Handler.
+func (l *BodyLog) Handle(_ context.Context, d *lily.Delivery) error {
+	if l.Fail != nil {
+		if err := l.Fail(string(d.Body)); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	l.bodies = append(l.bodies, string(d.Body))
+	l.mu.Unlock()
+	return nil
+}
+
+// Bodies returns the recorded bodies, in processing order.
+func (l *BodyLog) Bodies() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.bodies)
+}
+
+// Firsts returns the recorded bodies with later duplicates (at-least-once
+// redeliveries) left out.
+func (l *BodyLog) Firsts() []string {
+	var out []string
+	for _, b := range l.Bodies() {
+		if !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
