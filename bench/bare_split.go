@@ -141,16 +141,7 @@ func RunBareSQLSplit(ctx context.Context, c Config) (Result, error) {
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for rows.Next() {
-				var id int64
-				var body []byte
-				if err := rows.Scan(&id, &body); err != nil {
-					return err
-				}
-				tr.consumed(body)
-			}
-			return rows.Err()
+			return consumeRows(rows, tr, nil)
 		}); err != nil {
 			return Result{}, fmt.Errorf("bare sql split: lease: %w", err)
 		}

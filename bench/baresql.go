@@ -79,12 +79,7 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 			args = append(args, "bench", b, now)
 		}
 		if err := inTx(ctx, db, func(tx *sql.Tx) error {
-			var err error
-			if len(batch) == c.Batch {
-				_, err = tx.StmtContext(ctx, ins).ExecContext(ctx, args...)
-			} else {
-				_, err = tx.ExecContext(ctx, insertSQL(len(batch)), args...)
-			}
+			_, err := execBatch(ctx, tx, ins, insertSQL, len(batch), c.Batch, args)
 			return err
 		}); err != nil {
 			return Result{}, fmt.Errorf("bare sql: enqueue: %w", err)
@@ -96,17 +91,7 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for rows.Next() {
-				var id int64
-				var body []byte
-				if err := rows.Scan(&id, &body); err != nil {
-					return err
-				}
-				tr.consumed(body)
-				ids = append(ids, id)
-			}
-			return rows.Err()
+			return consumeRows(rows, tr, &ids)
 		}); err != nil {
 			return Result{}, fmt.Errorf("bare sql: lease: %w", err)
 		}
@@ -114,13 +99,7 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 			return Result{}, fmt.Errorf("bare sql: leased %d of %d", len(ids), len(batch))
 		}
 		if err := inTx(ctx, db, func(tx *sql.Tx) error {
-			var res sql.Result
-			var err error
-			if len(ids) == c.Batch {
-				res, err = tx.StmtContext(ctx, del).ExecContext(ctx, ids...)
-			} else {
-				res, err = tx.ExecContext(ctx, deleteSQL(len(ids)), ids...)
-			}
+			res, err := execBatch(ctx, tx, del, deleteSQL, len(ids), c.Batch, ids)
 			if err != nil {
 				return err
 			}

@@ -434,3 +434,31 @@ func placeholders(n int) string {
 func tuples(n, width int) string {
 	return strings.TrimSuffix(strings.Repeat("("+placeholders(width)+"),", n), ",")
 }
+
+// execBatch executes in tx the statement full, prepared for a batch of
+// size rows, when n == size, and otherwise (a short last batch) query(n)
+// unprepared.
+func execBatch(ctx context.Context, tx *sql.Tx, full *sql.Stmt, query func(int) string, n, size int, args []any) (sql.Result, error) {
+	if n == size {
+		return tx.StmtContext(ctx, full).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query(n), args...)
+}
+
+// consumeRows reads rows of (id, body), records each body with tr,
+// appends each id to *ids unless ids is nil, and closes rows.
+func consumeRows(rows *sql.Rows, tr *tracker, ids *[]any) error {
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			return err
+		}
+		tr.consumed(body)
+		if ids != nil {
+			*ids = append(*ids, id)
+		}
+	}
+	return rows.Err()
+}

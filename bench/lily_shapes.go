@@ -116,12 +116,7 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 			if err := tx.StmtContext(ctx, stCheck).QueryRowContext(ctx, lilyQueue).Scan(&one); err != nil {
 				return err
 			}
-			var err error
-			if len(batch) == c.Batch {
-				_, err = tx.StmtContext(ctx, stInsert).ExecContext(ctx, args...)
-			} else {
-				_, err = tx.ExecContext(ctx, insertSQL(len(batch)), args...)
-			}
+			_, err := execBatch(ctx, tx, stInsert, insertSQL, len(batch), c.Batch, args)
 			if err != nil {
 				return err
 			}
