@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -34,50 +33,27 @@ func RunBareSQLSplit(ctx context.Context, c Config) (Result, error) {
 	c = c.WithDefaults()
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	path, cleanup, err := tempDB(c, "bare-split")
+	db, cleanup, err := openDB(ctx, c, "bare-split", bareSplitSchema)
 	if err != nil {
 		return Result{}, err
 	}
 	defer cleanup()
-	db, err := openSQLite(ctx, path)
-	if err != nil {
-		return Result{}, err
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, bareSplitSchema); err != nil {
-		return Result{}, err
-	}
+
 	// Statements are prepared on the *sql.DB (one connection): Tx.StmtContext
 	// reuses such a statement, but re-prepares one made on a *sql.Conn.
-
-	list := func(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
-	tuples := func(n, width int) string {
-		return strings.TrimSuffix(strings.Repeat("("+list(width)+"),", n), ",")
-	}
 	const leaseSQL = `UPDATE q SET visible_at = ?, receive_count = receive_count + 1
 		WHERE id IN (SELECT id FROM q WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?)
 		RETURNING id`
-	bodies := make([][]byte, c.N)
-	for i := range bodies {
-		bodies[i] = makeBody(i, c.BodySize)
-	}
-	inTx := func(f func(tx *sql.Tx) error) error {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := f(tx); err != nil {
-			tx.Rollback()
-			return err
-		}
-		return tx.Commit()
-	}
-	// Statements for a full batch are prepared once; a short last batch
-	// uses unprepared ones.
 	type stmts struct{ insQ, insB, lease, sel, delQ, delB *sql.Stmt }
+	closeAll := func(s *stmts) {
+		for _, st := range []*sql.Stmt{s.insQ, s.insB, s.lease, s.sel, s.delQ, s.delB} {
+			if st != nil {
+				st.Close()
+			}
+		}
+	}
 	prepare := func(n int) (*stmts, error) {
-		var s stmts
-		var err error
+		s := new(stmts)
 		for _, p := range []struct {
 			dst **sql.Stmt
 			sql string
@@ -85,26 +61,33 @@ func RunBareSQLSplit(ctx context.Context, c Config) (Result, error) {
 			{&s.insQ, `INSERT INTO q(id, queue, visible_at) VALUES ` + tuples(n, 3)},
 			{&s.insB, `INSERT INTO qb(id, body) VALUES ` + tuples(n, 2)},
 			{&s.lease, leaseSQL},
-			{&s.sel, `SELECT id, body FROM qb WHERE id IN (` + list(n) + `)`},
-			{&s.delQ, `DELETE FROM q WHERE id IN (` + list(n) + `)`},
-			{&s.delB, `DELETE FROM qb WHERE id IN (` + list(n) + `)`},
+			{&s.sel, `SELECT id, body FROM qb WHERE id IN (` + placeholders(n) + `)`},
+			{&s.delQ, `DELETE FROM q WHERE id IN (` + placeholders(n) + `)`},
+			{&s.delB, `DELETE FROM qb WHERE id IN (` + placeholders(n) + `)`},
 		} {
+			var err error
 			if *p.dst, err = db.PrepareContext(ctx, p.sql); err != nil {
+				closeAll(s)
 				return nil, err
 			}
 		}
-		return &s, nil
+		return s, nil
 	}
-	closeAll := func(s *stmts) {
-		for _, st := range []*sql.Stmt{s.insQ, s.insB, s.lease, s.sel, s.delQ, s.delB} {
-			st.Close()
-		}
-	}
+	// The statements for a full batch and, when N is not a multiple of
+	// Batch, for the short last batch are prepared before the clock starts.
 	full, err := prepare(c.Batch)
 	if err != nil {
 		return Result{}, err
 	}
 	defer closeAll(full)
+	last := full
+	if r := c.N % c.Batch; r != 0 {
+		if last, err = prepare(r); err != nil {
+			return Result{}, err
+		}
+		defer closeAll(last)
+	}
+	bodies := makeBodies(c)
 	tr := newTracker(c.N)
 	argsQ := make([]any, 0, 3*c.Batch)
 	argsB := make([]any, 0, 2*c.Batch)
@@ -114,10 +97,7 @@ func RunBareSQLSplit(ctx context.Context, c Config) (Result, error) {
 		batch := bodies[i:min(i+c.Batch, c.N)]
 		st := full
 		if len(batch) != c.Batch {
-			if st, err = prepare(len(batch)); err != nil {
-				return Result{}, err
-			}
-			defer closeAll(st) // once: only the last batch is short
+			st = last
 		}
 		now := time.Now().UnixMilli()
 		argsQ, argsB = argsQ[:0], argsB[:0]
@@ -126,7 +106,7 @@ func RunBareSQLSplit(ctx context.Context, c Config) (Result, error) {
 			argsQ = append(argsQ, id, "bench", now)
 			argsB = append(argsB, id, b)
 		}
-		if err := inTx(func(tx *sql.Tx) error {
+		if err := inTx(ctx, db, func(tx *sql.Tx) error {
 			if _, err := tx.StmtContext(ctx, st.insB).ExecContext(ctx, argsB...); err != nil {
 				return err
 			}
@@ -136,7 +116,7 @@ func RunBareSQLSplit(ctx context.Context, c Config) (Result, error) {
 			return Result{}, fmt.Errorf("bare sql split: enqueue: %w", err)
 		}
 		ids = ids[:0]
-		if err := inTx(func(tx *sql.Tx) error {
+		if err := inTx(ctx, db, func(tx *sql.Tx) error {
 			now := time.Now().UnixMilli()
 			rows, err := tx.StmtContext(ctx, st.lease).QueryContext(ctx, now+30000, "bench", now, len(batch))
 			if err != nil {
@@ -161,20 +141,11 @@ func RunBareSQLSplit(ctx context.Context, c Config) (Result, error) {
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for rows.Next() {
-				var id int64
-				var body []byte
-				if err := rows.Scan(&id, &body); err != nil {
-					return err
-				}
-				tr.consumed(body)
-			}
-			return rows.Err()
+			return consumeRows(rows, tr, nil)
 		}); err != nil {
 			return Result{}, fmt.Errorf("bare sql split: lease: %w", err)
 		}
-		if err := inTx(func(tx *sql.Tx) error {
+		if err := inTx(ctx, db, func(tx *sql.Tx) error {
 			if _, err := tx.StmtContext(ctx, st.delB).ExecContext(ctx, ids...); err != nil {
 				return err
 			}
@@ -182,32 +153,28 @@ func RunBareSQLSplit(ctx context.Context, c Config) (Result, error) {
 			if err != nil {
 				return err
 			}
-			if n, _ := res.RowsAffected(); n != int64(len(ids)) {
-				return fmt.Errorf("deleted %d of %d", n, len(ids))
-			}
-			return nil
+			return checkDeleted(res, len(ids))
 		}); err != nil {
 			return Result{}, fmt.Errorf("bare sql split: delete: %w", err)
 		}
 		tr.acked(int64(len(ids)))
 	}
-	measured := Result{}
-	m.stop(&measured)
-	elapsed := measured.Elapsed
-	var left, leftB int64
-	if err := db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM q), (SELECT COUNT(*) FROM qb)`).Scan(&left, &leftB); err != nil {
-		return Result{}, err
-	}
-	var errLeft error
-	if left != 0 || leftB != 0 {
-		errLeft = fmt.Errorf("conservation: %d lease rows and %d bodies left", left, leftB)
-	}
-	if err := errors.Join(tr.check(), errLeft); err != nil {
+	res := m.stop()
+	if err := errors.Join(tr.check(), checkSplitEmpty(ctx, db)); err != nil {
 		return Result{}, fmt.Errorf("bare sql split: %w", err)
 	}
-	return Result{
-		Name: "bare SQL, split lease/body tables (experiment)", N: c.N, Elapsed: elapsed, CPU: measured.CPU,
-		WriteBytes: measured.WriteBytes, WriteCalls: measured.WriteCalls,
-		Notes: fmt.Sprintf("as bare SQL, but the lease updates a narrow table and reads bodies by id from a second; %d-row transactions", c.Batch),
-	}, nil
+	return res.done("bare SQL, split lease/body tables (experiment)", c.N,
+		fmt.Sprintf("as bare SQL, but the lease updates a narrow table and reads bodies by id from a second; %d-row transactions", c.Batch)), nil
+}
+
+// checkSplitEmpty fails unless both tables of the split schema are empty.
+func checkSplitEmpty(ctx context.Context, db *sql.DB) error {
+	var left, leftB int64
+	if err := db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM q), (SELECT COUNT(*) FROM qb)`).Scan(&left, &leftB); err != nil {
+		return err
+	}
+	if left != 0 || leftB != 0 {
+		return fmt.Errorf("conservation: %d lease rows and %d bodies left", left, leftB)
+	}
+	return nil
 }

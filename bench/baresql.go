@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -34,26 +33,14 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 	c = c.WithDefaults()
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	path, cleanup, err := tempDB(c, "bare")
+	db, cleanup, err := openDB(ctx, c, "bare", bareSchema)
 	if err != nil {
 		return Result{}, err
 	}
 	defer cleanup()
-	db, err := openSQLite(ctx, path)
-	if err != nil {
-		return Result{}, err
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, bareSchema); err != nil {
-		return Result{}, err
-	}
 
 	// Statements are prepared on the *sql.DB (one connection): Tx.StmtContext
 	// reuses such a statement, but re-prepares one made on a *sql.Conn.
-	tuples := func(n, width int) string {
-		t := "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + ")"
-		return strings.TrimSuffix(strings.Repeat(t+",", n), ",")
-	}
 	insertSQL := func(n int) string {
 		return `INSERT INTO q(queue, body, visible_at) VALUES ` + tuples(n, 3)
 	}
@@ -61,7 +48,7 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 		WHERE id IN (SELECT id FROM q WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?)
 		RETURNING id, body`
 	deleteSQL := func(n int) string {
-		return `DELETE FROM q WHERE id IN (` + strings.TrimSuffix(strings.Repeat("?,", n), ",") + `)`
+		return `DELETE FROM q WHERE id IN (` + placeholders(n) + `)`
 	}
 	ins, err := db.PrepareContext(ctx, insertSQL(c.Batch))
 	if err != nil {
@@ -79,21 +66,7 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 	}
 	defer del.Close()
 
-	bodies := make([][]byte, c.N)
-	for i := range bodies {
-		bodies[i] = makeBody(i, c.BodySize)
-	}
-	inTx := func(f func(tx *sql.Tx) error) error {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := f(tx); err != nil {
-			tx.Rollback()
-			return err
-		}
-		return tx.Commit()
-	}
+	bodies := makeBodies(c)
 	tr := newTracker(c.N)
 	args := make([]any, 0, 3*c.Batch)
 	ids := make([]any, 0, c.Batch)
@@ -105,78 +78,49 @@ func RunBareSQL(ctx context.Context, c Config) (Result, error) {
 		for _, b := range batch {
 			args = append(args, "bench", b, now)
 		}
-		if err := inTx(func(tx *sql.Tx) error {
-			var err error
-			if len(batch) == c.Batch {
-				_, err = tx.StmtContext(ctx, ins).ExecContext(ctx, args...)
-			} else {
-				_, err = tx.ExecContext(ctx, insertSQL(len(batch)), args...)
-			}
+		if err := inTx(ctx, db, func(tx *sql.Tx) error {
+			_, err := execBatch(ctx, tx, ins, insertSQL, len(batch), c.Batch, args)
 			return err
 		}); err != nil {
 			return Result{}, fmt.Errorf("bare sql: enqueue: %w", err)
 		}
 		ids = ids[:0]
-		if err := inTx(func(tx *sql.Tx) error {
+		if err := inTx(ctx, db, func(tx *sql.Tx) error {
 			now := time.Now().UnixMilli()
 			rows, err := tx.StmtContext(ctx, lease).QueryContext(ctx, now+30000, "bench", now, len(batch))
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for rows.Next() {
-				var id int64
-				var body []byte
-				if err := rows.Scan(&id, &body); err != nil {
-					return err
-				}
-				tr.consumed(body)
-				ids = append(ids, id)
-			}
-			return rows.Err()
+			return consumeRows(rows, tr, &ids)
 		}); err != nil {
 			return Result{}, fmt.Errorf("bare sql: lease: %w", err)
 		}
 		if len(ids) != len(batch) {
 			return Result{}, fmt.Errorf("bare sql: leased %d of %d", len(ids), len(batch))
 		}
-		if err := inTx(func(tx *sql.Tx) error {
-			var res sql.Result
-			var err error
-			if len(ids) == c.Batch {
-				res, err = tx.StmtContext(ctx, del).ExecContext(ctx, ids...)
-			} else {
-				res, err = tx.ExecContext(ctx, deleteSQL(len(ids)), ids...)
-			}
+		if err := inTx(ctx, db, func(tx *sql.Tx) error {
+			res, err := execBatch(ctx, tx, del, deleteSQL, len(ids), c.Batch, ids)
 			if err != nil {
 				return err
 			}
-			if n, _ := res.RowsAffected(); n != int64(len(ids)) {
-				return fmt.Errorf("deleted %d of %d", n, len(ids))
-			}
-			return nil
+			return checkDeleted(res, len(ids))
 		}); err != nil {
 			return Result{}, fmt.Errorf("bare sql: delete: %w", err)
 		}
 		tr.acked(int64(len(ids)))
 	}
-	measured := Result{}
-	m.stop(&measured)
-	elapsed := measured.Elapsed
-	var left int64
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM q`).Scan(&left); err != nil {
-		return Result{}, err
-	}
-	var errLeft error
-	if left != 0 {
-		errLeft = fmt.Errorf("conservation: %d rows left", left)
-	}
-	if err := errors.Join(tr.check(), errLeft); err != nil {
+	res := m.stop()
+	if err := errors.Join(tr.check(), checkEmpty(ctx, db, `SELECT COUNT(*) FROM q`, "rows left")); err != nil {
 		return Result{}, fmt.Errorf("bare sql: %w", err)
 	}
-	return Result{
-		Name: "bare SQL ceiling", N: c.N, Elapsed: elapsed, CPU: measured.CPU,
-		WriteBytes: measured.WriteBytes, WriteCalls: measured.WriteCalls,
-		Notes: fmt.Sprintf("1 goroutine, %d-row transactions: INSERT; UPDATE..RETURNING lease; DELETE", c.Batch),
-	}, nil
+	return res.done("bare SQL ceiling", c.N,
+		fmt.Sprintf("1 goroutine, %d-row transactions: INSERT; UPDATE..RETURNING lease; DELETE", c.Batch)), nil
+}
+
+// checkDeleted fails unless res deleted want rows.
+func checkDeleted(res sql.Result, want int) error {
+	if n, _ := res.RowsAffected(); n != int64(want) {
+		return fmt.Errorf("deleted %d of %d", n, want)
+	}
+	return nil
 }

@@ -150,22 +150,30 @@ type meter struct {
 }
 
 func startMeter() meter {
-	m := meter{cpu0: cpuTime()}
+	m := meter{cpu0: CPUTime()}
 	m.wchar0, m.scw0 = ioCounters()
 	m.start = time.Now()
 	return m
 }
 
-// stop fills r's Elapsed, CPU, WriteBytes and WriteCalls.
-func (m meter) stop(r *Result) {
-	r.Elapsed = time.Since(m.start)
-	r.CPU = cpuTime() - m.cpu0
+// stop returns a Result with Elapsed, CPU, WriteBytes and WriteCalls
+// measured since start; the caller names it with done.
+func (m meter) stop() Result {
+	r := Result{Elapsed: time.Since(m.start)}
+	r.CPU = CPUTime() - m.cpu0
 	w, c := ioCounters()
 	r.WriteBytes, r.WriteCalls = w-m.wchar0, c-m.scw0
+	return r
 }
 
-// cpuTime returns the process's user+system CPU time so far.
-func cpuTime() time.Duration {
+// done returns r with the fields that describe the run.
+func (r Result) done(name string, n int, notes string) Result {
+	r.Name, r.N, r.Notes = name, n, notes
+	return r
+}
+
+// CPUTime returns the process's user+system CPU time so far.
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -229,6 +237,16 @@ func makeBody(seq, size int) []byte {
 	}
 	binary.BigEndian.PutUint64(b, uint64(seq))
 	return b
+}
+
+// makeBodies returns the bodies of the c.N messages of a run (made before
+// the clock starts).
+func makeBodies(c Config) [][]byte {
+	bodies := make([][]byte, c.N)
+	for i := range bodies {
+		bodies[i] = makeBody(i, c.BodySize)
+	}
+	return bodies
 }
 
 // tracker checks conservation: every sequence number is consumed exactly
@@ -358,4 +376,89 @@ func checkPragmas(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("durability settings: journal_mode=%s synchronous=%d, want wal and 2 (FULL)", mode, sync)
 	}
 	return nil
+}
+
+// openDB opens a fresh database for run name (see openSQLite) and creates
+// schema in it; cleanup closes it and removes its directory.
+func openDB(ctx context.Context, c Config, name, schema string) (db *sql.DB, cleanup func(), err error) {
+	path, rmdir, err := tempDB(c, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if db, err = openSQLite(ctx, path); err != nil {
+		rmdir()
+		return nil, nil, err
+	}
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		rmdir()
+		return nil, nil, fmt.Errorf("schema: %w", err)
+	}
+	return db, func() { db.Close(); rmdir() }, nil
+}
+
+// inTx runs f in a transaction of db and commits it, or rolls it back when
+// f fails.
+func inTx(ctx context.Context, db *sql.DB, f func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// checkEmpty fails unless the count query yields 0; what completes the
+// message ("conservation: N " + what).
+func checkEmpty(ctx context.Context, db *sql.DB, query, what string) error {
+	var left int64
+	if err := db.QueryRowContext(ctx, query).Scan(&left); err != nil {
+		return err
+	}
+	if left != 0 {
+		return fmt.Errorf("conservation: %d %s", left, what)
+	}
+	return nil
+}
+
+// placeholders returns n comma-separated SQL parameters: "?,?,?".
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// tuples returns n comma-separated tuples of width parameters, for a
+// multi-row INSERT: "(?,?),(?,?)".
+func tuples(n, width int) string {
+	return strings.TrimSuffix(strings.Repeat("("+placeholders(width)+"),", n), ",")
+}
+
+// execBatch executes in tx the statement full, prepared for a batch of
+// size rows, when n == size, and otherwise (a short last batch) query(n)
+// unprepared.
+func execBatch(ctx context.Context, tx *sql.Tx, full *sql.Stmt, query func(int) string, n, size int, args []any) (sql.Result, error) {
+	if n == size {
+		return tx.StmtContext(ctx, full).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query(n), args...)
+}
+
+// consumeRows reads rows of (id, body), records each body with tr,
+// appends each id to *ids unless ids is nil, and closes rows.
+func consumeRows(rows *sql.Rows, tr *tracker, ids *[]any) error {
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			return err
+		}
+		tr.consumed(body)
+		if ids != nil {
+			*ids = append(*ids, id)
+		}
+	}
+	return rows.Err()
 }

@@ -37,63 +37,90 @@ const goqiteQueue = "bench"
 
 // openGoqite opens a fresh database with Lily's DSN and goqite's schema.
 func openGoqite(ctx context.Context, c Config, name string) (*sql.DB, *goqite.Queue, func(), error) {
-	path, cleanup, err := tempDB(c, name)
+	db, cleanup, err := openDB(ctx, c, name, goqiteSchema)
 	if err != nil {
-		return nil, nil, nil, err
-	}
-	db, err := openSQLite(ctx, path)
-	if err != nil {
-		cleanup()
-		return nil, nil, nil, err
-	}
-	if _, err := db.ExecContext(ctx, goqiteSchema); err != nil {
-		db.Close()
-		cleanup()
-		return nil, nil, nil, fmt.Errorf("goqite schema: %w", err)
+		return nil, nil, nil, fmt.Errorf("goqite: %w", err)
 	}
 	// Timeout and MaxReceive as Lily's defaults (visibility 30 s, delivery
 	// limit 5); goqite's own defaults are 5 s and 3.
 	q := goqite.New(goqite.NewOpts{DB: db, Name: goqiteQueue, Timeout: 30 * time.Second, MaxReceive: 5})
-	return db, q, func() { db.Close(); cleanup() }, nil
+	return db, q, cleanup, nil
 }
 
-// publishGoqite sends the N messages on one goroutine, PublishBatch per
+// publishGoqite sends bodies on one goroutine, PublishBatch per
 // transaction: goqite has no batch send, so each batch is one
 // db.BeginTx + PublishBatch × send (goqite.Queue.SendTx or jobs.CreateTx,
 // one INSERT each) + Commit.
-func publishGoqite(ctx context.Context, c Config, db *sql.DB, send func(*sql.Tx, []byte) error) error {
-	bodies := make([][]byte, c.N)
-	for i := range bodies {
-		bodies[i] = makeBody(i, c.BodySize)
-	}
-	for i := 0; i < c.N; i += c.PublishBatch {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		for _, b := range bodies[i:min(i+c.PublishBatch, c.N)] {
-			if err := send(tx, b); err != nil {
-				tx.Rollback()
-				return err
+func publishGoqite(ctx context.Context, c Config, db *sql.DB, bodies [][]byte, send func(*sql.Tx, []byte) error) error {
+	for i := 0; i < len(bodies); i += c.PublishBatch {
+		if err := inTx(ctx, db, func(tx *sql.Tx) error {
+			for _, b := range bodies[i:min(i+c.PublishBatch, len(bodies))] {
+				if err := send(tx, b); err != nil {
+					return err
+				}
 			}
-		}
-		if err := tx.Commit(); err != nil {
+			return nil
+		}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// countGoqite counts the messages in the goqite table.
+const countGoqite = `select count(*) from goqite`
+
 // checkGoqiteEmpty fails unless the goqite table is empty.
 func checkGoqiteEmpty(ctx context.Context, db *sql.DB) error {
-	var left int64
-	if err := db.QueryRowContext(ctx, `select count(*) from goqite`).Scan(&left); err != nil {
-		return err
+	return checkEmpty(ctx, db, countGoqite, "messages left in the goqite table")
+}
+
+// runGoqiteReceivers runs publishGoqite (Queue.SendTx) against
+// c.Concurrency goroutines that each call receive until recvCtx is done;
+// the clock stops when the tracker has seen N acks. receive gets the run's
+// ctx and recvCtx, which is cancelled when the clock stopped; it returns
+// nil once recvCtx is done, or an error that fails the run.
+func runGoqiteReceivers(ctx context.Context, c Config, name, label string,
+	receive func(ctx, recvCtx context.Context, db *sql.DB, q *goqite.Queue, tr *tracker) error) (Result, error) {
+	c = c.WithDefaults()
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	db, q, cleanup, err := openGoqite(ctx, c, name)
+	if err != nil {
+		return Result{}, err
 	}
-	if left != 0 {
-		return fmt.Errorf("conservation: %d messages left in the goqite table", left)
+	defer cleanup()
+
+	bodies := makeBodies(c)
+	tr := newTracker(c.N)
+	recvCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	errc := make(chan error, c.Concurrency+1)
+	var wg sync.WaitGroup
+	m := startMeter()
+	for range c.Concurrency {
+		wg.Go(func() {
+			if err := receive(ctx, recvCtx, db, q, tr); err != nil {
+				errc <- err
+			}
+		})
 	}
-	return nil
+	go func() {
+		errc <- publishGoqite(ctx, c, db, bodies, func(tx *sql.Tx, b []byte) error {
+			return q.SendTx(ctx, tx, goqite.Message{Body: b})
+		})
+	}()
+	waitErr := tr.wait(ctx, errc)
+	res := m.stop()
+	stop()
+	wg.Wait()
+	if waitErr != nil {
+		return Result{}, fmt.Errorf("%s: %w", label, waitErr)
+	}
+	if err := errors.Join(tr.check(), checkGoqiteEmpty(ctx, db)); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", label, err)
+	}
+	return res, nil
 }
 
 // RunGoqite measures goqite's Queue API as its README shows it: one
@@ -102,64 +129,28 @@ func checkGoqiteEmpty(ctx context.Context, db *sql.DB) error {
 // (one per transaction).
 func RunGoqite(ctx context.Context, c Config) (Result, error) {
 	c = c.WithDefaults()
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
-	defer cancel()
-	db, q, cleanup, err := openGoqite(ctx, c, "goqite")
+	res, err := runGoqiteReceivers(ctx, c, "goqite", "goqite", func(ctx, recvCtx context.Context, _ *sql.DB, q *goqite.Queue, tr *tracker) error {
+		for {
+			m, err := q.ReceiveAndWait(recvCtx, c.GoqitePoll)
+			if err != nil {
+				if recvCtx.Err() == nil {
+					return fmt.Errorf("receive: %w", err)
+				}
+				return nil
+			}
+			tr.consumed(m.Body)
+			if err := q.Delete(ctx, m.ID); err != nil {
+				return fmt.Errorf("delete: %w", err)
+			}
+			tr.acked(1)
+		}
+	})
 	if err != nil {
 		return Result{}, err
 	}
-	defer cleanup()
-
-	tr := newTracker(c.N)
-	recvCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	errc := make(chan error, c.Concurrency+1)
-	var wg sync.WaitGroup
-	m := startMeter()
-	for range c.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				m, err := q.ReceiveAndWait(recvCtx, c.GoqitePoll)
-				if err != nil {
-					if recvCtx.Err() == nil {
-						errc <- fmt.Errorf("receive: %w", err)
-					}
-					return
-				}
-				tr.consumed(m.Body)
-				if err := q.Delete(ctx, m.ID); err != nil {
-					errc <- fmt.Errorf("delete: %w", err)
-					return
-				}
-				tr.acked(1)
-			}
-		}()
-	}
-	go func() {
-		errc <- publishGoqite(ctx, c, db, func(tx *sql.Tx, b []byte) error {
-			return q.SendTx(ctx, tx, goqite.Message{Body: b})
-		})
-	}()
-	waitErr := tr.wait(ctx, errc)
-	measured := Result{}
-	m.stop(&measured)
-	elapsed := measured.Elapsed
-	stop()
-	wg.Wait()
-	if waitErr != nil {
-		return Result{}, fmt.Errorf("goqite: %w", waitErr)
-	}
-	if err := errors.Join(tr.check(), checkGoqiteEmpty(ctx, db)); err != nil {
-		return Result{}, fmt.Errorf("goqite: %w", err)
-	}
-	return Result{
-		Name: "goqite Queue (Receive/Delete)", N: c.N, Elapsed: elapsed, CPU: measured.CPU,
-		WriteBytes: measured.WriteBytes, WriteCalls: measured.WriteCalls,
-		Notes: fmt.Sprintf("1 goroutine: BeginTx + %d×Queue.SendTx + Commit (no batch API); %d goroutines: Queue.ReceiveAndWait(poll %s) + Queue.Delete, one tx each",
-			c.PublishBatch, c.Concurrency, c.GoqitePoll),
-	}, nil
+	return res.done("goqite Queue (Receive/Delete)", c.N,
+		fmt.Sprintf("1 goroutine: BeginTx + %d×Queue.SendTx + Commit (no batch API); %d goroutines: Queue.ReceiveAndWait(poll %s) + Queue.Delete, one tx each",
+			c.PublishBatch, c.Concurrency, c.GoqitePoll)), nil
 }
 
 // RunGoqiteBatched gives goqite its best shot, beyond its documented
@@ -168,99 +159,51 @@ func RunGoqite(ctx context.Context, c Config) (Result, error) {
 // delete them in another (Batch × Queue.DeleteTx).
 func RunGoqiteBatched(ctx context.Context, c Config) (Result, error) {
 	c = c.WithDefaults()
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
-	defer cancel()
-	db, q, cleanup, err := openGoqite(ctx, c, "goqite-batched")
+	res, err := runGoqiteReceivers(ctx, c, "goqite-batched", "goqite batched", func(ctx, recvCtx context.Context, db *sql.DB, q *goqite.Queue, tr *tracker) error {
+		ids := make([]goqite.ID, 0, c.Batch)
+		for recvCtx.Err() == nil {
+			ids = ids[:0]
+			err := inTx(ctx, db, func(tx *sql.Tx) error {
+				for len(ids) < c.Batch {
+					msg, err := q.ReceiveTx(ctx, tx)
+					if err != nil || msg == nil {
+						return err
+					}
+					tr.consumed(msg.Body)
+					ids = append(ids, msg.ID)
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("receive: %w", err)
+			}
+			if len(ids) == 0 {
+				select {
+				case <-recvCtx.Done():
+				case <-time.After(c.GoqitePoll):
+				}
+				continue
+			}
+			if err := inTx(ctx, db, func(tx *sql.Tx) error {
+				for _, id := range ids {
+					if err := q.DeleteTx(ctx, tx, id); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("delete: %w", err)
+			}
+			tr.acked(int64(len(ids)))
+		}
+		return nil
+	})
 	if err != nil {
 		return Result{}, err
 	}
-	defer cleanup()
-
-	tr := newTracker(c.N)
-	recvCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	errc := make(chan error, c.Concurrency+1)
-	var wg sync.WaitGroup
-	m := startMeter()
-	for range c.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ids := make([]goqite.ID, 0, c.Batch)
-			for recvCtx.Err() == nil {
-				ids = ids[:0]
-				err := inGoqiteTx(ctx, db, func(tx *sql.Tx) error {
-					for len(ids) < c.Batch {
-						msg, err := q.ReceiveTx(ctx, tx)
-						if err != nil || msg == nil {
-							return err
-						}
-						tr.consumed(msg.Body)
-						ids = append(ids, msg.ID)
-					}
-					return nil
-				})
-				if err != nil {
-					errc <- fmt.Errorf("receive: %w", err)
-					return
-				}
-				if len(ids) == 0 {
-					select {
-					case <-recvCtx.Done():
-					case <-time.After(c.GoqitePoll):
-					}
-					continue
-				}
-				if err := inGoqiteTx(ctx, db, func(tx *sql.Tx) error {
-					for _, id := range ids {
-						if err := q.DeleteTx(ctx, tx, id); err != nil {
-							return err
-						}
-					}
-					return nil
-				}); err != nil {
-					errc <- fmt.Errorf("delete: %w", err)
-					return
-				}
-				tr.acked(int64(len(ids)))
-			}
-		}()
-	}
-	go func() {
-		errc <- publishGoqite(ctx, c, db, func(tx *sql.Tx, b []byte) error {
-			return q.SendTx(ctx, tx, goqite.Message{Body: b})
-		})
-	}()
-	waitErr := tr.wait(ctx, errc)
-	measured := Result{}
-	m.stop(&measured)
-	stop()
-	wg.Wait()
-	if waitErr != nil {
-		return Result{}, fmt.Errorf("goqite batched: %w", waitErr)
-	}
-	if err := errors.Join(tr.check(), checkGoqiteEmpty(ctx, db)); err != nil {
-		return Result{}, fmt.Errorf("goqite batched: %w", err)
-	}
-	return Result{
-		Name: "goqite, batched through its *Tx API (not a documented pattern)", N: c.N, Elapsed: measured.Elapsed, CPU: measured.CPU,
-		WriteBytes: measured.WriteBytes, WriteCalls: measured.WriteCalls,
-		Notes: fmt.Sprintf("publisher as above; %d goroutines: BeginTx + up to %d×Queue.ReceiveTx + Commit, BeginTx + Queue.DeleteTx each + Commit",
-			c.Concurrency, c.Batch),
-	}, nil
-}
-
-// inGoqiteTx runs f in a transaction and commits it.
-func inGoqiteTx(ctx context.Context, db *sql.DB, f func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := f(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return res.done("goqite, batched through its *Tx API (not a documented pattern)", c.N,
+		fmt.Sprintf("publisher as above; %d goroutines: BeginTx + up to %d×Queue.ReceiveTx + Commit, BeginTx + Queue.DeleteTx each + Commit",
+			c.Concurrency, c.Batch)), nil
 }
 
 // RunGoqiteJobs measures goqite's jobs runner (jobs.NewRunner with
@@ -279,19 +222,14 @@ func RunGoqiteJobs(ctx context.Context, c Config) (Result, error) {
 	}
 	defer cleanup()
 
+	bodies := makeBodies(c)
 	tr := newTracker(c.N)
 	r := jobs.NewRunner(jobs.NewRunnerOpts{Limit: c.Concurrency, PollInterval: c.GoqitePoll, Queue: q})
-	ran := make(chan struct{})
-	var ranCount int64
-	var mu sync.Mutex
+	// A job counts as acked when it ran (tr.done closes at N); the runner
+	// deletes its message after.
 	r.Register("bench", func(_ context.Context, m []byte) error {
 		tr.consumed(m)
-		mu.Lock()
-		ranCount++
-		if ranCount == int64(c.N) {
-			close(ran)
-		}
-		mu.Unlock()
+		tr.acked(1)
 		return nil
 	})
 	runCtx, stop := context.WithCancel(ctx)
@@ -304,56 +242,35 @@ func RunGoqiteJobs(ctx context.Context, c Config) (Result, error) {
 		close(runnerDone)
 	}()
 	go func() {
-		errc <- publishGoqite(ctx, c, db, func(tx *sql.Tx, b []byte) error {
+		errc <- publishGoqite(ctx, c, db, bodies, func(tx *sql.Tx, b []byte) error {
 			_, err := jobs.CreateTx(ctx, tx, q, "bench", goqite.Message{Body: b})
 			return err
 		})
 	}()
-	// The runner deletes a message after its job returned; wait for the
-	// last job, then for the table to empty (at most Concurrency deletes).
-	waitErr := func() error {
-		for {
-			select {
-			case <-ran:
-				for {
-					var left int64
-					if err := db.QueryRowContext(ctx, `select count(*) from goqite`).Scan(&left); err != nil {
-						return err
-					}
-					if left == 0 {
-						return nil
-					}
-					select {
-					case <-ctx.Done():
-						return fmt.Errorf("timed out with %d left: %w", left, ctx.Err())
-					case <-time.After(100 * time.Microsecond):
-					}
-				}
-			case err := <-errc:
-				if err != nil {
-					return err
-				}
-			case <-ctx.Done():
-				return fmt.Errorf("timed out: %w", ctx.Err())
-			}
+	// Wait for the last job, then for the table to empty (at most
+	// Concurrency deletes).
+	waitErr := tr.wait(ctx, errc)
+	for waitErr == nil {
+		var left int64
+		if waitErr = db.QueryRowContext(ctx, countGoqite).Scan(&left); waitErr != nil || left == 0 {
+			break
 		}
-	}()
-	measured := Result{}
-	m.stop(&measured)
-	elapsed := measured.Elapsed
+		select {
+		case <-ctx.Done():
+			waitErr = fmt.Errorf("timed out with %d left: %w", left, ctx.Err())
+		case <-time.After(100 * time.Microsecond):
+		}
+	}
+	res := m.stop()
 	stop()
 	<-runnerDone
 	if waitErr != nil {
 		return Result{}, fmt.Errorf("goqite jobs: %w", waitErr)
 	}
-	tr.acked(int64(c.N))
 	if err := errors.Join(tr.check(), checkGoqiteEmpty(ctx, db)); err != nil {
 		return Result{}, fmt.Errorf("goqite jobs: %w", err)
 	}
-	return Result{
-		Name: "goqite jobs runner", N: c.N, Elapsed: elapsed, CPU: measured.CPU,
-		WriteBytes: measured.WriteBytes, WriteCalls: measured.WriteCalls,
-		Notes: fmt.Sprintf("1 goroutine: BeginTx + %d×jobs.CreateTx + Commit; jobs.Runner Limit=%d PollInterval=%s (Receive, run, Delete: one tx each)",
-			c.PublishBatch, c.Concurrency, c.GoqitePoll),
-	}, nil
+	return res.done("goqite jobs runner", c.N,
+		fmt.Sprintf("1 goroutine: BeginTx + %d×jobs.CreateTx + Commit; jobs.Runner Limit=%d PollInterval=%s (Receive, run, Delete: one tx each)",
+			c.PublishBatch, c.Concurrency, c.GoqitePoll)), nil
 }

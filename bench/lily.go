@@ -82,12 +82,7 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 	}
 	defer cleanup()
 
-	var tt transport.Transport = t
-	var traced *tracedTransport
-	if c.Trace != nil {
-		traced = newTraced(t)
-		tt = traced
-	}
+	tt, traced := withTrace(c, t)
 	tr := newTracker(c.N)
 	var other atomic.Int64
 	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
@@ -141,9 +136,7 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 		pubErr <- nil
 	}()
 	waitErr := tr.wait(ctx, pubErr)
-	measured := Result{}
-	m.stop(&measured)
-	elapsed := measured.Elapsed
+	res := m.stop()
 	stop()
 	if err := <-runErr; err != nil && waitErr == nil {
 		waitErr = err
@@ -151,21 +144,16 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 	if waitErr != nil {
 		return Result{}, fmt.Errorf("lily runtime: %w", waitErr)
 	}
-	if traced != nil {
-		traced.report(c.Trace, elapsed)
-	}
+	traced.report(c.Trace, res.Elapsed)
 	if n := other.Load(); n != 0 {
 		return Result{}, fmt.Errorf("lily runtime: conservation: %d events other than acked", n)
 	}
 	if err := errors.Join(tr.check(), checkLilyEmpty(context.WithoutCancel(ctx), t, c.N)); err != nil {
 		return Result{}, fmt.Errorf("lily runtime: %w", err)
 	}
-	return Result{
-		Name: "Lily SQLite, full runtime", N: c.N, Elapsed: elapsed, CPU: measured.CPU,
-		WriteBytes: measured.WriteBytes, WriteCalls: measured.WriteCalls,
-		Notes: fmt.Sprintf("lily.Publish %d/call on 1 goroutine, concurrently lily.Consumer Concurrency=%d Prefetch=%d SettleBatch=%d, handler returns nil",
-			c.PublishBatch, c.Concurrency, c.Prefetch, c.SettleBatch),
-	}, nil
+	return res.done("Lily SQLite, full runtime", c.N,
+		fmt.Sprintf("lily.Publish %d/call on 1 goroutine, concurrently lily.Consumer Concurrency=%d Prefetch=%d SettleBatch=%d, handler returns nil",
+			c.PublishBatch, c.Concurrency, c.Prefetch, c.SettleBatch)), nil
 }
 
 // RunLilyRaw measures the transport without the runtime, on one goroutine:
@@ -180,19 +168,11 @@ func RunLilyRaw(ctx context.Context, c Config) (Result, error) {
 		return Result{}, err
 	}
 	defer cleanup()
-	var t transport.Transport = st
-	var traced *tracedTransport
-	if c.Trace != nil {
-		traced = newTraced(st)
-		t = traced
-	}
+	t, traced := withTrace(c, st)
 
 	tr := newTracker(c.N)
 	msgs := make([]transport.Message, c.N)
-	bodies := make([][]byte, c.N)
-	for i := range bodies {
-		bodies[i] = makeBody(i, c.BodySize)
-	}
+	bodies := makeBodies(c)
 	headers := make([]transport.Headers, c.N)
 	if c.Headers {
 		for i := range headers {
@@ -232,18 +212,11 @@ func RunLilyRaw(ctx context.Context, c Config) (Result, error) {
 			got += len(ds)
 		}
 	}
-	measured := Result{}
-	m.stop(&measured)
-	elapsed := measured.Elapsed
-	if traced != nil {
-		traced.report(c.Trace, elapsed)
-	}
+	res := m.stop()
+	traced.report(c.Trace, res.Elapsed)
 	if err := errors.Join(tr.check(), checkLilyEmpty(ctx, st, c.N)); err != nil {
 		return Result{}, fmt.Errorf("lily raw: %w", err)
 	}
-	return Result{
-		Name: "Lily SQLite transport, raw", N: c.N, Elapsed: elapsed, CPU: measured.CPU,
-		WriteBytes: measured.WriteBytes, WriteCalls: measured.WriteCalls,
-		Notes: fmt.Sprintf("1 goroutine: Publish %d, Receive(Max=%d), Settle %d acks, repeated", c.Batch, c.Batch, c.Batch),
-	}, nil
+	return res.done("Lily SQLite transport, raw", c.N,
+		fmt.Sprintf("1 goroutine: Publish %d, Receive(Max=%d), Settle %d acks, repeated", c.Batch, c.Batch, c.Batch)), nil
 }

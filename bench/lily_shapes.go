@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/lily-mq/lily"
@@ -59,10 +58,9 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 	// reuses such a statement, but re-prepares one made on a *sql.Conn.
 	db := t.DB()
 
-	tuple := "(" + strings.TrimSuffix(strings.Repeat("?,", 8), ",") + ")"
 	insertSQL := func(n int) string {
 		return `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at) VALUES ` +
-			strings.TrimSuffix(strings.Repeat(tuple+",", n), ",")
+			tuples(n, 8)
 	}
 	const (
 		checkSQL  = `SELECT 1 FROM lily_queues WHERE name = ?`
@@ -79,7 +77,6 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 			RETURNING id`
 		ackRowSQL = `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`
 	)
-	prep := func(q string) (*sql.Stmt, error) { return db.PrepareContext(ctx, q) }
 	var stCheck, stLedger, stCand, stLease, stAck, stAckRow, stInsert *sql.Stmt
 	for _, p := range []struct {
 		dst **sql.Stmt
@@ -88,21 +85,10 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 		{&stCheck, checkSQL}, {&stLedger, ledgerSQL}, {&stCand, candSQL},
 		{&stLease, leaseSQL}, {&stAck, ackSQL}, {&stAckRow, ackRowSQL}, {&stInsert, insertSQL(c.Batch)},
 	} {
-		if *p.dst, err = prep(p.q); err != nil {
+		if *p.dst, err = db.PrepareContext(ctx, p.q); err != nil {
 			return Result{}, fmt.Errorf("lily shapes: prepare: %w", err)
 		}
 		defer (*p.dst).Close()
-	}
-	inTx := func(f func(tx *sql.Tx) error) error {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := f(tx); err != nil {
-			tx.Rollback()
-			return err
-		}
-		return tx.Commit()
 	}
 
 	type leased struct {
@@ -111,10 +97,7 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 		body      []byte
 	}
 	tr := newTracker(c.N)
-	bodies := make([][]byte, c.N)
-	for i := range bodies {
-		bodies[i] = makeBody(i, c.BodySize)
-	}
+	bodies := makeBodies(c)
 	args := make([]any, 0, 8*c.Batch)
 	var got []leased
 	pairs := make([][2]int64, 0, c.Batch)
@@ -128,17 +111,12 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 			var hdr []byte // no headers, as in the other runs
 			args = append(args, lilyQueue, lily.NewEventID(), "", "bench", b, hdr, now, now)
 		}
-		if err := inTx(func(tx *sql.Tx) error {
+		if err := inTx(ctx, db, func(tx *sql.Tx) error {
 			var one int
 			if err := tx.StmtContext(ctx, stCheck).QueryRowContext(ctx, lilyQueue).Scan(&one); err != nil {
 				return err
 			}
-			var err error
-			if len(batch) == c.Batch {
-				_, err = tx.StmtContext(ctx, stInsert).ExecContext(ctx, args...)
-			} else {
-				_, err = tx.ExecContext(ctx, insertSQL(len(batch)), args...)
-			}
+			_, err := execBatch(ctx, tx, stInsert, insertSQL, len(batch), c.Batch, args)
 			if err != nil {
 				return err
 			}
@@ -149,7 +127,7 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 		}
 		for done := 0; done < len(batch); {
 			got = got[:0]
-			if err := inTx(func(tx *sql.Tx) error {
+			if err := inTx(ctx, db, func(tx *sql.Tx) error {
 				now := time.Now().UnixMilli()
 				rows, err := tx.StmtContext(ctx, stCand).QueryContext(ctx, lilyQueue, now, c.Batch)
 				if err != nil {
@@ -185,15 +163,14 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 				defer rows.Close()
 				for rows.Next() {
 					var (
-						l                   leased
-						key, typ            string
-						hdr                 []byte
-						count, enqueuedAtMs int64
+						l            leased
+						key, typ     string
+						hdr          []byte
+						enqueuedAtMs int64
 					)
-					if err := rows.Scan(&l.id, &l.eventID, &key, &typ, &l.body, &hdr, &count, &enqueuedAtMs); err != nil {
+					if err := rows.Scan(&l.id, &l.eventID, &key, &typ, &l.body, &hdr, &l.count, &enqueuedAtMs); err != nil {
 						return err
 					}
-					l.count = count
 					got = append(got, l)
 				}
 				return rows.Err()
@@ -217,7 +194,7 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 					return Result{}, err
 				}
 			}
-			if err := inTx(func(tx *sql.Tx) error {
+			if err := inTx(ctx, db, func(tx *sql.Tx) error {
 				var n int64
 				if ackJSON {
 					rows, err := tx.StmtContext(ctx, stAck).QueryContext(ctx, string(js))
@@ -254,8 +231,7 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 			done += len(got)
 		}
 	}
-	measured := Result{}
-	m.stop(&measured)
+	res := m.stop()
 	if err := errors.Join(tr.check(), checkLilyEmpty(ctx, t, c.N)); err != nil {
 		return Result{}, fmt.Errorf("lily shapes: %w", err)
 	}
@@ -263,9 +239,6 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 	if ackJSON {
 		name, how = "Lily schema, other statement shapes, JSON batch ack (experiment)", "one JSON-driven fenced DELETE per settle"
 	}
-	return Result{
-		Name: name, N: c.N, Elapsed: measured.Elapsed, CPU: measured.CPU,
-		WriteBytes: measured.WriteBytes, WriteCalls: measured.WriteCalls,
-		Notes: fmt.Sprintf("as the raw run (%d per publish/lease/settle), statements prepared once on the *sql.DB, fixed-shape lease UPDATE, %s", c.Batch, how),
-	}, nil
+	return res.done(name, c.N,
+		fmt.Sprintf("as the raw run (%d per publish/lease/settle), statements prepared once on the *sql.DB, fixed-shape lease UPDATE, %s", c.Batch, how)), nil
 }

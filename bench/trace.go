@@ -27,8 +27,14 @@ type tracedTransport struct {
 	stats map[string]*callStats
 }
 
-func newTraced(t transport.Transport) *tracedTransport {
-	return &tracedTransport{Transport: t, stats: map[string]*callStats{}}
+// withTrace returns t wrapped in a tracedTransport when c.Trace is set,
+// and the wrapper (nil when not tracing; its report does nothing then).
+func withTrace(c Config, t transport.Transport) (transport.Transport, *tracedTransport) {
+	if c.Trace == nil {
+		return t, nil
+	}
+	tt := &tracedTransport{Transport: t, stats: map[string]*callStats{}}
+	return tt, tt
 }
 
 func (t *tracedTransport) record(method string, items int, d time.Duration) {
@@ -78,8 +84,12 @@ func (t *tracedTransport) Settle(ctx context.Context, p *transport.SettleParams)
 	return err
 }
 
-// report writes one line per method, plus its batch-size histogram.
+// report writes one line per method, plus its batch-size histogram; on a
+// nil t it writes nothing.
 func (t *tracedTransport) report(w io.Writer, elapsed time.Duration) {
+	if t == nil {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, m := range []string{"Publish", "Receive", "Settle"} {

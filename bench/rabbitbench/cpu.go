@@ -27,9 +27,10 @@ func startClock() clock {
 	return clock{wall: time.Now(), client: selfCPU(), broker: b, brokerOK: ok, mallocs: ms.Mallocs}
 }
 
-// stop returns the wall time since start and fills r's CPU figures.
-func (c clock) stop(r *Result) time.Duration {
-	elapsed := time.Since(c.wall)
+// stop returns the Result of run name over n messages: the wall time
+// since start and the CPU and allocation figures.
+func (c clock) stop(name string, n int) Result {
+	r := Result{Name: name, N: n, Duration: time.Since(c.wall)}
 	r.ClientCPU = selfCPU() - c.client
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -37,7 +38,7 @@ func (c clock) stop(r *Result) time.Duration {
 	if b, ok := brokerCPU(); ok && c.brokerOK {
 		r.BrokerCPU = b - c.broker
 	}
-	return elapsed
+	return r
 }
 
 func selfCPU() time.Duration {

@@ -21,15 +21,11 @@ func PlainAck(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer s.close(ctx)
-	ch, err := s.conn.Channel()
+	ch, err := s.channel(false, cfg.Prefetch)
 	if err != nil {
 		return Result{}, err
 	}
 	defer ch.Close()
-	if err := ch.Qos(cfg.Prefetch, 0, false); err != nil {
-		return Result{}, err
-	}
-	res := Result{N: cfg.N}
 	start := startClock()
 	ds, err := ch.Consume(s.qc.Name, "", false, false, false, false, nil)
 	if err != nil {
@@ -45,13 +41,12 @@ func PlainAck(ctx context.Context, cfg Config) (Result, error) {
 			return Result{}, ctx.Err()
 		}
 	}
-	elapsed := start.stop(&res)
+	res := start.stop("plain-ack", cfg.N)
 	quiesce()
 	ch.Close()
 	if err := s.check(0, 0); err != nil {
 		return Result{}, fmt.Errorf("plain-ack: %w", err)
 	}
-	res.Name, res.Duration = "plain-ack", elapsed
 	return res, nil
 }
 
@@ -67,27 +62,22 @@ func PlainPublishConfirm(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer s.close(ctx)
-	ch, err := s.conn.Channel()
+	ch, err := s.channel(true, 0)
 	if err != nil {
 		return Result{}, err
 	}
 	defer ch.Close()
-	if err := ch.Confirm(false); err != nil {
-		return Result{}, err
-	}
 	body := make([]byte, cfg.BodySize)
 	pending := make([]*amqp.DeferredConfirmation, 0, cfg.ConfirmWindow)
 	wait := func() error {
 		for _, dc := range pending {
-			ok, err := dc.WaitContext(ctx)
-			if err != nil || !ok {
-				return fmt.Errorf("plain publish: confirm: ok=%v err=%v", ok, err)
+			if err := waitConfirm(ctx, dc); err != nil {
+				return fmt.Errorf("plain publish: %w", err)
 			}
 		}
 		pending = pending[:0]
 		return nil
 	}
-	res := Result{N: cfg.N}
 	start := startClock()
 	for i := 0; i < cfg.N; i++ {
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, rabbitmq.DeadLetterExchange(s.qc.Exchange), s.qc.Name, true, false,
@@ -105,11 +95,10 @@ func PlainPublishConfirm(ctx context.Context, cfg Config) (Result, error) {
 	if err := wait(); err != nil {
 		return Result{}, err
 	}
-	elapsed := start.stop(&res)
+	res := start.stop("plain-publish-confirm", cfg.N)
 	if err := s.check(1, cfg.N); err != nil {
 		return Result{}, fmt.Errorf("plain-publish-confirm: %w", err)
 	}
-	res.Name, res.Duration = "plain-publish-confirm", elapsed
 	return res, nil
 }
 
@@ -138,23 +127,16 @@ func forward(ctx context.Context, cfg Config, name string, withEvidence bool) (R
 		return Result{}, err
 	}
 	defer s.close(ctx)
-	cch, err := s.conn.Channel()
+	cch, err := s.channel(false, cfg.Prefetch)
 	if err != nil {
 		return Result{}, err
 	}
 	defer cch.Close()
-	pch, err := s.conn.Channel()
+	pch, err := s.channel(true, 0)
 	if err != nil {
 		return Result{}, err
 	}
 	defer pch.Close()
-	if err := pch.Confirm(false); err != nil {
-		return Result{}, err
-	}
-	if err := cch.Qos(cfg.Prefetch, 0, false); err != nil {
-		return Result{}, err
-	}
-	res := Result{N: cfg.N}
 	start := startClock()
 	ds, err := cch.Consume(s.qc.Name, "", false, false, false, false, nil)
 	if err != nil {
@@ -167,9 +149,8 @@ func forward(ctx context.Context, cfg Config, name string, withEvidence bool) (R
 	window := make([]inflight, 0, cfg.Prefetch)
 	flush := func() error {
 		for _, f := range window {
-			ok, err := f.dc.WaitContext(ctx)
-			if err != nil || !ok {
-				return fmt.Errorf("forwarder: confirm ok=%v err=%v", ok, err)
+			if err := waitConfirm(ctx, f.dc); err != nil {
+				return fmt.Errorf("forwarder: %w", err)
 			}
 			if err := f.d.Ack(false); err != nil {
 				return err
@@ -215,12 +196,11 @@ func forward(ctx context.Context, cfg Config, name string, withEvidence bool) (R
 	if err := flush(); err != nil {
 		return Result{}, err
 	}
-	elapsed := start.stop(&res)
+	res := start.stop(name, cfg.N)
 	quiesce()
 	cch.Close()
 	if err := s.check(0, cfg.N); err != nil {
 		return Result{}, fmt.Errorf("%s: %w", name, err)
 	}
-	res.Name, res.Duration = name, elapsed
 	return res, nil
 }

@@ -98,7 +98,6 @@ func (r Result) PerSecond() float64 { return float64(r.N) / r.Duration.Seconds()
 // setup declares a fresh queue with Lily's topology and preloads N
 // messages; cleanup deletes it.
 type setup struct {
-	cfg  Config
 	tr   *rabbitmq.Transport
 	qc   lily.QueueConfig
 	conn *amqp.Connection
@@ -119,7 +118,7 @@ func newSetup(ctx context.Context, cfg Config, name string) (*setup, error) {
 		tr.Close()
 		return nil, err
 	}
-	s := &setup{cfg: cfg, tr: tr, qc: qc, conn: conn}
+	s := &setup{tr: tr, qc: qc, conn: conn}
 	msgs := make([]lily.Message, 0, 1000)
 	body := make([]byte, cfg.BodySize)
 	for i := 0; i < cfg.N; i++ {
@@ -139,6 +138,34 @@ func (s *setup) close(ctx context.Context) {
 	s.tr.DeleteQueues(ctx, s.qc.Spec())
 	s.conn.Close()
 	s.tr.Close()
+}
+
+// channel opens a channel on the setup's connection, in confirm mode if
+// confirm, with prefetch if it is positive.
+func (s *setup) channel(confirm bool, prefetch int) (*amqp.Channel, error) {
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return nil, err
+	}
+	if confirm {
+		err = ch.Confirm(false)
+	}
+	if err == nil && prefetch > 0 {
+		err = ch.Qos(prefetch, 0, false)
+	}
+	if err != nil {
+		ch.Close()
+		return nil, err
+	}
+	return ch, nil
+}
+
+// waitConfirm waits for the broker's confirm of one publish.
+func waitConfirm(ctx context.Context, dc *amqp.DeferredConfirmation) error {
+	if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+		return fmt.Errorf("confirm: ok=%v err=%v", ok, err)
+	}
+	return nil
 }
 
 // depth returns the ready messages of a queue.
@@ -186,7 +213,6 @@ func runLily(ctx context.Context, cfg Config, name string, fail error) (Result, 
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	res := Result{N: cfg.N}
 	start := startClock()
 	errc := make(chan error, 1)
 	go func() { errc <- c.Run(runCtx) }()
@@ -195,7 +221,7 @@ func runLily(ctx context.Context, cfg Config, name string, fail error) (Result, 
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
-	elapsed := start.stop(&res)
+	res := start.stop(name, cfg.N)
 	quiesce()
 	cancel()
 	if err := <-errc; err != nil {
@@ -209,7 +235,6 @@ func runLily(ctx context.Context, cfg Config, name string, fail error) (Result, 
 	if err := s.check(0, wantDLQ); err != nil {
 		return Result{}, fmt.Errorf("%s: %w", name, err)
 	}
-	res.Name, res.Duration = name, elapsed
 	return res, nil
 }
 

@@ -95,14 +95,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 // all builds each size and measures it in a child process (so that the
 // peak RSS reported is that size's alone), then runs the redrive.
 func all(ctx context.Context, sizeList, dir string, n int, rate float64, stdout, stderr io.Writer) error {
-	if dir == "" {
-		d, err := os.MkdirTemp("", "catalogbench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := workDir(dir)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -127,9 +124,7 @@ func all(ctx context.Context, sizeList, dir string, n int, rate float64, stdout,
 			return fmt.Errorf("ops output: %w", err)
 		}
 		results = append(results, rs...)
-		os.Remove(db)
-		os.Remove(db + "-wal")
-		os.Remove(db + "-shm")
+		removeDB(db)
 	}
 	if err := printOps(stdout, results, false); err != nil {
 		return err
@@ -206,3 +201,24 @@ func (h *heapSampler) Stop() int64 {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// workDir returns dir, or when it is empty a new temporary directory that
+// cleanup removes.
+func workDir(dir string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", "catalogbench-")
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// removeDB removes a SQLite database file and its WAL and shared-memory
+// files.
+func removeDB(path string) {
+	os.Remove(path)
+	os.Remove(path + "-wal")
+	os.Remove(path + "-shm")
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -43,20 +42,13 @@ type redriveResult struct {
 // queue, then mark redriven), checking that every one arrived.
 func redrive(ctx context.Context, dir string, n int, rate float64) (redriveResult, error) {
 	res := redriveResult{Entries: n, Target: rate}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "catalogbench-")
-		if err != nil {
-			return res, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := workDir(dir)
+	if err != nil {
+		return res, err
 	}
+	defer cleanup()
 	path := filepath.Join(dir, fmt.Sprintf("redrive-%d.db", time.Now().UnixNano()))
-	defer func() {
-		os.Remove(path)
-		os.Remove(path + "-wal")
-		os.Remove(path + "-shm")
-	}()
+	defer removeDB(path)
 	tr, err := sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
 		return res, err

@@ -26,7 +26,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"modernc.org/sqlite"
@@ -102,9 +101,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 				if bestCal == 0 || cal < bestCal {
 					bestCal = cal
 				}
-				busy0, self0 := hostBusy(), selfCPU()
+				busy0, self0 := hostBusy(), bench.CPUTime()
 				res, err := r.Run(ctx, c)
-				other := ((hostBusy() - busy0) - (selfCPU() - self0)).Seconds() / max(res.Elapsed.Seconds(), 1e-9)
+				other := ((hostBusy() - busy0) - (bench.CPUTime() - self0)).Seconds() / max(res.Elapsed.Seconds(), 1e-9)
 				if err != nil {
 					fmt.Fprintf(stderr, "sqlitebench: %s run %d: FAILED: %v\n", r.Name, i+1, err)
 					return 1
@@ -209,23 +208,14 @@ func hostBusy() time.Duration {
 	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
 }
 
-// selfCPU returns this process's user+system CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // waitQuiet waits, up to limit, for a one-second window in which other
 // processes use less than 15% of one core.
 func waitQuiet(ctx context.Context, limit time.Duration) {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		b0, s0 := hostBusy(), selfCPU()
+		b0, s0 := hostBusy(), bench.CPUTime()
 		time.Sleep(time.Second)
-		if (hostBusy()-b0)-(selfCPU()-s0) < 150*time.Millisecond {
+		if (hostBusy()-b0)-(bench.CPUTime()-s0) < 150*time.Millisecond {
 			return
 		}
 	}
