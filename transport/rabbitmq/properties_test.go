@@ -17,6 +17,7 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // TestHandOffKeepsPropertiesAndHeaders publishes a message the way a
@@ -79,17 +80,7 @@ func TestHandOffKeepsPropertiesAndHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	go func() {
-		for !dead.Load() && runCtx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		cancel()
-	}()
-	if err := c.Run(runCtx); err != nil {
-		t.Fatal(err)
-	}
+	transporttest.RunUntil(t, c, 30*time.Second, dead.Load)
 	d, ok, err := ch.Get(rabbitmq.DeadLetterQueue(qc.Name), true)
 	if err != nil || !ok {
 		t.Fatalf("no dead letter: %v", err)
