@@ -234,9 +234,9 @@ func messageHeaders(m transport.Message, extra transport.Headers) ([]kgo.RecordH
 // <offset>" for a record written by another producer) and type.
 func recordMessage(r *kgo.Record) (transport.Message, transport.Headers) {
 	h := DecodeHeaders(r.Headers)
-	internal := transport.Headers{}
+	var internal transport.Headers // nil (readable) unless the record has some
 	if v, ok := h[HeaderDueAt]; ok {
-		internal[HeaderDueAt] = v
+		internal = transport.Headers{HeaderDueAt: v}
 		delete(h, HeaderDueAt)
 	}
 	m := transport.Message{Body: r.Value, Headers: h}

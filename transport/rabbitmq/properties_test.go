@@ -81,6 +81,14 @@ func TestHandOffKeepsPropertiesAndHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	transporttest.RunUntil(t, c, 30*time.Second, dead.Load)
+	// Conservation: the one message is dead-lettered, once, and nothing is
+	// left in the queue or its buckets.
+	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("in flight at the end: %d (%v), want 0", n, err)
+	}
+	if n, err := tr.DeadLetterDepth(ctx, qc.Name); err != nil || n != 1 {
+		t.Errorf("dead-letter queue holds %d (%v), want 1", n, err)
+	}
 	d, ok, err := ch.Get(rabbitmq.DeadLetterQueue(qc.Name), true)
 	if err != nil || !ok {
 		t.Fatalf("no dead letter: %v", err)
