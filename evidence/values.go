@@ -32,6 +32,12 @@ func textOf(v any) (string, bool) {
 	return "", false
 }
 
+// Int reads an integer header value the way Decode reads Lily's numeric headers
+// (x-lily-delivery-count, x-lily-source-partition, ...): any Go integer type, an
+// integral float, a json.Number or decimal text (string or []byte, surrounding spaces
+// ignored). It is not the x-retry-count check: use RetryCount for that.
+func Int(v any) (int64, bool) { return intOf(v) }
+
 // intOf returns v as an integer when it is any Go integer type, an integral float, a
 // json.Number or decimal text (string or []byte, surrounding spaces ignored).
 func intOf(v any) (int64, bool) {

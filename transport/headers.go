@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -192,18 +191,6 @@ func decodeTable(m map[string]typedValue) (Headers, error) {
 	return h, nil
 }
 
-func parseFloat(s string, bits int) (float64, error) {
-	switch s {
-	case "NaN":
-		return math.NaN(), nil
-	case "+Inf":
-		return math.Inf(1), nil
-	case "-Inf":
-		return math.Inf(-1), nil
-	}
-	return strconv.ParseFloat(s, bits)
-}
-
 func decodeValue(tv typedValue) (any, error) {
 	switch {
 	case tv.N:
@@ -223,10 +210,10 @@ func decodeValue(tv typedValue) (any, error) {
 	case tv.I64 != nil:
 		return *tv.I64, nil
 	case tv.F32 != nil:
-		f, err := parseFloat(*tv.F32, 32)
+		f, err := strconv.ParseFloat(*tv.F32, 32) // also reads NaN, +Inf, -Inf
 		return float32(f), err
 	case tv.F64 != nil:
-		return parseFloat(*tv.F64, 64)
+		return strconv.ParseFloat(*tv.F64, 64)
 	case tv.Ts != nil:
 		return time.Parse(time.RFC3339Nano, *tv.Ts)
 	case tv.E:

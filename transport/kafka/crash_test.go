@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // The crash test re-executes this test binary as a consumer process that
@@ -60,7 +60,7 @@ func crashChild(brokers, queue, logPath string) int {
 	}
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if string(d.Body) == "poison" {
-			os.Exit(7) // the process dies mid-handler: no catch block sees it
+			os.Exit(transporttest.CrashExitCode) // the process dies mid-handler: no catch block sees it
 		}
 		logf.WriteString(d.EventID + "\n")
 		return logf.Sync()
@@ -69,14 +69,7 @@ func crashChild(brokers, queue, logPath string) int {
 	if err != nil {
 		return 3
 	}
-	go func() {
-		for range time.Tick(50 * time.Millisecond) {
-			if n, err := tr.InFlight(ctx, queue); err == nil && n == 0 {
-				cancel()
-				return
-			}
-		}
-	}()
+	go transporttest.CancelWhenIdle(ctx, tr, queue, 50*time.Millisecond, cancel)
 	if err := c.Run(ctx); err != nil {
 		return 3
 	}
@@ -109,24 +102,8 @@ func TestCrashTypePoison(t *testing.T) {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(t.TempDir(), "acked.log")
-	restarts := 0
-	for {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildBrokers+"="+strings.Join(c.ListenAddrs(), ","),
-			crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath)
-		cmd.Stderr = os.Stderr
-		err := cmd.Run()
-		if err == nil {
-			break
-		}
-		if cmd.ProcessState.ExitCode() != 7 {
-			t.Fatalf("consumer process failed (not the poison's exit): %v", err)
-		}
-		restarts++
-		if restarts > 10 {
-			t.Fatalf("consumer died %d times: the poison is not bounded by the delivery limit", restarts)
-		}
-	}
+	restarts := transporttest.RunCrashChildren(t, crashChildBrokers+"="+strings.Join(c.ListenAddrs(), ","),
+		crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath)
 	if restarts != qc.DeliveryLimit {
 		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.DeliveryLimit)
 	}
@@ -165,14 +142,7 @@ func TestCrashTypePoison(t *testing.T) {
 	if behind == 0 {
 		t.Error("no record behind the poison in its partition: the test proves less than it should")
 	}
-	data, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	processed := map[string]bool{}
-	for _, id := range strings.Fields(string(data)) {
-		processed[id] = true
-	}
+	processed := transporttest.ReadIDs(t, logPath)
 	for i, m := range msgs {
 		if i != poison && !processed[m.EventID] {
 			t.Errorf("message %d (%s, key %s) was not processed", i, m.Body, m.Key)

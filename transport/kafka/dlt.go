@@ -119,7 +119,7 @@ func deadLetter(queue string, r *kgo.Record) *transport.Delivery {
 	m, _ := recordMessage(r)
 	d := &transport.Delivery{Message: m, Queue: queue, DeliveryCount: 1, EnqueuedAt: r.Timestamp,
 		Partition: r.Partition, Offset: r.Offset, HasOffset: true, MessageID: recordID(r)}
-	if n, ok := intHeader(m.Headers[evidence.HeaderDeliveryCount]); ok && n > 0 {
+	if n, ok := evidence.Int(m.Headers[evidence.HeaderDeliveryCount]); ok && n > 0 {
 		d.DeliveryCount = int(n)
 	}
 	return d

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -191,10 +190,10 @@ func decodeValue(b []byte, code string) (any, bool) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		return n, err == nil
 	case typeF32:
-		f, err := parseFloat(s, 32)
+		f, err := strconv.ParseFloat(s, 32) // also reads NaN, +Inf, -Inf
 		return float32(f), err == nil
 	case typeF64:
-		f, err := parseFloat(s, 64)
+		f, err := strconv.ParseFloat(s, 64)
 		return f, err == nil
 	case typeTime:
 		t, err := time.Parse(time.RFC3339Nano, s)
@@ -208,18 +207,6 @@ func decodeValue(b []byte, code string) (any, bool) {
 		return v, ok
 	}
 	return nil, false
-}
-
-func parseFloat(s string, bits int) (float64, error) {
-	switch s {
-	case "NaN":
-		return math.NaN(), nil
-	case "+Inf":
-		return math.Inf(1), nil
-	case "-Inf":
-		return math.Inf(-1), nil
-	}
-	return strconv.ParseFloat(s, bits)
 }
 
 // message builds the record headers of m: its headers plus the event ID
@@ -247,9 +234,9 @@ func messageHeaders(m transport.Message, extra transport.Headers) ([]kgo.RecordH
 // <offset>" for a record written by another producer) and type.
 func recordMessage(r *kgo.Record) (transport.Message, transport.Headers) {
 	h := DecodeHeaders(r.Headers)
-	internal := transport.Headers{}
+	var internal transport.Headers // nil (readable) unless the record has some
 	if v, ok := h[HeaderDueAt]; ok {
-		internal[HeaderDueAt] = v
+		internal = transport.Headers{HeaderDueAt: v}
 		delete(h, HeaderDueAt)
 	}
 	m := transport.Message{Body: r.Value, Headers: h}
@@ -277,27 +264,4 @@ func textHeader(v any) string {
 		return string(x)
 	}
 	return ""
-}
-
-// intHeader reads an integer header of any integer type or decimal text.
-func intHeader(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int8:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case int64:
-		return x, true
-	case int:
-		return int64(x), true
-	case string:
-		n, err := strconv.ParseInt(x, 10, 64)
-		return n, err == nil
-	case []byte:
-		n, err := strconv.ParseInt(string(x), 10, 64)
-		return n, err == nil
-	}
-	return 0, false
 }

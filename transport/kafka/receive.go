@@ -146,15 +146,15 @@ func (c *instance) newEntry(p *part, r *kgo.Record) *entry {
 	if !p.retry {
 		return e
 	}
-	if n, ok := intHeader(msg.Headers[evidence.HeaderSourcePartition]); ok {
+	if n, ok := evidence.Int(msg.Headers[evidence.HeaderSourcePartition]); ok {
 		e.srcPart = int32(n)
 	}
-	if n, ok := intHeader(msg.Headers[evidence.HeaderSourceOffset]); ok {
+	if n, ok := evidence.Int(msg.Headers[evidence.HeaderSourceOffset]); ok {
 		e.srcOff = n
 	}
 	delete(msg.Headers, evidence.HeaderSourcePartition)
 	delete(msg.Headers, evidence.HeaderSourceOffset)
-	if ms, ok := intHeader(internal[HeaderDueAt]); ok {
+	if ms, ok := evidence.Int(internal[HeaderDueAt]); ok {
 		e.due = time.UnixMilli(ms)
 	} else {
 		e.due = r.Timestamp.Add(p.delay)

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -101,10 +102,16 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 
 // held reports whether the receipt's hand-out is still this consumer's.
 func (r *receipt) held() error {
-	c := r.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closing || c.parts[r.p.tp] != r.p || r.e.state != stateHanded || r.e.hands != r.hands {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	return r.heldLocked()
+}
+
+// heldLocked is held with the consumer's lock taken: transport.ErrLeaseLost
+// when the consumer stopped, the partition moved or the hand-out was
+// settled or handed out again since.
+func (r *receipt) heldLocked() error {
+	if r.c.closing || r.c.parts[r.p.tp] != r.p || r.e.state != stateHanded || r.e.hands != r.hands {
 		return fmt.Errorf("kafka: %s offset %d: consumer stopped or partition moved to another member; it will be redelivered: %w",
 			r.p.tp.Topic, r.e.rec.Offset, transport.ErrLeaseLost)
 	}
@@ -116,9 +123,8 @@ func (r *receipt) mark(a transport.Action, delay time.Duration) error {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closing || c.parts[r.p.tp] != r.p || r.e.state != stateHanded || r.e.hands != r.hands {
-		return fmt.Errorf("kafka: %s offset %d: consumer stopped or partition moved to another member; it will be redelivered: %w",
-			r.p.tp.Topic, r.e.rec.Offset, transport.ErrLeaseLost)
+	if err := r.heldLocked(); err != nil {
+		return err
 	}
 	p, e := r.p, r.e
 	p.handed--
@@ -151,11 +157,7 @@ func (t *Transport) handOff(ctx context.Context, s transport.Settlement, rc *rec
 	} else {
 		ms := s.Delay.Milliseconds()
 		if spec, ok := t.spec(queue); ok {
-			found := false
-			for _, b := range spec.BucketsMillis {
-				found = found || b == ms
-			}
-			if !found {
+			if !slices.Contains(spec.BucketsMillis, ms) {
 				return nil, fmt.Errorf("kafka: retry of %s after %dms: queue %s has no such bucket (buckets %v): the runtime and topology disagree", m.EventID, ms, queue, spec.BucketsMillis)
 			}
 		}

@@ -7,10 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,7 +71,7 @@ func crashChild(queue, logPath, catalogPath string) int {
 	var mu sync.Mutex
 	c, err := lily.NewConsumer(consumed, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if string(d.Body) == "poison" {
-			os.Exit(7) // the process dies mid-handler: no catch block sees it
+			os.Exit(transporttest.CrashExitCode) // the process dies mid-handler: no catch block sees it
 		}
 		// Processed: logged before the ack, so a death between the two
 		// logs it twice (redelivered), never not at all.
@@ -86,14 +84,7 @@ func crashChild(queue, logPath, catalogPath string) int {
 	if err != nil {
 		return 3
 	}
-	go func() {
-		for range time.Tick(50 * time.Millisecond) {
-			if n, err := tr.InFlight(ctx, queue); err == nil && n == 0 {
-				cancel()
-				return
-			}
-		}
-	}()
+	go transporttest.CancelWhenIdle(ctx, tr, queue, 50*time.Millisecond, cancel)
 	if err := c.Run(ctx); err != nil {
 		return 3
 	}
@@ -137,7 +128,7 @@ func TestCrashTypePoison(t *testing.T) {
 	if r, ok := evidence.BrokerReason(dls[0].Headers); !ok || r != evidence.ReasonDeliveryLimit {
 		t.Errorf("broker dead-letter reason %q (%v), want delivery_limit", r, ok)
 	}
-	acked := readAcked(t, logPath)
+	acked := transporttest.ReadIDs(t, logPath)
 	// Conservation: every message but the poison acked, none invented.
 	for i, m := range msgs {
 		if i != 3 && !acked[m.EventID] {
@@ -152,41 +143,11 @@ func TestCrashTypePoison(t *testing.T) {
 	}
 }
 
-// readAcked returns the event IDs the consumer processes logged.
-func readAcked(t *testing.T, logPath string) map[string]bool {
-	t.Helper()
-	data, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	acked := map[string]bool{}
-	for _, id := range strings.Fields(string(data)) {
-		acked[id] = true
-	}
-	return acked
-}
-
 // runCrashChildren runs consumer subprocesses one after the other until one
 // ends normally and returns how many died on the poison.
 func runCrashChildren(t *testing.T, queue, logPath, catalogPath string) int {
 	t.Helper()
-	restarts := 0
-	for {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildQueue+"="+queue, crashChildLog+"="+logPath, crashChildCatalog+"="+catalogPath)
-		cmd.Stderr = os.Stderr
-		err := cmd.Run()
-		if err == nil {
-			return restarts
-		}
-		if cmd.ProcessState.ExitCode() != 7 {
-			t.Fatalf("consumer process failed (not the poison's exit): %v", err)
-		}
-		restarts++
-		if restarts > 10 {
-			t.Fatalf("consumer died %d times: the poison is not bounded by the delivery limit", restarts)
-		}
-	}
+	return transporttest.RunCrashChildren(t, crashChildQueue+"="+queue, crashChildLog+"="+logPath, crashChildCatalog+"="+catalogPath)
 }
 
 // TestCrashTypePoisonParksItsKey is TestCrashTypePoison with ordering park
@@ -226,7 +187,7 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 	if restarts := runCrashChildren(t, qc.Name, logPath, catPath); restarts != qc.DeliveryLimit {
 		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.DeliveryLimit)
 	}
-	acked := readAcked(t, logPath)
+	acked := transporttest.ReadIDs(t, logPath)
 	for i, m := range msgs {
 		if want := i%keys != 3; acked[m.EventID] != want {
 			t.Errorf("message %d (key %s) processed = %v, want %v", i, m.Key, acked[m.EventID], want)

@@ -20,6 +20,7 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // cutProxy forwards TCP connections to the broker and can cut them all at
@@ -270,17 +271,7 @@ func TestUnroutableHandOffKeepsOriginal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	go func() {
-		for !dead.Load() && runCtx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		cancel()
-	}()
-	if err := c.Run(runCtx); err != nil {
-		t.Fatal(err)
-	}
+	transporttest.RunUntil(t, c, 60*time.Second, dead.Load)
 	if !unroutable.Load() {
 		t.Fatal("the hand-off to an unbound dead-letter queue was not reported as unroutable")
 	}

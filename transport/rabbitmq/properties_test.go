@@ -17,6 +17,7 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // TestHandOffKeepsPropertiesAndHeaders publishes a message the way a
@@ -79,16 +80,14 @@ func TestHandOffKeepsPropertiesAndHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	go func() {
-		for !dead.Load() && runCtx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		cancel()
-	}()
-	if err := c.Run(runCtx); err != nil {
-		t.Fatal(err)
+	transporttest.RunUntil(t, c, 30*time.Second, dead.Load)
+	// Conservation: the one message is dead-lettered, once, and nothing is
+	// left in the queue or its buckets.
+	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("in flight at the end: %d (%v), want 0", n, err)
+	}
+	if n, err := tr.DeadLetterDepth(ctx, qc.Name); err != nil || n != 1 {
+		t.Errorf("dead-letter queue holds %d (%v), want 1", n, err)
 	}
 	d, ok, err := ch.Get(rabbitmq.DeadLetterQueue(qc.Name), true)
 	if err != nil || !ok {

@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/lily-mq/lily/transport"
 )
@@ -77,11 +78,7 @@ func (t *Transport) handOff(s transport.Settlement, rc receipt) (outMsg, error) 
 		return outMsg{exchange: DeadLetterExchange(spec.Exchange), key: spec.Name, pub: pub}, nil
 	}
 	ms := s.Delay.Milliseconds()
-	found := false
-	for _, b := range spec.BucketsMillis {
-		found = found || b == ms
-	}
-	if !found {
+	if !slices.Contains(spec.BucketsMillis, ms) {
 		return outMsg{}, fmt.Errorf("rabbitmq: retry of %s after %dms: queue %s has no such bucket (buckets %v): the runtime and topology disagree", m.EventID, ms, spec.Name, spec.BucketsMillis)
 	}
 	return outMsg{exchange: RetryExchange(spec.Exchange), key: BucketQueue(spec.Name, ms), pub: pub}, nil

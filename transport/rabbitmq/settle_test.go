@@ -96,4 +96,7 @@ func TestCombinedAcksSkipUnsettled(t *testing.T) {
 	if n, err := tr.DeadLetterDepth(ctx, qc.Name); err != nil || n != 1 {
 		t.Errorf("dead-letter queue holds %d (%v), want 1", n, err)
 	}
+	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("in flight at the end: %d (%v), want 0", n, err)
+	}
 }

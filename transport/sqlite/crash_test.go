@@ -20,6 +20,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // The crash test re-executes this test binary as a child process: a
@@ -76,17 +77,10 @@ func crashConsumer(db string) int {
 		return 3
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		if os.Getenv(childStop) != "1" {
-			return // runs until killed
-		}
-		for range time.Tick(20 * time.Millisecond) {
-			if n, err := tr.InFlight(ctx, crashQ); err == nil && n == 0 {
-				cancel()
-				return
-			}
-		}
-	}()
+	defer cancel()
+	if os.Getenv(childStop) == "1" { // else runs until killed
+		go transporttest.CancelWhenIdle(ctx, tr, crashQ, 20*time.Millisecond, cancel)
+	}
 	if err := c.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3

@@ -43,22 +43,45 @@ func TestKeyOrder(t *testing.T) {
 	if got, want := summary(second), []string{"k1/2", "j1/2", "n1/2"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("after the lease expired = %v, want %v", got, want)
 	}
+	acked := map[string]bool{}
 	ack := func(ds ...*transport.Delivery) {
 		t.Helper()
 		var ss []transport.Settlement
 		for _, d := range ds {
 			ss = append(ss, transport.Settlement{Delivery: d, Action: transport.Ack})
+			acked[d.EventID] = true
 		}
 		if err := tr.Settle(context.Background(), &transport.SettleParams{Settlements: ss}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ack(second[0], second[2]) // k1 and n1 done, j1 still held
-	if got, want := summary(receive(t, tr, p)), []string{"k2/1"}; !reflect.DeepEqual(got, want) {
+	third := receive(t, tr, p)
+	if got, want := summary(third), []string{"k2/1"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("after k1 = %v, want %v", got, want)
 	}
 	ack(second[1])
-	if got, want := summary(receive(t, tr, p)), []string{"j2/1"}; !reflect.DeepEqual(got, want) {
+	fourth := receive(t, tr, p)
+	if got, want := summary(fourth), []string{"j2/1"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("after j1 = %v, want %v (k3 waits for k2)", got, want)
+	}
+	ack(third...)
+	ack(fourth...)
+	last := receive(t, tr, p)
+	if got, want := summary(last), []string{"k3/1"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after k2 = %v, want %v", got, want)
+	}
+	ack(last...)
+	// Conservation: every published message acked once, none left, none invented.
+	for _, m := range msgs {
+		if !acked[m.EventID] {
+			t.Errorf("%s was never acked", m.EventID)
+		}
+	}
+	if len(acked) != len(msgs) {
+		t.Errorf("acked %d distinct messages, want %d", len(acked), len(msgs))
+	}
+	if n := inFlight(t, tr, "q"); n != 0 {
+		t.Errorf("in flight at the end: %d, want 0", n)
 	}
 }

@@ -21,6 +21,27 @@ func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) err
 	if len(p.Messages) == 0 {
 		return nil
 	}
+	if err := t.checkPublish(p); err != nil {
+		return err
+	}
+	tx, err := t.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite transport: publish: %w", err)
+	}
+	defer tx.Rollback()
+	if err := t.enqueue(ctx, tx, p); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite transport: publish commit: %w", err)
+	}
+	t.signal()
+	return nil
+}
+
+// checkPublish checks what Publish and PublishTx check before writing: the
+// transport is open and every message has an event ID.
+func (t *Transport) checkPublish(p *transport.PublishParams) error {
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
@@ -29,27 +50,23 @@ func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) err
 			return fmt.Errorf("sqlite transport: publish to %s: message %d has no event ID", p.Queue, i)
 		}
 	}
-	tx, err := t.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite transport: publish: %w", err)
-	}
-	defer tx.Rollback()
+	return nil
+}
+
+// enqueue writes p's messages in tx: the queue must exist; they are counted
+// as accepted in the ledger unless p.Redrive is set (a redriven message was
+// counted when it was first accepted).
+func (t *Transport) enqueue(ctx context.Context, tx *sql.Tx, p *transport.PublishParams) error {
 	if err := checkQueue(ctx, tx, p.Queue); err != nil {
 		return err
 	}
 	if err := insertMessages(ctx, tx, p.Queue, p.Messages, t.now()); err != nil {
 		return err
 	}
-	if !p.Redrive { // a redriven message was counted when it was first accepted
-		if err := catalog.AddCountsTx(ctx, tx, p.Queue, int64(len(p.Messages)), 0); err != nil {
-			return err
-		}
+	if p.Redrive {
+		return nil
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite transport: publish commit: %w", err)
-	}
-	t.signal()
-	return nil
+	return catalog.AddCountsTx(ctx, tx, p.Queue, int64(len(p.Messages)), 0)
 }
 
 func checkQueue(ctx context.Context, tx *sql.Tx, queue string) error {
@@ -133,22 +150,8 @@ func (t *Transport) PublishTx(ctx context.Context, tx *sql.Tx, p *transport.Publ
 	if len(p.Messages) == 0 {
 		return nil
 	}
-	if err := t.checkOpen(); err != nil {
+	if err := t.checkPublish(p); err != nil {
 		return err
 	}
-	for i := range p.Messages {
-		if p.Messages[i].EventID == "" {
-			return fmt.Errorf("sqlite transport: publish to %s: message %d has no event ID", p.Queue, i)
-		}
-	}
-	if err := checkQueue(ctx, tx, p.Queue); err != nil {
-		return err
-	}
-	if err := insertMessages(ctx, tx, p.Queue, p.Messages, t.now()); err != nil {
-		return err
-	}
-	if p.Redrive {
-		return nil
-	}
-	return catalog.AddCountsTx(ctx, tx, p.Queue, int64(len(p.Messages)), 0)
+	return t.enqueue(ctx, tx, p)
 }
