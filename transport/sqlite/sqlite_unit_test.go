@@ -134,6 +134,25 @@ func entries(t *testing.T, tr *Transport, queue string) []*catalog.Entry {
 // mixedReady leaves q with, in queue order: m1 (first delivery), m2 (first
 // delivery), m3 (redelivered once), m4 (never delivered). Retry resets the
 // count of m1 and m2; Release keeps m3's.
+// conserved acks ds, then checks that queue's ledger balances: every
+// message published is acked, dead-lettered or discarded, none in flight.
+func conserved(t *testing.T, tr *Transport, queue string, ds ...*transport.Delivery) {
+	t.Helper()
+	if len(ds) > 0 {
+		ss := make([]transport.Settlement, len(ds))
+		for i, d := range ds {
+			ss[i] = transport.Settlement{Delivery: d, Action: transport.Ack}
+		}
+		if err := settle(tr, ss...); err != nil {
+			t.Fatalf("final acks: %v", err)
+		}
+	}
+	r := ledger(t, tr)[queue]
+	if r.InFlight != 0 || r.Lost != 0 || r.Accepted != r.Acked+r.DeadLettered+r.Discarded {
+		t.Errorf("ledger of %s = %+v, want every message settled and none in flight", queue, r)
+	}
+}
+
 func mixedReady(t *testing.T, tr *Transport) {
 	t.Helper()
 	publish(t, tr, "q", "m1", "m2", "m3", "m4")
@@ -162,23 +181,30 @@ func TestIsolateRedeliveries(t *testing.T) {
 			t.Fatalf("RecoverLeases = %d, %v", n, err)
 		}
 		p := transport.ReceiveParams{Max: 10, IsolateRedeliveries: true}
-		if got := summary(receive(t, tr, p)); !reflect.DeepEqual(got, []string{"m1/2"}) {
+		head := receive(t, tr, p)
+		if got := summary(head); !reflect.DeepEqual(got, []string{"m1/2"}) {
 			t.Errorf("redelivered head: %v, want [m1/2] alone", got)
 		}
-		if got := summary(receive(t, tr, p)); !reflect.DeepEqual(got, []string{"m2/1", "m3/1"}) {
+		rest := receive(t, tr, p)
+		if got := summary(rest); !reflect.DeepEqual(got, []string{"m2/1", "m3/1"}) {
 			t.Errorf("then: %v, want [m2/1 m3/1]", got)
 		}
+		conserved(t, tr, "q", append(head, rest...)...)
 	})
 	t.Run("batch stops before the first redelivery", func(t *testing.T) {
 		tr := open(t, Options{Now: newClock().Now}, "q")
 		mixedReady(t, tr)
 		p := transport.ReceiveParams{Max: 10, IsolateRedeliveries: true}
 		// Retried copies are new rows: they queue behind m3 and m4.
+		var all []*transport.Delivery
 		for i, want := range [][]string{{"m3/2"}, {"m4/1", "m1/1", "m2/1"}, {}} {
-			if got := summary(receive(t, tr, p)); !reflect.DeepEqual(got, want) {
+			ds := receive(t, tr, p)
+			if got := summary(ds); !reflect.DeepEqual(got, want) {
 				t.Errorf("receive %d = %v, want %v", i, got, want)
 			}
+			all = append(all, ds...)
 		}
+		conserved(t, tr, "q", all...)
 	})
 	t.Run("without the flag batches mix", func(t *testing.T) {
 		tr := open(t, Options{Now: newClock().Now}, "q")
@@ -194,6 +220,7 @@ func TestIsolateRedeliveries(t *testing.T) {
 		if ds[0].Headers != nil {
 			t.Errorf("released message headers changed: %#v", ds[0].Headers)
 		}
+		conserved(t, tr, "q", ds...)
 	})
 }
 
@@ -305,6 +332,7 @@ func TestStaleReceiptAfterRetryIsFenced(t *testing.T) {
 	if err := settle(tr, transport.Settlement{Delivery: c[0], Action: transport.Ack}); err != nil {
 		t.Errorf("C's ack = %v, want nil", err)
 	}
+	conserved(t, tr, "q")
 }
 
 func TestVisibilityTimeoutRedelivers(t *testing.T) {
@@ -327,6 +355,7 @@ func TestVisibilityTimeoutRedelivers(t *testing.T) {
 	if again[0].MessageID != first[0].MessageID || string(again[0].Body) != "body-m" {
 		t.Errorf("redelivery is a different message: %+v", again[0])
 	}
+	conserved(t, tr, "q", again...)
 }
 
 func TestRecoverLeasesOnlyNamedConsumer(t *testing.T) {
@@ -369,6 +398,7 @@ func TestRecoverLeasesOnlyNamedConsumer(t *testing.T) {
 	if n := recover("C"); n != 2 {
 		t.Errorf("RecoverLeases(C) = %d, want 2", n)
 	}
+	conserved(t, tr, "q", receive(t, tr, transport.ReceiveParams{Max: 10, Consumer: "D"})...)
 }
 
 func TestReceiveWakesOnPublish(t *testing.T) {
@@ -538,6 +568,7 @@ func TestPublishManyAndHeaders(t *testing.T) {
 	if r := ledger(t, tr)["q"]; r.Accepted != 250 || r.InFlight != 250 || r.Lost != 0 {
 		t.Errorf("ledger = %+v", r)
 	}
+	conserved(t, tr, "q", ds...)
 }
 
 func TestInFlightCountsReadyLeasedDelayed(t *testing.T) {
@@ -578,9 +609,12 @@ func TestInFlightCountsReadyLeasedDelayed(t *testing.T) {
 		t.Errorf("1ms before the delay: %v", summary(ds))
 	}
 	clk.Advance(time.Millisecond)
-	if ds := receive(t, tr, transport.ReceiveParams{Max: 10}); !reflect.DeepEqual(summary(ds), []string{"m1/1"}) {
-		t.Errorf("at the delay: %v, want [m1/1]", summary(ds))
+	due := receive(t, tr, transport.ReceiveParams{Max: 10})
+	if !reflect.DeepEqual(summary(due), []string{"m1/1"}) {
+		t.Errorf("at the delay: %v, want [m1/1]", summary(due))
 	}
+	conserved(t, tr, "q", due...)
+	conserved(t, tr, "other", receive(t, tr, transport.ReceiveParams{Queue: "other", Max: 10})...)
 }
 
 func TestLedgerAfterPublishAckDeadLetter(t *testing.T) {
@@ -657,17 +691,21 @@ func TestSettlePerRowFailures(t *testing.T) {
 	if err := settle(tr); err != nil {
 		t.Errorf("empty Settle = %v", err)
 	}
+	conserved(t, tr, "q")
 }
 
 func TestReceiveMaxBelowOne(t *testing.T) {
 	tr := open(t, Options{}, "q")
 	publish(t, tr, "q", "m1", "m2")
-	if ds := receive(t, tr, transport.ReceiveParams{Max: 0}); len(ds) != 1 {
-		t.Errorf("Max 0 gave %d deliveries, want 1", len(ds))
+	zero := receive(t, tr, transport.ReceiveParams{Max: 0})
+	if len(zero) != 1 {
+		t.Errorf("Max 0 gave %d deliveries, want 1", len(zero))
 	}
-	if ds := receive(t, tr, transport.ReceiveParams{Max: -5}); len(ds) != 1 {
-		t.Errorf("Max -5 gave %d deliveries, want 1", len(ds))
+	neg := receive(t, tr, transport.ReceiveParams{Max: -5})
+	if len(neg) != 1 {
+		t.Errorf("Max -5 gave %d deliveries, want 1", len(neg))
 	}
+	conserved(t, tr, "q", append(zero, neg...)...)
 }
 
 func TestDeclareIdempotentAndQueues(t *testing.T) {
@@ -742,9 +780,11 @@ func TestReopenKeepsMessages(t *testing.T) {
 	if n, err := tr2.RecoverLeases(ctx, &transport.RecoverParams{Consumer: "dead"}); err != nil || n != 1 {
 		t.Fatalf("RecoverLeases after reopen = %d, %v", n, err)
 	}
-	got := summary(receive(t, tr2, transport.ReceiveParams{Max: 10}))
+	ds := receive(t, tr2, transport.ReceiveParams{Max: 10})
+	got := summary(ds)
 	sort.Strings(got)
 	if want := []string{"m1/2", "m2/1"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("after reopen: %v, want %v (the count survives)", got, want)
 	}
+	conserved(t, tr2, "q", ds...)
 }
