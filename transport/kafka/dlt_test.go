@@ -248,6 +248,11 @@ func TestForeignDeadLetterTopics(t *testing.T) {
 		if e.EventID == "" {
 			t.Errorf("%s: entry without an event ID", q)
 		}
+		// Conservation: the dead letter moved into the catalog, none left
+		// behind in the topic and none invented.
+		if depth, err := tr.DeadLetterDepth(ctx, q); err != nil || depth != 0 {
+			t.Errorf("%s: depth after ingest %d (%v), want 0", q, depth, err)
+		}
 	}
 }
 
