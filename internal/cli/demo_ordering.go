@@ -167,14 +167,8 @@ func runOrderingScenario(ctx context.Context, conn demoConn, queue, db string) (
 		got := processed(fmt.Sprintf("acct-%d", k))
 		out.InOrder = out.InOrder && slices.IsSorted(got) && len(got) == orderingPerKey
 	}
-	rows, err := b.cat.Ledger(ctx, b.counter())
-	if err != nil {
+	if out.Lost, err = b.lost(ctx, qc.Name); err != nil {
 		return out, err
-	}
-	for _, r := range rows {
-		if r.Queue == qc.Name {
-			out.Lost = r.Lost
-		}
 	}
 	return out, nil
 }

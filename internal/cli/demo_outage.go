@@ -167,14 +167,8 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (ou
 	if err := b.finish(ctx); err != nil {
 		return out, err
 	}
-	rows, err := b.cat.Ledger(ctx, b.counter())
-	if err != nil {
+	if out.Lost, err = b.lost(ctx, qc.Name); err != nil {
 		return out, err
-	}
-	for _, r := range rows {
-		if r.Queue == qc.Name {
-			out.Lost = r.Lost
-		}
 	}
 	out.Published, out.Acked, out.DeadLettered, out.Held, out.BreakerOpened =
 		published.Load(), acked.Load(), dead.Load(), held.Load(), opened.Load()

@@ -88,10 +88,7 @@ func ingestHeads(ctx context.Context, targets *redriveTargets, keys []catalog.He
 	for _, k := range keys {
 		queues = append(queues, k.Queue)
 	}
-	if tick := targets.ingestTick(queues); tick != nil {
-		return tick(ctx)
-	}
-	return nil
+	return targets.ingest(ctx, queues)
 }
 
 // printHeldKeys writes the held keys as a table.

@@ -230,35 +230,29 @@ func lintPlan(t *testing.T, cfg string) rabbitmq.Topology {
 func lintDeclare(t *testing.T, url, cfg string, mutate func(q rabbitmq.Queue, args map[string]any)) {
 	t.Helper()
 	top := lintPlan(t, cfg)
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range top.Exchanges {
-		if err := ch.ExchangeDeclare(e.Name, e.Type, e.Durable, false, false, false, nil); err != nil {
-			t.Fatal(err)
+	lintBroker(t, url, func(ch *amqp.Channel) error {
+		for _, e := range top.Exchanges {
+			if err := ch.ExchangeDeclare(e.Name, e.Type, e.Durable, false, false, false, nil); err != nil {
+				return err
+			}
 		}
-	}
-	for _, q := range top.Queues {
-		args := maps.Clone(q.Arguments)
-		if mutate != nil {
-			mutate(q, args)
+		for _, q := range top.Queues {
+			args := maps.Clone(q.Arguments)
+			if mutate != nil {
+				mutate(q, args)
+			}
+			maps.DeleteFunc(args, func(_ string, v any) bool { return v == nil })
+			if _, err := ch.QueueDeclare(q.Name, true, false, false, false, amqp.Table(args)); err != nil {
+				return fmt.Errorf("declare %s %v: %w", q.Name, args, err)
+			}
 		}
-		maps.DeleteFunc(args, func(_ string, v any) bool { return v == nil })
-		if _, err := ch.QueueDeclare(q.Name, true, false, false, false, amqp.Table(args)); err != nil {
-			t.Fatalf("declare %s %v: %v", q.Name, args, err)
+		for _, b := range top.Bindings {
+			if err := ch.QueueBind(b.Queue, b.RoutingKey, b.Exchange, false, nil); err != nil {
+				return err
+			}
 		}
-	}
-	for _, b := range top.Bindings {
-		if err := ch.QueueBind(b.Queue, b.RoutingKey, b.Exchange, false, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return nil
+	})
 }
 
 // lintBroker runs fn on a fresh channel to the broker.
