@@ -31,10 +31,6 @@ type filterJSON struct {
 	State string `json:"state,omitempty"`
 }
 
-// filterParams are the query parameters filterFromQuery reads.
-var filterParams = []string{"queue", "reason", "error_type", "fingerprint", "consumer_version", "source", "key", "type",
-	"older_than", "newer_than", "ids", "event_ids", "redrive_count", "state"}
-
 // filterFromQuery reads the filter query parameters.
 func filterFromQuery(q url.Values) (filterJSON, error) {
 	f := filterJSON{Queue: q.Get("queue"), Reason: q.Get("reason"), ErrorType: q.Get("error_type"), Fingerprint: q.Get("fingerprint"),

@@ -25,19 +25,23 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 	now := s.o.Now()
 	out := healthJSON{Status: "ok", Reasons: []string{}}
 	stats, err := s.o.Store.Stats(r.Context(), now, s.retention)
+	var rows []catalog.LedgerRow
 	if err == nil {
-		var rows []catalog.LedgerRow
 		rows, err = s.o.Store.Ledger(r.Context(), s.o.InFlight)
-		for _, row := range rows {
-			if row.Lost != 0 {
-				out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: the ledger does not balance: %d unaccounted for (run 'lily reconcile')", row.Queue, row.Lost))
-			}
-		}
+	}
+	var keys []catalog.HeldKey
+	if err == nil {
+		keys, err = s.o.Store.HeldKeys(r.Context(), "")
 	}
 	if err != nil {
 		s.o.Logger.Error("httpapi: health", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "down", Reasons: []string{"catalog unreadable: " + err.Error()}})
 		return
+	}
+	for _, row := range rows {
+		if row.Lost != 0 {
+			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: the ledger does not balance: %d unaccounted for (run 'lily reconcile')", row.Queue, row.Lost))
+		}
 	}
 	for _, st := range stats {
 		switch {
@@ -48,12 +52,6 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: %d dead letters held (oldest %s ago, deadline %s)",
 				st.Queue, st.Depth, now.Sub(st.Oldest).Round(time.Second), st.Deadline.Format(time.RFC3339)))
 		}
-	}
-	keys, err := s.o.Store.HeldKeys(r.Context(), "")
-	if err != nil {
-		s.o.Logger.Error("httpapi: health", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "down", Reasons: []string{"catalog unreadable: " + err.Error()}})
-		return
 	}
 	for _, k := range keys {
 		out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: key %q %sed since %s, %d messages waiting behind its head (lily dlq parked)",
@@ -73,7 +71,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ *princi
 	s.o.Metrics.ServeHTTP(w, r)
 }
 
-// inflowHours and inflowBucket shape the inflow chart of /api/queues.
+// inflowBuckets is the number of bars of the inflow chart of /api/queues.
 const inflowBuckets = 24
 
 // queueJSON is one queue of GET /api/queues: 'lily dlq list --json' plus

@@ -393,6 +393,16 @@ func scenarioQueue(f demoFlags, def string) string {
 	return f.queue
 }
 
+// printScenario prints a scenario's result as JSON, or as text for a
+// reader.
+func printScenario[T any](w io.Writer, asJSON bool, out T, text func(io.Writer, T)) error {
+	if asJSON {
+		return writeJSON(w, out)
+	}
+	text(w, out)
+	return nil
+}
+
 // runOrderingDemo runs 'lily demo --scenario ordering'.
 func runOrderingDemo(ctx context.Context, f demoFlags, stdout io.Writer) error {
 	path, err := scenarioDB(f, "ordering")
@@ -403,12 +413,8 @@ func runOrderingDemo(ctx context.Context, f demoFlags, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		if err := writeJSON(stdout, out); err != nil {
-			return err
-		}
-	} else {
-		printOrderingScenario(stdout, out)
+	if err := printScenario(stdout, f.asJSON, out, printOrderingScenario); err != nil {
+		return err
 	}
 	if out.Lost != 0 || !out.InOrder {
 		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo ordering: lost %d, in order %v", out.Lost, out.InOrder)}
@@ -428,12 +434,8 @@ func runOutageDemo(ctx context.Context, f demoFlags, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		if err := writeJSON(stdout, out); err != nil {
-			return err
-		}
-	} else {
-		printOutageScenario(stdout, out)
+	if err := printScenario(stdout, f.asJSON, out, printOutageScenario); err != nil {
+		return err
 	}
 	if out.Lost != 0 {
 		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo outage: %d messages unaccounted for", out.Lost)}

@@ -130,6 +130,21 @@ func (b *demoBackend) counter() transport.InFlightCounter {
 	return b.sq
 }
 
+// lost is queue's unaccounted-for count in the ledger (0 for a queue
+// without a ledger row).
+func (b *demoBackend) lost(ctx context.Context, queue string) (int64, error) {
+	rows, err := b.cat.Ledger(ctx, b.counter())
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range rows {
+		if r.Queue == queue {
+			return r.Lost, nil
+		}
+	}
+	return 0, nil
+}
+
 // recover gives a dead worker's deliveries back at once. A broker does it
 // by itself when the worker's connection dies (Kafka: the restarted
 // worker, a static group member, takes its partitions back).

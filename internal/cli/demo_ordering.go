@@ -115,10 +115,8 @@ func runOrderingScenario(ctx context.Context, conn demoConn, queue, db string) (
 	if err != nil {
 		return out, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
+	stop := runInBackground(ctx, c)
 	defer stop()
-	runErr := make(chan error, 1)
-	go func() { runErr <- c.Run(runCtx) }()
 
 	others := func() int {
 		n := 0
@@ -160,8 +158,7 @@ func runOrderingScenario(ctx context.Context, conn demoConn, queue, db string) (
 	}); err != nil {
 		return out, err
 	}
-	stop()
-	if err := <-runErr; err != nil {
+	if err := stop(); err != nil {
 		return out, err
 	}
 	out.PoisonedKeyOrder = processed(orderingBadKey)
@@ -170,16 +167,22 @@ func runOrderingScenario(ctx context.Context, conn demoConn, queue, db string) (
 		got := processed(fmt.Sprintf("acct-%d", k))
 		out.InOrder = out.InOrder && slices.IsSorted(got) && len(got) == orderingPerKey
 	}
-	rows, err := b.cat.Ledger(ctx, b.counter())
-	if err != nil {
+	if out.Lost, err = b.lost(ctx, qc.Name); err != nil {
 		return out, err
 	}
-	for _, r := range rows {
-		if r.Queue == qc.Name {
-			out.Lost = r.Lost
-		}
-	}
 	return out, nil
+}
+
+// runInBackground runs c until stop is called; stop cancels it, waits
+// for it to return and returns Run's error (again on a later call).
+func runInBackground(ctx context.Context, c *lily.Consumer) (stop func() error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(runCtx) }()
+	return sync.OnceValue(func() error {
+		cancel()
+		return <-runErr
+	})
 }
 
 // waitUntil polls cond every 20ms for up to a minute.

@@ -15,11 +15,11 @@ import (
 
 // outageFlags are the parameters of 'lily demo --scenario outage'.
 type outageFlags struct {
-	conn            demoConn
-	queue, db       string
-	rate            float64
-	outage          time.Duration
-	breaker, asJSON bool
+	conn      demoConn
+	queue, db string
+	rate      float64
+	outage    time.Duration
+	breaker   bool
 }
 
 // outageJSON is the result of the outage scenario.
@@ -121,10 +121,8 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (ou
 	if err != nil {
 		return out, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
+	stop := runInBackground(ctx, c)
 	defer stop()
-	runErr := make(chan error, 1)
-	go func() { runErr <- c.Run(runCtx) }()
 
 	// Traffic: every 10 ms, whatever brings the total to rate × elapsed
 	// (a slow publish is caught up), until the retry span after the outage.
@@ -163,21 +161,14 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (ou
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	stop()
-	if err := <-runErr; err != nil {
+	if err := stop(); err != nil {
 		return out, err
 	}
 	if err := b.finish(ctx); err != nil {
 		return out, err
 	}
-	rows, err := b.cat.Ledger(ctx, b.counter())
-	if err != nil {
+	if out.Lost, err = b.lost(ctx, qc.Name); err != nil {
 		return out, err
-	}
-	for _, r := range rows {
-		if r.Queue == qc.Name {
-			out.Lost = r.Lost
-		}
 	}
 	out.Published, out.Acked, out.DeadLettered, out.Held, out.BreakerOpened =
 		published.Load(), acked.Load(), dead.Load(), held.Load(), opened.Load()

@@ -88,10 +88,7 @@ func ingestHeads(ctx context.Context, targets *redriveTargets, keys []catalog.He
 	for _, k := range keys {
 		queues = append(queues, k.Queue)
 	}
-	if tick := targets.ingestTick(queues); tick != nil {
-		return tick(ctx)
-	}
-	return nil
+	return targets.ingest(ctx, queues)
 }
 
 // printHeldKeys writes the held keys as a table.
@@ -217,7 +214,6 @@ func awaitKey(ctx context.Context, cat *catalog.Store, targets *redriveTargets, 
 		return "free", 0, nil
 	}
 	deadline := time.Now().Add(wait)
-	left := res.Key.Parked
 	for {
 		if err := ingestHeads(ctx, targets, []catalog.HeldKey{{Queue: queue}}); err != nil {
 			return "", 0, err
@@ -238,16 +234,15 @@ func awaitKey(ctx context.Context, cat *catalog.Store, targets *redriveTargets, 
 		case k.State == catalog.KeyHeld && res.Action == "redrive_head" && k.HeadEventID == res.Key.HeadEventID:
 			return "head_failed", k.Parked, nil
 		}
-		left = k.Parked
 		if wait == 0 {
-			return "sent", left, nil
+			return "sent", k.Parked, nil
 		}
 		if time.Now().After(deadline) {
-			return "moving", left, nil
+			return "moving", k.Parked, nil
 		}
 		select {
 		case <-ctx.Done():
-			return "moving", left, ctx.Err()
+			return "moving", k.Parked, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -42,40 +42,8 @@ func TestDLQParkedUnpark(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := lily.QueueConfig{Name: "payments.captured", Ordering: lily.OrderingPark, RetryAttempts: 1, RetryBackoffMillis: 20}.WithDefaults()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{q.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	var msgs []lily.Message
-	for i := range 4 {
-		for _, k := range []string{"acct-1", "acct-2"} {
-			msgs = append(msgs, lily.Message{Key: k, Body: fmt.Appendf(nil, "%s/%d", k, i)})
-		}
-	}
-	if err := lily.Publish(ctx, tr, q.Name, msgs); err != nil {
-		t.Fatal(err)
-	}
-	var fixed atomic.Bool
-	log := &transporttest.BodyLog{Fail: func(body string) error {
-		if body == "acct-2/1" && !fixed.Load() {
-			return lily.Permanent(errors.New("ledger account acct-2 is frozen"))
-		}
-		return nil
-	}}
-	c, err := lily.NewConsumer(tr, log, lily.ConsumerOptions{Queue: q, Keys: cat, KeyPoll: 20 * time.Millisecond, ReceiveWait: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := transporttest.Start(t, c)
-	processed := func(key string) []string {
-		var out []string
-		for _, b := range log.Firsts() {
-			if strings.HasPrefix(b, key+"/") {
-				out = append(out, b)
-			}
-		}
-		return out
-	}
+	w := startParkWorkload(t, tr, cat, q)
+	processed := w.processed
 	transporttest.WaitFor(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
 		ks, err := cat.HeldKeys(ctx, q.Name)
 		return err == nil && len(ks) == 1 && ks[0].Parked == 2 && len(processed("acct-1")) == 4
@@ -120,7 +88,7 @@ func TestDLQParkedUnpark(t *testing.T) {
 		t.Fatalf("acct-2 processed %v while parked", got)
 	}
 
-	fixed.Store(true)
+	w.fixed.Store(true)
 	code, out, _ = run(t, "dlq", "unpark", "--db", db, "--queue", q.Name, "--key", "acct-2", "--wait", "20s", "--json", "--actor", "ops-anna")
 	var res unparkJSON
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Outcome != "free" || res.Action != "redrive_head" {
@@ -133,7 +101,7 @@ func TestDLQParkedUnpark(t *testing.T) {
 	if outcomes["unpark/would_unpark/dry"] != 1 || outcomes["unpark/redriven"] != 2 || outcomes["release/released"] != 2 {
 		t.Errorf("audit outcomes = %v", outcomes)
 	}
-	stop()
+	w.stop()
 	code, out, _ = run(t, "reconcile", "--db", db, "--json")
 	if code != 0 || !strings.Contains(out, `"accepted": 8`) || !strings.Contains(out, `"acked": 8`) {
 		t.Errorf("reconcile = %d %q", code, out)
@@ -174,7 +142,49 @@ owner = "team-ledger"
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	tr := catalog.Account(rmq, cat)
+	w := startParkWorkload(t, catalog.Account(rmq, cat), cat, q)
+	transporttest.WaitFor(t, "acct-2 parked with 2 behind its head", func() bool {
+		ks, err := cat.HeldKeys(ctx, q.Name)
+		return err == nil && len(ks) == 1 && ks[0].Parked == 2
+	})
+	// The head is still in the broker's DLQ: 'parked' ingests it first.
+	code, out, errOut := run(t, "dlq", "parked", "--config", cfgPath, "--json")
+	var parked struct{ Keys []catalog.HeldKey }
+	if code != 0 || json.Unmarshal([]byte(out), &parked) != nil || len(parked.Keys) != 1 || parked.Keys[0].Head == nil {
+		t.Fatalf("dlq parked --config = %d %q %q: want acct-2 with its head ingested", code, out, errOut)
+	}
+	w.fixed.Store(true)
+	code, out, errOut = run(t, "dlq", "unpark", "--config", cfgPath, "--queue", q.Name, "--key", "acct-2", "--wait", "30s", "--json")
+	var res unparkJSON
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Outcome != "free" || res.Action != "redrive_head" {
+		t.Fatalf("unpark --config = %d %q %q", code, out, errOut)
+	}
+	if got, want := w.processed("acct-2"), []string{"acct-2/0", "acct-2/1", "acct-2/2", "acct-2/3"}; !slices.Equal(got, want) {
+		t.Errorf("acct-2 processed in order %v, want %v", got, want)
+	}
+	w.stop()
+	if code, out, _ := run(t, "reconcile", "--config", cfgPath, "--json"); code != 0 || !strings.Contains(out, `"accepted": 8`) || !strings.Contains(out, `"acked": 8`) {
+		t.Errorf("reconcile = %d %q", code, out)
+	}
+}
+
+// parkWorkload is a consumer of an ordering "park" queue that has been
+// sent four messages each of keys acct-1 and acct-2, and fails acct-2/1
+// (permanently) until fixed is set.
+type parkWorkload struct {
+	fixed *atomic.Bool
+	log   *transporttest.BodyLog
+	stop  func()
+}
+
+// startParkWorkload declares q on tr, publishes the workload and starts
+// its consumer, which holds keys in cat.
+func startParkWorkload(t *testing.T, tr interface {
+	transport.Transport
+	transport.Declarer
+}, cat *catalog.Store, q lily.QueueConfig) *parkWorkload {
+	t.Helper()
+	ctx := context.Background()
 	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{q.Spec()}}); err != nil {
 		t.Fatal(err)
 	}
@@ -187,46 +197,30 @@ owner = "team-ledger"
 	if err := lily.Publish(ctx, tr, q.Name, msgs); err != nil {
 		t.Fatal(err)
 	}
-	var fixed atomic.Bool
-	log := &transporttest.BodyLog{Fail: func(body string) error {
-		if body == "acct-2/1" && !fixed.Load() {
+	w := &parkWorkload{fixed: new(atomic.Bool)}
+	w.log = &transporttest.BodyLog{Fail: func(body string) error {
+		if body == "acct-2/1" && !w.fixed.Load() {
 			return lily.Permanent(errors.New("ledger account acct-2 is frozen"))
 		}
 		return nil
 	}}
-	c, err := lily.NewConsumer(tr, log, lily.ConsumerOptions{Queue: q, Keys: cat, KeyPoll: 20 * time.Millisecond,
+	c, err := lily.NewConsumer(tr, w.log, lily.ConsumerOptions{Queue: q, Keys: cat, KeyPoll: 20 * time.Millisecond,
 		ReceiveWait: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := transporttest.Start(t, c)
-	transporttest.WaitFor(t, "acct-2 parked with 2 behind its head", func() bool {
-		ks, err := cat.HeldKeys(ctx, q.Name)
-		return err == nil && len(ks) == 1 && ks[0].Parked == 2
-	})
-	// The head is still in the broker's DLQ: 'parked' ingests it first.
-	code, out, errOut := run(t, "dlq", "parked", "--config", cfgPath, "--json")
-	var parked struct{ Keys []catalog.HeldKey }
-	if code != 0 || json.Unmarshal([]byte(out), &parked) != nil || len(parked.Keys) != 1 || parked.Keys[0].Head == nil {
-		t.Fatalf("dlq parked --config = %d %q %q: want acct-2 with its head ingested", code, out, errOut)
-	}
-	fixed.Store(true)
-	code, out, errOut = run(t, "dlq", "unpark", "--config", cfgPath, "--queue", q.Name, "--key", "acct-2", "--wait", "30s", "--json")
-	var res unparkJSON
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Outcome != "free" || res.Action != "redrive_head" {
-		t.Fatalf("unpark --config = %d %q %q", code, out, errOut)
-	}
-	var acct2 []string
-	for _, b := range log.Firsts() {
-		if strings.HasPrefix(b, "acct-2/") {
-			acct2 = append(acct2, b)
+	w.stop = transporttest.Start(t, c)
+	return w
+}
+
+// processed returns the bodies of key's messages in the order they were
+// first processed.
+func (w *parkWorkload) processed(key string) []string {
+	var out []string
+	for _, b := range w.log.Firsts() {
+		if strings.HasPrefix(b, key+"/") {
+			out = append(out, b)
 		}
 	}
-	if want := []string{"acct-2/0", "acct-2/1", "acct-2/2", "acct-2/3"}; !slices.Equal(acct2, want) {
-		t.Errorf("acct-2 processed in order %v, want %v", acct2, want)
-	}
-	stop()
-	if code, out, _ := run(t, "reconcile", "--config", cfgPath, "--json"); code != 0 || !strings.Contains(out, `"accepted": 8`) || !strings.Contains(out, `"acked": 8`) {
-		t.Errorf("reconcile = %d %q", code, out)
-	}
+	return out
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"time"
@@ -169,12 +168,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 		return dryRunRedrive(cmd, env.cat, p, out, f.asJSON)
 	}
 	sp := catalog.StagedRedriveParams{RedriveParams: p, Sample: f.sample, Observe: f.observe,
-		Tick: func(ctx context.Context, queues []string) error {
-			if tick := targets.ingestTick(queues); tick != nil {
-				return tick(ctx)
-			}
-			return nil
-		},
+		Tick: targets.ingest,
 		OnStage: func(stage string, sampled []string) {
 			if stage == catalog.StageObserve {
 				bar.finish()

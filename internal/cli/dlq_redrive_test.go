@@ -159,6 +159,9 @@ func TestDLQRedriveSampleComesBack(t *testing.T) {
 	if got := auditOutcomes(t, db); got["redrive/stopped"] == 0 || got["redrive/redriven"] != 2 {
 		t.Errorf("audit %v", got)
 	}
+	if code, out, errOut := run(t, "reconcile", "--db", db); code != 0 {
+		t.Errorf("reconcile after the returned sample: %d %s %s", code, out, errOut)
+	}
 }
 
 func TestDLQRedriveMissingQueue(t *testing.T) {
@@ -255,8 +258,8 @@ func TestDLQDiscardEraseExpire(t *testing.T) {
 	code, out, _ = run(t, "dlq", "show", "3", "--db", db, "--json")
 	var e entryJSON
 	mustJSON(t, out, &e)
-	if e.Body.Format != "erased" || len(e.Headers) != 0 || e.ErrorMessage != "" || e.BodySHA256 == "" || e.ErasedAt == nil || e.State != "discarded" {
-		t.Errorf("erased entry %+v", e)
+	if code != 0 || e.Body.Format != "erased" || len(e.Headers) != 0 || e.ErrorMessage != "" || e.BodySHA256 == "" || e.ErasedAt == nil || e.State != "discarded" {
+		t.Errorf("erased entry: %d %+v", code, e)
 	}
 	// Expire: everything is younger than the retention.
 	cfg := writeConfig(t, fmt.Sprintf("db = %q\n[[queue]]\nname = %q\ndlq_retention_hours = 1\n", db, dlqQueue))
@@ -271,8 +274,8 @@ func TestDLQDiscardEraseExpire(t *testing.T) {
 	sqlDB.Exec(`UPDATE lily_dlq_entries SET dead_lettered_at = dead_lettered_at - 7200000`)
 	sqlDB.Close()
 	code, out, _ = run(t, "dlq", "list", "--config", cfg, "--json")
-	if !strings.Contains(out, `"past_half_retention": 3`) {
-		t.Errorf("list before expiry: %s", out)
+	if code != 0 || !strings.Contains(out, `"past_half_retention": 3`) {
+		t.Errorf("list before expiry: %d %s", code, out)
 	}
 	code, out, errOut = run(t, "dlq", "expire", "--config", cfg, "--json")
 	var x decideJSON

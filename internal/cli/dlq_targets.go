@@ -115,31 +115,26 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publ
 	return rmq, nil
 }
 
-// ingestTick returns a function that drains the broker DLQs of the given
-// queues into the catalog (for watching a redrive sample), or nil when
-// none of them lives on a broker.
-func (r *redriveTargets) ingestTick(queues []string) func(context.Context) error {
-	var broker []lily.QueueConfig
+// ingest drains the broker DLQs of the given queues into the catalog,
+// each once however often it is named (for watching a redrive sample, and
+// to bring the heads of held keys into the catalog).
+func (r *redriveTargets) ingest(ctx context.Context, queues []string) error {
+	seen := map[string]bool{}
 	for _, q := range queues {
-		if c, ok := r.env.queue(q); ok && isBroker(c.Transport) {
-			broker = append(broker, c)
+		c, ok := r.env.queue(q)
+		if !ok || !isBroker(c.Transport) || seen[q] {
+			continue
+		}
+		seen[q] = true
+		src, err := r.broker(ctx, c)
+		if err != nil {
+			return err
+		}
+		if _, err := r.env.cat.Ingest(ctx, src, c.Name); err != nil {
+			return fmt.Errorf("ingest %s: %w", c.Name, err)
 		}
 	}
-	if len(broker) == 0 {
-		return nil
-	}
-	return func(ctx context.Context) error {
-		for _, q := range broker {
-			src, err := r.broker(ctx, q)
-			if err != nil {
-				return err
-			}
-			if _, err := r.env.cat.Ingest(ctx, src, q.Name); err != nil {
-				return fmt.Errorf("ingest %s: %w", q.Name, err)
-			}
-		}
-		return nil
-	}
+	return nil
 }
 
 // progressBar draws a redrive's progress on a terminal, at most ten times

@@ -166,7 +166,6 @@ const (
 
 var (
 	decodeEvidence = entryview.DecodeEvidence
-	timePtr        = entryview.TimePtr
 	entryView      = entryview.New
 )
 

@@ -230,35 +230,29 @@ func lintPlan(t *testing.T, cfg string) rabbitmq.Topology {
 func lintDeclare(t *testing.T, url, cfg string, mutate func(q rabbitmq.Queue, args map[string]any)) {
 	t.Helper()
 	top := lintPlan(t, cfg)
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range top.Exchanges {
-		if err := ch.ExchangeDeclare(e.Name, e.Type, e.Durable, false, false, false, nil); err != nil {
-			t.Fatal(err)
+	lintBroker(t, url, func(ch *amqp.Channel) error {
+		for _, e := range top.Exchanges {
+			if err := ch.ExchangeDeclare(e.Name, e.Type, e.Durable, false, false, false, nil); err != nil {
+				return err
+			}
 		}
-	}
-	for _, q := range top.Queues {
-		args := maps.Clone(q.Arguments)
-		if mutate != nil {
-			mutate(q, args)
+		for _, q := range top.Queues {
+			args := maps.Clone(q.Arguments)
+			if mutate != nil {
+				mutate(q, args)
+			}
+			maps.DeleteFunc(args, func(_ string, v any) bool { return v == nil })
+			if _, err := ch.QueueDeclare(q.Name, true, false, false, false, amqp.Table(args)); err != nil {
+				return fmt.Errorf("declare %s %v: %w", q.Name, args, err)
+			}
 		}
-		maps.DeleteFunc(args, func(_ string, v any) bool { return v == nil })
-		if _, err := ch.QueueDeclare(q.Name, true, false, false, false, amqp.Table(args)); err != nil {
-			t.Fatalf("declare %s %v: %v", q.Name, args, err)
+		for _, b := range top.Bindings {
+			if err := ch.QueueBind(b.Queue, b.RoutingKey, b.Exchange, false, nil); err != nil {
+				return err
+			}
 		}
-	}
-	for _, b := range top.Bindings {
-		if err := ch.QueueBind(b.Queue, b.RoutingKey, b.Exchange, false, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return nil
+	})
 }
 
 // lintBroker runs fn on a fresh channel to the broker.
@@ -357,84 +351,65 @@ func TestLintLiveDLXUnbound(t *testing.T) {
 	lintNoDrift(t, r)
 }
 
-func TestLintLiveAtLeastOnceWithoutRejectPublish(t *testing.T) {
-	t.Parallel()
+// lintLiveArgs declares the planned topology of a fresh queue with args
+// set on the queues of role (a nil value deletes the argument), runs
+// 'lily lint --live' and returns its exit code and the finding of code for
+// the queue; it fails the test when drift is reported besides.
+func lintLiveArgs(t *testing.T, role string, args map[string]any, code string) (int, lint.Finding, string) {
+	t.Helper()
 	url, queue, cfg := lintLiveQueue(t, "")
-	lintDeclare(t, url, cfg, func(q rabbitmq.Queue, args map[string]any) {
-		if q.Role == "main" {
-			args["x-overflow"] = nil // the default, drop-head
+	lintDeclare(t, url, cfg, func(q rabbitmq.Queue, qargs map[string]any) {
+		if q.Role == role {
+			maps.Copy(qargs, args)
 		}
 	})
-	code, r, _ := lintJSON(t, "--config", cfg, "--live")
-	f := lintFinding(t, r, lint.CodeAtLeastOnceWithoutRejectPublish, queue)
+	exit, r, _ := lintJSON(t, "--config", cfg, "--live")
+	f := lintFinding(t, r, code, queue)
+	lintNoDrift(t, r)
+	return exit, f, queue
+}
+
+func TestLintLiveAtLeastOnceWithoutRejectPublish(t *testing.T) {
+	t.Parallel()
+	code, f, _ := lintLiveArgs(t, "main", map[string]any{"x-overflow": nil}, // the default, drop-head
+		lint.CodeAtLeastOnceWithoutRejectPublish)
 	if code != 1 || !strings.Contains(f.What, "drop-head") || !strings.Contains(f.Why, "at-most-once") {
 		t.Errorf("exit %d, %+v", code, f)
 	}
-	lintNoDrift(t, r)
 }
 
 func TestLintLiveDeliveryLimitWithoutDLX(t *testing.T) {
 	t.Parallel()
-	url, queue, cfg := lintLiveQueue(t, "")
-	lintDeclare(t, url, cfg, func(q rabbitmq.Queue, args map[string]any) {
-		if q.Role == "main" {
-			args["x-dead-letter-exchange"], args["x-dead-letter-routing-key"] = nil, nil
-		}
-	})
-	code, r, _ := lintJSON(t, "--config", cfg, "--live")
-	f := lintFinding(t, r, lint.CodeDeliveryLimitWithoutDLX, queue)
+	code, f, _ := lintLiveArgs(t, "main", map[string]any{"x-dead-letter-exchange": nil, "x-dead-letter-routing-key": nil},
+		lint.CodeDeliveryLimitWithoutDLX)
 	if code != 1 || !strings.Contains(f.What, "x-delivery-limit 4") || !strings.Contains(f.Why, "dropped") {
 		t.Errorf("exit %d, %+v", code, f)
 	}
-	lintNoDrift(t, r)
 }
 
 func TestLintLiveNoDeliveryLimit(t *testing.T) {
 	t.Parallel()
-	url, queue, cfg := lintLiveQueue(t, "")
-	lintDeclare(t, url, cfg, func(q rabbitmq.Queue, args map[string]any) {
-		if q.Role == "main" {
-			args["x-delivery-limit"] = nil
-		}
-	})
-	code, r, _ := lintJSON(t, "--config", cfg, "--live")
-	f := lintFinding(t, r, lint.CodeNoDeliveryLimit, queue)
+	code, f, _ := lintLiveArgs(t, "main", map[string]any{"x-delivery-limit": nil}, lint.CodeNoDeliveryLimit)
 	if code != 1 || f.Severity != lint.Error || !strings.Contains(f.Fix, "x-delivery-limit = 4") {
 		t.Errorf("exit %d, %+v", code, f)
 	}
-	lintNoDrift(t, r)
 }
 
 func TestLintLiveDLQMessageTTL(t *testing.T) {
 	t.Parallel()
-	url, queue, cfg := lintLiveQueue(t, "")
-	lintDeclare(t, url, cfg, func(q rabbitmq.Queue, args map[string]any) {
-		if q.Role == "dlq" {
-			args["x-message-ttl"] = int64(14 * 24 * 3600 * 1000)
-		}
-	})
-	code, r, _ := lintJSON(t, "--config", cfg, "--live")
-	f := lintFinding(t, r, lint.CodeDLQMessageTTL, queue)
+	code, f, _ := lintLiveArgs(t, "dlq", map[string]any{"x-message-ttl": int64(14 * 24 * 3600 * 1000)}, lint.CodeDLQMessageTTL)
 	if code != 1 || !strings.Contains(f.What, "1209600000 ms (argument)") {
 		t.Errorf("exit %d, %+v", code, f)
 	}
-	lintNoDrift(t, r)
 }
 
 func TestLintLiveTTLWithoutDLX(t *testing.T) {
 	t.Parallel()
-	url, queue, cfg := lintLiveQueue(t, "")
-	lintDeclare(t, url, cfg, func(q rabbitmq.Queue, args map[string]any) {
-		if q.Role == "retry" {
-			args["x-dead-letter-exchange"], args["x-dead-letter-routing-key"] = nil, nil
-		}
-	})
-	code, r, _ := lintJSON(t, "--config", cfg, "--live")
-	f := lintFinding(t, r, lint.CodeTTLWithoutDLX, queue)
+	code, f, queue := lintLiveArgs(t, "retry", map[string]any{"x-dead-letter-exchange": nil, "x-dead-letter-routing-key": nil},
+		lint.CodeTTLWithoutDLX)
 	if code != 1 || !strings.Contains(f.What, rabbitmq.BucketQueue(queue, 1000)) || !strings.Contains(f.Why, "dropped") {
 		t.Errorf("exit %d, %+v", code, f)
 	}
-	lintNoDrift(t, r)
 }
 
 func TestLintLiveDLQMessageTTLFromPolicy(t *testing.T) {

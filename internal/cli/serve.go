@@ -105,13 +105,7 @@ func runServe(cmd *cobra.Command, sf storeFlags, listen, url, brokersArg string)
 	reg.MustRegister(lilyprom.NewCatalogCollector(env.cat, counters, lilyprom.CatalogOptions{Queues: names}))
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	srv, err := httpapi.New(httpapi.Options{Store: env.cat, Config: env.cfg, Tokens: tokens, Target: targets.target,
-		Tick: func(ctx context.Context, queues []string) error {
-			if tick := targets.ingestTick(queues); tick != nil {
-				return tick(ctx)
-			}
-			return nil
-		},
-		InFlight: counters, Metrics: lilyprom.Handler(reg), Redrives: hook, Logger: logger})
+		Tick: targets.ingest, InFlight: counters, Metrics: lilyprom.Handler(reg), Redrives: hook, Logger: logger})
 	if err != nil {
 		return err
 	}

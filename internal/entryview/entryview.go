@@ -100,20 +100,20 @@ func TimePtr(t time.Time) *time.Time {
 }
 
 func lilyView(r evidence.Record) LilyEvidence {
-	j := LilyEvidence{Reason: string(r.Reason), ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage, ErrorStack: r.ErrorStack,
+	return LilyEvidence{Reason: string(r.Reason), ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage, ErrorStack: r.ErrorStack,
 		Source: r.Source, SourceMessageID: r.SourceMessageID, DeliveryCount: r.DeliveryCount, RetryCount: r.RetryCount,
 		RawRetryCount: r.RawRetryCount, RedriveCount: r.RedriveCount, FirstFailureAt: TimePtr(r.FirstFailureAt),
 		LastFailureAt: TimePtr(r.LastFailureAt), DeadLetteredAt: TimePtr(r.DeadLetteredAt), Consumer: r.Consumer,
-		ConsumerVersion: r.ConsumerVersion, Host: r.Host, Traceparent: r.Traceparent}
-	if r.HasPartition {
-		p := r.SourcePartition
-		j.SourcePartition = &p
+		ConsumerVersion: r.ConsumerVersion, Host: r.Host, Traceparent: r.Traceparent,
+		SourcePartition: ptrIf(r.HasPartition, r.SourcePartition), SourceOffset: ptrIf(r.HasOffset, r.SourceOffset)}
+}
+
+// ptrIf returns &v when ok, else nil.
+func ptrIf[T any](ok bool, v T) *T {
+	if !ok {
+		return nil
 	}
-	if r.HasOffset {
-		o := r.SourceOffset
-		j.SourceOffset = &o
-	}
-	return j
+	return &v
 }
 
 // Foreign is decoded foreign evidence (evidence.ForeignEvidence) as JSON.
@@ -136,17 +136,9 @@ type Foreign struct {
 func foreignViews(fs []evidence.ForeignEvidence) []Foreign {
 	out := make([]Foreign, len(fs))
 	for i, f := range fs {
-		j := Foreign{System: f.System, Origin: f.Origin, Reason: f.Reason, Source: f.Source, ExceptionType: f.ExceptionType,
-			Message: f.Message, Stack: f.Stack, Consumer: f.Consumer, Time: TimePtr(f.Time), Count: f.Count, Raw: f.Raw}
-		if f.HasPartition {
-			p := f.Partition
-			j.Partition = &p
-		}
-		if f.HasOffset {
-			o := f.Offset
-			j.Offset = &o
-		}
-		out[i] = j
+		out[i] = Foreign{System: f.System, Origin: f.Origin, Reason: f.Reason, Source: f.Source, ExceptionType: f.ExceptionType,
+			Message: f.Message, Stack: f.Stack, Consumer: f.Consumer, Time: TimePtr(f.Time), Count: f.Count, Raw: f.Raw,
+			Partition: ptrIf(f.HasPartition, f.Partition), Offset: ptrIf(f.HasOffset, f.Offset)}
 	}
 	return out
 }
