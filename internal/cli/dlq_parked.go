@@ -218,15 +218,9 @@ func awaitKey(ctx context.Context, cat *catalog.Store, targets *redriveTargets, 
 		if err := ingestHeads(ctx, targets, []catalog.HeldKey{{Queue: queue}}); err != nil {
 			return "", 0, err
 		}
-		keys, err := cat.HeldKeys(ctx, queue)
+		k, err := cat.HeldKey(ctx, queue, key)
 		if err != nil {
 			return "", 0, err
-		}
-		var k *catalog.HeldKey
-		for i := range keys {
-			if keys[i].Key == key {
-				k = &keys[i]
-			}
 		}
 		switch {
 		case k == nil:
