@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/riverqueue/river"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
@@ -61,6 +62,20 @@ type Config struct {
 	// the transport stores as typed JSON. goqite has no headers, so the
 	// comparison runs leave it off. Diagnostic.
 	Headers bool
+	// RiverWorkers is the River client's MaxWorkers on its queue.
+	// Defaults to 4 (= Concurrency's default).
+	RiverWorkers int
+	// RiverFetchCooldown is River's FetchCooldown, the least time between
+	// two fetches of jobs. Defaults to River's minimum, 1 ms (as goqite's
+	// poll): with River's own default, 100 ms, a client with 4 workers
+	// fetches at most 4 jobs per 100 ms (≈ 40 jobs/s).
+	// RiverFetchPoll is River's FetchPollInterval (the fallback poll; an
+	// insert by the same client triggers a fetch). Defaults to River's
+	// default, 1 s.
+	RiverFetchCooldown, RiverFetchPoll time.Duration
+	// Consumers is the number of competing Lily consumers of the
+	// lily-competing run, on one transport and one queue. Defaults to 4.
+	Consumers int
 	// Trace, when set, receives a per-method summary (calls, batch sizes,
 	// time) of the transport calls of the Lily runs. Diagnostic.
 	Trace io.Writer
@@ -88,6 +103,18 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.SettleBatch <= 0 {
 		c.SettleBatch = 512
+	}
+	if c.RiverWorkers <= 0 {
+		c.RiverWorkers = 4
+	}
+	if c.RiverFetchCooldown <= 0 {
+		c.RiverFetchCooldown = river.FetchCooldownMin
+	}
+	if c.RiverFetchPoll <= 0 {
+		c.RiverFetchPoll = river.FetchPollIntervalDefault
+	}
+	if c.Consumers <= 0 {
+		c.Consumers = 4
 	}
 	if c.GoqitePoll <= 0 {
 		c.GoqitePoll = time.Millisecond
@@ -118,6 +145,10 @@ type Result struct {
 	WriteBytes, WriteCalls int64
 	// Notes describe how the run was made (batch sizes, API used).
 	Notes string
+	// Handled and Duplicates, set by the competing-consumer run, are the
+	// handler calls and the event IDs handled more than once (0 when
+	// not counted).
+	Handled, Duplicates int64
 }
 
 // ioCounters returns the process's written bytes and write calls so far.
@@ -201,10 +232,12 @@ type Runner struct {
 func Runners() []Runner {
 	return []Runner{
 		{"lily-runtime", RunLilyRuntime},
+		{"lily-competing", RunLilyCompeting},
 		{"lily-raw", RunLilyRaw},
 		{"goqite", RunGoqite},
 		{"goqite-jobs", RunGoqiteJobs},
 		{"goqite-batched", RunGoqiteBatched},
+		{"river", RunRiver},
 		{"bare-sql", RunBareSQL},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,9 +75,65 @@ func checkLilyEmpty(ctx context.Context, t *sqlite.Transport, n int) error {
 // has seen N EventAcked.
 func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 	c = c.WithDefaults()
+	res, err := runLilyConsumers(ctx, c, "runtime", 1)
+	if err != nil {
+		return Result{}, fmt.Errorf("lily runtime: %w", err)
+	}
+	return res.done("Lily SQLite, full runtime", c.N,
+		fmt.Sprintf("lily.Publish %d/call on 1 goroutine, concurrently lily.Consumer Concurrency=%d Prefetch=%d SettleBatch=%d, handler returns nil",
+			c.PublishBatch, c.Concurrency, c.Prefetch, c.SettleBatch)), nil
+}
+
+// RunLilyCompeting is RunLilyRuntime with Consumers competing consumers:
+// separate lily.NewConsumer instances, each with the same options (and
+// so each with its own Concurrency, Prefetch and settle loop), on one
+// sqlite.Transport (one *sql.DB, one connection) and one queue — what a
+// user who scales out inside one process does. Besides the usual
+// conservation checks it counts the handler calls and the event IDs
+// handled more than once (Result.Handled, Result.Duplicates); a duplicate
+// fails the run.
+func RunLilyCompeting(ctx context.Context, c Config) (Result, error) {
+	c = c.WithDefaults()
+	res, err := runLilyConsumers(ctx, c, "competing", c.Consumers)
+	if err != nil {
+		return Result{}, fmt.Errorf("lily competing: %w", err)
+	}
+	return res.done(fmt.Sprintf("Lily SQLite, %d competing consumers", c.Consumers), c.N,
+		fmt.Sprintf("lily.Publish %d/call on 1 goroutine, concurrently %d lily.Consumer instances on one sqlite.Transport and one queue, each Concurrency=%d Prefetch=%d SettleBatch=%d, handler returns nil; handler calls %d, event IDs handled more than once %d",
+			c.PublishBatch, c.Consumers, c.Concurrency, c.Prefetch, c.SettleBatch, res.Handled, res.Duplicates)), nil
+}
+
+// idCounter counts handler calls and the event IDs seen more than once.
+type idCounter struct {
+	mu    sync.Mutex
+	seen  map[string]struct{}
+	calls atomic.Int64
+	dups  atomic.Int64
+}
+
+func newIDCounter(n int) *idCounter { return &idCounter{seen: make(map[string]struct{}, n)} }
+
+// handled records one handler call of event ID id.
+func (k *idCounter) handled(id string) {
+	k.calls.Add(1)
+	k.mu.Lock()
+	_, dup := k.seen[id]
+	if !dup {
+		k.seen[id] = struct{}{}
+	}
+	k.mu.Unlock()
+	if dup {
+		k.dups.Add(1)
+	}
+}
+
+// runLilyConsumers runs the runtime measurement with consumers
+// lily.Consumer instances on one transport. With one consumer it is the
+// lily-runtime run as it always was (no event-ID counting on the clock).
+func runLilyConsumers(ctx context.Context, c Config, name string, consumers int) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	t, cleanup, err := openLily(ctx, c, "runtime")
+	t, cleanup, err := openLily(ctx, c, name)
 	if err != nil {
 		return Result{}, err
 	}
@@ -84,6 +141,10 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 
 	tt, traced := withTrace(c, t)
 	tr := newTracker(c.N)
+	var ids *idCounter
+	if consumers > 1 {
+		ids = newIDCounter(c.N)
+	}
 	var other atomic.Int64
 	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
 		if e.Kind == lily.EventAcked {
@@ -94,28 +155,41 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 	})
 	handler := lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
 		tr.consumed(d.Body)
+		if ids != nil {
+			ids.handled(d.EventID)
+		}
 		if c.Headers && len(d.Headers) != 4 {
 			tr.bad.Add(1)
 		}
 		return nil
 	})
-	cons, err := lily.NewConsumer(tt, handler, lily.ConsumerOptions{
-		Queue:       lily.QueueConfig{Name: lilyQueue},
-		Concurrency: c.Concurrency,
-		Prefetch:    c.Prefetch,
-		SettleBatch: c.SettleBatch,
-		ReceiveWait: time.Second,
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Hooks:       []lily.Hook{hook},
-		Name:        "lilybench",
-	})
-	if err != nil {
-		return Result{}, err
-	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	runErr := make(chan error, 1)
-	go func() { runErr <- cons.Run(runCtx) }()
+	runErr := make(chan error, consumers)
+	for i := range consumers {
+		cname := "lilybench"
+		if consumers > 1 {
+			cname = fmt.Sprintf("lilybench-%d", i+1)
+		}
+		cons, err := lily.NewConsumer(tt, handler, lily.ConsumerOptions{
+			Queue:       lily.QueueConfig{Name: lilyQueue},
+			Concurrency: c.Concurrency,
+			Prefetch:    c.Prefetch,
+			SettleBatch: c.SettleBatch,
+			ReceiveWait: time.Second,
+			Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Hooks:       []lily.Hook{hook},
+			Name:        cname,
+		})
+		if err != nil {
+			stop()
+			for range i {
+				<-runErr
+			}
+			return Result{}, err
+		}
+		go func() { runErr <- cons.Run(runCtx) }()
+	}
 
 	msgs := make([]lily.Message, c.N)
 	for i := range msgs {
@@ -138,22 +212,29 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 	waitErr := tr.wait(ctx, pubErr)
 	res := m.stop()
 	stop()
-	if err := <-runErr; err != nil && waitErr == nil {
-		waitErr = err
+	for range consumers {
+		if err := <-runErr; err != nil && waitErr == nil {
+			waitErr = err
+		}
 	}
 	if waitErr != nil {
-		return Result{}, fmt.Errorf("lily runtime: %w", waitErr)
+		return Result{}, waitErr
 	}
 	traced.report(c.Trace, res.Elapsed)
+	if ids != nil {
+		res.Handled, res.Duplicates = ids.calls.Load(), ids.dups.Load()
+	}
+	var dupErr error
+	if res.Duplicates != 0 || (ids != nil && res.Handled != int64(c.N)) {
+		dupErr = fmt.Errorf("conservation: %d handler calls for %d messages published, %d event IDs handled more than once (want %d and 0)", res.Handled, c.N, res.Duplicates, c.N)
+	}
 	if n := other.Load(); n != 0 {
-		return Result{}, fmt.Errorf("lily runtime: conservation: %d events other than acked", n)
+		return Result{}, errors.Join(dupErr, fmt.Errorf("conservation: %d events other than acked", n))
 	}
-	if err := errors.Join(tr.check(), checkLilyEmpty(context.WithoutCancel(ctx), t, c.N)); err != nil {
-		return Result{}, fmt.Errorf("lily runtime: %w", err)
+	if err := errors.Join(dupErr, tr.check(), checkLilyEmpty(context.WithoutCancel(ctx), t, c.N)); err != nil {
+		return Result{}, err
 	}
-	return res.done("Lily SQLite, full runtime", c.N,
-		fmt.Sprintf("lily.Publish %d/call on 1 goroutine, concurrently lily.Consumer Concurrency=%d Prefetch=%d SettleBatch=%d, handler returns nil",
-			c.PublishBatch, c.Concurrency, c.Prefetch, c.SettleBatch)), nil
+	return res, nil
 }
 
 // RunLilyRaw measures the transport without the runtime, on one goroutine:

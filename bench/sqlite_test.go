@@ -25,6 +25,8 @@ var (
 	benchSettle      = flag.Int("bench.settle-batch", 512, "Lily consumer settle batch")
 	benchBody        = flag.Int("bench.body", 512, "body size in bytes")
 	benchHeaders     = flag.Bool("bench.headers", false, "four typical string headers on every Lily message")
+	benchConsumers   = flag.Int("bench.consumers", 4, "competing Lily consumers (BenchmarkLilyCompeting)")
+	benchRiver       = flag.Int("bench.river-workers", 4, "River client's MaxWorkers")
 )
 
 func benchConfig(b *testing.B) Config {
@@ -37,6 +39,8 @@ func benchConfig(b *testing.B) Config {
 		Prefetch:     *benchPrefetch,
 		SettleBatch:  *benchSettle,
 		Headers:      *benchHeaders,
+		Consumers:    *benchConsumers,
+		RiverWorkers: *benchRiver,
 		Dir:          b.TempDir(),
 		Timeout:      30 * time.Minute,
 	}
@@ -61,6 +65,11 @@ func BenchmarkLilyRuntime(b *testing.B) { runBench(b, RunLilyRuntime) }
 func BenchmarkLilyRaw(b *testing.B)     { runBench(b, RunLilyRaw) }
 func BenchmarkGoqite(b *testing.B)      { runBench(b, RunGoqite) }
 func BenchmarkGoqiteJobs(b *testing.B)  { runBench(b, RunGoqiteJobs) }
+func BenchmarkRiver(b *testing.B)       { runBench(b, RunRiver) }
+
+// BenchmarkLilyCompeting runs -bench.consumers (4) competing Lily
+// consumers on one transport and one queue.
+func BenchmarkLilyCompeting(b *testing.B) { runBench(b, RunLilyCompeting) }
 
 // BenchmarkGoqiteBatched is goqite beyond its documented patterns: leases
 // and deletes batched through its *Tx methods.
@@ -110,7 +119,7 @@ func TestConservation(t *testing.T) {
 		t.Run(r.Name, func(t *testing.T) {
 			t.Parallel()
 			n := 2000
-			if r.Name == "goqite" || r.Name == "goqite-jobs" || r.Name == "goqite-batched" {
+			if r.Name == "goqite" || r.Name == "goqite-jobs" || r.Name == "goqite-batched" || r.Name == "river" {
 				n = 300
 			}
 			res, err := r.Run(t.Context(), Config{N: n, PublishBatch: 64, Batch: 50, Dir: t.TempDir(), Timeout: 2 * time.Minute})
@@ -119,6 +128,9 @@ func TestConservation(t *testing.T) {
 			}
 			if res.N != n || res.Elapsed <= 0 {
 				t.Fatalf("result %+v", res)
+			}
+			if r.Name == "lily-competing" && (res.Handled != int64(n) || res.Duplicates != 0) {
+				t.Fatalf("competing consumers: %d handler calls for %d messages, %d duplicates; want %d and 0", res.Handled, n, res.Duplicates, n)
 			}
 		})
 	}
@@ -129,5 +141,18 @@ func TestConservation(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestIDCounter checks the duplicate count of the competing-consumer run:
+// an event ID handled twice counts once as a duplicate, and every call
+// counts as a handler call.
+func TestIDCounter(t *testing.T) {
+	k := newIDCounter(4)
+	for _, id := range []string{"a", "b", "a", "c", "a"} {
+		k.handled(id)
+	}
+	if calls, dups := k.calls.Load(), k.dups.Load(); calls != 5 || dups != 2 {
+		t.Fatalf("calls=%d dups=%d, want 5 and 2", calls, dups)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +49,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.Concurrency, "concurrency", 4, "consumer parallelism: Lily handler goroutines, goqite receivers, goqite jobs limit")
 	fs.IntVar(&c.Prefetch, "prefetch", 1024, "Lily consumer prefetch window")
 	fs.IntVar(&c.SettleBatch, "settle-batch", 512, "Lily consumer settle batch (group commit)")
+	fs.IntVar(&c.RiverWorkers, "river-workers", 4, "River client's MaxWorkers on its queue")
+	fs.DurationVar(&c.RiverFetchCooldown, "river-fetch-cooldown", 0, "River's FetchCooldown (0: 1ms, River's minimum, as goqite's poll; River's own default is 100ms, which caps 4 workers at ≈ 40 jobs/s)")
+	fs.DurationVar(&c.RiverFetchPoll, "river-fetch-poll", 0, "River's FetchPollInterval (0: River's default, 1s)")
+	fs.IntVar(&c.Consumers, "consumers", 4, "competing Lily consumers of the lily-competing run (one transport, one queue)")
 	fs.DurationVar(&c.GoqitePoll, "goqite-poll", time.Millisecond, "goqite ReceiveAndWait / jobs runner poll interval")
 	fs.StringVar(&c.Dir, "dir", "", "directory for the temporary databases (default: the system temp dir)")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "limit of one run")
@@ -57,8 +62,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Duration("quiet-wait", 0, "before each run, wait up to this long for a second in which other processes use < 15% of a core (the VM is shared)")
 	retries := fs.Int("retries", 0, "repeat a run shorter than a minute up to this many times when other processes used more than -max-other of a core during it (the repeats are listed in the output)")
 	maxOther := fs.Float64("max-other", 0.5, "other processes' CPU, in cores, above which a run counts as disturbed (with -retries)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured runs (the whole process, set-up included) to this file")
 	runs := fs.Int("runs", 1, "runs per system; the median is reported")
-	only := fs.String("only", "", "comma-separated systems to run (lily-runtime, lily-raw, goqite, goqite-jobs, goqite-batched, bare-sql; experiments: bare-sql-split, lily-shapes, lily-shapes-json); default all but experiments")
+	only := fs.String("only", "", "comma-separated systems to run (lily-runtime, lily-competing, lily-raw, goqite, goqite-jobs, goqite-batched, river, bare-sql; experiments: bare-sql-split, lily-shapes, lily-shapes-json); default all but experiments")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -83,6 +89,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(stderr, "sqlitebench: -cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "sqlitebench: -cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	results := make(map[string][]bench.Result)
 	discarded := make(map[string]int) // disturbed runs repeated
@@ -140,6 +159,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "| system | msg/s (median) | runs (msg/s) | CPU µs/msg (median) | bytes written/msg (median) | how |")
 	fmt.Fprintln(stdout, "|---|---:|---|---:|---:|---|")
 	med := map[string]float64{}
+	medCPU := map[string]float64{}
 	for _, r := range selected {
 		rs := results[r.Name]
 		rates := make([]float64, len(rs))
@@ -151,6 +171,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			written[i] = float64(x.WriteBytes) / float64(x.N)
 		}
 		med[r.Name] = median(rates)
+		medCPU[r.Name] = median(cpus)
 		all := make([]string, len(rates))
 		for i, x := range rates {
 			all[i] = fmt.Sprintf("%.0f", x)
@@ -177,6 +198,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if l, ok := med["lily-raw"]; ok {
 		if x, ok := med["bare-sql"]; ok && x > 0 {
 			fmt.Fprintf(stdout, "Lily raw transport / bare SQL ceiling: %.2f\n", l/x)
+		}
+	}
+	if l, ok := med["lily-competing"]; ok {
+		if x, ok := med["bare-sql"]; ok && x > 0 {
+			fmt.Fprintf(stdout, "Lily %d competing consumers / bare SQL ceiling: %.2f (target ≥ 0.8)\n", c.Consumers, l/x)
+		}
+	}
+	if x, ok := med["river"]; ok && x > 0 {
+		for _, l := range []struct{ name, label string }{{"lily-runtime", "Lily runtime"}, {"lily-competing", "Lily competing consumers"}} {
+			if y, ok := med[l.name]; ok {
+				fmt.Fprintf(stdout, "%s / River: %.2f×\n", l.label, y/x)
+			}
+		}
+	}
+	if x, ok := medCPU["bare-sql"]; ok && x > 0 {
+		fmt.Fprintln(stdout)
+		for _, l := range []struct{ name, label string }{{"lily-runtime", "Lily runtime"}, {"lily-competing", fmt.Sprintf("Lily %d competing consumers", c.Consumers)}, {"lily-raw", "Lily raw transport"}, {"river", "River"}} {
+			if y, ok := medCPU[l.name]; ok {
+				target := ""
+				if l.name != "river" && l.name != "lily-raw" {
+					target = " (target ≤ 1.5×)"
+				}
+				fmt.Fprintf(stdout, "CPU per message: %s / bare SQL ceiling: %.2f× (%.1f / %.1f µs)%s\n", l.label, y/x, y, x, target)
+			}
+		}
+	}
+	if rs, ok := results["lily-competing"]; ok {
+		fmt.Fprintln(stdout)
+		for i, r := range rs {
+			fmt.Fprintf(stdout, "Lily %d competing consumers, run %d: %d messages published, %d handler calls, %d event IDs handled more than once (must be 0)\n", c.Consumers, i+1, r.N, r.Handled, r.Duplicates)
 		}
 	}
 	return 0
