@@ -129,7 +129,8 @@ func RunRiver(ctx context.Context, c Config) (Result, error) {
 	if waitErr != nil {
 		return Result{}, fmt.Errorf("river: %w", waitErr)
 	}
-	if err := errors.Join(tr.check(), checkRiverDone(context.WithoutCancel(ctx), db, c.N)); err != nil {
+	// River sets no pragma, but check that the durability held to the end.
+	if err := errors.Join(tr.check(), checkRiverDone(context.WithoutCancel(ctx), db, c.N), checkPragmas(context.WithoutCancel(ctx), db)); err != nil {
 		return Result{}, fmt.Errorf("river: %w", err)
 	}
 	return res.done("River on SQLite (riversqlite)", c.N,

@@ -8,7 +8,10 @@
 //     publish-with-confirms of the same messages (target ≥ 0.8×), and for
 //     context a hand-written consume → publish-with-confirm → ack forwarder,
 //     once copying the message as it is and once writing on the copy the
-//     same evidence headers as Lily (so that the copies are the same size).
+//     same evidence headers as Lily (so that the copies are the same size);
+//   - competing consumers: 4 Lily consumers, and 4 plain consume/ack
+//     loops, on one queue, counting the event IDs handled more than once
+//     (must be 0) and the messages handled (must equal those published).
 //
 // Every run declares fresh quorum queues with Lily's topology, preloads N
 // messages, measures the time until all N are settled, checks that all N
@@ -47,6 +50,9 @@ type Config struct {
 	// ConfirmWindow is how many publishes the plain publisher keeps
 	// unconfirmed. Defaults to 256.
 	ConfirmWindow int
+	// Consumers is the number of competing consumers of the *Competing
+	// runs, on one queue. Defaults to 4.
+	Consumers int
 	// Publishers is the Lily transport's number of confirm-mode publisher
 	// channels (rabbitmq.Options.Publishers). Defaults to the transport's
 	// default.
@@ -69,6 +75,9 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency <= 0 {
 		c.Concurrency = 4
 	}
+	if c.Consumers <= 0 {
+		c.Consumers = 4
+	}
 	if c.ConfirmWindow <= 0 {
 		c.ConfirmWindow = 256
 	}
@@ -85,6 +94,9 @@ type Result struct {
 	ClientCPU, BrokerCPU time.Duration
 	// Allocs counts this process's heap allocations during the run.
 	Allocs uint64
+	// Competition is set by the competing-consumer runs: what each
+	// consumer handled, and the duplicates.
+	Competition *Competition
 }
 
 // CPUPerMessage returns the client's and the broker's CPU µs per message.

@@ -26,8 +26,9 @@ func main() {
 	flag.IntVar(&cfg.N, "n", 20000, "messages per run")
 	flag.IntVar(&cfg.Prefetch, "prefetch", 256, "prefetch of both consumers")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 4, "Lily handler goroutines")
+	flag.IntVar(&cfg.Consumers, "consumers", 4, "competing consumers of the plain-ack-competing and lily-ack-competing runs (one queue)")
 	flag.IntVar(&cfg.Publishers, "publishers", 0, "Lily transport's publisher channels (0: the transport's default)")
-	only := flag.String("only", "", "comma-separated measurements to run (plain-ack, lily-ack, plain-publish, plain-forward, lily-deadletter, plain-forward-evidence); default all")
+	only := flag.String("only", "", "comma-separated measurements to run (plain-ack, lily-ack, plain-publish, plain-forward, lily-deadletter, plain-forward-evidence, plain-ack-competing, lily-ack-competing); default all")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process only, not the broker) to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run (this process) to this file")
 	flag.Parse()
@@ -52,6 +53,10 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	consumers := cfg.Consumers
+	if consumers <= 0 {
+		consumers = 4
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	all := []struct {
@@ -64,6 +69,8 @@ func main() {
 		{"plain-forward", "plain forwarder (consume, publish+confirm, ack)", rabbitbench.PlainForwarder},
 		{"lily-deadletter", "Lily consumer, dead-letter hand-off", rabbitbench.LilyDeadLetter},
 		{"plain-forward-evidence", "plain forwarder writing Lily's evidence headers (context)", rabbitbench.PlainForwarderEvidence},
+		{"plain-ack-competing", fmt.Sprintf("plain consume/ack, %d competing consumers", consumers), rabbitbench.PlainAckCompeting},
+		{"lily-ack-competing", fmt.Sprintf("Lily consumer, ack, %d competing consumers", consumers), rabbitbench.LilyAckCompeting},
 	}
 	runs := all[:0:0]
 	for _, r := range all {
@@ -112,6 +119,22 @@ func main() {
 	ratio("hand-off: Lily dead-letter / plain publish with confirms", "Lily consumer, dead-letter hand-off", "plain publish with confirms", " (target ≥ 0.8×)")
 	ratio("hand-off: Lily dead-letter / plain forwarder", "Lily consumer, dead-letter hand-off", "plain forwarder (consume, publish+confirm, ack)", "")
 	ratio("hand-off: Lily dead-letter / plain forwarder with the same evidence headers", "Lily consumer, dead-letter hand-off", "plain forwarder writing Lily's evidence headers (context)", "")
+	competing := runs[:0:0]
+	for _, run := range runs {
+		if strings.HasSuffix(run.id, "-competing") {
+			competing = append(competing, run)
+		}
+	}
+	if len(competing) == 2 {
+		ratio("competing consumers: Lily / plain consume-ack", competing[1].name, competing[0].name, "")
+	}
+	for _, run := range competing {
+		for i, r := range results[run.name] {
+			if c := r.Competition; c != nil {
+				fmt.Printf("%s, round %d: %d messages published, %d handled, %d event IDs handled more than once (must be 0)\n", run.name, i+1, c.Published, c.Handled, c.Duplicates)
+			}
+		}
+	}
 }
 
 // med returns the median of v (the upper one of an even count).
