@@ -249,6 +249,7 @@ func Experiments() []Runner {
 		{"bare-sql-split", RunBareSQLSplit},
 		{"lily-shapes", RunLilyShapes},
 		{"lily-shapes-json", RunLilyShapesJSONAck},
+		{"lily-competing-files", RunLilyCompetingFiles},
 	}
 }
 

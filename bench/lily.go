@@ -23,22 +23,30 @@ func openLily(ctx context.Context, c Config, name string) (*sqlite.Transport, fu
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: "FULL"})
+	t, err := openLilyAt(ctx, path)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
+	return t, func() { t.Close(); cleanup() }, nil
+}
+
+// openLilyAt opens Lily's SQLite transport on the database file path
+// (synchronous FULL, checked) and declares the queue.
+func openLilyAt(ctx context.Context, path string) (*sqlite.Transport, error) {
+	t, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: "FULL"})
+	if err != nil {
+		return nil, err
+	}
 	if err := checkPragmas(ctx, t.DB()); err != nil {
 		t.Close()
-		cleanup()
-		return nil, nil, err
+		return nil, err
 	}
 	if err := t.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{{Name: lilyQueue, DeliveryLimit: 5}}}); err != nil {
 		t.Close()
-		cleanup()
-		return nil, nil, err
+		return nil, err
 	}
-	return t, func() { t.Close(); cleanup() }, nil
+	return t, nil
 }
 
 // checkLilyEmpty verifies the transport's side of conservation: nothing
@@ -75,7 +83,7 @@ func checkLilyEmpty(ctx context.Context, t *sqlite.Transport, n int) error {
 // has seen N EventAcked.
 func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 	c = c.WithDefaults()
-	res, err := runLilyConsumers(ctx, c, "runtime", 1)
+	res, err := runLilyConsumers(ctx, c, "runtime", 1, false)
 	if err != nil {
 		return Result{}, fmt.Errorf("lily runtime: %w", err)
 	}
@@ -94,12 +102,29 @@ func RunLilyRuntime(ctx context.Context, c Config) (Result, error) {
 // fails the run.
 func RunLilyCompeting(ctx context.Context, c Config) (Result, error) {
 	c = c.WithDefaults()
-	res, err := runLilyConsumers(ctx, c, "competing", c.Consumers)
+	res, err := runLilyConsumers(ctx, c, "competing", c.Consumers, false)
 	if err != nil {
 		return Result{}, fmt.Errorf("lily competing: %w", err)
 	}
 	return res.done(fmt.Sprintf("Lily SQLite, %d competing consumers", c.Consumers), c.N,
 		fmt.Sprintf("lily.Publish %d/call on 1 goroutine, concurrently %d lily.Consumer instances on one sqlite.Transport and one queue, each Concurrency=%d Prefetch=%d SettleBatch=%d, handler returns nil; handler calls %d, event IDs handled more than once %d",
+			c.PublishBatch, c.Consumers, c.Concurrency, c.Prefetch, c.SettleBatch, res.Handled, res.Duplicates)), nil
+}
+
+// RunLilyCompetingFiles is RunLilyCompeting with one sqlite.Transport per
+// consumer, all on the same database file (each its own *sql.DB and
+// connection), as separate processes would share it: the publisher uses
+// the first transport; the others learn of new messages by polling
+// (sqlite.Options.PollInterval, 25 ms) and wait for SQLite's write lock
+// (busy_timeout 10 s). An experiment beside the one-transport run.
+func RunLilyCompetingFiles(ctx context.Context, c Config) (Result, error) {
+	c = c.WithDefaults()
+	res, err := runLilyConsumers(ctx, c, "competing-files", c.Consumers, true)
+	if err != nil {
+		return Result{}, fmt.Errorf("lily competing, one transport each: %w", err)
+	}
+	return res.done(fmt.Sprintf("Lily SQLite, %d competing consumers, one transport each on one file", c.Consumers), c.N,
+		fmt.Sprintf("lily.Publish %d/call on 1 goroutine (transport 1), concurrently %d lily.Consumer instances, each on its own sqlite.Transport of the same file, each Concurrency=%d Prefetch=%d SettleBatch=%d, handler returns nil; handler calls %d, event IDs handled more than once %d",
 			c.PublishBatch, c.Consumers, c.Concurrency, c.Prefetch, c.SettleBatch, res.Handled, res.Duplicates)), nil
 }
 
@@ -128,16 +153,36 @@ func (k *idCounter) handled(id string) {
 }
 
 // runLilyConsumers runs the runtime measurement with consumers
-// lily.Consumer instances on one transport. With one consumer it is the
-// lily-runtime run as it always was (no event-ID counting on the clock).
-func runLilyConsumers(ctx context.Context, c Config, name string, consumers int) (Result, error) {
+// lily.Consumer instances on one transport, or with perConsumer on one
+// transport each (the first also publishes), all on one database file.
+// With one consumer it is the lily-runtime run as it always was (no
+// event-ID counting on the clock).
+func runLilyConsumers(ctx context.Context, c Config, name string, consumers int, perConsumer bool) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	t, cleanup, err := openLily(ctx, c, name)
+	path, cleanup, err := tempDB(c, name)
 	if err != nil {
 		return Result{}, err
 	}
 	defer cleanup()
+	transports := 1
+	if perConsumer {
+		transports = consumers
+	}
+	ts := make([]*sqlite.Transport, 0, transports)
+	defer func() {
+		for _, t := range ts {
+			t.Close()
+		}
+	}()
+	for range transports {
+		t, err := openLilyAt(ctx, path)
+		if err != nil {
+			return Result{}, err
+		}
+		ts = append(ts, t)
+	}
+	t := ts[0]
 
 	tt, traced := withTrace(c, t)
 	tr := newTracker(c.N)
@@ -171,7 +216,11 @@ func runLilyConsumers(ctx context.Context, c Config, name string, consumers int)
 		if consumers > 1 {
 			cname = fmt.Sprintf("lilybench-%d", i+1)
 		}
-		cons, err := lily.NewConsumer(tt, handler, lily.ConsumerOptions{
+		ct := tt
+		if perConsumer && i > 0 {
+			ct = ts[i]
+		}
+		cons, err := lily.NewConsumer(ct, handler, lily.ConsumerOptions{
 			Queue:       lily.QueueConfig{Name: lilyQueue},
 			Concurrency: c.Concurrency,
 			Prefetch:    c.Prefetch,

@@ -64,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	maxOther := fs.Float64("max-other", 0.5, "other processes' CPU, in cores, above which a run counts as disturbed (with -retries)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured runs (the whole process, set-up included) to this file")
 	runs := fs.Int("runs", 1, "runs per system; the median is reported")
-	only := fs.String("only", "", "comma-separated systems to run (lily-runtime, lily-competing, lily-raw, goqite, goqite-jobs, goqite-batched, river, bare-sql; experiments: bare-sql-split, lily-shapes, lily-shapes-json); default all but experiments")
+	only := fs.String("only", "", "comma-separated systems to run (lily-runtime, lily-competing, lily-raw, goqite, goqite-jobs, goqite-batched, river, bare-sql; experiments: bare-sql-split, lily-shapes, lily-shapes-json, lily-competing-files); default all but experiments")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -224,10 +224,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	if rs, ok := results["lily-competing"]; ok {
-		fmt.Fprintln(stdout)
-		for i, r := range rs {
-			fmt.Fprintf(stdout, "Lily %d competing consumers, run %d: %d messages published, %d handler calls, %d event IDs handled more than once (must be 0)\n", c.Consumers, i+1, r.N, r.Handled, r.Duplicates)
+	for _, name := range []string{"lily-competing", "lily-competing-files"} {
+		if rs, ok := results[name]; ok {
+			fmt.Fprintln(stdout)
+			for i, r := range rs {
+				fmt.Fprintf(stdout, "%s, run %d: %d messages published, %d handler calls, %d event IDs handled more than once (must be 0)\n", rs[0].Name, i+1, r.N, r.Handled, r.Duplicates)
+			}
 		}
 	}
 	return 0
