@@ -76,6 +76,13 @@ type Config struct {
 	// Consumers is the number of competing Lily consumers of the
 	// lily-competing run, on one transport and one queue. Defaults to 4.
 	Consumers int
+	// TempStoreMemory, when set, runs every system with PRAGMA temp_store =
+	// MEMORY (Lily's transport gets it on its one connection after Open):
+	// SQLite then keeps statement journals in memory instead of spilling
+	// those above 64 KiB to a temporary file. No effect on durability
+	// (a statement journal only serves a statement's own rollback).
+	// Diagnostic; Lily does not set it.
+	TempStoreMemory bool
 	// Trace, when set, receives a per-method summary (calls, batch sizes,
 	// time) of the transport calls of the Lily runs. Diagnostic.
 	Trace io.Writer
@@ -370,8 +377,11 @@ func tempDB(c Config, name string) (string, func(), error) {
 // (replicated here: an internal package cannot be imported from another
 // module): WAL, synchronous FULL, busy timeout 10 s, foreign keys on,
 // BEGIN IMMEDIATE, one connection.
-func openSQLite(ctx context.Context, path string) (*sql.DB, error) {
+func openSQLite(ctx context.Context, c Config, path string) (*sql.DB, error) {
 	q := url.Values{}
+	if c.TempStoreMemory {
+		q.Add("_pragma", "temp_store(MEMORY)")
+	}
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "busy_timeout(10000)")
@@ -419,7 +429,7 @@ func openDB(ctx context.Context, c Config, name, schema string) (db *sql.DB, cle
 	if err != nil {
 		return nil, nil, err
 	}
-	if db, err = openSQLite(ctx, path); err != nil {
+	if db, err = openSQLite(ctx, c, path); err != nil {
 		rmdir()
 		return nil, nil, err
 	}

@@ -23,7 +23,7 @@ func openLily(ctx context.Context, c Config, name string) (*sqlite.Transport, fu
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := openLilyAt(ctx, path)
+	t, err := openLilyAt(ctx, c, path)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -33,10 +33,18 @@ func openLily(ctx context.Context, c Config, name string) (*sqlite.Transport, fu
 
 // openLilyAt opens Lily's SQLite transport on the database file path
 // (synchronous FULL, checked) and declares the queue.
-func openLilyAt(ctx context.Context, path string) (*sqlite.Transport, error) {
+func openLilyAt(ctx context.Context, c Config, path string) (*sqlite.Transport, error) {
 	t, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: "FULL"})
 	if err != nil {
 		return nil, err
+	}
+	if c.TempStoreMemory {
+		// The transport keeps one connection open for its lifetime, so a
+		// pragma set on it holds for the run.
+		if _, err := t.DB().ExecContext(ctx, `PRAGMA temp_store = MEMORY`); err != nil {
+			t.Close()
+			return nil, err
+		}
 	}
 	if err := checkPragmas(ctx, t.DB()); err != nil {
 		t.Close()
@@ -176,7 +184,7 @@ func runLilyConsumers(ctx context.Context, c Config, name string, consumers int,
 		}
 	}()
 	for range transports {
-		t, err := openLilyAt(ctx, path)
+		t, err := openLilyAt(ctx, c, path)
 		if err != nil {
 			return Result{}, err
 		}

@@ -57,6 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.Dir, "dir", "", "directory for the temporary databases (default: the system temp dir)")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "limit of one run")
 	fdatasync := fs.Bool("fdatasync", false, "commit with fdatasync(2) instead of fsync(2) (modernc.org/sqlite.Fdatasync, process-wide, all systems); Lily does not enable it")
+	fs.BoolVar(&c.TempStoreMemory, "temp-store-memory", false, "run every system with PRAGMA temp_store=MEMORY (statement journals in memory, never spilled to a temp file); Lily does not set it")
 	fs.BoolVar(&c.Headers, "headers", false, "give every Lily message four typical string headers (stored as typed JSON); goqite has none, so leave off for the comparison")
 	trace := fs.Bool("trace", false, "print a summary of the Lily runtime's transport calls (batch sizes, time) to stderr")
 	quiet := fs.Duration("quiet-wait", 0, "before each run, wait up to this long for a second in which other processes use < 15% of a core (the VM is shared)")
@@ -154,8 +155,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	c = c.WithDefaults()
-	fmt.Fprintf(stdout, "N = %d messages of %d bytes per run, %d run(s) per system, GOMAXPROCS %d, %s, fdatasync %v, Lily headers %v\n\n",
-		c.N, c.BodySize, max(*runs, 1), runtime.GOMAXPROCS(0), runtime.Version(), sqlite.FdatasyncEnabled(), c.Headers)
+	fmt.Fprintf(stdout, "N = %d messages of %d bytes per run, %d run(s) per system, GOMAXPROCS %d, %s, fdatasync %v, temp_store MEMORY %v, Lily headers %v\n\n",
+		c.N, c.BodySize, max(*runs, 1), runtime.GOMAXPROCS(0), runtime.Version(), sqlite.FdatasyncEnabled(), c.TempStoreMemory, c.Headers)
 	fmt.Fprintln(stdout, "| system | msg/s (median) | runs (msg/s) | CPU µs/msg (median) | bytes written/msg (median) | how |")
 	fmt.Fprintln(stdout, "|---|---:|---|---:|---:|---|")
 	med := map[string]float64{}
