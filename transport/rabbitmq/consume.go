@@ -116,15 +116,9 @@ func (c *consumer) stop() {
 	c.in = nil
 }
 
-func redelivered(d *amqp.Delivery) bool {
-	switch n := d.Headers[headerDeliveryCount].(type) {
-	case int64:
-		return n > 0
-	case int32:
-		return n > 0
-	}
-	return d.Redelivered
-}
+// redelivered reports whether the broker handed d out before (see
+// deliveryCount: a first delivery's x-delivery-count is not the broker's).
+func redelivered(d *amqp.Delivery) bool { return deliveryCount(d) > 1 }
 
 // Receive hands out deliveries pushed by the broker (prefetch window
 // p.Prefetch, or p.Max when unset). With p.IsolateRedeliveries a
