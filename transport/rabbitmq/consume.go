@@ -268,6 +268,16 @@ func (r receipt) valid() bool {
 	return r.ch == c.ch && !r.ch.IsClosed() && c.held[r.tag]
 }
 
+// held returns nil when r can still be settled, else its lost() error.
+func (r receipt) held() error {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	if !r.valid() {
+		return r.lost()
+	}
+	return nil
+}
+
 func (r receipt) lost() error {
 	return fmt.Errorf("rabbitmq: delivery %d on %s: channel closed, the broker requeued it: %w", r.tag, r.c.key.queue, transport.ErrLeaseLost)
 }

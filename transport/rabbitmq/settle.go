@@ -12,7 +12,9 @@ import (
 // copies of the whole batch are published (mandatory, confirmed) first;
 // then each original whose copy was confirmed is acknowledged. An original
 // whose copy failed stays unacknowledged, with the failure in the
-// *transport.SettleError.
+// *transport.SettleError. A receipt whose channel already died (the
+// broker requeued the original) fails with transport.ErrLeaseLost before
+// any copy is made.
 func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
 	n := len(p.Settlements)
 	if n == 0 {
@@ -30,6 +32,12 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		}
 		rcs[i] = rc
 		if s.Action != transport.Retry && s.Action != transport.DeadLetter {
+			continue
+		}
+		// A receipt whose channel died is void: the broker requeued the
+		// original and redelivers it, so a copy now would be a duplicate.
+		if err := rc.held(); err != nil {
+			errs[i] = err
 			continue
 		}
 		m, err := t.handOff(s, rc)
