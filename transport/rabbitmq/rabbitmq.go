@@ -74,6 +74,7 @@ type Transport struct {
 	mu        sync.Mutex
 	conn      *amqp.Connection
 	gen       uint64 // connection generation; receipts of older ones are void
+	maxFrame  int    // frame_max negotiated on conn (0: no limit)
 	specs     transport.Specs
 	consumers map[consumerKey]*consumer
 	pubs      chan *publisher // idle publishers of the current connection
@@ -113,6 +114,7 @@ func (t *Transport) connection(ctx context.Context) (*amqp.Connection, error) {
 		if err == nil {
 			t.conn = conn
 			t.gen++
+			t.maxFrame = conn.Config.FrameSize
 			t.mu.Unlock()
 			return conn, nil
 		}

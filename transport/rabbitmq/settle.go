@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/transport"
 )
@@ -82,14 +85,38 @@ func (t *Transport) handOff(s transport.Settlement, rc receipt) (outMsg, error) 
 	if err != nil {
 		return outMsg{}, err
 	}
-	if s.Action == transport.DeadLetter {
-		return outMsg{exchange: DeadLetterExchange(spec.Exchange), key: spec.Name, pub: pub}, nil
+	out := outMsg{exchange: DeadLetterExchange(spec.Exchange), key: spec.Name, pub: pub}
+	headroom := deadLetterHeadroom
+	if s.Action == transport.Retry {
+		ms := s.Delay.Milliseconds()
+		if !slices.Contains(spec.BucketsMillis, ms) {
+			return outMsg{}, fmt.Errorf("rabbitmq: retry of %s after %dms: queue %s has no such bucket (buckets %v): the runtime and topology disagree", m.EventID, ms, spec.Name, spec.BucketsMillis)
+		}
+		out.exchange, out.key = RetryExchange(spec.Exchange), BucketQueue(spec.Name, ms)
+		headroom = retryHeadroom(out.key, spec.Name)
 	}
-	ms := s.Delay.Milliseconds()
-	if !slices.Contains(spec.BucketsMillis, ms) {
-		return outMsg{}, fmt.Errorf("rabbitmq: retry of %s after %dms: queue %s has no such bucket (buckets %v): the runtime and topology disagree", m.EventID, ms, spec.Name, spec.BucketsMillis)
+	if err := t.fit(&out.pub, s, rc, headroom); err != nil {
+		return outMsg{}, err
 	}
-	return outMsg{exchange: RetryExchange(spec.Exchange), key: BucketQueue(spec.Name, ms), pub: pub}, nil
+	return out, nil
+}
+
+// fit makes the copy's header frame fit in frame_max less headroom by
+// cutting Lily's evidence (fitEvidence), and logs what it did.
+func (t *Transport) fit(pub *amqp.Publishing, s transport.Settlement, rc receipt, headroom int) error {
+	frameMax := t.frameMax()
+	cut, err := fitEvidence(pub, rc.raw.Headers, frameMax, headroom)
+	if err != nil {
+		t.opts.Logger.Error("rabbitmq: hand-off refused before publishing: the copy's headers do not fit in frame_max; the connection is untouched",
+			"queue", s.Delivery.Queue, "event_id", s.Delivery.EventID, "action", s.Action.String(), "err", err)
+		return fmt.Errorf("rabbitmq: %s hand-off of %s from %s: %w", s.Action, s.Delivery.EventID, s.Delivery.Queue, err)
+	}
+	if len(cut) > 0 {
+		t.opts.Logger.Warn("rabbitmq: evidence cut down so that the copy fits in frame_max (original headers untouched)",
+			"queue", s.Delivery.Queue, "event_id", s.Delivery.EventID, "action", s.Action.String(),
+			"frame_max", frameMax, "headroom", headroom, "cut", strings.Join(cut, ","))
+	}
+	return nil
 }
 
 // settleOriginals acknowledges (Ack, and Retry or DeadLetter whose copy
