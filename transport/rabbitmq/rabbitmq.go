@@ -5,8 +5,11 @@
 //
 // Every hand-off publishes the copy with mandatory on a confirm-mode channel
 // and waits for the broker's confirm before the original is acknowledged;
-// a nack, a return (unroutable), a timeout or a full target (reject-publish)
-// leaves the original unacknowledged and reports the settlement as failed.
+// a nack, a return (unroutable) or a timeout leaves the original
+// unacknowledged and reports the settlement as failed. A copy refused by a
+// full target (reject-publish) is published again, with backoff, while its
+// original stays held (Options.RefusedHold): a release would raise the
+// broker's delivery count and run the handler again.
 package rabbitmq
 
 import (
@@ -49,6 +52,15 @@ type Options struct {
 	Publishers int
 	// Logger receives connection events. Defaults to slog.Default().
 	Logger *slog.Logger
+	// RefusedHold bounds how long a hand-off refused by a full target (a
+	// dead-letter queue or retry bucket at its max-length, reject-publish)
+	// is published again while its original stays held unacknowledged
+	// (see Transport.Settle). Defaults to 5 minutes; negative: until the
+	// Settle context ends.
+	RefusedHold time.Duration
+	// RefusedBackoff is the first wait before such a copy is published
+	// again; it doubles up to RefusedBackoffMax. Default 100ms and 5s.
+	RefusedBackoff, RefusedBackoffMax time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -64,6 +76,16 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.RefusedHold == 0 {
+		o.RefusedHold = 5 * time.Minute
+	}
+	if o.RefusedBackoff <= 0 {
+		o.RefusedBackoff = 100 * time.Millisecond
+	}
+	if o.RefusedBackoffMax <= 0 {
+		o.RefusedBackoffMax = 5 * time.Second
+	}
+	o.RefusedBackoffMax = max(o.RefusedBackoffMax, o.RefusedBackoff)
 	return o
 }
 

@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,7 +18,9 @@ import (
 // whose copy failed stays unacknowledged, with the failure in the
 // *transport.SettleError. A receipt whose channel already died (the
 // broker requeued the original) fails with transport.ErrLeaseLost before
-// any copy is made.
+// any copy is made. A copy refused because its target is full is
+// published again while its original stays held (see hold.go): that Settle
+// call returns once the target took it, or the hold ended.
 func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
 	n := len(p.Settlements)
 	if n == 0 {
@@ -51,14 +54,25 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		copies = append(copies, m)
 		copyOf = append(copyOf, i)
 	}
+	var held []heldCopy
 	if len(copies) > 0 {
 		for j, err := range t.publish(ctx, copies) {
-			if err != nil {
-				errs[copyOf[j]] = fmt.Errorf("rabbitmq: %s hand-off of %s: %w", p.Settlements[copyOf[j]].Action, p.Settlements[copyOf[j]].Delivery.EventID, err)
+			i := copyOf[j]
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrNacked):
+				// The target is full: hold the original (see hold.go).
+				held = append(held, heldCopy{i: i, m: copies[j]})
+				errs[i] = errHeld
+			default:
+				errs[i] = fmt.Errorf("rabbitmq: %s hand-off of %s: %w", p.Settlements[i].Action, p.Settlements[i].Delivery.EventID, err)
 			}
 		}
 	}
 	settleOriginals(p.Settlements, rcs, errs)
+	if len(held) > 0 {
+		t.hold(ctx, p.Settlements, rcs, held, errs)
+	}
 	failed := 0
 	for i := range errs {
 		if errs[i] != nil {
