@@ -121,10 +121,14 @@ func (c *consumer) stop() {
 func redelivered(d *amqp.Delivery) bool { return deliveryCount(d) > 1 }
 
 // Receive hands out deliveries pushed by the broker (prefetch window
-// p.Prefetch, or p.Max when unset). With p.IsolateRedeliveries a
+// p.Prefetch, or p.Max when unset). It refuses a queue that is not a
+// quorum queue with transport.ErrUnsafeQueue (see checkQueueType). With p.IsolateRedeliveries a
 // redelivered message is handed out alone and switches the consumer to
 // prefetch 1 until a first-time delivery arrives again.
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
+	if err := t.checkQueueType(ctx, p.Queue); err != nil {
+		return nil, err
+	}
 	c := t.consumer(p.Queue, p.Consumer, p.IsolateRedeliveries)
 	c.mu.Lock()
 	if err := c.open(ctx); err != nil {

@@ -61,6 +61,10 @@ type Options struct {
 	// RefusedBackoff is the first wait before such a copy is published
 	// again; it doubles up to RefusedBackoffMax. Default 100ms and 5s.
 	RefusedBackoff, RefusedBackoffMax time.Duration
+	// Management is the management API that Receive reads a queue's type
+	// from (Lily consumes quorum queues only; see checkQueueType). Nil
+	// derives it from URL (ManagementFor).
+	Management *Management
 }
 
 func (o Options) withDefaults() Options {
@@ -99,13 +103,16 @@ type Transport struct {
 	maxFrame  int    // frame_max negotiated on conn (0: no limit)
 	specs     transport.Specs
 	consumers map[consumerKey]*consumer
-	pubs      chan *publisher // idle publishers of the current connection
-	closed    bool
+	// typeChecked are the queues whose type was checked (quorum, or
+	// unknown: management API unreachable).
+	typeChecked map[string]bool
+	pubs        chan *publisher // idle publishers of the current connection
+	closed      bool
 }
 
 // Open connects to the broker.
 func Open(ctx context.Context, opts Options) (*Transport, error) {
-	t := &Transport{opts: opts.withDefaults(), consumers: map[consumerKey]*consumer{}}
+	t := &Transport{opts: opts.withDefaults(), consumers: map[consumerKey]*consumer{}, typeChecked: map[string]bool{}}
 	if _, err := t.connection(ctx); err != nil {
 		return nil, err
 	}
