@@ -256,6 +256,14 @@ func TestHeadersWithNoRoomFailOneHandOff(t *testing.T) {
 			acked[d.EventID]++
 		}
 	}
+	// Publishing such a message through Lily fails it alone, unsent, and
+	// the connection stays up too.
+	big := sizedPublishing(t, "big-publish", conn.Config.FrameSize)
+	err := tr.Publish(ctx, &transport.PublishParams{Queue: qc.Name, Messages: []transport.Message{
+		{EventID: "big-publish", Body: big.Body, Headers: transport.Headers{"blob": big.Headers["blob"]}}}})
+	if !errors.Is(err, rabbitmq.ErrFrameTooLarge) {
+		t.Errorf("publishing headers over frame_max: %v, want ErrFrameTooLarge", err)
+	}
 	if n, err := tr.DeadLetterDepth(ctx, qc.Name); err != nil || n != 1 {
 		t.Errorf("dead-letter queue holds %d (%v), want the neighbour only", n, err)
 	}
