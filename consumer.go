@@ -186,7 +186,8 @@ func (c *Consumer) Instance() string { return c.o.Instance }
 
 // Run consumes until ctx is cancelled, then stops fetching, lets the
 // in-flight handlers finish, settles them and returns nil. It returns an
-// error early only if the transport is closed.
+// error early only if the transport is closed or refuses the queue as
+// unsafe to consume (transport.ErrUnsafeQueue).
 func (c *Consumer) Run(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
 	work := make(chan job)
@@ -279,7 +280,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- job) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, transport.ErrClosed) {
+			if errors.Is(err, transport.ErrClosed) || errors.Is(err, transport.ErrUnsafeQueue) {
 				return fmt.Errorf("lily: consumer %s: %w", c.o.Queue.Name, err)
 			}
 			c.log.Warn("receive failed; retrying", "err", err, "backoff", backoff)

@@ -40,6 +40,9 @@ const (
 	// CodeDeliveryCountSemantics (warning): the broker is RabbitMQ 4.3 or
 	// newer, which counts deliveries differently from 3.10.
 	CodeDeliveryCountSemantics = "delivery-count-semantics"
+	// CodeNotQuorum (error): a Lily main queue that is not a quorum queue
+	// (classic, or a stream): nothing counts its deliveries.
+	CodeNotQuorum = "queue-not-quorum"
 )
 
 // QueueState is one planned queue as the broker has it.
@@ -179,6 +182,9 @@ func (b Broker) queueExists(name string) bool {
 //     x-dead-letter-routing-key or, without one, its binding keys; for the
 //     default exchange, no queue of that name. Exchange-to-exchange
 //     bindings count as routed; headers exchanges with any binding too.
+//   - queue-not-quorum (error): a main queue that is classic (or a
+//     stream): RabbitMQ sets no x-delivery-count there, so a crash-type
+//     poison message is redelivered forever; Lily's consumer refuses it.
 //   - delivery-count-semantics (warning, once): RabbitMQ 4.3 or newer.
 //   - topology-drift: every remaining difference of 'lily topology verify'
 //     (error when missing or inequivalent, warning for an unexpected
@@ -233,6 +239,21 @@ func checkQueue(cfg lily.Config, b Broker, q QueueState) []Finding {
 	hasLimit = hasLimit && !limitOff
 	defaultLimit := !hasLimit && !limitOff && versionAtLeast(b.Version, 4, 0)
 	role := roleName(q.Role)
+
+	if q.Role == "main" && !q.quorum() {
+		typ := q.Type
+		if typ == "" {
+			typ = "classic"
+		}
+		add(Error, CodeNotQuorum, fmt.Sprintf("main queue %s is a %s queue, not a quorum queue", q.Name, typ),
+			"a classic queue never sets x-delivery-count (checked on RabbitMQ 3.10.8: absent on every redelivery, crash-type "+
+				"ones included; only the redelivered flag is set) and has no delivery limit, so nothing counts how often a "+
+				"message was handed out: a message that kills its consumer is redelivered forever, crash-looping every "+
+				"consumer; Lily's consumer refuses to start on such a queue",
+			"a queue's type cannot change in place: move its messages out (a shovel into a temporary queue), delete "+q.Name+
+				", declare it as quorum with 'lily topology apply', and move the messages back",
+			"argument|"+q.Name+"|x-queue-type", "argument|"+q.Name+"|x-delivery-limit", "argument|"+q.Name+"|x-dead-letter-strategy")
+	}
 
 	switch {
 	case hasTTL && q.Role == "dlq":

@@ -11,12 +11,41 @@ import (
 )
 
 // Headers are message headers. Values use the AMQP table types as Go types:
-// string, []byte, bool, int8, int16, int32, int64, float32, float64,
-// time.Time, nil, []any and Headers (or map[string]any) for nested tables.
-// Types matter: x-retry-count must be an integer, and the string "0" is not
-// canonical, so transports that store headers keep the types (see
-// MarshalHeaders).
+// string, []byte, bool, int8, uint8, int16, uint16, int32, uint32, int64,
+// float32, float64, Decimal, time.Time, nil, []any and Headers (or
+// map[string]any) for nested tables. Types matter: x-retry-count must be
+// an integer, and the string "0" is not canonical, so transports that
+// store headers keep the types (see MarshalHeaders), and a header travels
+// with the type it was sent with (DESIGN §7): an AMQP decimal stays a
+// Decimal, an unsigned integer stays unsigned.
 type Headers = map[string]any
+
+// Decimal is an AMQP decimal value (field type 'D'): Value × 10^-Scale.
+// It is kept as sent, never turned into text or a float.
+type Decimal struct {
+	Scale uint8
+	Value int32
+}
+
+// String returns the decimal in plain notation, e.g. "12.34".
+func (d Decimal) String() string {
+	s := strconv.FormatInt(int64(d.Value), 10)
+	if d.Scale == 0 {
+		return s
+	}
+	neg := d.Value < 0
+	if neg {
+		s = s[1:]
+	}
+	for len(s) <= int(d.Scale) {
+		s = "0" + s
+	}
+	s = s[:len(s)-int(d.Scale)] + "." + s[len(s)-int(d.Scale):]
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
 
 // CloneHeaders returns a deep copy of h (nil for nil).
 func CloneHeaders(h Headers) Headers {
@@ -55,6 +84,10 @@ type typedValue struct {
 	I16 *int16          `json:"i16,omitempty"`
 	I32 *int32          `json:"i32,omitempty"`
 	I64 *int64          `json:"i64,omitempty"`
+	U8  *uint8          `json:"u8,omitempty"`
+	U16 *uint16         `json:"u16,omitempty"`
+	U32 *uint32         `json:"u32,omitempty"`
+	Dec *decimalValue   `json:"dec,omitempty"`
 	F32 *string         `json:"f32,omitempty"` // decimal, or NaN/+Inf/-Inf
 	F64 *string         `json:"f64,omitempty"`
 	Ts  *string         `json:"ts,omitempty"` // RFC 3339 nano
@@ -65,9 +98,17 @@ type typedValue struct {
 	E bool `json:"e,omitempty"`
 }
 
+// decimalValue is the JSON form of a Decimal.
+type decimalValue struct {
+	Scale uint8 `json:"scale"`
+	Value int32 `json:"value"`
+}
+
 // MarshalHeaders encodes headers as JSON that keeps each value's type, so
 // that UnmarshalHeaders gives back the same Go types (int32 stays int32,
-// "0" stays a string). Keys are sorted. Unsupported types are an error.
+// uint8 stays uint8, a Decimal stays a Decimal, "0" stays a string). Keys
+// are sorted. Go's int, which is no AMQP type, is stored as int64.
+// Unsupported types are an error.
 func MarshalHeaders(h Headers) ([]byte, error) {
 	if len(h) == 0 {
 		return []byte("{}"), nil
@@ -125,14 +166,13 @@ func encodeValue(v any) (typedValue, error) {
 		n := int64(x)
 		tv.I64 = &n
 	case uint8:
-		n := int16(x)
-		tv.I16 = &n
+		tv.U8 = &x
 	case uint16:
-		n := int32(x)
-		tv.I32 = &n
+		tv.U16 = &x
 	case uint32:
-		n := int64(x)
-		tv.I64 = &n
+		tv.U32 = &x
+	case Decimal:
+		tv.Dec = &decimalValue{Scale: x.Scale, Value: x.Value}
 	case float32:
 		tv.F32 = fstr(float64(x), 32)
 	case float64:
@@ -209,6 +249,14 @@ func decodeValue(tv typedValue) (any, error) {
 		return *tv.I32, nil
 	case tv.I64 != nil:
 		return *tv.I64, nil
+	case tv.U8 != nil:
+		return *tv.U8, nil
+	case tv.U16 != nil:
+		return *tv.U16, nil
+	case tv.U32 != nil:
+		return *tv.U32, nil
+	case tv.Dec != nil:
+		return Decimal{Scale: tv.Dec.Scale, Value: tv.Dec.Value}, nil
 	case tv.F32 != nil:
 		f, err := strconv.ParseFloat(*tv.F32, 32) // also reads NaN, +Inf, -Inf
 		return float32(f), err

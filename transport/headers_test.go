@@ -50,6 +50,12 @@ func TestHeadersRoundTripEveryType(t *testing.T) {
 		{"int64", int64(0)},
 		{"int64 max", int64(math.MaxInt64)},
 		{"int64 min", int64(math.MinInt64)},
+		{"uint8", uint8(255)},
+		{"uint16", uint16(math.MaxUint16)},
+		{"uint32", uint32(math.MaxUint32)},
+		{"decimal", Decimal{Scale: 2, Value: 1234}},
+		{"decimal negative", Decimal{Scale: 9, Value: math.MinInt32}},
+		{"decimal zero scale", Decimal{Value: 7}},
 		{"float32", float32(3.1415927)},
 		{"float32 tiny", float32(math.SmallestNonzeroFloat32)},
 		{"float64", 0.1},
@@ -66,6 +72,7 @@ func TestHeadersRoundTripEveryType(t *testing.T) {
 		{"empty array", []any{}},
 		{"array", []any{"a", int32(1), int64(1), "1", []byte("b"), nil, true, 2.5, float32(1.5), ts}},
 		{"nested arrays", []any{[]any{}, []any{[]any{int8(1)}}, map[string]any{}}},
+		{"unsigned and decimals nested", []any{uint8(1), map[string]any{"d": Decimal{Scale: 1, Value: -5}, "u": uint32(9)}}},
 		{"empty table", map[string]any{}},
 		{"nested table", map[string]any{
 			"count":  int32(3),
@@ -111,17 +118,18 @@ func TestHeadersKeepIntegerTypes(t *testing.T) {
 	}
 }
 
-// TestHeadersNormalisedTypes: Go integer types outside the AMQP set are
-// stored as the smallest AMQP signed type that holds them.
+// TestHeadersNormalisedTypes: Go's int, which is no AMQP type, is stored
+// as int64; the AMQP unsigned types keep their type (DESIGN §7: headers
+// travel as sent).
 func TestHeadersNormalisedTypes(t *testing.T) {
 	tests := []struct {
 		in, want any
 	}{
 		{int(-7), int64(-7)},
 		{int(math.MaxInt64), int64(math.MaxInt64)},
-		{uint8(255), int16(255)},
-		{uint16(65535), int32(65535)},
-		{uint32(math.MaxUint32), int64(math.MaxUint32)},
+		{uint8(255), uint8(255)},
+		{uint16(65535), uint16(65535)},
+		{uint32(math.MaxUint32), uint32(math.MaxUint32)},
 	}
 	for _, tt := range tests {
 		got := roundTrip(t, Headers{"k": tt.in})["k"]
@@ -133,6 +141,23 @@ func TestHeadersNormalisedTypes(t *testing.T) {
 	nested := Headers{"k": Headers{"n": int32(1)}}
 	if got := roundTrip(t, nested); !reflect.DeepEqual(got, nested) {
 		t.Errorf("nested Headers: %#v", got)
+	}
+}
+
+// TestDecimalString: the plain notation of AMQP decimals.
+func TestDecimalString(t *testing.T) {
+	for _, tt := range []struct {
+		d    Decimal
+		want string
+	}{
+		{Decimal{Scale: 2, Value: 1234}, "12.34"},
+		{Decimal{Scale: 3, Value: 5}, "0.005"},
+		{Decimal{Scale: 1, Value: -5}, "-0.5"},
+		{Decimal{Value: -12}, "-12"},
+	} {
+		if got := tt.d.String(); got != tt.want {
+			t.Errorf("%#v.String() = %q, want %q", tt.d, got, tt.want)
+		}
 	}
 }
 

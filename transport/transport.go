@@ -26,6 +26,11 @@ var (
 	ErrLeaseLost = errors.New("delivery lease lost")
 	// ErrUnknownQueue means the target queue does not exist (unroutable).
 	ErrUnknownQueue = errors.New("unknown queue")
+	// ErrUnsafeQueue means the queue cannot be consumed safely: it lacks
+	// what Lily's guarantees rest on (e.g. a RabbitMQ classic queue counts
+	// no deliveries, so a crash-type poison message would loop forever).
+	// Receive returns it and the consumer stops; the error names the fix.
+	ErrUnsafeQueue = errors.New("queue unsafe to consume")
 )
 
 // Message is what a publisher hands to a transport: the original body and

@@ -45,13 +45,12 @@ const (
 // name. Every value becomes readable text where it has one — strings as
 // UTF-8, integers in decimal, bools as "true"/"false", floats in Go's
 // shortest form ("NaN", "+Inf"), times in RFC 3339 with nanoseconds, nil
-// as an empty value, []byte as is, lists and tables as Lily's typed JSON
-// (transport.MarshalHeaders) — and one more header, x-lily-header-types,
+// as an empty value, []byte as is, lists, tables and AMQP decimals as
+// Lily's typed JSON (transport.MarshalHeaders) — and one more header, x-lily-header-types,
 // maps each name to its type code (str, bytes, bool, i8, i16, i32, i64,
 // f32, f64, time, nil, json), so that DecodeHeaders gives back the same Go
 // types: int32(3) stays int32, the string "0" stays a string. int is
-// written as i64, uint8 as i16, uint16 as i32 and uint32 as i64, as
-// transport.MarshalHeaders does. Consumers other than Lily see plain text
+// written as i64, uint8 as i16, uint16 as i32 and uint32 as i64. Consumers other than Lily see plain text
 // values.
 func EncodeHeaders(h transport.Headers) ([]kgo.RecordHeader, error) {
 	names := make([]string, 0, len(h))
@@ -113,7 +112,7 @@ func encodeValue(v any) ([]byte, string, error) {
 		return []byte(strconv.FormatFloat(x, 'g', -1, 64)), typeF64, nil
 	case time.Time:
 		return []byte(x.Format(time.RFC3339Nano)), typeTime, nil
-	case []any, map[string]any:
+	case []any, map[string]any, transport.Decimal:
 		b, err := transport.MarshalHeaders(transport.Headers{"v": x})
 		return b, typeJSON, err
 	}

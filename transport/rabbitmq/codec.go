@@ -2,7 +2,7 @@ package rabbitmq
 
 import (
 	"fmt"
-	"strconv"
+	"math"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -11,13 +11,16 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-// headerDeliveryCount is the quorum queue's count of earlier deliveries
-// (absent on a first delivery). It belongs to the broker, not the message:
-// it is not copied onto retry or dead-letter copies.
+// headerDeliveryCount is the quorum queue's count of earlier deliveries,
+// set by the broker on a redelivery. It belongs to the broker, not the
+// message: it is not copied onto retry or dead-letter copies of a
+// redelivery.
 const headerDeliveryCount = "x-delivery-count"
 
-// fromTable converts AMQP header values to Lily's header types (nested
-// tables become map[string]any; decimals become their decimal text).
+// fromTable converts AMQP header values to Lily's header types, keeping
+// every value's AMQP type (DESIGN §7: headers travel as sent): nested
+// tables become map[string]any, decimals transport.Decimal; the unsigned
+// integers, int8, byte arrays and the rest are the same Go types already.
 func fromTable(t amqp.Table) transport.Headers {
 	if t == nil {
 		return nil
@@ -59,31 +62,14 @@ func fromValue(v any) any {
 		}
 		return out
 	case amqp.Decimal:
-		return decimalText(x)
+		return transport.Decimal{Scale: x.Scale, Value: x.Value}
 	}
 	return v
 }
 
-func decimalText(d amqp.Decimal) string {
-	s := strconv.FormatInt(int64(d.Value), 10)
-	if d.Scale == 0 {
-		return s
-	}
-	neg := d.Value < 0
-	if neg {
-		s = s[1:]
-	}
-	for len(s) <= int(d.Scale) {
-		s = "0" + s
-	}
-	s = s[:len(s)-int(d.Scale)] + "." + s[len(s)-int(d.Scale):]
-	if neg {
-		s = "-" + s
-	}
-	return s
-}
-
-// toValue converts a Lily header value to an AMQP one.
+// toValue converts a Lily header value to the AMQP one of the same type.
+// Go's int, which amqp091 would write as a 32-bit long-int (truncating),
+// is written as a long-long-int.
 func toValue(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -98,8 +84,10 @@ func toValue(v any) any {
 			out[i] = toValue(e)
 		}
 		return out
-	case uint8:
-		return int16(x)
+	case transport.Decimal:
+		return amqp.Decimal{Scale: x.Scale, Value: x.Value}
+	case int:
+		return int64(x)
 	}
 	return v
 }
@@ -111,7 +99,10 @@ func publishing(m transport.Message, props *amqp.Delivery) (amqp.Publishing, err
 	// itself is not changed; the table lives until the frame is written).
 	t := make(amqp.Table, len(m.Headers)+3)
 	for k, v := range m.Headers {
-		if k != headerDeliveryCount {
+		// The broker's count is not copied; a header of that name that
+		// came with a first delivery is the message's own (a shovel, a
+		// republisher) and travels as sent.
+		if k != headerDeliveryCount || (props != nil && !props.Redelivered) {
 			t[k] = toValue(v)
 		}
 	}
@@ -168,16 +159,27 @@ func delivery(queue string, d *amqp.Delivery) *transport.Delivery {
 	if out.Type == "" {
 		out.Type, _ = h[evidence.HeaderType].(string)
 	}
-	out.DeliveryCount = 1
-	switch n := h[headerDeliveryCount].(type) {
+	out.DeliveryCount = deliveryCount(d)
+	return out
+}
+
+// deliveryCount is the 1-based count of a delivery. The broker's
+// x-delivery-count is trusted only on a redelivery: on a first delivery a
+// header of that name was sent by the publisher (a shovel, a service that
+// republishes what it consumed, a forgery) and the count is 1 (DESIGN §7).
+func deliveryCount(d *amqp.Delivery) int {
+	if !d.Redelivered {
+		return 1
+	}
+	switch n := d.Headers[headerDeliveryCount].(type) {
 	case int64:
-		out.DeliveryCount = int(n) + 1
+		if n > 0 && n < math.MaxInt32 {
+			return int(n) + 1
+		}
 	case int32:
-		out.DeliveryCount = int(n) + 1
-	default:
-		if d.Redelivered {
-			out.DeliveryCount = 2
+		if n > 0 && n < math.MaxInt32 {
+			return int(n) + 1
 		}
 	}
-	return out
+	return 2
 }

@@ -116,21 +116,19 @@ func (c *consumer) stop() {
 	c.in = nil
 }
 
-func redelivered(d *amqp.Delivery) bool {
-	switch n := d.Headers[headerDeliveryCount].(type) {
-	case int64:
-		return n > 0
-	case int32:
-		return n > 0
-	}
-	return d.Redelivered
-}
+// redelivered reports whether the broker handed d out before (see
+// deliveryCount: a first delivery's x-delivery-count is not the broker's).
+func redelivered(d *amqp.Delivery) bool { return deliveryCount(d) > 1 }
 
 // Receive hands out deliveries pushed by the broker (prefetch window
-// p.Prefetch, or p.Max when unset). With p.IsolateRedeliveries a
+// p.Prefetch, or p.Max when unset). It refuses a queue that is not a
+// quorum queue with transport.ErrUnsafeQueue (see checkQueueType). With p.IsolateRedeliveries a
 // redelivered message is handed out alone and switches the consumer to
 // prefetch 1 until a first-time delivery arrives again.
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
+	if err := t.checkQueueType(ctx, p.Queue); err != nil {
+		return nil, err
+	}
 	c := t.consumer(p.Queue, p.Consumer, p.IsolateRedeliveries)
 	c.mu.Lock()
 	if err := c.open(ctx); err != nil {
@@ -272,6 +270,16 @@ func waitDelivery(ctx context.Context, in <-chan amqp.Delivery, wait time.Durati
 func (r receipt) valid() bool {
 	c := r.c
 	return r.ch == c.ch && !r.ch.IsClosed() && c.held[r.tag]
+}
+
+// held returns nil when r can still be settled, else its lost() error.
+func (r receipt) held() error {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	if !r.valid() {
+		return r.lost()
+	}
+	return nil
 }
 
 func (r receipt) lost() error {

@@ -107,7 +107,15 @@ func (t *Transport) publishBatch(ctx context.Context, msgs []outMsg) []error {
 	}
 	broken := false
 	confs := make([]*amqp.DeferredConfirmation, len(msgs))
+	frameMax := t.frameMax()
 	for i, m := range msgs {
+		// A header frame over frame_max would make the broker close the
+		// whole connection: that message fails alone, unsent.
+		if size := headerFrameSize(&m.pub); frameMax > 0 && size > frameMax {
+			errs[i] = fmt.Errorf("%w: publish to %q/%q: the header frame takes %d bytes, the connection's frame_max is %d; "+
+				"send smaller headers or raise frame_max on the broker and client", ErrFrameTooLarge, m.exchange, m.key, size, frameMax)
+			continue
+		}
 		dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, m.exchange, m.key, true, false, m.pub)
 		if err != nil {
 			errs[i] = fmt.Errorf("rabbitmq: publish to %q/%q: %w", m.exchange, m.key, err)

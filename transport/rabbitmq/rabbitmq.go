@@ -5,8 +5,11 @@
 //
 // Every hand-off publishes the copy with mandatory on a confirm-mode channel
 // and waits for the broker's confirm before the original is acknowledged;
-// a nack, a return (unroutable), a timeout or a full target (reject-publish)
-// leaves the original unacknowledged and reports the settlement as failed.
+// a nack, a return (unroutable) or a timeout leaves the original
+// unacknowledged and reports the settlement as failed. A copy refused by a
+// full target (reject-publish) is published again, with backoff, while its
+// original stays held (Options.RefusedHold): a release would raise the
+// broker's delivery count and run the handler again.
 package rabbitmq
 
 import (
@@ -49,6 +52,19 @@ type Options struct {
 	Publishers int
 	// Logger receives connection events. Defaults to slog.Default().
 	Logger *slog.Logger
+	// RefusedHold bounds how long a hand-off refused by a full target (a
+	// dead-letter queue or retry bucket at its max-length, reject-publish)
+	// is published again while its original stays held unacknowledged
+	// (see Transport.Settle). Defaults to 5 minutes; negative: until the
+	// Settle context ends.
+	RefusedHold time.Duration
+	// RefusedBackoff is the first wait before such a copy is published
+	// again; it doubles up to RefusedBackoffMax. Default 100ms and 5s.
+	RefusedBackoff, RefusedBackoffMax time.Duration
+	// Management is the management API that Receive reads a queue's type
+	// from (Lily consumes quorum queues only; see checkQueueType). Nil
+	// derives it from URL (ManagementFor).
+	Management *Management
 }
 
 func (o Options) withDefaults() Options {
@@ -64,6 +80,16 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.RefusedHold == 0 {
+		o.RefusedHold = 5 * time.Minute
+	}
+	if o.RefusedBackoff <= 0 {
+		o.RefusedBackoff = 100 * time.Millisecond
+	}
+	if o.RefusedBackoffMax <= 0 {
+		o.RefusedBackoffMax = 5 * time.Second
+	}
+	o.RefusedBackoffMax = max(o.RefusedBackoffMax, o.RefusedBackoff)
 	return o
 }
 
@@ -74,15 +100,19 @@ type Transport struct {
 	mu        sync.Mutex
 	conn      *amqp.Connection
 	gen       uint64 // connection generation; receipts of older ones are void
+	maxFrame  int    // frame_max negotiated on conn (0: no limit)
 	specs     transport.Specs
 	consumers map[consumerKey]*consumer
-	pubs      chan *publisher // idle publishers of the current connection
-	closed    bool
+	// typeChecked are the queues whose type was checked (quorum, or
+	// unknown: management API unreachable).
+	typeChecked map[string]bool
+	pubs        chan *publisher // idle publishers of the current connection
+	closed      bool
 }
 
 // Open connects to the broker.
 func Open(ctx context.Context, opts Options) (*Transport, error) {
-	t := &Transport{opts: opts.withDefaults(), consumers: map[consumerKey]*consumer{}}
+	t := &Transport{opts: opts.withDefaults(), consumers: map[consumerKey]*consumer{}, typeChecked: map[string]bool{}}
 	if _, err := t.connection(ctx); err != nil {
 		return nil, err
 	}
@@ -113,6 +143,7 @@ func (t *Transport) connection(ctx context.Context) (*amqp.Connection, error) {
 		if err == nil {
 			t.conn = conn
 			t.gen++
+			t.maxFrame = conn.Config.FrameSize
 			t.mu.Unlock()
 			return conn, nil
 		}

@@ -2,8 +2,12 @@ package rabbitmq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/transport"
 )
@@ -12,7 +16,11 @@ import (
 // copies of the whole batch are published (mandatory, confirmed) first;
 // then each original whose copy was confirmed is acknowledged. An original
 // whose copy failed stays unacknowledged, with the failure in the
-// *transport.SettleError.
+// *transport.SettleError. A receipt whose channel already died (the
+// broker requeued the original) fails with transport.ErrLeaseLost before
+// any copy is made. A copy refused because its target is full is
+// published again while its original stays held (see hold.go): that Settle
+// call returns once the target took it, or the hold ended.
 func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
 	n := len(p.Settlements)
 	if n == 0 {
@@ -32,6 +40,12 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		if s.Action != transport.Retry && s.Action != transport.DeadLetter {
 			continue
 		}
+		// A receipt whose channel died is void: the broker requeued the
+		// original and redelivers it, so a copy now would be a duplicate.
+		if err := rc.held(); err != nil {
+			errs[i] = err
+			continue
+		}
 		m, err := t.handOff(s, rc)
 		if err != nil {
 			errs[i] = err
@@ -40,14 +54,25 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		copies = append(copies, m)
 		copyOf = append(copyOf, i)
 	}
+	var held []heldCopy
 	if len(copies) > 0 {
 		for j, err := range t.publish(ctx, copies) {
-			if err != nil {
-				errs[copyOf[j]] = fmt.Errorf("rabbitmq: %s hand-off of %s: %w", p.Settlements[copyOf[j]].Action, p.Settlements[copyOf[j]].Delivery.EventID, err)
+			i := copyOf[j]
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrNacked):
+				// The target is full: hold the original (see hold.go).
+				held = append(held, heldCopy{i: i, m: copies[j]})
+				errs[i] = errHeld
+			default:
+				errs[i] = fmt.Errorf("rabbitmq: %s hand-off of %s: %w", p.Settlements[i].Action, p.Settlements[i].Delivery.EventID, err)
 			}
 		}
 	}
 	settleOriginals(p.Settlements, rcs, errs)
+	if len(held) > 0 {
+		t.hold(ctx, p.Settlements, rcs, held, errs)
+	}
 	failed := 0
 	for i := range errs {
 		if errs[i] != nil {
@@ -74,14 +99,38 @@ func (t *Transport) handOff(s transport.Settlement, rc receipt) (outMsg, error) 
 	if err != nil {
 		return outMsg{}, err
 	}
-	if s.Action == transport.DeadLetter {
-		return outMsg{exchange: DeadLetterExchange(spec.Exchange), key: spec.Name, pub: pub}, nil
+	out := outMsg{exchange: DeadLetterExchange(spec.Exchange), key: spec.Name, pub: pub}
+	headroom := deadLetterHeadroom
+	if s.Action == transport.Retry {
+		ms := s.Delay.Milliseconds()
+		if !slices.Contains(spec.BucketsMillis, ms) {
+			return outMsg{}, fmt.Errorf("rabbitmq: retry of %s after %dms: queue %s has no such bucket (buckets %v): the runtime and topology disagree", m.EventID, ms, spec.Name, spec.BucketsMillis)
+		}
+		out.exchange, out.key = RetryExchange(spec.Exchange), BucketQueue(spec.Name, ms)
+		headroom = retryHeadroom(out.key, spec.Name)
 	}
-	ms := s.Delay.Milliseconds()
-	if !slices.Contains(spec.BucketsMillis, ms) {
-		return outMsg{}, fmt.Errorf("rabbitmq: retry of %s after %dms: queue %s has no such bucket (buckets %v): the runtime and topology disagree", m.EventID, ms, spec.Name, spec.BucketsMillis)
+	if err := t.fit(&out.pub, s, rc, headroom); err != nil {
+		return outMsg{}, err
 	}
-	return outMsg{exchange: RetryExchange(spec.Exchange), key: BucketQueue(spec.Name, ms), pub: pub}, nil
+	return out, nil
+}
+
+// fit makes the copy's header frame fit in frame_max less headroom by
+// cutting Lily's evidence (fitEvidence), and logs what it did.
+func (t *Transport) fit(pub *amqp.Publishing, s transport.Settlement, rc receipt, headroom int) error {
+	frameMax := t.frameMax()
+	cut, err := fitEvidence(pub, rc.raw.Headers, frameMax, headroom)
+	if err != nil {
+		t.opts.Logger.Error("rabbitmq: hand-off refused before publishing: the copy's headers do not fit in frame_max; the connection is untouched",
+			"queue", s.Delivery.Queue, "event_id", s.Delivery.EventID, "action", s.Action.String(), "err", err)
+		return fmt.Errorf("rabbitmq: %s hand-off of %s from %s: %w", s.Action, s.Delivery.EventID, s.Delivery.Queue, err)
+	}
+	if len(cut) > 0 {
+		t.opts.Logger.Warn("rabbitmq: evidence cut down so that the copy fits in frame_max (original headers untouched)",
+			"queue", s.Delivery.Queue, "event_id", s.Delivery.EventID, "action", s.Action.String(),
+			"frame_max", frameMax, "headroom", headroom, "cut", strings.Join(cut, ","))
+	}
+	return nil
 }
 
 // settleOriginals acknowledges (Ack, and Retry or DeadLetter whose copy

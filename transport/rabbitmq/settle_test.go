@@ -2,6 +2,7 @@ package rabbitmq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -9,7 +10,11 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // TestCombinedAcksSkipUnsettled settles a batch whose acknowledgements have
@@ -98,5 +103,84 @@ func TestCombinedAcksSkipUnsettled(t *testing.T) {
 	}
 	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("in flight at the end: %d (%v), want 0", n, err)
+	}
+}
+
+// TestHandOffOfVoidReceiptMakesNoCopy: once a consumer's channel has died,
+// the broker requeues what it held and redelivers it; a retry or
+// dead-letter hand-off of such a receipt must fail with ErrLeaseLost before
+// publishing anything — a copy would be a duplicate of the redelivered
+// original. The redelivered messages are then acked, and the ledger
+// balances with nothing dead-lettered.
+func TestHandOffOfVoidReceiptMakesNoCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tr := open(t)
+	defer tr.Close()
+	qc := lily.QueueConfig{Name: fmt.Sprintf("settle.void.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
+		RetryAttempts: 1, RetryBackoffMillis: 50}.WithDefaults()
+	declared(t, tr, qc)
+	cat := tempCatalog(t)
+	acc := catalog.Account(tr, cat)
+	msgs := []lily.Message{{Body: []byte("to retry")}, {Body: []byte("to dead-letter")}}
+	if err := lily.Publish(ctx, acc, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	var ds []*transport.Delivery
+	for len(ds) < 2 {
+		got, err := acc.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 2, Wait: time.Second, Consumer: "void-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, got...)
+	}
+	// The channel dies (as when the connection drops): the broker requeues.
+	if _, err := tr.RecoverLeases(ctx, &transport.RecoverParams{Consumer: "void-1"}); err != nil {
+		t.Fatal(err)
+	}
+	ss := []transport.Settlement{
+		{Delivery: ds[0], Action: transport.Retry, Delay: 50 * time.Millisecond, Headers: transport.Headers{evidence.HeaderRetryCount: int32(1)}},
+		{Delivery: ds[1], Action: transport.DeadLetter, Reason: "permanent", Headers: transport.Headers{evidence.HeaderReason: "permanent"}},
+	}
+	errs := transport.SettleErrors(acc.Settle(ctx, &transport.SettleParams{Settlements: ss}), len(ss))
+	for i, err := range errs {
+		if !errors.Is(err, transport.ErrLeaseLost) {
+			t.Errorf("%s of a void receipt: %v, want ErrLeaseLost", ss[i].Action, err)
+		}
+	}
+	if n, err := tr.DeadLetterDepth(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("dead-letter queue holds %d (%v): a copy of a requeued original was published", n, err)
+	}
+	if n, err := tr.Peek(ctx, &rabbitmq.PeekParams{Queue: rabbitmq.BucketQueue(qc.Name, 50)}); err != nil || len(n) != 0 {
+		t.Errorf("retry bucket holds %d (%v): a copy of a requeued original was published", len(n), err)
+	}
+	// The originals come back; acked, the ledger balances.
+	back := 0
+	transporttest.WaitFor(t, "the requeued originals", func() bool {
+		got, err := acc.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 2, Wait: 100 * time.Millisecond, Consumer: "void-2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acks []transport.Settlement
+		for _, d := range got {
+			acks = append(acks, transport.Settlement{Delivery: d, Action: transport.Ack})
+		}
+		if err := acc.Settle(ctx, &transport.SettleParams{Settlements: acks}); err != nil {
+			t.Fatal(err)
+		}
+		back += len(got)
+		return back >= 2
+	})
+	transporttest.WaitFor(t, "an empty queue", func() bool {
+		n, err := acc.InFlight(ctx, qc.Name)
+		return err == nil && n == 0
+	})
+	rows, err := cat.Ledger(ctx, acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := catalog.LedgerRow{Queue: qc.Name, Accepted: 2, Acked: 2}
+	if len(rows) != 1 || rows[0] != want {
+		t.Errorf("ledger %+v, want %+v", rows, want)
 	}
 }

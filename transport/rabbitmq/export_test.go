@@ -1,0 +1,4 @@
+package rabbitmq
+
+// HeaderFrameSize exports headerFrameSize to the tests.
+var HeaderFrameSize = headerFrameSize
