@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/plan"
 	"github.com/lily-mq/lily/retry"
 )
@@ -63,8 +64,8 @@ const (
 )
 
 // Static returns the findings that the configuration alone shows, in
-// configuration order. It applies defaults (lily.Config.WithDefaults) and
-// expects a configuration that Validate accepts, as lily.LoadConfig
+// configuration order. It applies defaults (config.Config.WithDefaults) and
+// expects a configuration that Validate accepts, as config.LoadConfig
 // returns; it reads nothing and never fails.
 //
 // Rules, per queue:
@@ -105,7 +106,7 @@ const (
 // And for the whole configuration, topology-buckets-near-limit (warning):
 // all queues together need TopologyBucketsNearLimit (3072) or more of the
 // 4096 buckets.
-func Static(cfg lily.Config) []Finding {
+func Static(cfg config.Config) []Finding {
 	cfg = cfg.WithDefaults()
 	var out []Finding
 	total := 0
@@ -141,7 +142,7 @@ func staticQueue(q lily.QueueConfig) []Finding {
 			"N messages/s dead-letters N healthy messages"
 		if q.ImmediateRetries > 0 {
 			why += fmt.Sprintf("; immediate_retries = %d only covers blips shorter than about %d ms",
-				q.ImmediateRetries, int64(q.ImmediateRetries)*q.ImmediateRetryMillis)
+				q.ImmediateRetries, int64(q.ImmediateRetries)*q.Settings().ImmediateRetryMillis)
 		}
 		add(Warning, CodeNoRetries, "retry_attempts = 0: a transient error dead-letters on its first failure", why,
 			"set retry_attempts, e.g. 3 (delays 1 s, 2 s, 4 s with the default backoff; 'lily schedule --attempts 3' shows them); "+
@@ -149,15 +150,15 @@ func staticQueue(q lily.QueueConfig) []Finding {
 	}
 
 	switch {
-	case q.DeliveryLimit > MaxSensibleDeliveryLimit:
+	case q.Settings().DeliveryLimit > MaxSensibleDeliveryLimit:
 		add(Warning, CodeDeliveryLimitHigh,
-			fmt.Sprintf("delivery_limit = %d is above %d", q.DeliveryLimit, MaxSensibleDeliveryLimit),
+			fmt.Sprintf("delivery_limit = %d is above %d", q.Settings().DeliveryLimit, MaxSensibleDeliveryLimit),
 			fmt.Sprintf("a crash-type poison message (one that kills the process before the handler returns) is handed out %d times "+
 				"before it is dead-lettered: %d crashes and restarts, each returning the whole prefetch window or leased batch "+
-				"with it; redeliveries are not retries, transient errors are counted by retry_attempts", q.DeliveryLimit, q.DeliveryLimit),
+				"with it; redeliveries are not retries, transient errors are counted by retry_attempts", q.Settings().DeliveryLimit, q.Settings().DeliveryLimit),
 			fmt.Sprintf("lower delivery_limit to %d (the default) or at most %d; raise retry_attempts instead if transient errors need more attempts",
 				lily.DefaultDeliveryLimit, MaxSensibleDeliveryLimit))
-	case q.DeliveryLimit == 1:
+	case q.Settings().DeliveryLimit == 1:
 		add(Warning, CodeDeliveryLimitOne, "delivery_limit = 1: one redelivery dead-letters a message",
 			"one crash, scale-in, lost connection or released delivery (handler_timeout_millis) dead-letters the message, "+
 				"and every innocent message in flight with a crashed process (the prefetch window, the leased batch) is "+
@@ -169,18 +170,18 @@ func staticQueue(q lily.QueueConfig) []Finding {
 		out = append(out, f)
 	}
 
-	if q.SourceRetentionHours > 0 && q.DLQRetentionHours < q.SourceRetentionHours {
+	if q.SourceRetentionHours > 0 && q.Settings().DLQRetentionHours < q.SourceRetentionHours {
 		add(Error, CodeDLQRetentionBelowSource,
-			fmt.Sprintf("dlq_retention_hours = %d is shorter than source_retention_hours = %d", q.DLQRetentionHours, q.SourceRetentionHours),
+			fmt.Sprintf("dlq_retention_hours = %d is shorter than source_retention_hours = %d", q.Settings().DLQRetentionHours, q.SourceRetentionHours),
 			"a dead letter is kept for less time than the source would have kept the message unconsumed, so dead-lettering "+
 				"shortens its life: it is discarded (with a record, but without its body) before a message that was never "+
 				"processed would have expired; where the clock keeps the original enqueue time (SQS standard queues) a message "+
 				"that waited at the source is discarded sooner still",
 			fmt.Sprintf("set dlq_retention_hours to at least %d, better twice that (%d)", q.SourceRetentionHours, 2*q.SourceRetentionHours))
 	}
-	if q.TriageHours > 0 && q.DLQRetentionHours < 2*q.TriageHours {
+	if q.TriageHours > 0 && q.Settings().DLQRetentionHours < 2*q.TriageHours {
 		add(Error, CodeDLQRetentionBelowTriage,
-			fmt.Sprintf("dlq_retention_hours = %d is shorter than twice triage_hours = %d (%d h)", q.DLQRetentionHours, q.TriageHours, 2*q.TriageHours),
+			fmt.Sprintf("dlq_retention_hours = %d is shorter than twice triage_hours = %d (%d h)", q.Settings().DLQRetentionHours, q.TriageHours, 2*q.TriageHours),
 			"dead letters are discarded at dlq_retention_hours; with less than twice the triage time, the alarm at half the "+
 				"retention leaves the owner less than one triage time, and an entry that waits through a weekend or an incident "+
 				"backlog is discarded before anyone decides about it: its body is gone",
@@ -244,7 +245,7 @@ func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
 	if outage <= 0 {
 		return Finding{}, false
 	}
-	sch, err := plan.Backoff(q.RetryAttempts+1, q.RetryBackoffMillis, q.MaxRetryBackoffMillis)
+	sch, err := plan.Backoff(q.RetryAttempts+1, q.Settings().RetryBackoffMillis, q.Settings().MaxRetryBackoffMillis)
 	if err != nil {
 		return Finding{}, false
 	}
@@ -254,12 +255,12 @@ func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
 		return Finding{}, false
 	}
 	cmd := fmt.Sprintf("lily plan outage --rate R --outage %s --attempts %d --backoff-millis %d --max-backoff-millis %d",
-		q.ExpectedOutage, sch.Attempts, q.RetryBackoffMillis, q.MaxRetryBackoffMillis)
+		q.ExpectedOutage, sch.Attempts, q.Settings().RetryBackoffMillis, q.Settings().MaxRetryBackoffMillis)
 	fix := "to ride it out with retries, raise max_retry_backoff_millis or retry_backoff_millis"
 	if a, ok := attemptsToCover(q, outage); ok {
 		fix = fmt.Sprintf("to ride it out with retries, set retry_attempts = %d (span %s with these delays) or raise "+
-			"max_retry_backoff_millis", a, plan.FormatSeconds(float64(retry.Policy{Attempts: a, BackoffMillis: q.RetryBackoffMillis,
-			MaxBackoffMillis: q.MaxRetryBackoffMillis}.Span())/1000))
+			"max_retry_backoff_millis", a, plan.FormatSeconds(float64(retry.Policy{Attempts: a, BackoffMillis: q.Settings().RetryBackoffMillis,
+			MaxBackoffMillis: q.Settings().MaxRetryBackoffMillis}.Span())/1000))
 	}
 	fix += ", though every poison message then gets as many attempts; better, pause consumption while the dependency " +
 		"is down (a circuit breaker), so that the outage becomes lag, not dead letters"
@@ -277,7 +278,7 @@ func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
 // attemptsToCover returns the smallest retry_attempts (at most
 // retry.MaxAttempts) whose span with q's delays covers outage.
 func attemptsToCover(q lily.QueueConfig, outage time.Duration) (int, bool) {
-	p := retry.Policy{BackoffMillis: q.RetryBackoffMillis, MaxBackoffMillis: q.MaxRetryBackoffMillis}
+	p := retry.Policy{BackoffMillis: q.Settings().RetryBackoffMillis, MaxBackoffMillis: q.Settings().MaxRetryBackoffMillis}
 	for a := q.RetryAttempts + 1; a <= retry.MaxAttempts; a++ {
 		p.Attempts = a
 		if p.Span() >= outage.Milliseconds() {

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 )
 
 // parse returns the configuration of toml, failing the test if invalid.
-func parse(t *testing.T, toml string) lily.Config {
+func parse(t *testing.T, toml string) config.Config {
 	t.Helper()
-	c, err := lily.ParseConfig([]byte(toml))
+	c, err := config.ParseConfig([]byte(toml))
 	if err != nil {
 		t.Fatal(err)
 	}

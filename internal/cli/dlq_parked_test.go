@@ -17,6 +17,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -41,7 +42,7 @@ func TestDLQParkedUnpark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := lily.QueueConfig{Name: "payments.captured", Ordering: lily.OrderingPark, RetryAttempts: 1, RetryBackoffMillis: 20}.WithDefaults()
+	q := lily.QueueConfig{Name: "payments.captured", Ordering: lily.OrderingPark, RetryAttempts: 1, RetryBackoffMillis: new(int64(20))}.WithDefaults()
 	w := startParkWorkload(t, tr, cat, q)
 	processed := w.processed
 	transporttest.WaitFor(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
@@ -126,7 +127,7 @@ transport = "rabbitmq"
 ordering = "park"
 owner = "team-ledger"
 `, db, url, queue))
-	cfg, err := lily.LoadConfig(cfgPath)
+	cfg, err := config.LoadConfig(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
@@ -15,8 +15,8 @@ func init() { register(newLintCmd) }
 
 func newLintCmd() *cobra.Command {
 	var (
-		config, url, mgmtURL string
-		live, strict, asJSON bool
+		configPath, url, mgmtURL string
+		live, strict, asJSON     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "lint",
@@ -49,14 +49,14 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
   lily lint --config lily.toml --live --strict --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if config == "" {
+			if configPath == "" {
 				return usagef("lint: --config FILE is required: lint judges the [[queue]] entries of a configuration")
 			}
 			f := cmd.Flags()
 			if !live && (f.Changed("url") || f.Changed("management-url")) {
 				return usagef("lint: --url and --management-url only apply with --live")
 			}
-			cfg, err := lily.LoadConfig(config)
+			cfg, err := config.LoadConfig(configPath)
 			if err != nil {
 				return err
 			}
@@ -89,7 +89,7 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&config, "config", "", "Lily configuration file (TOML) to judge (required)")
+	f.StringVar(&configPath, "config", "", "Lily configuration file (TOML) to judge (required)")
 	f.BoolVar(&live, "live", false, "also judge the RabbitMQ broker of the queues with transport = \"rabbitmq\" (management API)")
 	f.BoolVar(&strict, "strict", false, "exit 1 on warnings too")
 	f.BoolVar(&asJSON, "json", false, `print {"findings":[...],"errors":N,"warnings":N,"infos":N}`)
@@ -100,7 +100,7 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 
 // lintLive runs the live checks against the configuration's broker. With no
 // queue of transport "rabbitmq" it says so on stderr and checks nothing.
-func lintLive(cmd *cobra.Command, cfg lily.Config, url, mgmtURL string) ([]lint.Finding, error) {
+func lintLive(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) ([]lint.Finding, error) {
 	if url == "" {
 		url = cfg.RabbitMQURL
 	}

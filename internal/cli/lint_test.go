@@ -18,6 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
@@ -164,7 +165,7 @@ func TestLintBadInput(t *testing.T) {
 
 func TestLintExpectedOutageField(t *testing.T) {
 	t.Parallel()
-	c, err := lily.ParseConfig([]byte("[[queue]]\nname = \"a.b\"\nexpected_outage = \"1h30m\"\n"))
+	c, err := config.ParseConfig([]byte("[[queue]]\nname = \"a.b\"\nexpected_outage = \"1h30m\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func lintLiveQueue(t *testing.T, body string) (url, queue, cfg string) {
 // lintPlan returns the planned topology of a configuration file.
 func lintPlan(t *testing.T, cfg string) rabbitmq.Topology {
 	t.Helper()
-	c, err := lily.LoadConfig(cfg)
+	c, err := config.LoadConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
