@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 
 	"github.com/pelletier/go-toml/v2"
@@ -156,10 +157,16 @@ func ValidateRabbitMQURL(s string) error {
 	return nil
 }
 
+// userinfo matches the password part of a URL that may not parse.
+var userinfo = regexp.MustCompile(`(://[^:/@]*:)[^@/]*@`)
+
 // redactURL hides the password of a URL for error messages.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return userinfo.ReplaceAllString(s, "${1}***@")
+	}
+	if u.User == nil {
 		return s
 	}
 	if _, ok := u.User.Password(); ok {

@@ -63,8 +63,8 @@ func unknownField(data []byte, e *toml.DecodeError) string {
 	}
 	if s := closest(name, tomlKeys(parent)); s != "" {
 		msg += fmt.Sprintf(": did you mean %s?", s)
-	} else if parent.Kind() == reflect.Struct {
-		msg += fmt.Sprintf(": the known keys are %s", strings.Join(tomlKeys(parent), ", "))
+	} else if keys := tomlKeys(parent); len(keys) > 0 {
+		msg += fmt.Sprintf(": the known keys are %s", strings.Join(keys, ", "))
 	}
 	return msg
 }

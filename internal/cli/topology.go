@@ -66,6 +66,9 @@ func (f *rabbitFlags) load() (topologyConfig, error) {
 		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\" or \"kafka\"", f.config)
 	}
 	if f.url != "" {
+		if err := config.ValidateRabbitMQURL(f.url); err != nil {
+			return tc, usagef("--url: %v", err)
+		}
 		tc.url = f.url
 	}
 	return tc, nil
