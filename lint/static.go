@@ -87,7 +87,9 @@ const (
 //     ignored); the finding quotes plan.Outage's dead-lettered figure per
 //     message/s of traffic.
 //   - dlq-retention-below-source (error): source_retention_hours is set and
-//     dlq_retention_hours is shorter.
+//     dlq_retention_hours is not longer (equal is not enough: a message
+//     that waited at the source before it was dead-lettered would expire
+//     sooner in the DLQ than it would have unconsumed).
 //   - dlq-retention-below-triage (error): triage_hours is set and
 //     dlq_retention_hours is shorter than twice it.
 //   - jitter-without-retries (info): retry_jitter_ratio > 0 with
@@ -102,13 +104,25 @@ const (
 //     whether the queue's messages carry them; the finding reminds that
 //     park only orders messages that do.
 //   - no-owner (warning): owner is empty.
+//   - handler-timeout-over-lease (warning): handler_timeout_millis plus
+//     AbandonGrace (1 s) does not end inside the transport's lease
+//     (SQLiteLease, 30 s; RabbitMQConsumerTimeout, 30 min; Kafka has
+//     none): the message is handed out again while the handler runs.
+//   - retry-capacity-short (error): on RabbitMQ, with expected_outage and
+//     expected_rate_per_second set, buckets × bucket_max_length is less
+//     than outage × rate: full buckets refuse hand-offs, and refused
+//     messages reach delivery_limit.
+//   - breaker-without-retries (warning): breaker = true with
+//     retry_attempts = 0: the breaker's hold has no bucket and falls back
+//     to releases, which raise the delivery count.
 //
-// And for the whole configuration, topology-buckets-near-limit (warning):
-// all queues together need TopologyBucketsNearLimit (3072) or more of the
-// 4096 buckets.
+// And for the whole configuration: no-queues (error), no [[queue]] at all
+// (an empty file, or only other settings); topology-buckets-near-limit
+// (warning), all queues together need TopologyBucketsNearLimit (3072) or
+// more of the 4096 buckets.
 func Static(cfg config.Config) []Finding {
 	cfg = cfg.WithDefaults()
-	var out []Finding
+	out := noQueues(cfg)
 	total := 0
 	for _, q := range cfg.Queues {
 		out = append(out, staticQueue(q)...)
@@ -170,14 +184,14 @@ func staticQueue(q lily.QueueConfig) []Finding {
 		out = append(out, f)
 	}
 
-	if q.SourceRetentionHours > 0 && q.Settings().DLQRetentionHours < q.SourceRetentionHours {
+	if q.SourceRetentionHours > 0 && q.Settings().DLQRetentionHours <= q.SourceRetentionHours {
 		add(Error, CodeDLQRetentionBelowSource,
-			fmt.Sprintf("dlq_retention_hours = %d is shorter than source_retention_hours = %d", q.Settings().DLQRetentionHours, q.SourceRetentionHours),
-			"a dead letter is kept for less time than the source would have kept the message unconsumed, so dead-lettering "+
+			fmt.Sprintf("dlq_retention_hours = %d is not longer than source_retention_hours = %d", q.Settings().DLQRetentionHours, q.SourceRetentionHours),
+			"a dead letter is kept no longer than the source would have kept the message unconsumed, so dead-lettering "+
 				"shortens its life: it is discarded (with a record, but without its body) before a message that was never "+
 				"processed would have expired; where the clock keeps the original enqueue time (SQS standard queues) a message "+
 				"that waited at the source is discarded sooner still",
-			fmt.Sprintf("set dlq_retention_hours to at least %d, better twice that (%d)", q.SourceRetentionHours, 2*q.SourceRetentionHours))
+			fmt.Sprintf("set dlq_retention_hours longer than %d, better twice that (%d)", q.SourceRetentionHours, 2*q.SourceRetentionHours))
 	}
 	if q.TriageHours > 0 && q.Settings().DLQRetentionHours < 2*q.TriageHours {
 		add(Error, CodeDLQRetentionBelowTriage,
@@ -209,6 +223,8 @@ func staticQueue(q lily.QueueConfig) []Finding {
 	if f, ok := retriesShareCap(q); ok {
 		out = append(out, f)
 	}
+
+	out = append(out, crossField(q)...)
 
 	if q.Ordering == lily.OrderingPark {
 		add(Info, CodeParkNeedsKeys, `ordering = "park": only messages published with a key are kept in order`,

@@ -28,11 +28,16 @@ stable code, what is wrong, why it loses or delays messages, and the fix.
 Static: retry_attempts = 0 (no-retries); delivery_limit above 20 or equal to 1
 (delivery-limit-high, delivery-limit-one); a retry span shorter than the queue's
 expected_outage, with 'lily plan outage's figure (retry-span-short);
-dlq_retention_hours shorter than source_retention_hours or than twice triage_hours
-(dlq-retention-below-source, dlq-retention-below-triage); jitter without retries,
-bucket counts near their limits, retries sharing the backoff cap
+dlq_retention_hours not longer than source_retention_hours, or shorter than twice
+triage_hours (dlq-retention-below-source, dlq-retention-below-triage); jitter
+without retries, bucket counts near their limits, retries sharing the backoff cap
 (jitter-without-retries, buckets-near-limit, topology-buckets-near-limit,
-retries-share-cap); ordering = "park" (park-needs-keys); no owner (no-owner).
+retries-share-cap); ordering = "park" (park-needs-keys); no owner (no-owner);
+handler_timeout_millis + 1 s grace not inside the transport's lease (SQLite 30 s,
+RabbitMQ consumer_timeout 30 min) (handler-timeout-over-lease); on RabbitMQ,
+buckets × bucket_max_length below expected_outage × expected_rate_per_second
+(retry-capacity-short); breaker = true with retry_attempts = 0
+(breaker-without-retries); a file without any [[queue]] (no-queues).
 
 --live, for queues with transport = "rabbitmq", through the management API: every
 difference of 'lily topology verify' (topology-drift); a dead-letter exchange that
