@@ -151,7 +151,7 @@ func TestLintBadInput(t *testing.T) {
 		"[[queue]]\nname = \"a.b\"\nexpected_outage = \"-5m\"\n":        "expected_outage",
 		"[[queue]]\nname = \"a.b\"\ntriage_hours = -1\n":                "triage_hours",
 		"[[queue]]\nname = \"a.b\"\nsource_retention_hours = -1\n":      "source_retention_hours",
-		"[[queue]]\nname = \"a.b\"\ndelivery_limit = 0\n":                "delivery_limit = 0: must be in 1..1000",
+		"[[queue]]\nname = \"a.b\"\ndelivery_limit = 0\n":               "delivery_limit = 0: must be in 1..1000",
 		"[[queue]]\nname = \"a.b\"\nretry_attempts = \"3\"\n":           `queue "a.b": retry_attempts: want an integer, got the string "3" (line 3)`,
 	} {
 		if code, _, errOut := run(t, "lint", "--config", writeConfig(t, body)); code != 1 || !strings.Contains(errOut, field) {
