@@ -6,12 +6,15 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/lily-mq/lily"
 )
 
 // decodeError turns an error of the TOML decoder into one that names the
@@ -38,11 +41,66 @@ func decodeError(data []byte, err error) error {
 		// A syntax error: no key to name, the position says where.
 		return fmt.Errorf("%w: line %d, column %d: %s", ErrInvalidConfig, row, col, strings.TrimPrefix(de.Error(), "toml: "))
 	}
+	key = withStructField(key, de.Error())
+	row = keyLine(data, key[len(key)-1], row)
 	field, typ, ok := lookupKey(key)
 	if !ok {
 		return fmt.Errorf("%w: %s%s: %s (line %d)", ErrInvalidConfig, owner(data, key, row), strings.Join(key, "."), strings.TrimPrefix(de.Error(), "toml: "), row)
 	}
 	return fmt.Errorf("%w: %s%s: want %s, got %s (line %d)", ErrInvalidConfig, owner(data, key, row), field, want(typ), got(data, key, row, de.Error()), row)
+}
+
+// structField finds the Go field a decoder message names ("struct field
+// lily.QueueConfig.DeliveryLimit of type int").
+var structField = regexp.MustCompile(`struct field (?:[\w.]*\.)?(\w+)\.(\w+) of type`)
+
+// withStructField completes key with the TOML key of the struct field the
+// decoder's message names, when the key stops short of it (inside an
+// inline table the decoder reports only the table's key).
+func withStructField(key []string, msg string) []string {
+	m := structField.FindStringSubmatch(msg)
+	if m == nil {
+		return key
+	}
+	for _, t := range []reflect.Type{reflect.TypeFor[Config](), reflect.TypeFor[lily.QueueConfig](), reflect.TypeFor[TokenConfig]()} {
+		if t.Name() != m[1] {
+			continue
+		}
+		if f, ok := t.FieldByName(m[2]); ok {
+			tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+			if tag != "" && tag != key[len(key)-1] && (len(key) > 1 || t != reflect.TypeFor[Config]()) {
+				return append(slices.Clone(key), tag)
+			}
+		}
+	}
+	return key
+}
+
+// keyLine returns row when that line of data assigns name, else the first
+// line at or after row that does (else before it): the decoder reports
+// line 1 for a value nested in an array.
+func keyLine(data []byte, name string, row int) int {
+	assign := regexp.MustCompile(`^\s*"?` + regexp.QuoteMeta(name) + `"?\s*=`)
+	lines := strings.Split(string(data), "\n")
+	if row >= 1 && row <= len(lines) && strings.Contains(lines[row-1], name) {
+		return row
+	}
+	first := 0
+	for i, l := range lines {
+		if !assign.MatchString(l) {
+			continue
+		}
+		if i+1 >= row {
+			return i + 1
+		}
+		if first == 0 {
+			first = i + 1
+		}
+	}
+	if first != 0 {
+		return first
+	}
+	return row
 }
 
 // unknownField describes one unknown key, with the closest known key of

@@ -104,3 +104,18 @@ func TestRabbitMQURLRefusedAtLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeErrorsInsideArraysAndInlineTables: the decoder reports line 1
+// for a value nested in an array and only the table's key inside an inline
+// table; the error still names the key and its line.
+func TestDecodeErrorsInsideArraysAndInlineTables(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{"[[queue]]\nname = \"a\"\nbinding_keys = [[\"x\"]]\n", `queue "a": binding_keys: want an array of strings, got an array holding an array (line 3)`},
+		{"queue = [{name = \"a\", retry_attempts = 1}, {name = \"b\", delivery_limit = \"x\"}]\n", `delivery_limit: want an integer, got a string (line 1)`},
+	} {
+		_, err := ParseConfig([]byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error\n  %v\nwant it to contain\n  %s", tc.doc, err, tc.want)
+		}
+	}
+}
