@@ -144,6 +144,7 @@ func Static(cfg config.Config) []Finding {
 
 // staticQueue returns the static findings of one queue.
 func staticQueue(q lily.QueueConfig) []Finding {
+	s := q.Settings()
 	var out []Finding
 	add := func(sev Severity, code, what, why, fix string) {
 		out = append(out, Finding{Severity: sev, Queue: q.Name, Code: code, What: what, Why: why, Fix: fix})
@@ -156,7 +157,7 @@ func staticQueue(q lily.QueueConfig) []Finding {
 			"N messages/s dead-letters N healthy messages"
 		if q.ImmediateRetries > 0 {
 			why += fmt.Sprintf("; immediate_retries = %d only covers blips shorter than about %d ms",
-				q.ImmediateRetries, int64(q.ImmediateRetries)*q.Settings().ImmediateRetryMillis)
+				q.ImmediateRetries, int64(q.ImmediateRetries)*s.ImmediateRetryMillis)
 		}
 		add(Warning, CodeNoRetries, "retry_attempts = 0: a transient error dead-letters on its first failure", why,
 			"set retry_attempts, e.g. 3 (delays 1 s, 2 s, 4 s with the default backoff; 'lily schedule --attempts 3' shows them); "+
@@ -164,15 +165,15 @@ func staticQueue(q lily.QueueConfig) []Finding {
 	}
 
 	switch {
-	case q.Settings().DeliveryLimit > MaxSensibleDeliveryLimit:
+	case s.DeliveryLimit > MaxSensibleDeliveryLimit:
 		add(Warning, CodeDeliveryLimitHigh,
-			fmt.Sprintf("delivery_limit = %d is above %d", q.Settings().DeliveryLimit, MaxSensibleDeliveryLimit),
+			fmt.Sprintf("delivery_limit = %d is above %d", s.DeliveryLimit, MaxSensibleDeliveryLimit),
 			fmt.Sprintf("a crash-type poison message (one that kills the process before the handler returns) is handed out %d times "+
 				"before it is dead-lettered: %d crashes and restarts, each returning the whole prefetch window or leased batch "+
-				"with it; redeliveries are not retries, transient errors are counted by retry_attempts", q.Settings().DeliveryLimit, q.Settings().DeliveryLimit),
+				"with it; redeliveries are not retries, transient errors are counted by retry_attempts", s.DeliveryLimit, s.DeliveryLimit),
 			fmt.Sprintf("lower delivery_limit to %d (the default) or at most %d; raise retry_attempts instead if transient errors need more attempts",
 				lily.DefaultDeliveryLimit, MaxSensibleDeliveryLimit))
-	case q.Settings().DeliveryLimit == 1:
+	case s.DeliveryLimit == 1:
 		add(Warning, CodeDeliveryLimitOne, "delivery_limit = 1: one redelivery dead-letters a message",
 			"one crash, scale-in, lost connection or released delivery (handler_timeout_millis) dead-letters the message, "+
 				"and every innocent message in flight with a crashed process (the prefetch window, the leased batch) is "+
@@ -184,18 +185,18 @@ func staticQueue(q lily.QueueConfig) []Finding {
 		out = append(out, f)
 	}
 
-	if q.SourceRetentionHours > 0 && q.Settings().DLQRetentionHours <= q.SourceRetentionHours {
+	if q.SourceRetentionHours > 0 && s.DLQRetentionHours <= q.SourceRetentionHours {
 		add(Error, CodeDLQRetentionBelowSource,
-			fmt.Sprintf("dlq_retention_hours = %d is not longer than source_retention_hours = %d", q.Settings().DLQRetentionHours, q.SourceRetentionHours),
+			fmt.Sprintf("dlq_retention_hours = %d is not longer than source_retention_hours = %d", s.DLQRetentionHours, q.SourceRetentionHours),
 			"a dead letter is kept no longer than the source would have kept the message unconsumed, so dead-lettering "+
 				"shortens its life: it is discarded (with a record, but without its body) before a message that was never "+
 				"processed would have expired; where the clock keeps the original enqueue time (SQS standard queues) a message "+
 				"that waited at the source is discarded sooner still",
 			fmt.Sprintf("set dlq_retention_hours longer than %d, better twice that (%d)", q.SourceRetentionHours, 2*q.SourceRetentionHours))
 	}
-	if q.TriageHours > 0 && q.Settings().DLQRetentionHours < 2*q.TriageHours {
+	if q.TriageHours > 0 && s.DLQRetentionHours < 2*q.TriageHours {
 		add(Error, CodeDLQRetentionBelowTriage,
-			fmt.Sprintf("dlq_retention_hours = %d is shorter than twice triage_hours = %d (%d h)", q.Settings().DLQRetentionHours, q.TriageHours, 2*q.TriageHours),
+			fmt.Sprintf("dlq_retention_hours = %d is shorter than twice triage_hours = %d (%d h)", s.DLQRetentionHours, q.TriageHours, 2*q.TriageHours),
 			"dead letters are discarded at dlq_retention_hours; with less than twice the triage time, the alarm at half the "+
 				"retention leaves the owner less than one triage time, and an entry that waits through a weekend or an incident "+
 				"backlog is discarded before anyone decides about it: its body is gone",
@@ -257,11 +258,12 @@ func staticQueue(q lily.QueueConfig) []Finding {
 // retrySpanShort reports CodeRetrySpanShort for q, if expected_outage is
 // longer than the retry span.
 func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
+	s := q.Settings()
 	outage := q.ExpectedOutageDuration()
 	if outage <= 0 {
 		return Finding{}, false
 	}
-	sch, err := plan.Backoff(q.RetryAttempts+1, q.Settings().RetryBackoffMillis, q.Settings().MaxRetryBackoffMillis)
+	sch, err := plan.Backoff(q.RetryAttempts+1, s.RetryBackoffMillis, s.MaxRetryBackoffMillis)
 	if err != nil {
 		return Finding{}, false
 	}
@@ -271,12 +273,12 @@ func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
 		return Finding{}, false
 	}
 	cmd := fmt.Sprintf("lily plan outage --rate R --outage %s --attempts %d --backoff-millis %d --max-backoff-millis %d",
-		q.ExpectedOutage, sch.Attempts, q.Settings().RetryBackoffMillis, q.Settings().MaxRetryBackoffMillis)
+		q.ExpectedOutage, sch.Attempts, s.RetryBackoffMillis, s.MaxRetryBackoffMillis)
 	fix := "to ride it out with retries, raise max_retry_backoff_millis or retry_backoff_millis"
 	if a, ok := attemptsToCover(q, outage); ok {
 		fix = fmt.Sprintf("to ride it out with retries, set retry_attempts = %d (span %s with these delays) or raise "+
-			"max_retry_backoff_millis", a, plan.FormatSeconds(float64(retry.Policy{Attempts: a, BackoffMillis: q.Settings().RetryBackoffMillis,
-			MaxBackoffMillis: q.Settings().MaxRetryBackoffMillis}.Span())/1000))
+			"max_retry_backoff_millis", a, plan.FormatSeconds(float64(retry.Policy{Attempts: a, BackoffMillis: s.RetryBackoffMillis,
+			MaxBackoffMillis: s.MaxRetryBackoffMillis}.Span())/1000))
 	}
 	fix += ", though every poison message then gets as many attempts; better, pause consumption while the dependency " +
 		"is down (a circuit breaker), so that the outage becomes lag, not dead letters"
@@ -294,7 +296,8 @@ func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
 // attemptsToCover returns the smallest retry_attempts (at most
 // retry.MaxAttempts) whose span with q's delays covers outage.
 func attemptsToCover(q lily.QueueConfig, outage time.Duration) (int, bool) {
-	p := retry.Policy{BackoffMillis: q.Settings().RetryBackoffMillis, MaxBackoffMillis: q.Settings().MaxRetryBackoffMillis}
+	s := q.Settings()
+	p := retry.Policy{BackoffMillis: s.RetryBackoffMillis, MaxBackoffMillis: s.MaxRetryBackoffMillis}
 	for a := q.RetryAttempts + 1; a <= retry.MaxAttempts; a++ {
 		p.Attempts = a
 		if p.Span() >= outage.Milliseconds() {
