@@ -290,6 +290,9 @@ func got(data []byte, key []string, row int, msg string) string {
 		return article(m[1]) + " " + m[1]
 	}
 	if strings.Contains(msg, "too large") || strings.Contains(msg, "cannot be stored") || strings.Contains(msg, "overflow") {
+		if raw := rawValue(data, key[len(key)-1], row); raw != "" {
+			return "the integer " + raw + ", which is out of range"
+		}
 		return "an integer out of range (" + strings.TrimPrefix(msg, "toml: ") + ")"
 	}
 	return strings.TrimPrefix(msg, "toml: ")
@@ -386,6 +389,47 @@ func entryIndex(data []byte, table string, row int) int {
 	return n
 }
 
+// rawValue returns the text after "name =" on line row of data ("" if the
+// line does not assign name).
+func rawValue(data []byte, name string, row int) string {
+	lines := strings.Split(string(data), "\n")
+	if row < 1 || row > len(lines) {
+		return ""
+	}
+	k, v, ok := strings.Cut(lines[row-1], "=")
+	if !ok || strings.Trim(strings.TrimSpace(k), `"'`) != name {
+		return ""
+	}
+	v, _, _ = strings.Cut(v, "#")
+	return strings.TrimSpace(v)
+}
+
+// entryName finds the name = "..." line of the [[table]] entry that line
+// row is in, for documents that do not decode even generically.
+func entryName(data []byte, table string, row int) string {
+	header := regexp.MustCompile(`^\s*\[\[\s*` + regexp.QuoteMeta(table) + `\s*\]\]`)
+	nameLine := regexp.MustCompile(`^\s*name\s*=\s*["']([^"']*)["']`)
+	lines := strings.Split(string(data), "\n")
+	start := -1
+	for i := 0; i < len(lines) && i < row; i++ {
+		if header.MatchString(lines[i]) {
+			start = i
+		}
+	}
+	if start < 0 {
+		return ""
+	}
+	for _, l := range lines[start+1:] {
+		if header.MatchString(l) || strings.HasPrefix(strings.TrimSpace(l), "[") {
+			break
+		}
+		if m := nameLine.FindStringSubmatch(l); m != nil {
+			return m[1]
+		}
+	}
+	return ""
+}
+
 // owner names the [[queue]] or [[token]] entry a key belongs to, as a
 // prefix: `queue "orders.created": `, or "" for a top-level key.
 func owner(data []byte, key []string, row int) string {
@@ -400,6 +444,8 @@ func owner(data []byte, key []string, row int) string {
 				name, _ = e["name"].(string)
 			}
 		}
+	} else if n >= 0 {
+		name = entryName(data, key[0], row)
 	}
 	switch {
 	case key[0] == "queue" && name != "":

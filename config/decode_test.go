@@ -119,3 +119,13 @@ func TestDecodeErrorsInsideArraysAndInlineTables(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeErrorOutOfRange: an integer too large for 64 bits (which no
+// generic decode can read either) still names the queue and the value.
+func TestDecodeErrorOutOfRange(t *testing.T) {
+	_, err := ParseConfig([]byte("[[queue]]\nname = \"orders.created\"\nretry_attempts = 99999999999999999999 # many\n"))
+	want := `queue "orders.created": retry_attempts: want an integer, got the integer 99999999999999999999, which is out of range (line 3)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error\n  %v\nwant\n  %s", err, want)
+	}
+}

@@ -51,7 +51,7 @@ func noQueues(cfg config.Config) []Finding {
 		What: "the configuration has no [[queue]] entry (the file is empty, or declares only other settings)",
 		Why: "lint judges the queues of a configuration; without any there is nothing to judge, and a consumer, " +
 			"'lily topology' or 'lily alerts' run with this file knows no queue: it is most likely the wrong file, " +
-			"or the [[queue]] headers are misspelt (e.g. [queue] instead of [[queue]])",
+			"or one not written yet",
 		Fix: `add one [[queue]] entry per logical queue, at least name = "<queue>" (see examples/lily.toml), or point --config at the file that has them`,
 	}}
 }
