@@ -47,9 +47,9 @@ type breaker struct {
 
 func newBreaker(q QueueConfig, now func() time.Time, onChange func(from, to BreakerState)) *breaker {
 	return &breaker{
-		ratio: q.BreakerFailureRatio, min: q.BreakerMinRequests,
-		window:   time.Duration(q.BreakerWindowMillis) * time.Millisecond,
-		cooldown: time.Duration(q.BreakerCooldownMillis) * time.Millisecond,
+		ratio: q.Settings().BreakerFailureRatio, min: q.Settings().BreakerMinRequests,
+		window:   time.Duration(q.Settings().BreakerWindowMillis) * time.Millisecond,
+		cooldown: time.Duration(q.Settings().BreakerCooldownMillis) * time.Millisecond,
 		now:      now, onChange: onChange, state: BreakerClosed,
 	}
 }

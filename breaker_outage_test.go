@@ -37,8 +37,8 @@ func TestBreakerTurnsOutageIntoLag(t *testing.T) {
 			// exhaust their retries: its reaction time (about the window ×
 			// the failure ratio, at least breaker_min_requests failures)
 			// must be shorter than the retry span (100 + 200 = 300ms).
-			qc := lily.QueueConfig{Name: "outage.orders", RetryAttempts: 2, RetryBackoffMillis: 100, MaxRetryBackoffMillis: 200,
-				Breaker: &on, BreakerMinRequests: 3, BreakerWindowMillis: 150, BreakerCooldownMillis: 100}.WithDefaults()
+			qc := lily.QueueConfig{Name: "outage.orders", RetryAttempts: 2, RetryBackoffMillis: new(int64(100)), MaxRetryBackoffMillis: new(int64(200)),
+				Breaker: &on, BreakerMinRequests: new(3), BreakerWindowMillis: new(int64(150)), BreakerCooldownMillis: new(int64(100))}.WithDefaults()
 			if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 				t.Fatal(err)
 			}

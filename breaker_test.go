@@ -20,7 +20,7 @@ func (f *fakeClock) Add(d time.Duration) {
 
 func testBreaker(clk *fakeClock) (*breaker, *[]BreakerState) {
 	var changes []BreakerState
-	q := QueueConfig{BreakerFailureRatio: 0.5, BreakerMinRequests: 10, BreakerWindowMillis: 1000, BreakerCooldownMillis: 500}
+	q := QueueConfig{BreakerFailureRatio: new(0.5), BreakerMinRequests: new(10), BreakerWindowMillis: new(int64(1000)), BreakerCooldownMillis: new(int64(500))}
 	return newBreaker(q, clk.Now, func(_, to BreakerState) { changes = append(changes, to) }), &changes
 }
 

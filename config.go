@@ -1,18 +1,14 @@
 package lily
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
-	"os"
+	"math"
 	"regexp"
 	"strings"
 	"time"
 
-	"github.com/pelletier/go-toml/v2"
-
-	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/retry"
 	"github.com/lily-mq/lily/transport"
 )
@@ -43,14 +39,11 @@ func (c QueueConfig) BreakerEnabled() bool {
 	return c.RetryAttempts > 0
 }
 
-// DefaultRabbitMQURL is the broker used when the configuration names none.
-const DefaultRabbitMQURL = "amqp://guest:guest@127.0.0.1:5672/"
-
 // Defaults of QueueConfig.
 const (
 	DefaultDeliveryLimit         = 5
 	DefaultImmediateRetryMillis  = 200
-	DefaultHandlerTimeoutMillis  = 30000
+	DefaultHandlerTimeoutMillis  = 25000
 	DefaultMaxRedrives           = 2
 	DefaultDLQRetentionHours     = 336
 	MaxDeliveryLimit             = 1000
@@ -63,9 +56,28 @@ const (
 	DefaultDLQMaxLength          = 1000000
 )
 
-// QueueConfig is one [[queue]] entry of the configuration file: a logical
-// queue with its retry schedule and dead-letter settings. The zero value of
-// every field means its default; call WithDefaults, then Validate.
+// QueueConfig is one [[queue]] entry of the configuration file (package
+// config parses the file): a logical queue with its retry schedule and
+// dead-letter settings. Call WithDefaults, then Validate.
+//
+// Zero is a value. A string, slice or bool field that is empty means its
+// default. A numeric field whose 0 is a legal setting and also its default
+// (RetryAttempts, RetryJitterRatio, ImmediateRetries,
+// SourceRetentionHours, TriageHours, ExpectedRatePerSecond) is a plain
+// number. Every other numeric field is a pointer: nil means "unset, use
+// the default"; a non-nil pointer is taken as written, so that
+// MaxRedrives: new(0) means "always a manual decision" and DeliveryLimit:
+// new(0) is refused by Validate instead of becoming 5. In TOML, a key that
+// is absent is nil and a key written as 0 is 0. Go callers write
+//
+//	lily.QueueConfig{Name: "orders.created", RetryAttempts: 3, DeliveryLimit: new(10),
+//		RetryBackoffMillis: new(int64(500))}
+//
+// (Go 1.26's new(expr)). WithDefaults sets every pointer, so a defaulted
+// QueueConfig shows every value it runs with (as JSON, too). To read the
+// values, use Settings, which resolves nil to the default itself and so
+// is safe on any QueueConfig: q.Settings().DeliveryLimit, never
+// *q.DeliveryLimit.
 type QueueConfig struct {
 	// Name of the queue, e.g. "orders.created". Required.
 	Name string `toml:"name" json:"name"`
@@ -81,10 +93,10 @@ type QueueConfig struct {
 	// processing, 0..100. Defaults to 0: a transient error dead-letters.
 	RetryAttempts int `toml:"retry_attempts" json:"retry_attempts"`
 	// RetryBackoffMillis is the first retry delay, > 0. Defaults to 1000.
-	RetryBackoffMillis int64 `toml:"retry_backoff_millis" json:"retry_backoff_millis"`
+	RetryBackoffMillis *int64 `toml:"retry_backoff_millis" json:"retry_backoff_millis,omitempty"`
 	// MaxRetryBackoffMillis caps the exponential delay, >= the backoff.
-	// Defaults to 60000.
-	MaxRetryBackoffMillis int64 `toml:"max_retry_backoff_millis" json:"max_retry_backoff_millis"`
+	// Defaults to 60000, or to the backoff if that is larger.
+	MaxRetryBackoffMillis *int64 `toml:"max_retry_backoff_millis" json:"max_retry_backoff_millis,omitempty"`
 	// RetryJitterRatio spreads delays over lower/nominal/upper buckets,
 	// finite 0.0..0.5. Defaults to 0.0.
 	RetryJitterRatio float64 `toml:"retry_jitter_ratio" json:"retry_jitter_ratio"`
@@ -94,43 +106,50 @@ type QueueConfig struct {
 	// arrives in the first (outage − span) of such an outage is
 	// dead-lettered. Defaults to none.
 	ExpectedOutage string `toml:"expected_outage" json:"expected_outage,omitempty"`
+	// ExpectedRatePerSecond is the queue's expected traffic in messages
+	// per second, finite and >= 0; with ExpectedOutage, 'lily lint'
+	// checks that the retry buckets can hold what an outage sends them
+	// (buckets × bucket_max_length). Defaults to 0 (unknown).
+	ExpectedRatePerSecond float64 `toml:"expected_rate_per_second" json:"expected_rate_per_second,omitempty"`
 	// DeliveryLimit is the most times one copy is handed to a handler;
 	// the next delivery dead-letters it with reason delivery_limit, 1..1000.
 	// Defaults to 5.
-	DeliveryLimit int `toml:"delivery_limit" json:"delivery_limit"`
+	DeliveryLimit *int `toml:"delivery_limit" json:"delivery_limit,omitempty"`
 	// ImmediateRetries are in-process retries before a broker-delayed
 	// retry, for blips, 0..10. Defaults to 0.
 	ImmediateRetries int `toml:"immediate_retries" json:"immediate_retries"`
-	// ImmediateRetryMillis is the pause between immediate retries, 0..10000.
-	// Defaults to 200.
-	ImmediateRetryMillis int64 `toml:"immediate_retry_millis" json:"immediate_retry_millis"`
+	// ImmediateRetryMillis is the pause between immediate retries, 0..10000
+	// (0: retry at once). Defaults to 200.
+	ImmediateRetryMillis *int64 `toml:"immediate_retry_millis" json:"immediate_retry_millis,omitempty"`
 	// HandlerTimeoutMillis cancels the handler's context after this long,
-	// > 0. Defaults to 30000.
-	HandlerTimeoutMillis int64 `toml:"handler_timeout_millis" json:"handler_timeout_millis"`
+	// > 0. Defaults to 25000, which with the default one-second abandon
+	// grace fits in the SQLite transport's default 30 s lease.
+	HandlerTimeoutMillis *int64 `toml:"handler_timeout_millis" json:"handler_timeout_millis,omitempty"`
 	// Ordering is "reorder", "block" or "park". Defaults to "reorder".
 	Ordering string `toml:"ordering" json:"ordering"`
 	// MaxRedrives is how often an entry may be redriven before it needs a
-	// manual decision, 0..100. Defaults to 2.
-	MaxRedrives int `toml:"max_redrives" json:"max_redrives"`
+	// manual decision, 0..100; 0 makes every redrive a manual decision.
+	// Defaults to 2.
+	MaxRedrives *int `toml:"max_redrives" json:"max_redrives,omitempty"`
 	// DLQRetentionHours is how long dead letters are kept before they are
 	// discarded with a record, > 0. Defaults to 336 (14 days).
-	DLQRetentionHours int `toml:"dlq_retention_hours" json:"dlq_retention_hours"`
+	DLQRetentionHours *int `toml:"dlq_retention_hours" json:"dlq_retention_hours,omitempty"`
 	// SourceRetentionHours is how long the source keeps an unconsumed
 	// message (e.g. the broker's or the producer's retention), >= 0; 'lily
-	// lint' reports a dlq_retention_hours shorter than it. Defaults to 0
-	// (unknown).
+	// lint' reports a dlq_retention_hours that is not longer. Defaults to
+	// 0 (unknown).
 	SourceRetentionHours int `toml:"source_retention_hours" json:"source_retention_hours,omitempty"`
 	// TriageHours is how long the owner may take to notice and triage a
 	// dead letter, >= 0; 'lily lint' reports a dlq_retention_hours shorter
 	// than twice it. Defaults to 0 (unknown).
 	TriageHours int `toml:"triage_hours" json:"triage_hours,omitempty"`
 	// BucketMaxLength caps each retry bucket (RabbitMQ x-max-length with
-	// reject-publish: a full bucket refuses the hand-off, never drops).
-	// Defaults to 100000.
-	BucketMaxLength int64 `toml:"bucket_max_length" json:"bucket_max_length"`
-	// DLQMaxLength caps the dead-letter queue the same way. Defaults to
-	// 1000000.
-	DLQMaxLength int64 `toml:"dlq_max_length" json:"dlq_max_length"`
+	// reject-publish: a full bucket refuses the hand-off, never drops),
+	// >= 1. Defaults to 100000.
+	BucketMaxLength *int64 `toml:"bucket_max_length" json:"bucket_max_length,omitempty"`
+	// DLQMaxLength caps the dead-letter queue the same way, >= 1. Defaults
+	// to 1000000.
+	DLQMaxLength *int64 `toml:"dlq_max_length" json:"dlq_max_length,omitempty"`
 	// Owner is the team or person who triages the queue's dead letters.
 	// Defaults to "" (lint warns).
 	Owner string `toml:"owner" json:"owner,omitempty"`
@@ -146,24 +165,73 @@ type QueueConfig struct {
 	// BreakerFailureRatio opens the breaker when transient failures are at
 	// least this share of the outcomes in the window, 0 < ratio <= 1.
 	// Defaults to 0.5.
-	BreakerFailureRatio float64 `toml:"breaker_failure_ratio" json:"breaker_failure_ratio"`
+	BreakerFailureRatio *float64 `toml:"breaker_failure_ratio" json:"breaker_failure_ratio,omitempty"`
 	// BreakerMinRequests is the fewest outcomes in the window before the
 	// ratio counts, >= 1. Defaults to 20.
-	BreakerMinRequests int `toml:"breaker_min_requests" json:"breaker_min_requests"`
+	BreakerMinRequests *int `toml:"breaker_min_requests" json:"breaker_min_requests,omitempty"`
 	// BreakerWindowMillis is the sliding window of outcomes, > 0. Defaults
 	// to 10000.
-	BreakerWindowMillis int64 `toml:"breaker_window_millis" json:"breaker_window_millis"`
+	BreakerWindowMillis *int64 `toml:"breaker_window_millis" json:"breaker_window_millis,omitempty"`
 	// BreakerCooldownMillis is how long the breaker stays open before one
 	// probe is let through, > 0. Defaults to 5000.
-	BreakerCooldownMillis int64 `toml:"breaker_cooldown_millis" json:"breaker_cooldown_millis"`
+	BreakerCooldownMillis *int64 `toml:"breaker_cooldown_millis" json:"breaker_cooldown_millis,omitempty"`
 }
 
-// WithDefaults returns c with every zero field set to its default.
+// QueueSettings are the numeric settings of a QueueConfig as they run:
+// each pointer field resolved, its default where it is nil. Get them with
+// QueueConfig.Settings. The fields are those of QueueConfig, by the same
+// names.
+type QueueSettings struct {
+	RetryBackoffMillis    int64
+	MaxRetryBackoffMillis int64
+	DeliveryLimit         int
+	ImmediateRetryMillis  int64
+	HandlerTimeoutMillis  int64
+	MaxRedrives           int
+	DLQRetentionHours     int
+	BucketMaxLength       int64
+	DLQMaxLength          int64
+	BreakerFailureRatio   float64
+	BreakerMinRequests    int
+	BreakerWindowMillis   int64
+	BreakerCooldownMillis int64
+}
+
+// or returns *p, or def when p is nil.
+func or[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// Settings returns c's numeric settings: each as written, or its default
+// when unset (nil). It is safe on a QueueConfig without WithDefaults and
+// is how the runtime, the transports and the tools read these fields.
+func (c QueueConfig) Settings() QueueSettings {
+	backoff := or(c.RetryBackoffMillis, retry.DefaultBackoffMillis)
+	return QueueSettings{
+		RetryBackoffMillis:    backoff,
+		MaxRetryBackoffMillis: or(c.MaxRetryBackoffMillis, max(retry.DefaultMaxBackoffMillis, backoff)),
+		DeliveryLimit:         or(c.DeliveryLimit, DefaultDeliveryLimit),
+		ImmediateRetryMillis:  or(c.ImmediateRetryMillis, DefaultImmediateRetryMillis),
+		HandlerTimeoutMillis:  or(c.HandlerTimeoutMillis, DefaultHandlerTimeoutMillis),
+		MaxRedrives:           or(c.MaxRedrives, DefaultMaxRedrives),
+		DLQRetentionHours:     or(c.DLQRetentionHours, DefaultDLQRetentionHours),
+		BucketMaxLength:       or(c.BucketMaxLength, DefaultBucketMaxLength),
+		DLQMaxLength:          or(c.DLQMaxLength, DefaultDLQMaxLength),
+		BreakerFailureRatio:   or(c.BreakerFailureRatio, DefaultBreakerFailureRatio),
+		BreakerMinRequests:    or(c.BreakerMinRequests, DefaultBreakerMinRequests),
+		BreakerWindowMillis:   or(c.BreakerWindowMillis, DefaultBreakerWindowMillis),
+		BreakerCooldownMillis: or(c.BreakerCooldownMillis, DefaultBreakerCooldownMillis),
+	}
+}
+
+// WithDefaults returns c with every unset field set to its default: empty
+// strings and slices, and nil pointers (each to a new value, shared with
+// nothing). A field set to 0 keeps its 0; Validate judges it.
 func (c QueueConfig) WithDefaults() QueueConfig {
-	c.BreakerFailureRatio = cmp.Or(c.BreakerFailureRatio, DefaultBreakerFailureRatio)
-	c.BreakerMinRequests = cmp.Or(c.BreakerMinRequests, DefaultBreakerMinRequests)
-	c.BreakerWindowMillis = cmp.Or(c.BreakerWindowMillis, DefaultBreakerWindowMillis)
-	c.BreakerCooldownMillis = cmp.Or(c.BreakerCooldownMillis, DefaultBreakerCooldownMillis)
+	s := c.Settings()
 	c.Transport = cmp.Or(c.Transport, TransportSQLite)
 	if c.Exchange == "" {
 		c.Exchange, _, _ = strings.Cut(c.Name, ".")
@@ -171,25 +239,30 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	if len(c.BindingKeys) == 0 && c.Name != "" {
 		c.BindingKeys = []string{c.Name}
 	}
-	c.RetryBackoffMillis = cmp.Or(c.RetryBackoffMillis, retry.DefaultBackoffMillis)
-	c.MaxRetryBackoffMillis = cmp.Or(c.MaxRetryBackoffMillis, max(retry.DefaultMaxBackoffMillis, c.RetryBackoffMillis))
-	c.DeliveryLimit = cmp.Or(c.DeliveryLimit, DefaultDeliveryLimit)
-	c.ImmediateRetryMillis = cmp.Or(c.ImmediateRetryMillis, DefaultImmediateRetryMillis)
-	c.HandlerTimeoutMillis = cmp.Or(c.HandlerTimeoutMillis, DefaultHandlerTimeoutMillis)
 	c.Ordering = cmp.Or(c.Ordering, OrderingReorder)
-	c.MaxRedrives = cmp.Or(c.MaxRedrives, DefaultMaxRedrives)
-	c.DLQRetentionHours = cmp.Or(c.DLQRetentionHours, DefaultDLQRetentionHours)
-	c.BucketMaxLength = cmp.Or(c.BucketMaxLength, DefaultBucketMaxLength)
-	c.DLQMaxLength = cmp.Or(c.DLQMaxLength, DefaultDLQMaxLength)
+	c.RetryBackoffMillis = new(s.RetryBackoffMillis)
+	c.MaxRetryBackoffMillis = new(s.MaxRetryBackoffMillis)
+	c.DeliveryLimit = new(s.DeliveryLimit)
+	c.ImmediateRetryMillis = new(s.ImmediateRetryMillis)
+	c.HandlerTimeoutMillis = new(s.HandlerTimeoutMillis)
+	c.MaxRedrives = new(s.MaxRedrives)
+	c.DLQRetentionHours = new(s.DLQRetentionHours)
+	c.BucketMaxLength = new(s.BucketMaxLength)
+	c.DLQMaxLength = new(s.DLQMaxLength)
+	c.BreakerFailureRatio = new(s.BreakerFailureRatio)
+	c.BreakerMinRequests = new(s.BreakerMinRequests)
+	c.BreakerWindowMillis = new(s.BreakerWindowMillis)
+	c.BreakerCooldownMillis = new(s.BreakerCooldownMillis)
 	return c
 }
 
 // Policy returns the queue's retry schedule.
 func (c QueueConfig) Policy() retry.Policy {
+	s := c.Settings()
 	return retry.Policy{
 		Attempts:         c.RetryAttempts,
-		BackoffMillis:    c.RetryBackoffMillis,
-		MaxBackoffMillis: c.MaxRetryBackoffMillis,
+		BackoffMillis:    s.RetryBackoffMillis,
+		MaxBackoffMillis: s.MaxRetryBackoffMillis,
 		JitterRatio:      c.RetryJitterRatio,
 	}
 }
@@ -197,10 +270,13 @@ func (c QueueConfig) Policy() retry.Policy {
 var queueName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
 
 // Validate reports every problem of c at once, each naming the queue, the
-// field, the value and what is allowed. Call it after WithDefaults.
+// field, the value and what is allowed. A field set to 0 is judged as
+// written (delivery_limit = 0 is refused, max_redrives = 0 is kept); an
+// unset (nil) one is judged by its default.
 func (c QueueConfig) Validate() error {
 	var errs []error
 	q := c.Name
+	s := c.Settings()
 	bad := func(field string, value any, rule string) {
 		errs = append(errs, fmt.Errorf("%w: queue %q: %s = %v: %s", ErrInvalidConfig, q, field, value, rule))
 	}
@@ -219,28 +295,28 @@ func (c QueueConfig) Validate() error {
 	} else if err := retry.CheckBuckets(q, c.Policy()); err != nil {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, err.Error()))
 	}
-	if c.DeliveryLimit < 1 || c.DeliveryLimit > MaxDeliveryLimit {
-		bad("delivery_limit", c.DeliveryLimit, fmt.Sprintf("must be in 1..%d", MaxDeliveryLimit))
+	if s.DeliveryLimit < 1 || s.DeliveryLimit > MaxDeliveryLimit {
+		bad("delivery_limit", s.DeliveryLimit, fmt.Sprintf("must be in 1..%d (the hand-overs of one copy before it is dead-lettered)", MaxDeliveryLimit))
 	}
 	if c.ImmediateRetries < 0 || c.ImmediateRetries > MaxImmediateRetries {
 		bad("immediate_retries", c.ImmediateRetries, fmt.Sprintf("must be in 0..%d", MaxImmediateRetries))
 	}
-	if c.ImmediateRetryMillis < 0 || c.ImmediateRetryMillis > 10000 {
-		bad("immediate_retry_millis", c.ImmediateRetryMillis, "must be in 0..10000")
+	if s.ImmediateRetryMillis < 0 || s.ImmediateRetryMillis > 10000 {
+		bad("immediate_retry_millis", s.ImmediateRetryMillis, "must be in 0..10000")
 	}
-	if c.HandlerTimeoutMillis <= 0 {
-		bad("handler_timeout_millis", c.HandlerTimeoutMillis, "must be > 0")
+	if s.HandlerTimeoutMillis <= 0 {
+		bad("handler_timeout_millis", s.HandlerTimeoutMillis, "must be > 0 (milliseconds)")
 	}
 	switch c.Ordering {
 	case OrderingReorder, OrderingBlock, OrderingPark:
 	default:
 		bad("ordering", fmt.Sprintf("%q", c.Ordering), `must be "reorder", "block" or "park"`)
 	}
-	if c.MaxRedrives < 0 || c.MaxRedrives > 100 {
-		bad("max_redrives", c.MaxRedrives, "must be in 0..100")
+	if s.MaxRedrives < 0 || s.MaxRedrives > 100 {
+		bad("max_redrives", s.MaxRedrives, "must be in 0..100 (0: every redrive is a manual decision)")
 	}
-	if c.DLQRetentionHours <= 0 {
-		bad("dlq_retention_hours", c.DLQRetentionHours, "must be > 0")
+	if s.DLQRetentionHours <= 0 {
+		bad("dlq_retention_hours", s.DLQRetentionHours, "must be > 0 (hours)")
 	}
 	if c.SourceRetentionHours < 0 {
 		bad("source_retention_hours", c.SourceRetentionHours, "must be >= 0 (0 = unknown)")
@@ -255,23 +331,26 @@ func (c QueueConfig) Validate() error {
 			bad("expected_outage", fmt.Sprintf("%q", c.ExpectedOutage), "must be >= 0")
 		}
 	}
-	if c.BucketMaxLength < 1 {
-		bad("bucket_max_length", c.BucketMaxLength, "must be >= 1")
+	if r := c.ExpectedRatePerSecond; math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
+		bad("expected_rate_per_second", r, "must be a finite number >= 0 (messages per second; 0 = unknown)")
 	}
-	if c.DLQMaxLength < 1 {
-		bad("dlq_max_length", c.DLQMaxLength, "must be >= 1")
+	if s.BucketMaxLength < 1 {
+		bad("bucket_max_length", s.BucketMaxLength, "must be >= 1 (messages per retry bucket)")
 	}
-	if !(c.BreakerFailureRatio > 0 && c.BreakerFailureRatio <= 1) {
-		bad("breaker_failure_ratio", c.BreakerFailureRatio, "must be a number in (0, 1]")
+	if s.DLQMaxLength < 1 {
+		bad("dlq_max_length", s.DLQMaxLength, "must be >= 1 (messages)")
 	}
-	if c.BreakerMinRequests < 1 {
-		bad("breaker_min_requests", c.BreakerMinRequests, "must be >= 1")
+	if r := s.BreakerFailureRatio; !(r > 0 && r <= 1) {
+		bad("breaker_failure_ratio", r, "must be a number in (0, 1]: above 0, at most 1")
 	}
-	if c.BreakerWindowMillis <= 0 {
-		bad("breaker_window_millis", c.BreakerWindowMillis, "must be > 0")
+	if s.BreakerMinRequests < 1 {
+		bad("breaker_min_requests", s.BreakerMinRequests, "must be >= 1")
 	}
-	if c.BreakerCooldownMillis <= 0 {
-		bad("breaker_cooldown_millis", c.BreakerCooldownMillis, "must be > 0")
+	if s.BreakerWindowMillis <= 0 {
+		bad("breaker_window_millis", s.BreakerWindowMillis, "must be > 0 (milliseconds)")
+	}
+	if s.BreakerCooldownMillis <= 0 {
+		bad("breaker_cooldown_millis", s.BreakerCooldownMillis, "must be > 0 (milliseconds)")
 	}
 	return errors.Join(errs...)
 }
@@ -294,141 +373,18 @@ func unjoin(err error) []error {
 	return []error{err}
 }
 
-// Config is a Lily configuration file.
-type Config struct {
-	// DB is the embedded SQLite database file. Defaults to "lily.db".
-	DB string `toml:"db" json:"db"`
-	// RabbitMQURL is the broker of the queues with transport "rabbitmq".
-	// Defaults to "amqp://guest:guest@127.0.0.1:5672/".
-	RabbitMQURL string `toml:"rabbitmq_url" json:"rabbitmq_url,omitempty"`
-	// KafkaBrokers are the seed brokers ("host:port") of the queues with
-	// transport "kafka"; the --brokers flag overrides them. Defaults to
-	// ["127.0.0.1:9092"].
-	KafkaBrokers []string `toml:"kafka_brokers" json:"kafka_brokers,omitempty"`
-	// KafkaPartitions is the partition count of the topics 'lily topology
-	// apply' creates for a kafka queue whose topic does not exist yet,
-	// 1..10000. Defaults to 3.
-	KafkaPartitions int32 `toml:"kafka_partitions" json:"kafka_partitions,omitempty"`
-	// KafkaDeadLetterTopics maps a kafka queue (topic) to the dead-letter
-	// topic Lily writes to and 'lily dlq ingest' reads, when it is not
-	// "<queue>.dlt": e.g. one written by Spring Kafka ("orders-dlt"),
-	// Kafka Connect or Kafka Streams. Defaults to none.
-	KafkaDeadLetterTopics map[string]string `toml:"kafka_dead_letter_topics" json:"kafka_dead_letter_topics,omitempty"`
-	// RedactPatterns are extra regular expressions whose matches are masked
-	// in error messages and stacks. Defaults to none (the built-in
-	// patterns always apply).
-	RedactPatterns []string `toml:"redact_patterns" json:"redact_patterns,omitempty"`
-	// Queues are the [[queue]] entries.
-	Queues []QueueConfig `toml:"queue" json:"queues"`
-	// Tokens are the [[token]] entries: named credentials with a role for
-	// the HTTP API and console ('lily serve'). Defaults to none.
-	Tokens []TokenConfig `toml:"token" json:"tokens,omitempty"`
-}
-
-// WithDefaults returns c with defaults applied to it and every queue.
-func (c Config) WithDefaults() Config {
-	c.DB = cmp.Or(c.DB, "lily.db")
-	c.RabbitMQURL = cmp.Or(c.RabbitMQURL, DefaultRabbitMQURL)
-	c = c.withKafkaDefaults()
-	qs := make([]QueueConfig, len(c.Queues))
-	for i, q := range c.Queues {
-		qs[i] = q.WithDefaults()
-	}
-	c.Queues = qs
-	return c
-}
-
-// Validate reports every problem of every queue at once, plus duplicate
-// names, bad redaction patterns, the topology-wide bucket limit and the
-// problems of the [[token]] entries.
-func (c Config) Validate() error {
-	var errs []error
-	seen := map[string]bool{}
-	counts := map[string]int{}
-	for _, q := range c.Queues {
-		if err := q.Validate(); err != nil {
-			errs = append(errs, unjoin(err)...)
-		} else {
-			counts[q.Name] = len(q.Policy().Buckets())
-		}
-		if seen[q.Name] {
-			errs = append(errs, fmt.Errorf("%w: queue %q is declared twice: names must be unique", ErrInvalidConfig, q.Name))
-		}
-		seen[q.Name] = true
-	}
-	if err := retry.CheckTopology(counts); err != nil {
-		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, err.Error()))
-	}
-	errs = append(errs, c.validateKafka()...)
-	for _, p := range c.RedactPatterns {
-		if _, err := evidence.NewRedactor(p); err != nil {
-			errs = append(errs, fmt.Errorf("%w: redact_patterns: %q: %v", ErrInvalidConfig, p, err))
-		}
-	}
-	errs = append(errs, c.validateTokens()...)
-	return errors.Join(errs...)
-}
-
-// Queue returns the queue named name.
-func (c Config) Queue(name string) (QueueConfig, bool) {
-	for _, q := range c.Queues {
-		if q.Name == name {
-			return q, true
-		}
-	}
-	return QueueConfig{}, false
-}
-
-// ParseConfig decodes a TOML configuration, applies defaults and validates
-// it. Unknown fields are errors (a misspelt field would otherwise be a
-// silent default).
-func ParseConfig(data []byte) (Config, error) {
-	var c Config
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		var sm *toml.StrictMissingError
-		if errors.As(err, &sm) {
-			return Config{}, fmt.Errorf("%w: unknown field(s):\n%s", ErrInvalidConfig, sm.String())
-		}
-		var de *toml.DecodeError
-		if errors.As(err, &de) {
-			row, col := de.Position()
-			return Config{}, fmt.Errorf("%w: line %d, column %d: %v", ErrInvalidConfig, row, col, de)
-		}
-		return Config{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
-	}
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
-}
-
-// LoadConfig reads and parses the TOML file at path.
-func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("read config: %w", err)
-	}
-	c, err := ParseConfig(data)
-	if err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
-
 // Spec returns the transport-level description of the queue (for
 // transport.Declarer): name, exchange, bindings, delivery limit, buckets.
 func (c QueueConfig) Spec() transport.QueueSpec {
+	s := c.Settings()
 	return transport.QueueSpec{
 		Name:            c.Name,
 		Exchange:        c.Exchange,
 		BindingKeys:     c.BindingKeys,
-		DeliveryLimit:   c.DeliveryLimit,
+		DeliveryLimit:   s.DeliveryLimit,
 		BucketsMillis:   c.Policy().Buckets(),
-		BucketMaxLength: c.BucketMaxLength,
-		DLQMaxLength:    c.DLQMaxLength,
+		BucketMaxLength: s.BucketMaxLength,
+		DLQMaxLength:    s.DLQMaxLength,
 
 		SingleActiveConsumer: c.Ordering == OrderingBlock || c.Ordering == OrderingPark,
 	}

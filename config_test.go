@@ -2,253 +2,113 @@ package lily
 
 import (
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/lily-mq/lily/retry"
 )
 
-const fullConfig = `
-db = "/var/lib/lily/lily.db"
-redact_patterns = ['token=(\w+)', 'ssn-\d{3}']
-
-[[queue]]
-name = "orders.created"
-transport = "rabbitmq"
-exchange = "shop"
-binding_keys = ["orders.created", "orders.created.eu"]
-retry_attempts = 3
-retry_backoff_millis = 1000
-max_retry_backoff_millis = 60000
-retry_jitter_ratio = 0.2
-expected_outage = "10m"
-delivery_limit = 7
-immediate_retries = 2
-immediate_retry_millis = 150
-handler_timeout_millis = 5000
-ordering = "park"
-max_redrives = 4
-dlq_retention_hours = 72
-source_retention_hours = 48
-triage_hours = 24
-bucket_max_length = 5000
-dlq_max_length = 50000
-owner = "team-orders"
-permanent_errors = ["*json.SyntaxError", "*orders.ValidationError"]
-breaker = false
-breaker_failure_ratio = 0.75
-breaker_min_requests = 7
-breaker_window_millis = 3000
-breaker_cooldown_millis = 900
-
-[[queue]]
-name = "payments"
-transport = "kafka"
-exchange = "money"
-binding_keys = ["payments.#"]
-retry_attempts = 5
-retry_backoff_millis = 250
-max_retry_backoff_millis = 4000
-retry_jitter_ratio = 0.0
-delivery_limit = 3
-immediate_retries = 0
-immediate_retry_millis = 10
-handler_timeout_millis = 100
-ordering = "block"
-max_redrives = 1
-dlq_retention_hours = 1
-bucket_max_length = 1
-dlq_max_length = 2
-owner = "team-pay"
-permanent_errors = []
-`
-
-func TestParseConfigFull(t *testing.T) {
-	c, err := ParseConfig([]byte(fullConfig))
-	if err != nil {
-		t.Fatalf("ParseConfig: %v", err)
-	}
-	if c.DB != "/var/lib/lily/lily.db" {
-		t.Errorf("DB = %q", c.DB)
-	}
-	if want := []string{`token=(\w+)`, `ssn-\d{3}`}; !reflect.DeepEqual(c.RedactPatterns, want) {
-		t.Errorf("RedactPatterns = %q, want %q", c.RedactPatterns, want)
-	}
-	want := []QueueConfig{
-		{
-			Name: "orders.created", Transport: "rabbitmq", Exchange: "shop",
-			BindingKeys:   []string{"orders.created", "orders.created.eu"},
-			RetryAttempts: 3, RetryBackoffMillis: 1000, MaxRetryBackoffMillis: 60000, RetryJitterRatio: 0.2,
-			DeliveryLimit: 7, ImmediateRetries: 2, ImmediateRetryMillis: 150, HandlerTimeoutMillis: 5000,
-			Ordering: "park", MaxRedrives: 4, DLQRetentionHours: 72, BucketMaxLength: 5000, DLQMaxLength: 50000,
-			ExpectedOutage: "10m", SourceRetentionHours: 48, TriageHours: 24,
-			Owner:           "team-orders",
-			PermanentErrors: []string{"*json.SyntaxError", "*orders.ValidationError"},
-			Breaker:         new(bool), BreakerFailureRatio: 0.75, BreakerMinRequests: 7,
-			BreakerWindowMillis: 3000, BreakerCooldownMillis: 900,
-		},
-		{
-			Name: "payments", Transport: "kafka", Exchange: "money",
-			BindingKeys:   []string{"payments.#"},
-			RetryAttempts: 5, RetryBackoffMillis: 250, MaxRetryBackoffMillis: 4000, RetryJitterRatio: 0,
-			DeliveryLimit: 3, ImmediateRetries: 0, ImmediateRetryMillis: 10, HandlerTimeoutMillis: 100,
-			Ordering: "block", MaxRedrives: 1, DLQRetentionHours: 1, BucketMaxLength: 1, DLQMaxLength: 2,
-			Owner:               "team-pay",
-			PermanentErrors:     []string{},
-			BreakerFailureRatio: 0.5, BreakerMinRequests: 20, BreakerWindowMillis: 10000, BreakerCooldownMillis: 5000,
-		},
-	}
-	// The first queue sets every field: a new field must be added here.
-	v := reflect.ValueOf(want[0])
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		if v.Field(i).IsZero() {
-			t.Errorf("test setup: QueueConfig.%s is not set in the full configuration", f.Name)
-		}
-		if tag := f.Tag.Get("toml"); !strings.Contains(fullConfig, "\n"+tag+" = ") {
-			t.Errorf("test setup: field %s (toml %q) is missing from the full configuration", f.Name, tag)
-		}
-	}
-	if len(c.Queues) != len(want) {
-		t.Fatalf("got %d queues, want %d", len(c.Queues), len(want))
-	}
-	for i := range want {
-		if !reflect.DeepEqual(c.Queues[i], want[i]) {
-			t.Errorf("queue %d:\n got %+v\nwant %+v", i, c.Queues[i], want[i])
-		}
-	}
-	q, ok := c.Queue("payments")
-	if !ok || q.Transport != "kafka" {
-		t.Errorf("Queue(payments) = %+v, %v", q, ok)
-	}
-	if _, ok := c.Queue("nope"); ok {
-		t.Error("Queue(nope) found")
-	}
-	// The spec of a queue carries its buckets (DESIGN §5 example).
-	spec := c.Queues[0].Spec()
-	if want := []int64{1000, 1200, 1600, 2000, 2400, 3200, 4000, 4800}; !reflect.DeepEqual(spec.BucketsMillis, want) {
-		t.Errorf("BucketsMillis = %v, want %v", spec.BucketsMillis, want)
-	}
-	if spec.Name != "orders.created" || spec.Exchange != "shop" || spec.DeliveryLimit != 7 ||
-		spec.BucketMaxLength != 5000 || spec.DLQMaxLength != 50000 ||
-		!reflect.DeepEqual(spec.BindingKeys, []string{"orders.created", "orders.created.eu"}) {
-		t.Errorf("Spec = %+v", spec)
-	}
-}
-
-func TestParseConfigDefaults(t *testing.T) {
-	c, err := ParseConfig([]byte(`
-[[queue]]
-name = "orders.created"
-
-[[queue]]
-name = "audit"
-retry_backoff_millis = 120000
-`))
-	if err != nil {
-		t.Fatalf("ParseConfig: %v", err)
-	}
-	if c.DB != "lily.db" {
-		t.Errorf("DB = %q, want lily.db", c.DB)
-	}
-	want := QueueConfig{
-		Name: "orders.created", Transport: TransportSQLite, Exchange: "orders",
-		BindingKeys:   []string{"orders.created"},
-		RetryAttempts: 0, RetryBackoffMillis: 1000, MaxRetryBackoffMillis: 60000, RetryJitterRatio: 0,
-		DeliveryLimit: 5, ImmediateRetries: 0, ImmediateRetryMillis: 200, HandlerTimeoutMillis: 30000,
-		Ordering: OrderingReorder, MaxRedrives: 2, DLQRetentionHours: 336,
-		BucketMaxLength: 100000, DLQMaxLength: 1000000,
-		BreakerFailureRatio: 0.5, BreakerMinRequests: 20, BreakerWindowMillis: 10000, BreakerCooldownMillis: 5000,
-	}
-	if !reflect.DeepEqual(c.Queues[0], want) {
-		t.Errorf("defaults:\n got %+v\nwant %+v", c.Queues[0], want)
-	}
-	a := c.Queues[1]
-	if a.Exchange != "audit" || !reflect.DeepEqual(a.BindingKeys, []string{"audit"}) {
-		t.Errorf("name without a dot: exchange %q, binding keys %q", a.Exchange, a.BindingKeys)
-	}
-	if a.MaxRetryBackoffMillis != 120000 {
-		t.Errorf("max backoff with a large base = %d, want 120000 (never below the base)", a.MaxRetryBackoffMillis)
-	}
-	if a.Spec().BucketsMillis != nil && len(a.Spec().BucketsMillis) != 0 {
-		t.Errorf("retry_attempts 0 declares buckets %v", a.Spec().BucketsMillis)
-	}
-}
-
 func TestQueueConfigWithDefaultsKeepsSetFields(t *testing.T) {
-	in := QueueConfig{Name: "x", DeliveryLimit: -1, RetryJitterRatio: 0.3, MaxRedrives: 7}
+	in := QueueConfig{Name: "x", DeliveryLimit: new(-1), RetryJitterRatio: 0.3, MaxRedrives: new(7)}
 	out := in.WithDefaults()
-	if out.DeliveryLimit != -1 {
-		t.Errorf("DeliveryLimit -1 became %d: only zero means default", out.DeliveryLimit)
+	if *out.DeliveryLimit != -1 {
+		t.Errorf("DeliveryLimit -1 became %d: only an unset field means default", *out.DeliveryLimit)
 	}
-	if out.RetryJitterRatio != 0.3 || out.MaxRedrives != 7 {
+	if out.RetryJitterRatio != 0.3 || *out.MaxRedrives != 7 {
 		t.Errorf("set fields changed: %+v", out)
 	}
-	if in.Transport != "" {
+	if in.Transport != "" || in.RetryBackoffMillis != nil {
 		t.Error("WithDefaults modified its receiver")
+	}
+	out2 := in.WithDefaults()
+	*out2.DeliveryLimit = 9
+	if *out.DeliveryLimit != -1 || *in.DeliveryLimit != -1 {
+		t.Error("WithDefaults shares pointers between copies")
 	}
 }
 
-// TestValidateReportsEveryProblem: one configuration with many problems
-// gives one error that names each field, its value and the allowed range.
-func TestValidateReportsEveryProblem(t *testing.T) {
-	_, err := ParseConfig([]byte(`
-[[queue]]
-name = "orders.created"
-transport = "sqs"
-retry_attempts = 101
-retry_backoff_millis = 5000
-max_retry_backoff_millis = 1000
-retry_jitter_ratio = 0.6
-delivery_limit = -1
-ordering = "fifo"
-immediate_retries = 11
-handler_timeout_millis = -5
-max_redrives = 101
-dlq_retention_hours = -1
-bucket_max_length = -1
-dlq_max_length = -2
+// TestQueueConfigZeroIsAValue: a field set to 0 keeps its 0 through
+// WithDefaults and Settings (cmp.Or used to turn it into the default).
+func TestQueueConfigZeroIsAValue(t *testing.T) {
+	q := QueueConfig{Name: "orders.created", MaxRedrives: new(0), ImmediateRetryMillis: new(int64(0))}.WithDefaults()
+	s := q.Settings()
+	if s.MaxRedrives != 0 || *q.MaxRedrives != 0 {
+		t.Errorf("max_redrives 0 became %d", s.MaxRedrives)
+	}
+	if s.ImmediateRetryMillis != 0 {
+		t.Errorf("immediate_retry_millis 0 became %d", s.ImmediateRetryMillis)
+	}
+	if err := q.Validate(); err != nil {
+		t.Errorf("legal zeros refused: %v", err)
+	}
+}
 
-[[queue]]
-name = "bad name!"
-retry_jitter_ratio = nan
-`))
-	if err == nil {
-		t.Fatal("ParseConfig accepted an invalid configuration")
-	}
-	if !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("error does not wrap ErrInvalidConfig: %v", err)
-	}
-	msg := err.Error()
-	for _, want := range []string{
-		`transport = "sqs"`, `"sqlite", "rabbitmq" or "kafka"`,
-		"retry_attempts 101", "0..100",
-		"max_retry_backoff_millis 1000", ">= retry_backoff_millis (5000)",
-		"retry_jitter_ratio 0.6", "0.0..0.5",
-		"delivery_limit = -1", "1..1000",
-		`ordering = "fifo"`,
-		"immediate_retries = 11",
-		"handler_timeout_millis = -5",
-		"max_redrives = 101",
-		"dlq_retention_hours = -1",
-		"bucket_max_length = -1",
-		"dlq_max_length = -2",
-		`name = "bad name!"`,
-		"retry_jitter_ratio NaN",
-		`queue "orders.created"`, `queue "bad name!"`,
+// TestQueueConfigIllegalZerosRefused: each field whose 0 is out of range,
+// set to 0, is refused with its name, the value and the range.
+func TestQueueConfigIllegalZerosRefused(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		set   func(*QueueConfig)
+		rule  string
+	}{
+		{"delivery_limit", func(q *QueueConfig) { q.DeliveryLimit = new(0) }, "1..1000"},
+		{"retry_backoff_millis", func(q *QueueConfig) { q.RetryBackoffMillis = new(int64(0)) }, "> 0"},
+		{"max_retry_backoff_millis", func(q *QueueConfig) { q.MaxRetryBackoffMillis = new(int64(0)) }, ">= retry_backoff_millis"},
+		{"handler_timeout_millis", func(q *QueueConfig) { q.HandlerTimeoutMillis = new(int64(0)) }, "> 0"},
+		{"dlq_retention_hours", func(q *QueueConfig) { q.DLQRetentionHours = new(0) }, "> 0"},
+		{"bucket_max_length", func(q *QueueConfig) { q.BucketMaxLength = new(int64(0)) }, ">= 1"},
+		{"dlq_max_length", func(q *QueueConfig) { q.DLQMaxLength = new(int64(0)) }, ">= 1"},
+		{"breaker_failure_ratio", func(q *QueueConfig) { q.BreakerFailureRatio = new(0.0) }, "(0, 1]"},
+		{"breaker_min_requests", func(q *QueueConfig) { q.BreakerMinRequests = new(0) }, ">= 1"},
+		{"breaker_window_millis", func(q *QueueConfig) { q.BreakerWindowMillis = new(int64(0)) }, "> 0"},
+		{"breaker_cooldown_millis", func(q *QueueConfig) { q.BreakerCooldownMillis = new(int64(0)) }, "> 0"},
 	} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("error lacks %q:\n%s", want, msg)
+		t.Run(tc.field, func(t *testing.T) {
+			q := QueueConfig{Name: "orders.created"}
+			tc.set(&q)
+			err := q.WithDefaults().Validate()
+			if err == nil {
+				t.Fatalf("%s = 0 accepted", tc.field)
+			}
+			msg := err.Error()
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(msg, tc.field) || !strings.Contains(msg, "0") || !strings.Contains(msg, tc.rule) {
+				t.Errorf("error %q lacks the field %s, the value 0 or the range %q", msg, tc.field, tc.rule)
+			}
+		})
+	}
+}
+
+// TestQueueSettingsResolvesUnset: Settings is safe without WithDefaults
+// and gives the defaults; after WithDefaults every pointer is set to them.
+func TestQueueSettingsResolvesUnset(t *testing.T) {
+	var q QueueConfig
+	s := q.Settings()
+	want := QueueSettings{
+		RetryBackoffMillis: 1000, MaxRetryBackoffMillis: 60000, DeliveryLimit: DefaultDeliveryLimit,
+		ImmediateRetryMillis: DefaultImmediateRetryMillis, HandlerTimeoutMillis: DefaultHandlerTimeoutMillis,
+		MaxRedrives: DefaultMaxRedrives, DLQRetentionHours: DefaultDLQRetentionHours,
+		BucketMaxLength: DefaultBucketMaxLength, DLQMaxLength: DefaultDLQMaxLength,
+		BreakerFailureRatio: DefaultBreakerFailureRatio, BreakerMinRequests: DefaultBreakerMinRequests,
+		BreakerWindowMillis: DefaultBreakerWindowMillis, BreakerCooldownMillis: DefaultBreakerCooldownMillis,
+	}
+	if s != want {
+		t.Errorf("Settings of the zero QueueConfig:\n got %+v\nwant %+v", s, want)
+	}
+	d := q.WithDefaults()
+	v := reflect.ValueOf(d)
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Pointer && f.IsNil() && v.Type().Field(i).Name != "Breaker" {
+			t.Errorf("WithDefaults left %s nil", v.Type().Field(i).Name)
 		}
 	}
-	// One line per problem: 12 problems in the first queue, 2 in the second.
-	if n := strings.Count(msg, ErrInvalidConfig.Error()); n != 14 {
-		t.Errorf("error reports %d problems, want 14:\n%s", n, msg)
+	if d.Settings() != want {
+		t.Errorf("Settings after WithDefaults = %+v", d.Settings())
+	}
+	if (QueueConfig{RetryBackoffMillis: new(int64(120000))}).Settings().MaxRetryBackoffMillis != 120000 {
+		t.Error("the default max backoff is below a larger base")
+	}
+	if err := (QueueConfig{Name: "q", ExpectedRatePerSecond: math.NaN()}).Validate(); err == nil || !strings.Contains(err.Error(), "expected_rate_per_second") {
+		t.Errorf("expected_rate_per_second NaN: %v", err)
 	}
 }
 
@@ -260,24 +120,24 @@ func TestValidateSingleFields(t *testing.T) {
 		want   string // "" = valid
 	}{
 		{"defaults", func(*QueueConfig) {}, ""},
-		{"delivery limit 1", func(q *QueueConfig) { q.DeliveryLimit = 1 }, ""},
-		{"delivery limit 1000", func(q *QueueConfig) { q.DeliveryLimit = 1000 }, ""},
-		{"delivery limit 1001", func(q *QueueConfig) { q.DeliveryLimit = 1001 }, "delivery_limit = 1001"},
+		{"delivery limit 1", func(q *QueueConfig) { q.DeliveryLimit = new(1) }, ""},
+		{"delivery limit 1000", func(q *QueueConfig) { q.DeliveryLimit = new(1000) }, ""},
+		{"delivery limit 1001", func(q *QueueConfig) { q.DeliveryLimit = new(1001) }, "delivery_limit = 1001"},
 		{"jitter 0.5", func(q *QueueConfig) { q.RetryJitterRatio = 0.5 }, ""},
 		{"jitter negative", func(q *QueueConfig) { q.RetryJitterRatio = -0.1 }, "retry_jitter_ratio -0.1"},
 		{"attempts 100", func(q *QueueConfig) { q.RetryAttempts = 100 }, ""},
 		{"attempts -1", func(q *QueueConfig) { q.RetryAttempts = -1 }, "retry_attempts -1"},
-		{"backoff negative", func(q *QueueConfig) { q.RetryBackoffMillis = -1 }, "retry_backoff_millis -1"},
-		{"max equal base", func(q *QueueConfig) { q.MaxRetryBackoffMillis = q.RetryBackoffMillis }, ""},
-		{"immediate millis", func(q *QueueConfig) { q.ImmediateRetryMillis = 10001 }, "immediate_retry_millis = 10001"},
+		{"backoff negative", func(q *QueueConfig) { q.RetryBackoffMillis = new(int64(-1)) }, "retry_backoff_millis -1"},
+		{"max equal base", func(q *QueueConfig) { q.MaxRetryBackoffMillis = new(*q.RetryBackoffMillis) }, ""},
+		{"immediate millis", func(q *QueueConfig) { q.ImmediateRetryMillis = new(int64(10001)) }, "immediate_retry_millis = 10001"},
 		{"name empty", func(q *QueueConfig) { q.Name = "" }, `name = ""`},
 		{"name leading dot", func(q *QueueConfig) { q.Name = ".orders" }, `name = ".orders"`},
 		{"name 200 chars", func(q *QueueConfig) { q.Name = strings.Repeat("a", 200) }, ""},
 		{"name 201 chars", func(q *QueueConfig) { q.Name = strings.Repeat("a", 201) }, "name ="},
 		{"transport rabbitmq", func(q *QueueConfig) { q.Transport = TransportRabbitMQ }, ""},
-		{"bucket max length 1", func(q *QueueConfig) { q.BucketMaxLength = 1 }, ""},
-		{"bucket max length negative", func(q *QueueConfig) { q.BucketMaxLength = -1 }, "bucket_max_length = -1"},
-		{"dlq max length negative", func(q *QueueConfig) { q.DLQMaxLength = -1 }, "dlq_max_length = -1"},
+		{"bucket max length 1", func(q *QueueConfig) { q.BucketMaxLength = new(int64(1)) }, ""},
+		{"bucket max length negative", func(q *QueueConfig) { q.BucketMaxLength = new(int64(-1)) }, "bucket_max_length = -1"},
+		{"dlq max length negative", func(q *QueueConfig) { q.DLQMaxLength = new(int64(-1)) }, "dlq_max_length = -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -298,217 +158,4 @@ func TestValidateSingleFields(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestValidateTooManyBucketsInQueue(t *testing.T) {
-	p := retry.Policy{Attempts: 20, BackoffMillis: 1000, MaxBackoffMillis: 1 << 40, JitterRatio: 0.5}
-	n := len(p.Buckets())
-	if n <= retry.MaxBucketsPerQueue {
-		t.Fatalf("test setup: %d buckets, want more than %d", n, retry.MaxBucketsPerQueue)
-	}
-	_, err := ParseConfig([]byte(fmt.Sprintf(`
-[[queue]]
-name = "orders.created"
-
-[[queue]]
-name = "orders.heavy"
-retry_attempts = 20
-retry_jitter_ratio = 0.5
-max_retry_backoff_millis = %d
-`, int64(1)<<40)))
-	if err == nil {
-		t.Fatal("a queue with too many buckets was accepted")
-	}
-	if !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("error does not wrap ErrInvalidConfig: %v", err)
-	}
-	for _, want := range []string{`"orders.heavy"`, fmt.Sprint(n), "32"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q: %v", want, err)
-		}
-	}
-	if strings.Contains(err.Error(), `"orders.created"`) {
-		t.Errorf("the valid queue is blamed: %v", err)
-	}
-}
-
-// topology returns a config of n queues with 32 buckets each.
-func topology(n int) string {
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, "[[queue]]\nname = \"q%03d\"\nretry_attempts = 100\nretry_backoff_millis = 1\nmax_retry_backoff_millis = %d\n\n", i, int64(1)<<31)
-	}
-	return b.String()
-}
-
-func TestValidateTooManyBucketsInTopology(t *testing.T) {
-	if _, err := ParseConfig([]byte(topology(128))); err != nil {
-		t.Fatalf("128 queues of 32 buckets (4096) rejected: %v", err)
-	}
-	_, err := ParseConfig([]byte(topology(129)))
-	if err == nil {
-		t.Fatal("129 queues of 32 buckets (4128) accepted")
-	}
-	if !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("error does not wrap ErrInvalidConfig: %v", err)
-	}
-	for _, want := range []string{"4128", "129 queues", "4096"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q: %v", want, err)
-		}
-	}
-}
-
-func TestParseConfigUnknownField(t *testing.T) {
-	_, err := ParseConfig([]byte(`
-[[queue]]
-name = "orders.created"
-retry_attempt = 3
-`))
-	if err == nil {
-		t.Fatal("a misspelt field was accepted (it would be a silent default)")
-	}
-	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "retry_attempt") {
-		t.Errorf("error = %v, want ErrInvalidConfig naming retry_attempt", err)
-	}
-}
-
-func TestParseConfigSyntaxAndTypeErrors(t *testing.T) {
-	for name, doc := range map[string]string{
-		"syntax":       "[[queue]\nname = \"x\"\n",
-		"wrong type":   "[[queue]]\nname = \"x\"\nretry_attempts = \"three\"\n",
-		"unterminated": "db = \"x\n",
-	} {
-		t.Run(name, func(t *testing.T) {
-			_, err := ParseConfig([]byte(doc))
-			if err == nil || !errors.Is(err, ErrInvalidConfig) {
-				t.Errorf("ParseConfig = %v, want an ErrInvalidConfig", err)
-			}
-		})
-	}
-}
-
-func TestValidateDuplicateQueue(t *testing.T) {
-	_, err := ParseConfig([]byte(`
-[[queue]]
-name = "orders.created"
-[[queue]]
-name = "payments"
-[[queue]]
-name = "orders.created"
-`))
-	if err == nil {
-		t.Fatal("duplicate queue accepted")
-	}
-	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `"orders.created" is declared twice`) {
-		t.Errorf("error = %v", err)
-	}
-	if strings.Contains(err.Error(), `"payments"`) {
-		t.Errorf("the unique queue is blamed: %v", err)
-	}
-}
-
-func TestValidateRedactPatterns(t *testing.T) {
-	_, err := ParseConfig([]byte(`
-redact_patterns = ['ok-\d+', '([unclosed', '(?P<bad']
-[[queue]]
-name = "orders.created"
-`))
-	if err == nil {
-		t.Fatal("bad redact pattern accepted")
-	}
-	if !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("error does not wrap ErrInvalidConfig: %v", err)
-	}
-	for _, want := range []string{"redact_patterns", `"([unclosed"`, `"(?P<bad"`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q: %v", want, err)
-		}
-	}
-	if strings.Contains(err.Error(), `ok-`) {
-		t.Errorf("the valid pattern is blamed: %v", err)
-	}
-}
-
-// TestValidateEmptyRedactPattern: evidence.NewRedactor rejects an empty
-// pattern (it matches everything), so a configuration with one must not
-// validate and then fail when the consumer builds its redactor.
-func TestValidateEmptyRedactPattern(t *testing.T) {
-	_, err := ParseConfig([]byte(`
-redact_patterns = ['']
-[[queue]]
-name = "orders.created"
-`))
-	if err == nil {
-		t.Fatal("an empty redact pattern was accepted, but evidence.NewRedactor rejects it")
-	}
-	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "redact_patterns") {
-		t.Errorf("error = %v, want ErrInvalidConfig naming redact_patterns", err)
-	}
-}
-
-func TestConfigValidateCollectsAcrossQueues(t *testing.T) {
-	c := Config{Queues: []QueueConfig{
-		{Name: "a", DeliveryLimit: -1},
-		{Name: "b", Ordering: "random"},
-		{Name: "c"},
-	}}.WithDefaults()
-	err := c.Validate()
-	if err == nil {
-		t.Fatal("Validate accepted two bad queues")
-	}
-	for _, want := range []string{`queue "a": delivery_limit`, `queue "b": ordering`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q: %v", want, err)
-		}
-	}
-	if strings.Contains(err.Error(), `queue "c"`) {
-		t.Errorf("valid queue c blamed: %v", err)
-	}
-	if err := (Config{}).WithDefaults().Validate(); err != nil {
-		t.Errorf("empty config: %v", err)
-	}
-}
-
-func TestLoadConfig(t *testing.T) {
-	dir := t.TempDir()
-	t.Run("missing file", func(t *testing.T) {
-		path := filepath.Join(dir, "nope.toml")
-		_, err := LoadConfig(path)
-		if err == nil {
-			t.Fatal("LoadConfig of a missing file succeeded")
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("error does not wrap fs.ErrNotExist: %v", err)
-		}
-		if !strings.Contains(err.Error(), "nope.toml") {
-			t.Errorf("error does not name the file: %v", err)
-		}
-	})
-	t.Run("valid file", func(t *testing.T) {
-		path := filepath.Join(dir, "lily.toml")
-		if err := os.WriteFile(path, []byte(fullConfig), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		c, err := LoadConfig(path)
-		if err != nil {
-			t.Fatalf("LoadConfig: %v", err)
-		}
-		if len(c.Queues) != 2 || c.Queues[1].Name != "payments" {
-			t.Errorf("LoadConfig queues = %+v", c.Queues)
-		}
-	})
-	t.Run("invalid file names the path", func(t *testing.T) {
-		path := filepath.Join(dir, "bad.toml")
-		if err := os.WriteFile(path, []byte("[[queue]]\nname = \"x\"\ndelivery_limit = -3\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		_, err := LoadConfig(path)
-		if err == nil || !errors.Is(err, ErrInvalidConfig) {
-			t.Fatalf("LoadConfig = %v, want ErrInvalidConfig", err)
-		}
-		if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "delivery_limit") {
-			t.Errorf("error lacks the path or the field: %v", err)
-		}
-	})
 }

@@ -162,7 +162,7 @@ func (c *Consumer) breakerChanged(from, to BreakerState) {
 	switch to {
 	case BreakerOpen:
 		c.log.Warn("circuit breaker open: fetching stops; failures are held without spending retries",
-			"from", string(from), "cooldown_ms", c.o.Queue.BreakerCooldownMillis)
+			"from", string(from), "cooldown_ms", c.o.Queue.Settings().BreakerCooldownMillis)
 	default:
 		c.log.Info("circuit breaker "+string(to), "from", string(from))
 	}

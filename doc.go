@@ -19,7 +19,8 @@
 //		return store(ctx, o) // a transient error is retried
 //	})
 //
-// Queues are configured by QueueConfig (the [[queue]] entries of a TOML
-// file); transports live in their own packages (transport/sqlite is the
-// embedded default).
+// Queues are configured by QueueConfig: built in Go, or read from the
+// [[queue]] entries of a lily.toml file by package config (this package
+// imports no file-format library). Transports live in their own packages
+// (transport/sqlite is the embedded default).
 package lily

@@ -58,8 +58,8 @@ func (c *Consumer) process(ctx context.Context, d *transport.Delivery, probe boo
 		return c.deadLetter(d, evidence.ReasonInvalidRetryCount, err, "", 0, 0)
 	}
 	ld.RetryCount = rc
-	if d.DeliveryCount > q.DeliveryLimit {
-		err := fmt.Errorf("delivered %d times, over delivery_limit %d: the message likely kills or stalls its consumer", d.DeliveryCount, q.DeliveryLimit)
+	if d.DeliveryCount > q.Settings().DeliveryLimit {
+		err := fmt.Errorf("delivered %d times, over delivery_limit %d: the message likely kills or stalls its consumer", d.DeliveryCount, q.Settings().DeliveryLimit)
 		return c.deadLetter(d, evidence.ReasonDeliveryLimit, err, "", rc, 0)
 	}
 	var r callResult
@@ -70,7 +70,7 @@ func (c *Consumer) process(ctx context.Context, d *transport.Delivery, probe boo
 			c.o.Classifier.Classify(r.err) == PermanentClass {
 			break
 		}
-		time.Sleep(time.Duration(q.ImmediateRetryMillis) * time.Millisecond)
+		time.Sleep(time.Duration(q.Settings().ImmediateRetryMillis) * time.Millisecond)
 	}
 	took := c.o.Now().Sub(start)
 	switch {
@@ -79,7 +79,7 @@ func (c *Consumer) process(ctx context.Context, d *transport.Delivery, probe boo
 			c.br.neutral(probe)
 		}
 		c.log.Error("handler did not return after its timeout; releasing the delivery for redelivery",
-			"event_id", d.EventID, "timeout_ms", q.HandlerTimeoutMillis)
+			"event_id", d.EventID, "timeout_ms", q.Settings().HandlerTimeoutMillis)
 		c.observe(ctx, Event{Kind: EventFault, Queue: q.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err})
 		return settleReq{
 			s:  transport.Settlement{Delivery: d, Action: transport.Release},
@@ -116,7 +116,7 @@ func (c *Consumer) process(ctx context.Context, d *transport.Delivery, probe boo
 // If the handler does not return within AbandonGrace after its context was
 // cancelled, it is abandoned (its goroutine left to finish on its own).
 func (c *Consumer) call(ctx context.Context, d *Delivery) callResult {
-	timeout := time.Duration(c.o.Queue.HandlerTimeoutMillis) * time.Millisecond
+	timeout := time.Duration(c.o.Queue.Settings().HandlerTimeoutMillis) * time.Millisecond
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	done := make(chan callResult, 1)
@@ -249,13 +249,13 @@ func (c *Consumer) hold(d *transport.Delivery, r callResult, rc int, took time.D
 	ev := Event{Kind: EventHeld, Queue: c.o.Queue.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err}
 	buckets := c.policy.Buckets()
 	if len(buckets) == 0 {
-		ev.Delay = time.Duration(c.o.Queue.BreakerCooldownMillis) * time.Millisecond
+		ev.Delay = time.Duration(c.o.Queue.Settings().BreakerCooldownMillis) * time.Millisecond
 		return settleReq{s: transport.Settlement{Delivery: d, Action: transport.Release, Delay: ev.Delay}, ev: ev}
 	}
 	// The longest bucket within the cooldown, else the shortest.
 	ms := buckets[0]
 	for _, b := range buckets {
-		if b <= c.o.Queue.BreakerCooldownMillis {
+		if b <= c.o.Queue.Settings().BreakerCooldownMillis {
 			ms = b
 		}
 	}

@@ -248,8 +248,9 @@ type UnparkParams struct {
 	// DryRun reports what would happen and changes nothing (it is audited).
 	DryRun bool
 	// MaxRedrives is the queue's max_redrives: a head redriven that many
-	// times is not sent again. Defaults to DefaultMaxRedrives.
-	MaxRedrives int
+	// times is not sent again; 0 means every redrive is a manual decision.
+	// nil defaults to DefaultMaxRedrives.
+	MaxRedrives *int
 	// Target returns the transport that publishes into the queue.
 	Target func(ctx context.Context, queue string) (Publisher, error)
 	// Actor is who decides. Defaults to DefaultActor().
@@ -291,9 +292,9 @@ func (s *Store) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error
 		return res, fmt.Errorf("%w: key %q on queue %q (lily dlq parked lists the held keys)", ErrNotHeld, p.Key, p.Queue)
 	}
 	res.Key = *k
-	maxR := p.MaxRedrives
-	if maxR <= 0 {
-		maxR = DefaultMaxRedrives
+	maxR := DefaultMaxRedrives
+	if p.MaxRedrives != nil {
+		maxR = *p.MaxRedrives
 	}
 	switch {
 	case k.State == KeyWaiting && k.AllowedEventID != k.HeadEventID:

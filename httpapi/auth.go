@@ -18,6 +18,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 )
 
 // Token is a named credential with a role. Its name is the actor of the
@@ -25,7 +26,7 @@ import (
 type Token struct {
 	// Name identifies the holder, e.g. "alice".
 	Name string
-	// Role is lily.RoleViewer, lily.RoleOperator or lily.RoleAdmin.
+	// Role is config.RoleViewer, config.RoleOperator or config.RoleAdmin.
 	Role string
 	// Secret is what the client presents (Bearer or the console's login).
 	Secret string
@@ -63,7 +64,7 @@ func ParseTokenList(s string) ([]Token, error) {
 
 // TokensFromConfig returns the tokens of cfg's [[token]] entries (secrets
 // resolved through getenv) followed by those of the LILY_TOKENS variable.
-func TokensFromConfig(cfg lily.Config, getenv func(string) string) ([]Token, error) {
+func TokensFromConfig(cfg config.Config, getenv func(string) string) ([]Token, error) {
 	var out []Token
 	var errs []error
 	for _, tc := range cfg.Tokens {
@@ -88,7 +89,7 @@ func TokensFromConfig(cfg lily.Config, getenv func(string) string) ([]Token, err
 }
 
 // CheckTokens reports every problem of a token list at once: names empty
-// or repeated, unknown roles, secrets shorter than lily.MinTokenSecret or
+// or repeated, unknown roles, secrets shorter than config.MinTokenSecret or
 // shared by two tokens.
 func CheckTokens(ts []Token) error {
 	var errs []error
@@ -101,12 +102,12 @@ func CheckTokens(ts []Token) error {
 			errs = append(errs, fmt.Errorf("%w: token name %q is used twice: names must be unique (each is an actor in the audit log)", lily.ErrInvalidConfig, t.Name))
 		}
 		names[t.Name] = true
-		if !lily.ValidRole(t.Role) {
+		if !config.ValidRole(t.Role) {
 			errs = append(errs, fmt.Errorf("%w: token %q: role %q: must be viewer, operator or admin", lily.ErrInvalidConfig, t.Name, t.Role))
 		}
-		if len(t.Secret) < lily.MinTokenSecret {
+		if len(t.Secret) < config.MinTokenSecret {
 			errs = append(errs, fmt.Errorf("%w: token %q: the secret has %d characters, want at least %d (e.g. 'openssl rand -hex 16')",
-				lily.ErrInvalidConfig, t.Name, len(t.Secret), lily.MinTokenSecret))
+				lily.ErrInvalidConfig, t.Name, len(t.Secret), config.MinTokenSecret))
 		} else if other, ok := secrets[t.Secret]; ok {
 			errs = append(errs, fmt.Errorf("%w: tokens %q and %q have the same secret: give each its own", lily.ErrInvalidConfig, other, t.Name))
 		}
@@ -129,12 +130,12 @@ const (
 )
 
 // roleRank orders the roles: each may do what the ones below it may.
-var roleRank = map[string]int{lily.RoleViewer: 1, lily.RoleOperator: 2, lily.RoleAdmin: 3}
+var roleRank = map[string]int{config.RoleViewer: 1, config.RoleOperator: 2, config.RoleAdmin: 3}
 
 // permRole is the least role a permission needs.
 var permRole = map[permission]string{
-	permRead: lily.RoleViewer, permRedrive: lily.RoleOperator, permDiscard: lily.RoleOperator,
-	permUnpark: lily.RoleOperator, permErase: lily.RoleAdmin, permExpire: lily.RoleAdmin,
+	permRead: config.RoleViewer, permRedrive: config.RoleOperator, permDiscard: config.RoleOperator,
+	permUnpark: config.RoleOperator, permErase: config.RoleAdmin, permExpire: config.RoleAdmin,
 }
 
 // allows reports whether role may do perm.
@@ -152,7 +153,7 @@ type principal struct {
 	session *session
 }
 
-func (p *principal) bodies() bool { return p.showBodies || p.role != lily.RoleViewer }
+func (p *principal) bodies() bool { return p.showBodies || p.role != config.RoleViewer }
 
 // permissions lists what p may do, for the console.
 func (p *principal) permissions() []string {
@@ -195,7 +196,7 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 		return &principal{name: sess.name, role: sess.role, showBodies: sess.showBodies, via: "session", session: sess}, nil
 	}
 	if s.local() {
-		return &principal{name: LocalActor, role: lily.RoleAdmin, via: "local"}, nil
+		return &principal{name: LocalActor, role: config.RoleAdmin, via: "local"}, nil
 	}
 	return nil, errors.New("not logged in: send Authorization: Bearer <token secret>, or log in to the console at /")
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 )
 
 // roleCase is one route of the role matrix: a request and the least role
@@ -29,22 +29,22 @@ func roleCases() []roleCase {
 		{"GET", "/api/openapi.json", nil, ""},
 		{"POST", "/login", nil, ""},
 		{"POST", "/logout", nil, ""},
-		{"GET", "/api/session", nil, lily.RoleViewer},
-		{"GET", "/api/queues", nil, lily.RoleViewer},
-		{"GET", "/api/ledger", nil, lily.RoleViewer},
-		{"GET", "/api/entries", nil, lily.RoleViewer},
-		{"GET", "/api/entries/{id}", nil, lily.RoleViewer},
-		{"GET", "/api/groups", nil, lily.RoleViewer},
-		{"GET", "/api/audit", nil, lily.RoleViewer},
-		{"GET", "/api/redrives", nil, lily.RoleViewer},
-		{"GET", "/api/redrives/{id}", nil, lily.RoleViewer},
-		{"GET", "/api/parked", nil, lily.RoleViewer},
-		{"POST", "/api/redrives", dry, lily.RoleOperator},
-		{"POST", "/api/redrives/{id}/cancel", nil, lily.RoleOperator},
-		{"POST", "/api/discard", map[string]any{"dry_run": true, "reason": "r"}, lily.RoleOperator},
-		{"POST", "/api/queues/{queue}/parked/{key}/unpark", dry, lily.RoleOperator},
-		{"POST", "/api/erase", map[string]any{"dry_run": true, "key": "customer-1"}, lily.RoleAdmin},
-		{"POST", "/api/expire", dry, lily.RoleAdmin},
+		{"GET", "/api/session", nil, config.RoleViewer},
+		{"GET", "/api/queues", nil, config.RoleViewer},
+		{"GET", "/api/ledger", nil, config.RoleViewer},
+		{"GET", "/api/entries", nil, config.RoleViewer},
+		{"GET", "/api/entries/{id}", nil, config.RoleViewer},
+		{"GET", "/api/groups", nil, config.RoleViewer},
+		{"GET", "/api/audit", nil, config.RoleViewer},
+		{"GET", "/api/redrives", nil, config.RoleViewer},
+		{"GET", "/api/redrives/{id}", nil, config.RoleViewer},
+		{"GET", "/api/parked", nil, config.RoleViewer},
+		{"POST", "/api/redrives", dry, config.RoleOperator},
+		{"POST", "/api/redrives/{id}/cancel", nil, config.RoleOperator},
+		{"POST", "/api/discard", map[string]any{"dry_run": true, "reason": "r"}, config.RoleOperator},
+		{"POST", "/api/queues/{queue}/parked/{key}/unpark", dry, config.RoleOperator},
+		{"POST", "/api/erase", map[string]any{"dry_run": true, "key": "customer-1"}, config.RoleAdmin},
+		{"POST", "/api/expire", dry, config.RoleAdmin},
 	}
 }
 
@@ -267,7 +267,7 @@ func TestLocalMode(t *testing.T) {
 		t.Errorf("console page: %d %q", resp.StatusCode, page[:min(len(page), 80)])
 	}
 	sess := sessionOf(t, c, f.ts.URL)
-	if sess.Name != LocalActor || sess.Role != lily.RoleAdmin || !sess.Local || sess.CSRFToken == "" {
+	if sess.Name != LocalActor || sess.Role != config.RoleAdmin || !sess.Local || sess.CSRFToken == "" {
 		t.Errorf("local session %+v", sess)
 	}
 	hdr := map[string]string{"Origin": f.ts.URL, csrfHeader: sess.CSRFToken}
@@ -297,7 +297,7 @@ func TestTokens(t *testing.T) {
 	if _, err := ParseTokenList("justname"); err == nil || !strings.Contains(err.Error(), "name:role:secret") {
 		t.Errorf("bad item: %v", err)
 	}
-	cfg := lily.Config{Tokens: []lily.TokenConfig{{Name: "alice", Role: "admin", SecretEnv: "ALICE"}}}
+	cfg := config.Config{Tokens: []config.TokenConfig{{Name: "alice", Role: "admin", SecretEnv: "ALICE"}}}
 	env := map[string]string{"ALICE": "alice-secret-0123456789", TokensEnv: "bob:viewer:bob-secret-0123456789"}
 	got, err := TokensFromConfig(cfg, func(k string) string { return env[k] })
 	if err != nil || len(got) != 2 || got[0].Name != "alice" || got[1].Name != "bob" {

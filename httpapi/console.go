@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 )
 
 // web holds the console: one HTML page, its script and its style sheet,
@@ -46,7 +46,7 @@ func (s *Server) mountConsole() {
 	s.mux.Handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.local() {
 			if _, err := s.authenticateSession(r); err != nil {
-				s.startSession(w, LocalActor, lily.RoleAdmin, true)
+				s.startSession(w, LocalActor, config.RoleAdmin, true)
 			}
 		}
 		w.Header().Set("Content-Security-Policy", contentSecurityPolicy)

@@ -228,7 +228,7 @@ func (p catalogParker) Unpark(ctx context.Context, queue, key string, dryRun boo
 		return UnparkResult{}, errNoTarget
 	}
 	res, err := p.s.o.Store.Unpark(ctx, catalog.UnparkParams{Queue: queue, Key: key, DryRun: dryRun,
-		MaxRedrives: p.s.maxRedrives(queue), Target: p.s.o.Target, Actor: actor})
+		MaxRedrives: new(p.s.maxRedrives(queue)), Target: p.s.o.Target, Actor: actor})
 	out := UnparkResult{Op: res.Op, Queue: queue, Key: key, DryRun: dryRun, Action: res.Action, Messages: res.Key.Parked, Free: res.Free}
 	if res.Action == "redrive_head" {
 		out.Messages++

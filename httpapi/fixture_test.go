@@ -19,6 +19,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/transport"
@@ -36,18 +37,18 @@ type fixture struct {
 }
 
 // testConfig configures the fixture's queues.
-func testConfig() lily.Config {
-	return lily.Config{Queues: []lily.QueueConfig{
-		{Name: "orders.created", Owner: "team-checkout", RetryAttempts: 3, DLQRetentionHours: 72},
-		{Name: "payments.captured", Owner: "team-payments", MaxRedrives: 1},
+func testConfig() config.Config {
+	return config.Config{Queues: []lily.QueueConfig{
+		{Name: "orders.created", Owner: "team-checkout", RetryAttempts: 3, DLQRetentionHours: new(72)},
+		{Name: "payments.captured", Owner: "team-payments", MaxRedrives: new(1)},
 	}}.WithDefaults()
 }
 
 // The test tokens.
 var (
-	viewerToken   = Token{Name: "vera", Role: lily.RoleViewer, Secret: "viewer-secret-0123456789"}
-	operatorToken = Token{Name: "otto", Role: lily.RoleOperator, Secret: "operator-secret-0123456789"}
-	adminToken    = Token{Name: "ada", Role: lily.RoleAdmin, Secret: "admin-secret-0123456789"}
+	viewerToken   = Token{Name: "vera", Role: config.RoleViewer, Secret: "viewer-secret-0123456789"}
+	operatorToken = Token{Name: "otto", Role: config.RoleOperator, Secret: "operator-secret-0123456789"}
+	adminToken    = Token{Name: "ada", Role: config.RoleAdmin, Secret: "admin-secret-0123456789"}
 	allTokens     = []Token{viewerToken, operatorToken, adminToken}
 )
 

@@ -115,7 +115,7 @@ func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request, _ *princip
 	out := make([]queueJSON, 0, len(stats))
 	for _, st := range stats {
 		q := s.queue(st.Queue)
-		row := queueJSON{Queue: entryview.NewQueue(st, q.Owner, now), Transport: q.Transport, MaxRedrives: q.MaxRedrives,
+		row := queueJSON{Queue: entryview.NewQueue(st, q.Owner, now), Transport: q.Transport, MaxRedrives: q.Settings().MaxRedrives,
 			InflowBucketSeconds: int64(bucket.Seconds()), PastDeadline: !st.Deadline.IsZero() && !now.Before(st.Deadline)}
 		if row.Inflow, err = s.o.Store.Inflow(r.Context(), st.Queue, now, bucket, inflowBuckets); err != nil {
 			s.fail(w, r, err)

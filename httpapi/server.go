@@ -31,6 +31,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -48,7 +49,7 @@ type Options struct {
 	// Config supplies each queue's owner, dlq_retention_hours and
 	// max_redrives; a queue not in it has the defaults. Defaults to an
 	// empty configuration.
-	Config lily.Config
+	Config config.Config
 	// Tokens are the credentials that may use the server. Defaults to
 	// none: local mode (actor "local", admin role, loopback host names
 	// only; 'lily serve' refuses a non-loopback address then).
@@ -209,10 +210,10 @@ func (s *Server) queue(name string) lily.QueueConfig {
 }
 
 func (s *Server) retention(name string) time.Duration {
-	return time.Duration(s.queue(name).DLQRetentionHours) * time.Hour
+	return time.Duration(s.queue(name).Settings().DLQRetentionHours) * time.Hour
 }
 
-func (s *Server) maxRedrives(name string) int { return s.queue(name).MaxRedrives }
+func (s *Server) maxRedrives(name string) int { return s.queue(name).Settings().MaxRedrives }
 
 // apiError is the body of every error answer: what was wrong, naming the
 // field (a query parameter, a JSON member, a header) when one was.

@@ -39,7 +39,7 @@ func runWorkload(t *testing.T, tr *sqlite.Transport, queue string, msgs []lily.M
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	off := false
-	q := lily.QueueConfig{Name: queue, RetryAttempts: 1, RetryBackoffMillis: 10, Breaker: &off}.WithDefaults()
+	q := lily.QueueConfig{Name: queue, RetryAttempts: 1, RetryBackoffMillis: new(int64(10)), Breaker: &off}.WithDefaults()
 	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{q.Spec()}}); err != nil {
 		t.Fatal(err)
 	}

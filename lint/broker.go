@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -189,7 +189,7 @@ func (b Broker) queueExists(name string) bool {
 //   - topology-drift: every remaining difference of 'lily topology verify'
 //     (error when missing or inequivalent, warning for an unexpected
 //     argument), with why it matters.
-func CheckBroker(cfg lily.Config, b Broker) []Finding {
+func CheckBroker(cfg config.Config, b Broker) []Finding {
 	cfg = cfg.WithDefaults()
 	var out []Finding
 	for _, q := range b.Queues {
@@ -224,7 +224,7 @@ func CheckBroker(cfg lily.Config, b Broker) []Finding {
 }
 
 // checkQueue returns the findings about one existing queue.
-func checkQueue(cfg lily.Config, b Broker, q QueueState) []Finding {
+func checkQueue(cfg config.Config, b Broker, q QueueState) []Finding {
 	var out []Finding
 	add := func(sev Severity, code, what, why, fix string, covers ...string) {
 		out = append(out, Finding{Severity: sev, Queue: q.Source, Code: code, What: what, Why: why, Fix: fix, covers: covers})
@@ -290,7 +290,7 @@ func checkQueue(cfg lily.Config, b Broker, q QueueState) []Finding {
 		}
 		want := ""
 		if qc, ok := cfg.Queue(q.Source); ok {
-			want = fmt.Sprintf(" (x-delivery-limit = %d for delivery_limit = %d)", qc.DeliveryLimit-1, qc.DeliveryLimit)
+			want = fmt.Sprintf(" (x-delivery-limit = %d for delivery_limit = %d)", qc.Settings().DeliveryLimit-1, qc.Settings().DeliveryLimit)
 		}
 		add(sev, CodeNoDeliveryLimit, fmt.Sprintf("main queue %s has no x-delivery-limit", q.Name), why,
 			"declare it with a delivery limit"+want+" ('lily topology apply' after deleting the queue), or set "+
@@ -348,7 +348,7 @@ func noDLX(q QueueState) []string {
 
 // checkRouting reports a dead-letter exchange that is missing or routes
 // the queue's dead-letter routing key nowhere.
-func checkRouting(cfg lily.Config, b Broker, q QueueState, dlx, dlxFrom string) []Finding {
+func checkRouting(cfg config.Config, b Broker, q QueueState, dlx, dlxFrom string) []Finding {
 	keys := deadLetterKeys(cfg, q)
 	role := roleName(q.Role)
 	why := "RabbitMQ drops a dead letter it cannot route, silently: no error, no counter; every message this queue " +
@@ -399,7 +399,7 @@ func checkRouting(cfg lily.Config, b Broker, q QueueState, dlx, dlxFrom string) 
 // with (a main queue's binding keys; a bucket's name; a DLQ's source).
 // Binding keys with topic wildcards are skipped: the message's real key
 // is unknown.
-func deadLetterKeys(cfg lily.Config, q QueueState) []string {
+func deadLetterKeys(cfg config.Config, q QueueState) []string {
 	if v, _, ok := q.Effective("x-dead-letter-routing-key"); ok {
 		if s, ok := v.(string); ok {
 			return []string{s}
@@ -455,7 +455,7 @@ func topicMatch(pattern, key []string) bool {
 }
 
 // deadLetterExchange returns Lily's dead-letter exchange for q's source.
-func deadLetterExchange(cfg lily.Config, q QueueState) string {
+func deadLetterExchange(cfg config.Config, q QueueState) string {
 	if qc, ok := cfg.Queue(q.Source); ok {
 		return rabbitmq.DeadLetterExchange(qc.Exchange)
 	}

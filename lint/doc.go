@@ -16,10 +16,12 @@
 // management API; Live does both) and is pure too. NewReport sorts and
 // counts findings; Report is also the JSON output of 'lily lint --json'.
 //
-// Static codes: no-retries, delivery-limit-high, delivery-limit-one,
-// retry-span-short, dlq-retention-below-source, dlq-retention-below-triage,
-// jitter-without-retries, buckets-near-limit, topology-buckets-near-limit,
-// retries-share-cap, park-needs-keys, block-holds-partition, no-owner. Live codes: topology-drift,
+// Static codes: no-queues, no-retries, delivery-limit-high,
+// delivery-limit-one, retry-span-short, dlq-retention-below-source,
+// dlq-retention-below-triage, jitter-without-retries, buckets-near-limit,
+// topology-buckets-near-limit, retries-share-cap, park-needs-keys,
+// block-holds-partition, no-owner, handler-timeout-over-lease,
+// retry-capacity-short, breaker-without-retries. Live codes: topology-drift,
 // dlx-missing, dlx-unbound, at-least-once-without-reject-publish,
 // delivery-limit-without-dlx, no-delivery-limit, dlq-message-ttl,
 // ttl-without-dlx, delivery-count-semantics. The doc comments of Static and
@@ -33,5 +35,6 @@
 // reject-publish (seed 004); a retry span shorter than an outage
 // dead-letters healthy messages (seed 000's worked example, computed by
 // package plan); a DLQ needs an owner and a retention longer than its
-// triage time.
+// triage time; retry retention must count buckets × capacity (seed 001),
+// and a handler must end inside its lease.
 package lint

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
@@ -12,7 +12,7 @@ import (
 // Static judges a configuration alone. This queue retries for 7 seconds
 // but declares that its dependency may be down for 10 minutes.
 func Example() {
-	cfg, err := lily.ParseConfig([]byte(`
+	cfg, err := config.ParseConfig([]byte(`
 [[queue]]
 name = "orders.created"
 owner = "orders-team"
@@ -35,7 +35,7 @@ expected_outage = "10m"
 
 // WriteText prints the findings for people, grouped by queue.
 func ExampleReport_WriteText() {
-	cfg, _ := lily.ParseConfig([]byte(`
+	cfg, _ := config.ParseConfig([]byte(`
 [[queue]]
 name = "billing.invoiced"
 owner = "billing"
@@ -56,7 +56,7 @@ delivery_limit = 1
 // snapshot is written by hand: the dead-letter queue was declared by
 // someone else with a 14-day message TTL.
 func ExampleCheckBroker() {
-	cfg, _ := lily.ParseConfig([]byte(`
+	cfg, _ := config.ParseConfig([]byte(`
 [[queue]]
 name = "billing.invoiced"
 transport = "rabbitmq"

@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
@@ -14,7 +15,7 @@ import (
 // configuration's queues of transport "rabbitmq" (CheckBroker). It returns
 // no findings when no queue uses RabbitMQ, and an error when the
 // management API cannot be read.
-func Live(ctx context.Context, cfg lily.Config, m *rabbitmq.Management) ([]Finding, error) {
+func Live(ctx context.Context, cfg config.Config, m *rabbitmq.Management) ([]Finding, error) {
 	b, err := ReadBroker(ctx, cfg, m)
 	if err != nil {
 		return nil, err
@@ -24,7 +25,7 @@ func Live(ctx context.Context, cfg lily.Config, m *rabbitmq.Management) ([]Findi
 
 // RabbitMQSpecs returns the queue specs of the configuration's queues of
 // transport "rabbitmq", with defaults applied.
-func RabbitMQSpecs(cfg lily.Config) []transport.QueueSpec {
+func RabbitMQSpecs(cfg config.Config) []transport.QueueSpec {
 	var specs []transport.QueueSpec
 	for _, q := range cfg.WithDefaults().Queues {
 		if q.Transport == lily.TransportRabbitMQ {
@@ -40,7 +41,7 @@ func RabbitMQSpecs(cfg lily.Config) []transport.QueueSpec {
 // effective policy, the exchanges those queues dead-letter to with their
 // bindings, and the queues named as default-exchange dead-letter targets.
 // It only reads.
-func ReadBroker(ctx context.Context, cfg lily.Config, m *rabbitmq.Management) (Broker, error) {
+func ReadBroker(ctx context.Context, cfg config.Config, m *rabbitmq.Management) (Broker, error) {
 	cfg = cfg.WithDefaults()
 	specs := RabbitMQSpecs(cfg)
 	if len(specs) == 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/plan"
 	"github.com/lily-mq/lily/retry"
 )
@@ -63,8 +64,8 @@ const (
 )
 
 // Static returns the findings that the configuration alone shows, in
-// configuration order. It applies defaults (lily.Config.WithDefaults) and
-// expects a configuration that Validate accepts, as lily.LoadConfig
+// configuration order. It applies defaults (config.Config.WithDefaults) and
+// expects a configuration that Validate accepts, as config.LoadConfig
 // returns; it reads nothing and never fails.
 //
 // Rules, per queue:
@@ -86,7 +87,9 @@ const (
 //     ignored); the finding quotes plan.Outage's dead-lettered figure per
 //     message/s of traffic.
 //   - dlq-retention-below-source (error): source_retention_hours is set and
-//     dlq_retention_hours is shorter.
+//     dlq_retention_hours is not longer (equal is not enough: a message
+//     that waited at the source before it was dead-lettered would expire
+//     sooner in the DLQ than it would have unconsumed).
 //   - dlq-retention-below-triage (error): triage_hours is set and
 //     dlq_retention_hours is shorter than twice it.
 //   - jitter-without-retries (info): retry_jitter_ratio > 0 with
@@ -101,13 +104,25 @@ const (
 //     whether the queue's messages carry them; the finding reminds that
 //     park only orders messages that do.
 //   - no-owner (warning): owner is empty.
+//   - handler-timeout-over-lease (warning): handler_timeout_millis plus
+//     AbandonGrace (1 s) does not end inside the transport's lease
+//     (SQLiteLease, 30 s; RabbitMQConsumerTimeout, 30 min; Kafka has
+//     none): the message is handed out again while the handler runs.
+//   - retry-capacity-short (error): on RabbitMQ, with expected_outage and
+//     expected_rate_per_second set, buckets × bucket_max_length is less
+//     than outage × rate: full buckets refuse hand-offs, and refused
+//     messages reach delivery_limit.
+//   - breaker-without-retries (warning): breaker = true with
+//     retry_attempts = 0: the breaker's hold has no bucket and falls back
+//     to releases, which raise the delivery count.
 //
-// And for the whole configuration, topology-buckets-near-limit (warning):
-// all queues together need TopologyBucketsNearLimit (3072) or more of the
-// 4096 buckets.
-func Static(cfg lily.Config) []Finding {
+// And for the whole configuration: no-queues (error), no [[queue]] at all
+// (an empty file, or only other settings); topology-buckets-near-limit
+// (warning), all queues together need TopologyBucketsNearLimit (3072) or
+// more of the 4096 buckets.
+func Static(cfg config.Config) []Finding {
 	cfg = cfg.WithDefaults()
-	var out []Finding
+	out := noQueues(cfg)
 	total := 0
 	for _, q := range cfg.Queues {
 		out = append(out, staticQueue(q)...)
@@ -129,6 +144,7 @@ func Static(cfg lily.Config) []Finding {
 
 // staticQueue returns the static findings of one queue.
 func staticQueue(q lily.QueueConfig) []Finding {
+	s := q.Settings()
 	var out []Finding
 	add := func(sev Severity, code, what, why, fix string) {
 		out = append(out, Finding{Severity: sev, Queue: q.Name, Code: code, What: what, Why: why, Fix: fix})
@@ -141,7 +157,7 @@ func staticQueue(q lily.QueueConfig) []Finding {
 			"N messages/s dead-letters N healthy messages"
 		if q.ImmediateRetries > 0 {
 			why += fmt.Sprintf("; immediate_retries = %d only covers blips shorter than about %d ms",
-				q.ImmediateRetries, int64(q.ImmediateRetries)*q.ImmediateRetryMillis)
+				q.ImmediateRetries, int64(q.ImmediateRetries)*s.ImmediateRetryMillis)
 		}
 		add(Warning, CodeNoRetries, "retry_attempts = 0: a transient error dead-letters on its first failure", why,
 			"set retry_attempts, e.g. 3 (delays 1 s, 2 s, 4 s with the default backoff; 'lily schedule --attempts 3' shows them); "+
@@ -149,15 +165,15 @@ func staticQueue(q lily.QueueConfig) []Finding {
 	}
 
 	switch {
-	case q.DeliveryLimit > MaxSensibleDeliveryLimit:
+	case s.DeliveryLimit > MaxSensibleDeliveryLimit:
 		add(Warning, CodeDeliveryLimitHigh,
-			fmt.Sprintf("delivery_limit = %d is above %d", q.DeliveryLimit, MaxSensibleDeliveryLimit),
+			fmt.Sprintf("delivery_limit = %d is above %d", s.DeliveryLimit, MaxSensibleDeliveryLimit),
 			fmt.Sprintf("a crash-type poison message (one that kills the process before the handler returns) is handed out %d times "+
 				"before it is dead-lettered: %d crashes and restarts, each returning the whole prefetch window or leased batch "+
-				"with it; redeliveries are not retries, transient errors are counted by retry_attempts", q.DeliveryLimit, q.DeliveryLimit),
+				"with it; redeliveries are not retries, transient errors are counted by retry_attempts", s.DeliveryLimit, s.DeliveryLimit),
 			fmt.Sprintf("lower delivery_limit to %d (the default) or at most %d; raise retry_attempts instead if transient errors need more attempts",
 				lily.DefaultDeliveryLimit, MaxSensibleDeliveryLimit))
-	case q.DeliveryLimit == 1:
+	case s.DeliveryLimit == 1:
 		add(Warning, CodeDeliveryLimitOne, "delivery_limit = 1: one redelivery dead-letters a message",
 			"one crash, scale-in, lost connection or released delivery (handler_timeout_millis) dead-letters the message, "+
 				"and every innocent message in flight with a crashed process (the prefetch window, the leased batch) is "+
@@ -169,18 +185,18 @@ func staticQueue(q lily.QueueConfig) []Finding {
 		out = append(out, f)
 	}
 
-	if q.SourceRetentionHours > 0 && q.DLQRetentionHours < q.SourceRetentionHours {
+	if q.SourceRetentionHours > 0 && s.DLQRetentionHours <= q.SourceRetentionHours {
 		add(Error, CodeDLQRetentionBelowSource,
-			fmt.Sprintf("dlq_retention_hours = %d is shorter than source_retention_hours = %d", q.DLQRetentionHours, q.SourceRetentionHours),
-			"a dead letter is kept for less time than the source would have kept the message unconsumed, so dead-lettering "+
+			fmt.Sprintf("dlq_retention_hours = %d is not longer than source_retention_hours = %d", s.DLQRetentionHours, q.SourceRetentionHours),
+			"a dead letter is kept no longer than the source would have kept the message unconsumed, so dead-lettering "+
 				"shortens its life: it is discarded (with a record, but without its body) before a message that was never "+
 				"processed would have expired; where the clock keeps the original enqueue time (SQS standard queues) a message "+
 				"that waited at the source is discarded sooner still",
-			fmt.Sprintf("set dlq_retention_hours to at least %d, better twice that (%d)", q.SourceRetentionHours, 2*q.SourceRetentionHours))
+			fmt.Sprintf("set dlq_retention_hours longer than %d, better twice that (%d)", q.SourceRetentionHours, 2*q.SourceRetentionHours))
 	}
-	if q.TriageHours > 0 && q.DLQRetentionHours < 2*q.TriageHours {
+	if q.TriageHours > 0 && s.DLQRetentionHours < 2*q.TriageHours {
 		add(Error, CodeDLQRetentionBelowTriage,
-			fmt.Sprintf("dlq_retention_hours = %d is shorter than twice triage_hours = %d (%d h)", q.DLQRetentionHours, q.TriageHours, 2*q.TriageHours),
+			fmt.Sprintf("dlq_retention_hours = %d is shorter than twice triage_hours = %d (%d h)", s.DLQRetentionHours, q.TriageHours, 2*q.TriageHours),
 			"dead letters are discarded at dlq_retention_hours; with less than twice the triage time, the alarm at half the "+
 				"retention leaves the owner less than one triage time, and an entry that waits through a weekend or an incident "+
 				"backlog is discarded before anyone decides about it: its body is gone",
@@ -208,6 +224,8 @@ func staticQueue(q lily.QueueConfig) []Finding {
 	if f, ok := retriesShareCap(q); ok {
 		out = append(out, f)
 	}
+
+	out = append(out, crossField(q)...)
 
 	if q.Ordering == lily.OrderingPark {
 		add(Info, CodeParkNeedsKeys, `ordering = "park": only messages published with a key are kept in order`,
@@ -240,11 +258,12 @@ func staticQueue(q lily.QueueConfig) []Finding {
 // retrySpanShort reports CodeRetrySpanShort for q, if expected_outage is
 // longer than the retry span.
 func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
+	s := q.Settings()
 	outage := q.ExpectedOutageDuration()
 	if outage <= 0 {
 		return Finding{}, false
 	}
-	sch, err := plan.Backoff(q.RetryAttempts+1, q.RetryBackoffMillis, q.MaxRetryBackoffMillis)
+	sch, err := plan.Backoff(q.RetryAttempts+1, s.RetryBackoffMillis, s.MaxRetryBackoffMillis)
 	if err != nil {
 		return Finding{}, false
 	}
@@ -254,12 +273,12 @@ func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
 		return Finding{}, false
 	}
 	cmd := fmt.Sprintf("lily plan outage --rate R --outage %s --attempts %d --backoff-millis %d --max-backoff-millis %d",
-		q.ExpectedOutage, sch.Attempts, q.RetryBackoffMillis, q.MaxRetryBackoffMillis)
+		q.ExpectedOutage, sch.Attempts, s.RetryBackoffMillis, s.MaxRetryBackoffMillis)
 	fix := "to ride it out with retries, raise max_retry_backoff_millis or retry_backoff_millis"
 	if a, ok := attemptsToCover(q, outage); ok {
 		fix = fmt.Sprintf("to ride it out with retries, set retry_attempts = %d (span %s with these delays) or raise "+
-			"max_retry_backoff_millis", a, plan.FormatSeconds(float64(retry.Policy{Attempts: a, BackoffMillis: q.RetryBackoffMillis,
-			MaxBackoffMillis: q.MaxRetryBackoffMillis}.Span())/1000))
+			"max_retry_backoff_millis", a, plan.FormatSeconds(float64(retry.Policy{Attempts: a, BackoffMillis: s.RetryBackoffMillis,
+			MaxBackoffMillis: s.MaxRetryBackoffMillis}.Span())/1000))
 	}
 	fix += ", though every poison message then gets as many attempts; better, pause consumption while the dependency " +
 		"is down (a circuit breaker), so that the outage becomes lag, not dead letters"
@@ -277,7 +296,8 @@ func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
 // attemptsToCover returns the smallest retry_attempts (at most
 // retry.MaxAttempts) whose span with q's delays covers outage.
 func attemptsToCover(q lily.QueueConfig, outage time.Duration) (int, bool) {
-	p := retry.Policy{BackoffMillis: q.RetryBackoffMillis, MaxBackoffMillis: q.MaxRetryBackoffMillis}
+	s := q.Settings()
+	p := retry.Policy{BackoffMillis: s.RetryBackoffMillis, MaxBackoffMillis: s.MaxRetryBackoffMillis}
 	for a := q.RetryAttempts + 1; a <= retry.MaxAttempts; a++ {
 		p.Attempts = a
 		if p.Span() >= outage.Milliseconds() {

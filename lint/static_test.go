@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 )
 
 // parse returns the configuration of toml, failing the test if invalid.
-func parse(t *testing.T, toml string) lily.Config {
+func parse(t *testing.T, toml string) config.Config {
 	t.Helper()
-	c, err := lily.ParseConfig([]byte(toml))
+	c, err := config.ParseConfig([]byte(toml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,19 @@ func TestStaticRules(t *testing.T) {
 		{"outage equal to span", `expected_outage = "7s"`, ""},
 		{"outage zero", `expected_outage = "0s"`, ""},
 		{"retention below source", "source_retention_hours = 400", "error dlq-retention-below-source"},
-		{"retention equal to source", "source_retention_hours = 336", ""},
+		{"retention equal to source", "source_retention_hours = 336", "error dlq-retention-below-source"},
+		{"retention longer than source", "source_retention_hours = 335", ""},
+		{"handler timeout + grace = sqlite lease", "handler_timeout_millis = 29000", "warning handler-timeout-over-lease"},
+		{"handler timeout + grace inside sqlite lease", "handler_timeout_millis = 28999", ""},
+		{"handler timeout at rabbitmq consumer_timeout", "transport = \"rabbitmq\"\nhandler_timeout_millis = 1800000", "warning handler-timeout-over-lease"},
+		{"handler timeout long on rabbitmq is fine", "transport = \"rabbitmq\"\nhandler_timeout_millis = 600000", ""},
+		{"handler timeout long on kafka has no lease", "transport = \"kafka\"\nhandler_timeout_millis = 1800000", ""},
+		{"breaker without retries", "retry_attempts = 0\nbreaker = true", "warning no-retries,warning breaker-without-retries"},
+		{"breaker off without retries", "retry_attempts = 0\nbreaker = false", "warning no-retries"},
+		{"buckets too small for the outage", "transport = \"rabbitmq\"\nexpected_outage = \"10m\"\nexpected_rate_per_second = 100\nbucket_max_length = 19999",
+			"error retry-span-short,error retry-capacity-short"},
+		{"buckets hold the outage", "transport = \"rabbitmq\"\nexpected_outage = \"10m\"\nexpected_rate_per_second = 100\nbucket_max_length = 20000",
+			"error retry-span-short"},
 		{"retention below twice triage", "triage_hours = 169", "error dlq-retention-below-triage"},
 		{"retention twice triage", "triage_hours = 168", ""},
 		{"jitter without retries", "retry_attempts = 0\nretry_jitter_ratio = 0.2", "warning no-retries,info jitter-without-retries"},
@@ -87,6 +99,47 @@ func TestStaticRules(t *testing.T) {
 				t.Errorf("findings %v, want exactly %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestStaticNoQueues: an empty file, or one without [[queue]], is an error
+// finding (it used to pass with no finding at all).
+func TestStaticNoQueues(t *testing.T) {
+	for _, doc := range []string{"", "# nothing yet\n", "db = \"lily.db\"\n[[token]]\nname = \"ci\"\nrole = \"viewer\"\nsecret = \"0123456789abcdef\"\n"} {
+		fs := Static(parse(t, doc))
+		if got := codes(fs); strings.Join(got, ",") != "error no-queues" {
+			t.Errorf("%q: findings %v, want error no-queues", doc, got)
+			continue
+		}
+		if !strings.Contains(fs[0].What, "no [[queue]]") || fs[0].Fix == "" {
+			t.Errorf("finding %+v", fs[0])
+		}
+	}
+}
+
+// TestRetryCapacityShortNumbers: the finding gives the capacity, the
+// demand and the bucket_max_length that holds it.
+func TestRetryCapacityShortNumbers(t *testing.T) {
+	fs := Static(parse(t, `
+[[queue]]
+name = "orders.created"
+owner = "orders"
+transport = "rabbitmq"
+retry_attempts = 3
+expected_outage = "5s"
+expected_rate_per_second = 100
+bucket_max_length = 100
+`))
+	if len(fs) != 1 || fs[0].Code != CodeRetryCapacityShort {
+		t.Fatalf("findings %v", codes(fs))
+	}
+	for _, want := range []string{"3 retry buckets", "bucket_max_length = 100", "300", "500"} {
+		if !strings.Contains(fs[0].What, want) {
+			t.Errorf("what %q lacks %q", fs[0].What, want)
+		}
+	}
+	if !strings.Contains(fs[0].Fix, "bucket_max_length to at least 167") {
+		t.Errorf("fix %q", fs[0].Fix)
 	}
 }
 

@@ -120,7 +120,7 @@ func newSetup(ctx context.Context, cfg Config, name string) (*setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	qc := lily.QueueConfig{Name: fmt.Sprintf("bench%08x.%s", rand.Uint32(), name), Transport: lily.TransportRabbitMQ, DeliveryLimit: 20}.WithDefaults()
+	qc := lily.QueueConfig{Name: fmt.Sprintf("bench%08x.%s", rand.Uint32(), name), Transport: lily.TransportRabbitMQ, DeliveryLimit: new(20)}.WithDefaults()
 	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 		tr.Close()
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lilyprom"
 )
 
@@ -113,7 +114,7 @@ Regenerate it when the configuration changes (retention, owner, breaker).`,
 			if err := o.validate(); err != nil {
 				return err
 			}
-			cfg, err := lily.LoadConfig(o.config)
+			cfg, err := config.LoadConfig(o.config)
 			if err != nil {
 				return err
 			}
@@ -182,7 +183,7 @@ func (o alertOptions) validate() error {
 }
 
 // alertRules builds the rule file of cfg's queues.
-func alertRules(cfg lily.Config, o alertOptions) ruleFile {
+func alertRules(cfg config.Config, o alertOptions) ruleFile {
 	var rf ruleFile
 	for _, q := range cfg.Queues {
 		rf.Groups = append(rf.Groups, ruleGroup{Name: "lily." + q.Name, Rules: queueRules(q, o)})
@@ -192,6 +193,7 @@ func alertRules(cfg lily.Config, o alertOptions) ruleFile {
 
 // queueRules are the alerting rules of one queue.
 func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
+	qs := q.Settings()
 	owner := q.Owner
 	if owner == "" {
 		owner = unowned
@@ -204,7 +206,7 @@ func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
 		return fmt.Sprintf("lily dlq group --config %s --queue %s --by reason%s (then --by error_type, fingerprint; lily dlq show ID for one entry)", cf, name, filter)
 	}
 	decide := fmt.Sprintf("after the fix, lily dlq redrive --config %s --queue %s --dry-run, then without --dry-run (or --sample N --observe 5m first); what cannot be fixed: lily dlq discard --config %s --queue %s --reason TEXT", cf, name, cf, name)
-	half := q.DLQRetentionHours * 3600 / 2 // seconds
+	half := qs.DLQRetentionHours * 3600 / 2 // seconds
 	halfText := promDuration(time.Duration(half) * time.Second)
 	inflow := func(fn string, w, offset time.Duration) string {
 		s := fmt.Sprintf("sum by (%s) (%s(%s%s[%s]", lilyprom.LabelQueue, fn, lilyprom.MetricDLQInflow, sel, promDuration(w))
@@ -222,7 +224,7 @@ func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
 			Annotations: alertAnnotation{
 				Summary: fmt.Sprintf("{{ $value | humanize }} dead letters held in %s", name),
 				Description: fmt.Sprintf("Dead letters of %s wait for a decision (pending, parked or needs_manual), more than the floor of %d. "+
-					"They are kept %dh (dlq_retention_hours), then discarded with a record. Owner: %s.", name, o.dlqFloor, q.DLQRetentionHours, owner),
+					"They are kept %dh (dlq_retention_hours), then discarded with a record. Owner: %s.", name, o.dlqFloor, qs.DLQRetentionHours, owner),
 				Runbook: fmt.Sprintf("lily dlq list --config %s; %s; %s", cf, triage(""), decide),
 			},
 		},
@@ -246,9 +248,9 @@ func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
 			Expr:   fmt.Sprintf("max by (%s) (%s%s) > %d", lilyprom.LabelQueue, lilyprom.MetricDLQOldestAge, sel, half),
 			Labels: labels("critical"),
 			Annotations: alertAnnotation{
-				Summary: fmt.Sprintf("The oldest dead letter of %s is {{ $value | humanizeDuration }} old, past half its %dh retention", name, q.DLQRetentionHours),
+				Summary: fmt.Sprintf("The oldest dead letter of %s is {{ $value | humanizeDuration }} old, past half its %dh retention", name, qs.DLQRetentionHours),
 				Description: fmt.Sprintf("An entry of %s has waited longer than %s, half of dlq_retention_hours = %d; at %dh 'lily dlq expire' "+
-					"discards it with a record. Decide before then. Owner: %s.", name, halfText, q.DLQRetentionHours, q.DLQRetentionHours, owner),
+					"discards it with a record. Decide before then. Owner: %s.", name, halfText, qs.DLQRetentionHours, qs.DLQRetentionHours, owner),
 				Runbook: fmt.Sprintf("lily dlq list --config %s (the past-half column); lily dlq group --config %s --queue %s --by reason --older-than %s; %s",
 					cf, cf, name, halfText, decide),
 			},
@@ -277,7 +279,7 @@ func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
 				Summary: fmt.Sprintf("The circuit breaker of %s has not closed for %s", name, promDuration(o.breakerFor)),
 				Description: fmt.Sprintf("A consumer of %s stopped fetching because most deliveries failed transiently (a dependency is down); "+
 					"its probes every %s keep failing. Messages wait at the source with their attempts untouched: the outage is lag, not dead letters, "+
-					"until the source's own retention runs out. Owner: %s.", name, promDuration(time.Duration(q.BreakerCooldownMillis)*time.Millisecond), owner),
+					"until the source's own retention runs out. Owner: %s.", name, promDuration(time.Duration(qs.BreakerCooldownMillis)*time.Millisecond), owner),
 				Runbook: fmt.Sprintf("find the failing dependency in the consumer logs (\"circuit breaker open\"); lily reconcile --config %s shows the waiting messages as in_flight; "+
 					"the breaker closes by itself after a successful probe — do not redrive or restart in a loop", cf),
 			},

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 )
 
 // alertsConfig has a queue with an owner, retries (so a breaker) and a
@@ -156,7 +156,7 @@ func TestAlertsFireWithPromtool(t *testing.T) {
 	promtool := needPromtool(t)
 	path := writeConfig(t, alertsConfig)
 	rulesFile := writeRules(t, path, "--dlq-floor", "5")
-	cfg, err := lily.LoadConfig(path)
+	cfg, err := config.LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}

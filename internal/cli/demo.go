@@ -18,6 +18,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 )
 
@@ -108,7 +109,7 @@ the crashing orders are counted by the attempt counter topic.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.db, "db", "", "SQLite file to create for the demo: the store, or the catalog with --transport rabbitmq (default: a new file in a temporary directory)")
 	fl.StringVar(&f.transport, "transport", lily.TransportSQLite, "where the queue lives: sqlite (embedded, no service), rabbitmq or kafka")
-	fl.StringVar(&f.url, "url", lily.DefaultRabbitMQURL, "AMQP URL of the broker, with --transport rabbitmq")
+	fl.StringVar(&f.url, "url", config.DefaultRabbitMQURL, "AMQP URL of the broker, with --transport rabbitmq")
 	fl.StringVar(&f.brokers, "brokers", "", "Kafka seed brokers host:port,..., with --transport kafka (default: an in-process Kafka, kfake)")
 	fl.StringVar(&f.queue, "queue", demoQueue, "name of the demo's queue (its exchange is the part before the first dot)")
 	fl.IntVar(&f.messages, "messages", 1000, "orders to publish in all")
@@ -151,8 +152,8 @@ func (f demoFlags) validate() error {
 	if sum := f.malformed + f.flaky + f.hopeless + f.crashing; sum > f.messages {
 		errs = append(errs, fmt.Errorf("--malformed + --flaky + --hopeless + --crashing = %d: must be <= --messages (%d)", sum, f.messages))
 	}
-	if f.maxRestarts < f.crashing*demoQueueConfig(f.queue, f.transport).DeliveryLimit {
-		errs = append(errs, fmt.Errorf("--max-restarts %d: must be >= --crashing × delivery_limit (%d)", f.maxRestarts, f.crashing*demoQueueConfig(f.queue, f.transport).DeliveryLimit))
+	if f.maxRestarts < f.crashing*demoQueueConfig(f.queue, f.transport).Settings().DeliveryLimit {
+		errs = append(errs, fmt.Errorf("--max-restarts %d: must be >= --crashing × delivery_limit (%d)", f.maxRestarts, f.crashing*demoQueueConfig(f.queue, f.transport).Settings().DeliveryLimit))
 	}
 	if len(errs) > 0 {
 		return &UsageError{Msg: "demo: " + errors.Join(errs...).Error()}
@@ -208,7 +209,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	}
 	say("Lily demo: queue %s on %s", qc.Name, where)
 	say("published %d orders: %d malformed, %d flaky, %d hopeless, %d crashing; retries %v ms, delivery limit %d",
-		f.messages, f.malformed, f.flaky, f.hopeless, f.crashing, qc.Policy().Buckets(), qc.DeliveryLimit)
+		f.messages, f.malformed, f.flaky, f.hopeless, f.crashing, qc.Policy().Buckets(), qc.Settings().DeliveryLimit)
 
 	restarts, err := superviseDemo(ctx, b, f, say, stderr)
 	if err != nil {

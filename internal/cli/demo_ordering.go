@@ -64,7 +64,7 @@ type posting struct {
 // that every account's postings were processed in publish order.
 func runOrderingScenario(ctx context.Context, conn demoConn, queue, db string) (orderingJSON, error) {
 	qc := lily.QueueConfig{Name: queue, Transport: conn.kind, Owner: "team-ledger", Ordering: lily.OrderingPark,
-		RetryAttempts: 2, RetryBackoffMillis: 50, MaxRetryBackoffMillis: 100}.WithDefaults()
+		RetryAttempts: 2, RetryBackoffMillis: new(int64(50)), MaxRetryBackoffMillis: new(int64(100))}.WithDefaults()
 	out := orderingJSON{Scenario: "ordering", Transport: conn.kind, Queue: queue, Ordering: qc.Ordering,
 		Keys: orderingKeys, PoisonedKey: orderingBadKey}
 	b, err := openDemoBackend(ctx, conn, db, qc)

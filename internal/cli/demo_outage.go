@@ -56,8 +56,8 @@ const (
 func outageQueueConfig(name, kind string, rate float64, breaker bool) lily.QueueConfig {
 	return lily.QueueConfig{
 		Name: name, Transport: kind, Owner: "team-checkout",
-		RetryAttempts: outageAttempts, RetryBackoffMillis: outageBackoff, MaxRetryBackoffMillis: outageMaxDelay,
-		Breaker: &breaker, BreakerMinRequests: max(3, int(rate/50)), BreakerWindowMillis: 200, BreakerCooldownMillis: 200,
+		RetryAttempts: outageAttempts, RetryBackoffMillis: new(int64(outageBackoff)), MaxRetryBackoffMillis: new(int64(outageMaxDelay)),
+		Breaker: &breaker, BreakerMinRequests: new(max(3, int(rate/50))), BreakerWindowMillis: new(int64(200)), BreakerCooldownMillis: new(int64(200)),
 	}.WithDefaults()
 }
 

@@ -101,7 +101,7 @@ func TestOrderingScenario(t *testing.T) {
 			if kind == lily.TransportRabbitMQ {
 				url := needRabbit(t)
 				queue := fmt.Sprintf("ordering%08x.postings", rand.Uint32())
-				cleanupRabbitQueues(t, url, lily.QueueConfig{Name: queue, RetryAttempts: 2, RetryBackoffMillis: 50, MaxRetryBackoffMillis: 100}.WithDefaults())
+				cleanupRabbitQueues(t, url, lily.QueueConfig{Name: queue, RetryAttempts: 2, RetryBackoffMillis: new(int64(50)), MaxRetryBackoffMillis: new(int64(100))}.WithDefaults())
 				args = append(args, "--url", url, "--queue", queue)
 			}
 			code, out, errOut := run(t, args...)

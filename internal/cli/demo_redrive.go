@@ -53,7 +53,7 @@ func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(s
 	q := b.queue.Name
 	actor := catalog.DefaultActor()
 	target := func(context.Context, string) (catalog.Publisher, error) { return b.tr, nil }
-	maxRedrives := func(string) int { return b.queue.MaxRedrives }
+	maxRedrives := func(string) int { return b.queue.Settings().MaxRedrives }
 	say("\nsecond half: the fix is deployed (orders-consumer %s: retired SKUs are known, gift notes render safely)", demoFixedVersion)
 
 	// What a deploy cannot fix leaves the work list with a record.

@@ -50,7 +50,7 @@ func TestDemoJSONCountsEachClass(t *testing.T) {
 		t.Errorf("redriven %d in %d rounds, needs_manual %d; want 6 in 2 rounds, 0", got.Redriven, got.RedriveRounds, got.NeedsManual)
 	}
 	// Each crashing order kills the worker at deliveries 1..delivery_limit.
-	if wantRestarts := 2 * demoQueueConfig(demoQueue, "sqlite").DeliveryLimit; got.WorkerRestarts != wantRestarts {
+	if wantRestarts := 2 * demoQueueConfig(demoQueue, "sqlite").Settings().DeliveryLimit; got.WorkerRestarts != wantRestarts {
 		t.Errorf("worker restarts %d, want %d", got.WorkerRestarts, wantRestarts)
 	}
 	// The database is left for inspection and reconciles on its own.
@@ -236,7 +236,7 @@ func runBrokerDemo(t *testing.T, kind string, args ...string) demoJSON {
 	if got.Redriven != 5 || got.RedriveRounds != 2 || got.NeedsManual != 0 {
 		t.Errorf("redriven %d in %d rounds, needs_manual %d; want 5 in 2 rounds, 0", got.Redriven, got.RedriveRounds, got.NeedsManual)
 	}
-	if got.WorkerRestarts != 2*demoQueueConfig(demoQueue, kind).DeliveryLimit {
+	if got.WorkerRestarts != 2*demoQueueConfig(demoQueue, kind).Settings().DeliveryLimit {
 		t.Errorf("worker restarts %d, want 2 × delivery_limit", got.WorkerRestarts)
 	}
 	return got
@@ -247,7 +247,7 @@ func TestDLQIngestRabbitMQ(t *testing.T) {
 	url := needRabbit(t)
 	ctx := context.Background()
 	queue := fmt.Sprintf("ingest%08x.created", rand.Uint32())
-	qc := lily.QueueConfig{Name: queue, Transport: lily.TransportRabbitMQ, DeliveryLimit: 2}.WithDefaults()
+	qc := lily.QueueConfig{Name: queue, Transport: lily.TransportRabbitMQ, DeliveryLimit: new(2)}.WithDefaults()
 	cleanupRabbitQueues(t, url, qc)
 	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: url})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 )
 
 func init() { register(newDemoWorkerCmd) }
@@ -22,11 +23,11 @@ func demoQueueConfig(name, kind string) lily.QueueConfig {
 		Name:                  name,
 		Transport:             kind,
 		RetryAttempts:         3,
-		RetryBackoffMillis:    20,
-		MaxRetryBackoffMillis: 80,
+		RetryBackoffMillis:    new(int64(20)),
+		MaxRetryBackoffMillis: new(int64(80)),
 		RetryJitterRatio:      0.2,
-		DeliveryLimit:         5,
-		HandlerTimeoutMillis:  5000,
+		DeliveryLimit:         new(5),
+		HandlerTimeoutMillis:  new(int64(5000)),
 		Owner:                 "team-checkout",
 		// The demo is about poison, not outages: near its end only the
 		// failing orders are left, and a breaker would (rightly) read that
@@ -115,7 +116,7 @@ func newDemoWorkerCmd() *cobra.Command {
 	fl.StringVar(&db, "db", "", "database file (store or catalog)")
 	fl.StringVar(&instance, "instance", "demo-worker-"+strconv.Itoa(os.Getpid()), "consumer instance ID (its leases)")
 	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq or kafka")
-	fl.StringVar(&url, "url", lily.DefaultRabbitMQURL, "AMQP URL")
+	fl.StringVar(&url, "url", config.DefaultRabbitMQURL, "AMQP URL")
 	fl.StringVar(&brokers, "brokers", "", "Kafka seed brokers (the demo passes its cluster's)")
 	fl.StringVar(&queue, "queue", demoQueue, "queue name")
 	fl.BoolVar(&verbose, "verbose", false, "log the consumer's decisions to stderr")

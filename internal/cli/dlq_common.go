@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
 
@@ -22,7 +23,7 @@ import (
 type dlqEnv struct {
 	sf     storeFlags
 	path   string
-	cfg    lily.Config
+	cfg    config.Config
 	hasCfg bool
 	sq     *sqlite.Transport
 	cat    *catalog.Store
@@ -66,13 +67,13 @@ func (e *dlqEnv) queue(name string) (lily.QueueConfig, bool) {
 // retention is a queue's dlq_retention_hours.
 func (e *dlqEnv) retention(name string) time.Duration {
 	q, _ := e.queue(name)
-	return time.Duration(q.DLQRetentionHours) * time.Hour
+	return time.Duration(q.Settings().DLQRetentionHours) * time.Hour
 }
 
 // maxRedrives is a queue's max_redrives.
 func (e *dlqEnv) maxRedrives(name string) int {
 	q, _ := e.queue(name)
-	return q.MaxRedrives
+	return q.Settings().MaxRedrives
 }
 
 // selectFlags are the filters shared by the commands that select entries.

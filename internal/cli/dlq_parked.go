@@ -169,7 +169,7 @@ outcome; the consumer carries on releasing after that.`,
 				return err
 			}
 			res, err := env.cat.Unpark(ctx, catalog.UnparkParams{Queue: queue, Key: key, DryRun: dryRun,
-				MaxRedrives: env.maxRedrives(queue), Target: targets.target, Actor: actorOr(actor)})
+				MaxRedrives: new(env.maxRedrives(queue)), Target: targets.target, Actor: actorOr(actor)})
 			if err != nil {
 				return err
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -41,7 +42,7 @@ func TestDLQParkedUnpark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := lily.QueueConfig{Name: "payments.captured", Ordering: lily.OrderingPark, RetryAttempts: 1, RetryBackoffMillis: 20}.WithDefaults()
+	q := lily.QueueConfig{Name: "payments.captured", Ordering: lily.OrderingPark, RetryAttempts: 1, RetryBackoffMillis: new(int64(20))}.WithDefaults()
 	w := startParkWorkload(t, tr, cat, q)
 	processed := w.processed
 	transporttest.WaitFor(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
@@ -108,6 +109,43 @@ func TestDLQParkedUnpark(t *testing.T) {
 	}
 }
 
+// TestDLQUnparkMaxRedrivesZero: with max_redrives = 0 in --config, the
+// head of a parked key is a manual decision: unpark refuses to redrive it
+// (the catalog used to turn a 0 into the default 2 and redrive it).
+func TestDLQUnparkMaxRedrivesZero(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lily.db")
+	tr, err := sqlite.Open(ctx, db, sqlite.Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	cat, err := catalog.New(ctx, tr.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := lily.QueueConfig{Name: "payments.captured", Ordering: lily.OrderingPark, RetryAttempts: 1, RetryBackoffMillis: new(int64(20)), MaxRedrives: new(0)}.WithDefaults()
+	w := startParkWorkload(t, tr, cat, q)
+	transporttest.WaitFor(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
+		ks, err := cat.HeldKeys(ctx, q.Name)
+		return err == nil && len(ks) == 1 && ks[0].Parked == 2 && len(w.processed("acct-1")) == 4
+	})
+	cfg := writeConfig(t, fmt.Sprintf("db = %q\n[[queue]]\nname = %q\nordering = \"park\"\nretry_attempts = 1\nmax_redrives = 0\n", db, q.Name))
+	w.fixed.Store(true)
+	code, out, errOut := run(t, "dlq", "unpark", "--config", cfg, "--queue", q.Name, "--key", "acct-2", "--wait", "5s")
+	if code != 1 || !strings.Contains(errOut, "max_redrives 0") {
+		t.Errorf("unpark with max_redrives = 0: exit %d %q %q, want 1 naming max_redrives 0", code, out, errOut)
+	}
+	if got := w.processed("acct-2"); !slices.Equal(got, []string{"acct-2/0"}) {
+		t.Errorf("acct-2 processed %v: the head was redriven past max_redrives = 0", got)
+	}
+	w.stop()
+	if code, out, _ := run(t, "reconcile", "--db", db); code != 0 {
+		t.Errorf("reconcile = %d %q", code, out)
+	}
+}
+
 // TestDLQUnparkRabbitMQ parks a key on a RabbitMQ queue (its head is a
 // broker dead letter until ingested) and unparks it with --config: the
 // command ingests the queue's DLQ to find the head, redrives it, and the
@@ -126,7 +164,7 @@ transport = "rabbitmq"
 ordering = "park"
 owner = "team-ledger"
 `, db, url, queue))
-	cfg, err := lily.LoadConfig(cfgPath)
+	cfg, err := config.LoadConfig(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,6 +226,27 @@ func TestDLQRedriveNeedsManual(t *testing.T) {
 	}
 }
 
+// TestDLQRedriveMaxRedrivesZero: max_redrives = 0 ("always a manual
+// decision") is kept as written (it used to become the default 2): no entry
+// is redriven, each becomes needs_manual.
+func TestDLQRedriveMaxRedrivesZero(t *testing.T) {
+	t.Parallel()
+	db := seedDLQ(t)
+	cfg := writeConfig(t, fmt.Sprintf("db = %q\n[[queue]]\nname = %q\nmax_redrives = 0\n", db, dlqQueue))
+	code, out, errOut := run(t, "dlq", "redrive", "--config", cfg, "--ids", "1,2", "--json")
+	var res redriveJSON
+	mustJSON(t, out, &res)
+	if code != 0 || res.NeedsManual != 2 || res.Redriven != 0 {
+		t.Errorf("redrive with max_redrives = 0: exit %d %s %+v, want 2 needs_manual and none redriven", code, errOut, res)
+	}
+	if st := entryStates(t, db); st["needs_manual"] != 2 || st["redriven"] != 0 || st["pending"] != 4 {
+		t.Errorf("states %v, want 2 needs_manual, 4 pending", st)
+	}
+	if code, out, _ := run(t, "reconcile", "--db", db); code != 0 {
+		t.Errorf("reconcile: %s", out)
+	}
+}
+
 func TestDLQDiscardEraseExpire(t *testing.T) {
 	t.Parallel()
 	db := seedDLQ(t)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
@@ -105,7 +106,7 @@ func TestDLQKafkaIngestRedrive(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "catalog.db")
 	queue := "payments.captured"
 	cfg := kafkaConfig(t, db, brokers, queue, "")
-	c, err := lily.LoadConfig(cfg)
+	c, err := config.LoadConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
@@ -15,8 +15,8 @@ func init() { register(newLintCmd) }
 
 func newLintCmd() *cobra.Command {
 	var (
-		config, url, mgmtURL string
-		live, strict, asJSON bool
+		configPath, url, mgmtURL string
+		live, strict, asJSON     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "lint",
@@ -28,11 +28,16 @@ stable code, what is wrong, why it loses or delays messages, and the fix.
 Static: retry_attempts = 0 (no-retries); delivery_limit above 20 or equal to 1
 (delivery-limit-high, delivery-limit-one); a retry span shorter than the queue's
 expected_outage, with 'lily plan outage's figure (retry-span-short);
-dlq_retention_hours shorter than source_retention_hours or than twice triage_hours
-(dlq-retention-below-source, dlq-retention-below-triage); jitter without retries,
-bucket counts near their limits, retries sharing the backoff cap
+dlq_retention_hours not longer than source_retention_hours, or shorter than twice
+triage_hours (dlq-retention-below-source, dlq-retention-below-triage); jitter
+without retries, bucket counts near their limits, retries sharing the backoff cap
 (jitter-without-retries, buckets-near-limit, topology-buckets-near-limit,
-retries-share-cap); ordering = "park" (park-needs-keys); no owner (no-owner).
+retries-share-cap); ordering = "park" (park-needs-keys); no owner (no-owner);
+handler_timeout_millis + 1 s grace not inside the transport's lease (SQLite 30 s,
+RabbitMQ consumer_timeout 30 min) (handler-timeout-over-lease); on RabbitMQ,
+buckets × bucket_max_length below expected_outage × expected_rate_per_second
+(retry-capacity-short); breaker = true with retry_attempts = 0
+(breaker-without-retries); a file without any [[queue]] (no-queues).
 
 --live, for queues with transport = "rabbitmq", through the management API: every
 difference of 'lily topology verify' (topology-drift); a dead-letter exchange that
@@ -49,14 +54,14 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
   lily lint --config lily.toml --live --strict --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if config == "" {
+			if configPath == "" {
 				return usagef("lint: --config FILE is required: lint judges the [[queue]] entries of a configuration")
 			}
 			f := cmd.Flags()
 			if !live && (f.Changed("url") || f.Changed("management-url")) {
 				return usagef("lint: --url and --management-url only apply with --live")
 			}
-			cfg, err := lily.LoadConfig(config)
+			cfg, err := config.LoadConfig(configPath)
 			if err != nil {
 				return err
 			}
@@ -89,7 +94,7 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&config, "config", "", "Lily configuration file (TOML) to judge (required)")
+	f.StringVar(&configPath, "config", "", "Lily configuration file (TOML) to judge (required)")
 	f.BoolVar(&live, "live", false, "also judge the RabbitMQ broker of the queues with transport = \"rabbitmq\" (management API)")
 	f.BoolVar(&strict, "strict", false, "exit 1 on warnings too")
 	f.BoolVar(&asJSON, "json", false, `print {"findings":[...],"errors":N,"warnings":N,"infos":N}`)
@@ -100,7 +105,7 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 
 // lintLive runs the live checks against the configuration's broker. With no
 // queue of transport "rabbitmq" it says so on stderr and checks nothing.
-func lintLive(cmd *cobra.Command, cfg lily.Config, url, mgmtURL string) ([]lint.Finding, error) {
+func lintLive(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) ([]lint.Finding, error) {
 	if url == "" {
 		url = cfg.RabbitMQURL
 	}

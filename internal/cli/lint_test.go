@@ -18,6 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
@@ -150,6 +151,8 @@ func TestLintBadInput(t *testing.T) {
 		"[[queue]]\nname = \"a.b\"\nexpected_outage = \"-5m\"\n":        "expected_outage",
 		"[[queue]]\nname = \"a.b\"\ntriage_hours = -1\n":                "triage_hours",
 		"[[queue]]\nname = \"a.b\"\nsource_retention_hours = -1\n":      "source_retention_hours",
+		"[[queue]]\nname = \"a.b\"\ndelivery_limit = 0\n":               "delivery_limit = 0: must be in 1..1000",
+		"[[queue]]\nname = \"a.b\"\nretry_attempts = \"3\"\n":           `queue "a.b": retry_attempts: want an integer, got the string "3" (line 3)`,
 	} {
 		if code, _, errOut := run(t, "lint", "--config", writeConfig(t, body)); code != 1 || !strings.Contains(errOut, field) {
 			t.Errorf("%q: exit %d %q, want 1 naming %s", body, code, errOut, field)
@@ -162,9 +165,25 @@ func TestLintBadInput(t *testing.T) {
 	}
 }
 
+// TestLintNoQueues: 'lily lint' of an empty file, or of one without any
+// [[queue]], says so and exits 1 (it used to report a clean configuration).
+func TestLintNoQueues(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{"", "db = \"lily.db\"\n"} {
+		code, r, _ := lintJSON(t, "--config", writeConfig(t, body))
+		if code != 1 || r.Errors != 1 || !r.Has(lint.CodeNoQueues, "") {
+			t.Errorf("%q: exit %d, report %+v, want exit 1 with %s", body, code, r, lint.CodeNoQueues)
+		}
+	}
+	code, out, _ := run(t, "lint", "--config", writeConfig(t, ""))
+	if code != 1 || !strings.Contains(out, "no [[queue]] entry") {
+		t.Errorf("text: exit %d %q", code, out)
+	}
+}
+
 func TestLintExpectedOutageField(t *testing.T) {
 	t.Parallel()
-	c, err := lily.ParseConfig([]byte("[[queue]]\nname = \"a.b\"\nexpected_outage = \"1h30m\"\n"))
+	c, err := config.ParseConfig([]byte("[[queue]]\nname = \"a.b\"\nexpected_outage = \"1h30m\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +232,7 @@ func lintLiveQueue(t *testing.T, body string) (url, queue, cfg string) {
 // lintPlan returns the planned topology of a configuration file.
 func lintPlan(t *testing.T, cfg string) rabbitmq.Topology {
 	t.Helper()
-	c, err := lily.LoadConfig(cfg)
+	c, err := config.LoadConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -57,7 +58,7 @@ func (q *queueCounters) DeadLetterDepth(ctx context.Context, queue string) (int6
 // queues not in cfg, the broker for each [[queue]] that lives on one (url
 // and kafkaBrokers, when not empty, override the configuration's). The
 // returned function releases the broker connections.
-func ledgerCounters(ctx context.Context, def transport.InFlightCounter, cfg lily.Config, url, kafkaBrokers string) (*queueCounters, func(), error) {
+func ledgerCounters(ctx context.Context, def transport.InFlightCounter, cfg config.Config, url, kafkaBrokers string) (*queueCounters, func(), error) {
 	counters := &queueCounters{def: def, byQueue: map[string]transport.InFlightCounter{}}
 	brk, err := newBrokers(cfg, url, kafkaBrokers)
 	if err != nil {
@@ -109,7 +110,7 @@ func parseBrokersFlag(s string) ([]string, error) {
 	}
 	bs := kafka.ParseBrokers(s)
 	for _, b := range bs {
-		if err := lily.ValidateBroker(b); err != nil {
+		if err := config.ValidateBroker(b); err != nil {
 			return nil, usagef("--brokers %q: %q %v", s, b, err)
 		}
 	}
@@ -120,7 +121,7 @@ func parseBrokersFlag(s string) ([]string, error) {
 // queues: one RabbitMQ connection and one Kafka client for all.
 type brokers struct {
 	mu           sync.Mutex // guards rmq and kfk: 'lily serve' works concurrently
-	cfg          lily.Config
+	cfg          config.Config
 	url          string   // --url, else the config's rabbitmq_url
 	kafkaBrokers []string // --brokers, else the config's kafka_brokers
 	rmq          *rabbitmq.Transport
@@ -129,7 +130,7 @@ type brokers struct {
 
 // newBrokers returns the brokers of c, with --url and --brokers (either
 // may be empty) overriding the configuration.
-func newBrokers(c lily.Config, url, brokersArg string) (*brokers, error) {
+func newBrokers(c config.Config, url, brokersArg string) (*brokers, error) {
 	bs, err := parseBrokersFlag(brokersArg)
 	if err != nil {
 		return nil, err
@@ -173,7 +174,7 @@ func (b *brokers) kafka(ctx context.Context) (*kafka.Transport, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.kfk == nil {
-		k, err := openKafka(ctx, kafka.Options{Brokers: b.kafkaBrokers, Partitions: b.cfg.KafkaPartitions,
+		k, err := openKafka(ctx, kafka.Options{Brokers: b.kafkaBrokers, Partitions: b.cfg.Partitions(),
 			DeadLetterTopics: b.cfg.KafkaDeadLetterTopics})
 		if err != nil {
 			return nil, err

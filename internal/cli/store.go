@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
 
@@ -27,11 +27,11 @@ func (f *storeFlags) add(cmd *cobra.Command) {
 }
 
 // loadConfig returns the configuration of --config, or an empty one.
-func (f *storeFlags) loadConfig() (lily.Config, error) {
+func (f *storeFlags) loadConfig() (config.Config, error) {
 	if f.config == "" {
-		return lily.Config{}.WithDefaults(), nil
+		return config.Config{}.WithDefaults(), nil
 	}
-	return lily.LoadConfig(f.config)
+	return config.LoadConfig(f.config)
 }
 
 // path resolves the database path: --db, else the config's db.

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
@@ -33,7 +34,7 @@ func (f *rabbitFlags) add(cmd *cobra.Command) {
 // topologyConfig is what a topology command works on: the broker queues of
 // the configuration, by transport.
 type topologyConfig struct {
-	cfg    lily.Config
+	cfg    config.Config
 	rabbit []transport.QueueSpec
 	kafka  []transport.QueueSpec
 	url    string
@@ -45,7 +46,7 @@ func (f *rabbitFlags) load() (topologyConfig, error) {
 	if f.config == "" {
 		return topologyConfig{}, usagef("--config FILE is required: the topology is planned from the [[queue]] entries with transport = \"rabbitmq\" or \"kafka\"")
 	}
-	c, err := lily.LoadConfig(f.config)
+	c, err := config.LoadConfig(f.config)
 	if err != nil {
 		return topologyConfig{}, err
 	}
@@ -65,6 +66,9 @@ func (f *rabbitFlags) load() (topologyConfig, error) {
 		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\" or \"kafka\"", f.config)
 	}
 	if f.url != "" {
+		if err := config.ValidateRabbitMQURL(f.url); err != nil {
+			return tc, usagef("--url: %v", err)
+		}
 		tc.url = f.url
 	}
 	return tc, nil

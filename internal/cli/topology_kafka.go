@@ -33,7 +33,7 @@ type verifyJSON struct {
 func kafkaPlan(tc topologyConfig) []kafka.TopicPlan {
 	var out []kafka.TopicPlan
 	for _, s := range tc.kafka {
-		out = append(out, kafka.PlanWith(s, tc.cfg.KafkaPartitions, tc.cfg.KafkaDeadLetterTopics[s.Name])...)
+		out = append(out, kafka.PlanWith(s, tc.cfg.Partitions(), tc.cfg.KafkaDeadLetterTopics[s.Name])...)
 	}
 	return out
 }
@@ -90,7 +90,7 @@ func verifyKafka(ctx context.Context, tc topologyConfig, brokersArg string) ([]k
 		return nil, 0, err
 	}
 	defer k.Close()
-	diffs, err := k.Verify(ctx, tc.kafka, tc.cfg.KafkaPartitions)
+	diffs, err := k.Verify(ctx, tc.kafka, tc.cfg.Partitions())
 	if err != nil {
 		return nil, 0, err
 	}

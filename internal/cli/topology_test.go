@@ -142,6 +142,21 @@ func TestTopologyBadInput(t *testing.T) {
 	}
 }
 
+// TestTopologyApplyMalformedURL: a malformed rabbitmq_url (or --url) is
+// refused before any dial, naming the key; 'topology apply' used to retry
+// the dial until its 10 s deadline.
+func TestTopologyApplyMalformedURL(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, "rabbitmq_url = \"localhost:5672\"\n[[queue]]\nname = \"a.b\"\ntransport = \"rabbitmq\"\n")
+	if code, _, errOut := run(t, "topology", "apply", "--config", cfg); code == 0 || !strings.Contains(errOut, "rabbitmq_url") || !strings.Contains(errOut, "amqp://") {
+		t.Errorf("malformed rabbitmq_url: exit %d %q, want a refusal naming rabbitmq_url and the amqp:// form", code, errOut)
+	}
+	good := writeConfig(t, "[[queue]]\nname = \"a.b\"\ntransport = \"rabbitmq\"\n")
+	if code, _, errOut := run(t, "topology", "apply", "--config", good, "--url", "rabbit:5672"); code != 2 || !strings.Contains(errOut, "--url") {
+		t.Errorf("malformed --url: exit %d %q, want 2 naming --url", code, errOut)
+	}
+}
+
 func TestTopologyApplyVerify(t *testing.T) {
 	t.Parallel()
 	url := needRabbit(t)

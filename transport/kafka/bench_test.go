@@ -165,8 +165,8 @@ func BenchmarkPartitionStall(b *testing.B) {
 			var sumHandler, sumProduce time.Duration
 			for i := 0; i < b.N; i++ {
 				qc := lily.QueueConfig{Name: fmt.Sprintf("stall.%s.%08x", mode, rand.Uint32()), Transport: lily.TransportKafka,
-					RetryAttempts: len(stallDelays), RetryBackoffMillis: stallDelays[0].Milliseconds(),
-					MaxRetryBackoffMillis: stallDelays[len(stallDelays)-1].Milliseconds()}.WithDefaults()
+					RetryAttempts: len(stallDelays), RetryBackoffMillis: new(stallDelays[0].Milliseconds()),
+					MaxRetryBackoffMillis: new(stallDelays[len(stallDelays)-1].Milliseconds())}.WithDefaults()
 				declare(b, tr, qc)
 				sumProduce += produceTime(b, tr, kafka.DeadLetterTopic(qc.Name))
 				s := &stallProbe{}

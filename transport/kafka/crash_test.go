@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 }
 
 func crashQueueConfig(name string) lily.QueueConfig {
-	return lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: 3}.WithDefaults()
+	return lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: new(3)}.WithDefaults()
 }
 
 // crashChild consumes until nothing is in flight; it appends the event ID
@@ -104,8 +104,8 @@ func TestCrashTypePoison(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "acked.log")
 	restarts := transporttest.RunCrashChildren(t, crashChildBrokers+"="+strings.Join(c.ListenAddrs(), ","),
 		crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath)
-	if restarts != qc.DeliveryLimit {
-		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.DeliveryLimit)
+	if restarts != qc.Settings().DeliveryLimit {
+		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
 	}
 	dls, err := tr.DeadLetters(ctx, qc.Name)
 	if err != nil {
@@ -119,8 +119,8 @@ func TestCrashTypePoison(t *testing.T) {
 	if err != nil {
 		t.Errorf("evidence: %v", err)
 	}
-	if rec.Reason != evidence.ReasonDeliveryLimit || rec.DeliveryCount != qc.DeliveryLimit+1 {
-		t.Errorf("reason %q delivery count %d, want delivery_limit and %d", rec.Reason, rec.DeliveryCount, qc.DeliveryLimit+1)
+	if rec.Reason != evidence.ReasonDeliveryLimit || rec.DeliveryCount != qc.Settings().DeliveryLimit+1 {
+		t.Errorf("reason %q delivery count %d, want delivery_limit and %d", rec.Reason, rec.DeliveryCount, qc.Settings().DeliveryLimit+1)
 	}
 	if dl.Key != "k1" || !rec.HasPartition || !rec.HasOffset || rec.SourcePartition != dl.Partition {
 		t.Errorf("dead letter key %q source %d/%d (has %v/%v) in DLT partition %d: want key k1 and the same partition",

@@ -269,7 +269,7 @@ func TestLedgerBalances(t *testing.T) {
 	store := openCatalog(t)
 	acc := catalog.Account(tr, store)
 	qc := lily.QueueConfig{Name: fmt.Sprintf("dlt.ledger.%08x", rand.Uint32()), Transport: lily.TransportKafka,
-		RetryAttempts: 1, RetryBackoffMillis: 20}.WithDefaults()
+		RetryAttempts: 1, RetryBackoffMillis: new(int64(20))}.WithDefaults()
 	if err := acc.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestUnconfirmedHandOffKeepsOffset(t *testing.T) {
 			tr := open(t, c, func(o *kafka.Options) { o.ProduceTimeout = time.Second })
 			ctx := context.Background()
 			qc := lily.QueueConfig{Name: fmt.Sprintf("faults.%s.%08x", target, rand.Uint32()), Transport: lily.TransportKafka,
-				RetryAttempts: 1, RetryBackoffMillis: 50, DeliveryLimit: 50}.WithDefaults()
+				RetryAttempts: 1, RetryBackoffMillis: new(int64(50)), DeliveryLimit: new(50)}.WithDefaults()
 			declare(t, setup, qc)
 			tr.Register(qc.Spec())
 			msgs := make([]lily.Message, 5)

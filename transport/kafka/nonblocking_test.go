@@ -31,7 +31,7 @@ func TestRetryDoesNotBlockPartition(t *testing.T) {
 	c := newCluster(t, kfake.NumBrokers(1))
 	tr := open(t, c, func(o *kafka.Options) { o.Partitions = 1 })
 	qc := lily.QueueConfig{Name: fmt.Sprintf("nonblocking.%08x", rand.Uint32()), Transport: lily.TransportKafka,
-		RetryAttempts: 1, RetryBackoffMillis: delay.Milliseconds()}.WithDefaults()
+		RetryAttempts: 1, RetryBackoffMillis: new(delay.Milliseconds())}.WithDefaults()
 	declare(t, tr, qc)
 	retryTopic := kafka.RetryTopic(qc.Name, delay.Milliseconds())
 	fetches := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: retryTopic, Observe: true, Count: -1})

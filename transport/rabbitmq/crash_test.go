@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 func crashQueueConfig(name, ordering string) lily.QueueConfig {
-	return lily.QueueConfig{Name: name, Transport: lily.TransportRabbitMQ, DeliveryLimit: 3, Ordering: ordering}.WithDefaults()
+	return lily.QueueConfig{Name: name, Transport: lily.TransportRabbitMQ, DeliveryLimit: new(3), Ordering: ordering}.WithDefaults()
 }
 
 // crashChild consumes until nothing is left; it appends every processed
@@ -115,8 +115,8 @@ func TestCrashTypePoison(t *testing.T) {
 	}
 	logPath := filepath.Join(t.TempDir(), "acked.log")
 	restarts := runCrashChildren(t, qc.Name, logPath, "")
-	if restarts != qc.DeliveryLimit {
-		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.DeliveryLimit)
+	if restarts != qc.Settings().DeliveryLimit {
+		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
 	}
 	dls, err := tr.Peek(ctx, &rabbitmq.PeekParams{Queue: rabbitmq.DeadLetterQueue(qc.Name)})
 	if err != nil {
@@ -184,8 +184,8 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(t.TempDir(), "acked.log")
-	if restarts := runCrashChildren(t, qc.Name, logPath, catPath); restarts != qc.DeliveryLimit {
-		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.DeliveryLimit)
+	if restarts := runCrashChildren(t, qc.Name, logPath, catPath); restarts != qc.Settings().DeliveryLimit {
+		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
 	}
 	acked := transporttest.ReadIDs(t, logPath)
 	for i, m := range msgs {

@@ -99,7 +99,7 @@ func TestConnectionLossDuringHandOffs(t *testing.T) {
 	}
 	defer tr.Close()
 	qc := lily.QueueConfig{Name: fmt.Sprintf("faults.conn.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
-		RetryAttempts: 1, RetryBackoffMillis: 50, DeliveryLimit: 20, Breaker: new(bool)}.WithDefaults()
+		RetryAttempts: 1, RetryBackoffMillis: new(int64(50)), DeliveryLimit: new(20), Breaker: new(bool)}.WithDefaults()
 	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 		t.Fatal(err)
 	}

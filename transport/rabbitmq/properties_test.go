@@ -31,7 +31,7 @@ func TestHandOffKeepsPropertiesAndHeaders(t *testing.T) {
 	tr := open(t)
 	defer tr.Close()
 	qc := lily.QueueConfig{Name: fmt.Sprintf("props.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
-		RetryAttempts: 1, RetryBackoffMillis: 30}.WithDefaults()
+		RetryAttempts: 1, RetryBackoffMillis: new(int64(30))}.WithDefaults()
 	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 func crashQueue() lily.QueueConfig {
-	return lily.QueueConfig{Name: crashQ, RetryAttempts: 2, RetryBackoffMillis: 5, MaxRetryBackoffMillis: 10, DeliveryLimit: 50}.WithDefaults()
+	return lily.QueueConfig{Name: crashQ, RetryAttempts: 2, RetryBackoffMillis: new(int64(5)), MaxRetryBackoffMillis: new(int64(10)), DeliveryLimit: new(50)}.WithDefaults()
 }
 
 func openCrashDB(path string) (*sqlite.Transport, error) {

@@ -54,6 +54,11 @@ CREATE INDEX IF NOT EXISTS lily_messages_ready ON lily_messages(queue, visible_a
 CREATE INDEX IF NOT EXISTS lily_messages_key ON lily_messages(queue, msg_key, id) WHERE msg_key != '';
 `
 
+// DefaultVisibilityTimeout is Options.VisibilityTimeout's default: how long
+// a received message stays leased ('lily lint' compares a queue's
+// handler_timeout_millis with it).
+const DefaultVisibilityTimeout = 30 * time.Second
+
 // Options configure the transport. The zero value is usable.
 type Options struct {
 	// VisibilityTimeout is how long a received message stays leased before
@@ -71,7 +76,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.VisibilityTimeout <= 0 {
-		o.VisibilityTimeout = 30 * time.Second
+		o.VisibilityTimeout = DefaultVisibilityTimeout
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 25 * time.Millisecond

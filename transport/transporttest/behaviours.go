@@ -86,7 +86,7 @@ func testAck(t *testing.T, h Harness) {
 
 func testDelayHonoured(t *testing.T, h Harness) {
 	const delay = 300 * time.Millisecond
-	e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 1, RetryBackoffMillis: delay.Milliseconds()})
+	e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 1, RetryBackoffMillis: new(delay.Milliseconds())})
 	id := e.publish(transport.Message{Body: []byte("later")})[0]
 	var mu sync.Mutex
 	var failedAt, retriedAt time.Time
@@ -121,7 +121,7 @@ func testDelayHonoured(t *testing.T, h Harness) {
 }
 
 func testRetriesExhausted(t *testing.T, h Harness) {
-	e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 2, RetryBackoffMillis: 20, MaxRetryBackoffMillis: 40})
+	e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 2, RetryBackoffMillis: new(int64(20)), MaxRetryBackoffMillis: new(int64(40))})
 	body := []byte{0xff, 0xfe, 0x00, 'o', 'r', 'd', 'e', 'r', 0x80}
 	orig := transport.Headers{"tenant": "acme", "priority": int32(7), "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	id := e.publish(transport.Message{Body: body, Key: "cust-1", Type: "order.created", Headers: orig})[0]
@@ -204,7 +204,7 @@ func checkEvidence(t *testing.T, dl DeadLetter, reason evidence.Reason, errType 
 }
 
 func testPermanent(t *testing.T, h Harness) {
-	e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 3, RetryBackoffMillis: 20})
+	e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 3, RetryBackoffMillis: new(int64(20))})
 	id := e.publish(transport.Message{Body: []byte("not json")})[0]
 	e.consume(lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		e.called(d)
@@ -226,7 +226,7 @@ func testPermanent(t *testing.T, h Harness) {
 }
 
 func testPermanentAllowList(t *testing.T, h Harness) {
-	e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 3, RetryBackoffMillis: 20, PermanentErrors: []string{"*json.SyntaxError"}})
+	e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 3, RetryBackoffMillis: new(int64(20)), PermanentErrors: []string{"*json.SyntaxError"}})
 	id := e.publish(transport.Message{Body: []byte("{broken")})[0]
 	e.consume(lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		e.called(d)
@@ -245,7 +245,7 @@ func testPermanentAllowList(t *testing.T, h Harness) {
 }
 
 func testImmediateRetries(t *testing.T, h Harness) {
-	e := newEnv(t, h, lily.QueueConfig{ImmediateRetries: 2, ImmediateRetryMillis: 5})
+	e := newEnv(t, h, lily.QueueConfig{ImmediateRetries: 2, ImmediateRetryMillis: new(int64(5))})
 	id := e.publish(transport.Message{Body: []byte("blip")})[0]
 	e.consume(lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if d.RetryCount != 0 || d.DeliveryCount != 1 {

@@ -18,7 +18,7 @@ import (
 
 func testDeliveryLimit(t *testing.T, h Harness) {
 	const limit = 3
-	e := newEnv(t, h, lily.QueueConfig{DeliveryLimit: limit})
+	e := newEnv(t, h, lily.QueueConfig{DeliveryLimit: new(limit)})
 	id := e.publish(transport.Message{Body: []byte("kills its consumer")})[0]
 	// Consumers that die holding the message: each takes it and vanishes.
 	for i := 1; i <= limit; i++ {
@@ -146,7 +146,7 @@ func testPanic(t *testing.T, h Harness) {
 }
 
 func testHandlerTimeout(t *testing.T, h Harness) {
-	e := newEnv(t, h, lily.QueueConfig{HandlerTimeoutMillis: 50})
+	e := newEnv(t, h, lily.QueueConfig{HandlerTimeoutMillis: new(int64(50))})
 	id := e.publish(transport.Message{Body: []byte("slow")})[0]
 	e.consume(lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		e.called(d)
@@ -162,7 +162,7 @@ func testHandlerTimeout(t *testing.T, h Harness) {
 }
 
 func testAbandoned(t *testing.T, h Harness) {
-	e := newEnv(t, h, lily.QueueConfig{HandlerTimeoutMillis: 50})
+	e := newEnv(t, h, lily.QueueConfig{HandlerTimeoutMillis: new(int64(50))})
 	id := e.publish(transport.Message{Body: []byte("stuck")})[0]
 	release := make(chan struct{})
 	defer close(release)
@@ -229,7 +229,7 @@ func testDeadLetterHandOffFails(t *testing.T, h Harness) {
 }
 
 func testRetryHandOffFails(t *testing.T, h Harness) {
-	handOffFails(t, h, transport.Retry, lily.QueueConfig{RetryAttempts: 1, RetryBackoffMillis: 20}, func(e *env) lily.Handler {
+	handOffFails(t, h, transport.Retry, lily.QueueConfig{RetryAttempts: 1, RetryBackoffMillis: new(int64(20))}, func(e *env) lily.Handler {
 		return lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 			if e.called(d) == 1 || d.RetryCount == 0 {
 				return errors.New("transient")
@@ -320,7 +320,7 @@ func testRedriveRoundTrip(t *testing.T, h Harness) {
 }
 
 func testMixedWorkload(t *testing.T, h Harness) {
-	e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 2, RetryBackoffMillis: 10, MaxRetryBackoffMillis: 20, RetryJitterRatio: 0.2})
+	e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 2, RetryBackoffMillis: new(int64(10)), MaxRetryBackoffMillis: new(int64(20)), RetryJitterRatio: 0.2})
 	ids := e.publish(bodies(300, "mixed")...)
 	kind := map[string]int{}
 	for i, id := range ids {

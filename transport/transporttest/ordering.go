@@ -101,7 +101,7 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 	ctx := context.Background()
 	tr, store := h.Open(t)
 	q := lily.QueueConfig{Name: uniqueQueue(t), Transport: h.Name, Ordering: sc.mode,
-		RetryAttempts: 1, RetryBackoffMillis: 50, MaxRetryBackoffMillis: 50, Breaker: new(bool)}.WithDefaults()
+		RetryAttempts: 1, RetryBackoffMillis: new(int64(50)), MaxRetryBackoffMillis: new(int64(50)), Breaker: new(bool)}.WithDefaults()
 	spec := q.Spec()
 	if err := tr.(transport.Declarer).Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{spec}}); err != nil {
 		t.Fatal(err)

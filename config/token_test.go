@@ -1,4 +1,4 @@
-package lily
+package config
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package lily
+package config
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ func TestParseConfigKafkaDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.KafkaBrokers) != 1 || c.KafkaBrokers[0] != DefaultKafkaBroker || c.KafkaPartitions != DefaultKafkaPartitions || c.KafkaDeadLetterTopics != nil {
-		t.Errorf("kafka defaults: brokers %v, partitions %d, dead-letter topics %v", c.KafkaBrokers, c.KafkaPartitions, c.KafkaDeadLetterTopics)
+	if len(c.KafkaBrokers) != 1 || c.KafkaBrokers[0] != DefaultKafkaBroker || c.Partitions() != DefaultKafkaPartitions || c.KafkaDeadLetterTopics != nil {
+		t.Errorf("kafka defaults: brokers %v, partitions %d, dead-letter topics %v", c.KafkaBrokers, c.Partitions(), c.KafkaDeadLetterTopics)
 	}
 	c, err = ParseConfig([]byte(`kafka_brokers = ["kafka-1:9092", "[::1]:9093"]
 kafka_partitions = 12
@@ -25,7 +25,7 @@ transport = "kafka"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(c.KafkaBrokers, ",") != "kafka-1:9092,[::1]:9093" || c.KafkaPartitions != 12 || c.KafkaDeadLetterTopics["orders"] != "orders-dlt" {
+	if strings.Join(c.KafkaBrokers, ",") != "kafka-1:9092,[::1]:9093" || c.Partitions() != 12 || c.KafkaDeadLetterTopics["orders"] != "orders-dlt" {
 		t.Errorf("kafka settings %+v", c)
 	}
 }

@@ -1,15 +1,16 @@
-package lily_test
+package config_test
 
 import (
 	"testing"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/config"
 )
 
 // TestExampleConfig keeps examples/lily.toml, which the README points to,
 // valid and meaning what its comments say.
 func TestExampleConfig(t *testing.T) {
-	c, err := lily.LoadConfig("examples/lily.toml")
+	c, err := config.LoadConfig("../examples/lily.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,11 +21,11 @@ func TestExampleConfig(t *testing.T) {
 	if got := q.Policy().Buckets(); len(got) != 3 || got[0] != 1000 || got[1] != 2000 || got[2] != 4000 {
 		t.Errorf("orders.created buckets %v, want [1000 2000 4000]", got)
 	}
-	if q.Exchange != "orders" || q.DeliveryLimit != 5 || q.Owner != "team-checkout" {
+	if q.Exchange != "orders" || q.Settings().DeliveryLimit != 5 || q.Owner != "team-checkout" {
 		t.Errorf("orders.created %+v", q)
 	}
 	p, _ := c.Queue("payments.captured")
-	if p.Transport != lily.TransportSQLite || p.MaxRedrives != 2 || p.Ordering != lily.OrderingReorder {
+	if p.Transport != lily.TransportSQLite || p.Settings().MaxRedrives != 2 || p.Ordering != lily.OrderingReorder {
 		t.Errorf("payments.captured defaults %+v", p)
 	}
 }
@@ -32,15 +33,15 @@ func TestExampleConfig(t *testing.T) {
 // TestExampleKafkaConfig keeps examples/lily-kafka.toml, which the README
 // points to, valid and meaning what its comments say.
 func TestExampleKafkaConfig(t *testing.T) {
-	c, err := lily.LoadConfig("examples/lily-kafka.toml")
+	c, err := config.LoadConfig("../examples/lily-kafka.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.KafkaBrokers) != 1 || c.KafkaBrokers[0] != "127.0.0.1:9092" || c.KafkaPartitions != 3 {
-		t.Errorf("brokers %v, partitions %d", c.KafkaBrokers, c.KafkaPartitions)
+	if len(c.KafkaBrokers) != 1 || c.KafkaBrokers[0] != "127.0.0.1:9092" || c.Partitions() != 3 {
+		t.Errorf("brokers %v, partitions %d", c.KafkaBrokers, c.Partitions())
 	}
 	q, ok := c.Queue("orders.created")
-	if !ok || q.Transport != lily.TransportKafka || q.DeliveryLimit != 5 {
+	if !ok || q.Transport != lily.TransportKafka || q.Settings().DeliveryLimit != 5 {
 		t.Fatalf("orders.created %+v", q)
 	}
 	if got := q.Policy().Buckets(); len(got) != 3 || got[0] != 1000 || got[1] != 2000 || got[2] != 4000 {

@@ -1,10 +1,12 @@
-package lily
+package config
 
 import (
 	"fmt"
 	"net"
 	"regexp"
 	"strconv"
+
+	"github.com/lily-mq/lily"
 )
 
 // Defaults of the Kafka settings of Config.
@@ -22,10 +24,17 @@ func (c Config) withKafkaDefaults() Config {
 	if len(c.KafkaBrokers) == 0 {
 		c.KafkaBrokers = []string{DefaultKafkaBroker}
 	}
-	if c.KafkaPartitions == 0 {
-		c.KafkaPartitions = DefaultKafkaPartitions
-	}
+	c.KafkaPartitions = new(c.Partitions())
 	return c
+}
+
+// Partitions returns kafka_partitions as written, or DefaultKafkaPartitions
+// when it is unset.
+func (c Config) Partitions() int32 {
+	if c.KafkaPartitions == nil {
+		return DefaultKafkaPartitions
+	}
+	return *c.KafkaPartitions
 }
 
 // validateKafka reports every problem of the Kafka settings, each naming
@@ -37,15 +46,15 @@ func (c Config) validateKafka() []error {
 			errs = append(errs, fmt.Errorf("%w: kafka_brokers: %q: %v", ErrInvalidConfig, b, err))
 		}
 	}
-	if c.KafkaPartitions < 1 || c.KafkaPartitions > MaxKafkaPartitions {
-		errs = append(errs, fmt.Errorf("%w: kafka_partitions = %d: must be in 1..%d", ErrInvalidConfig, c.KafkaPartitions, MaxKafkaPartitions))
+	if n := c.Partitions(); n < 1 || n > MaxKafkaPartitions {
+		errs = append(errs, fmt.Errorf("%w: kafka_partitions = %d: must be in 1..%d (partitions of a topic 'lily topology apply' creates)", ErrInvalidConfig, n, MaxKafkaPartitions))
 	}
 	for q, topic := range c.KafkaDeadLetterTopics {
 		qc, ok := c.Queue(q)
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("%w: kafka_dead_letter_topics: %q: no [[queue]] has this name (add one with transport = \"kafka\", or remove the entry)", ErrInvalidConfig, q))
-		case qc.Transport != TransportKafka:
+		case qc.Transport != lily.TransportKafka:
 			errs = append(errs, fmt.Errorf("%w: kafka_dead_letter_topics: %q: the queue's transport is %q; only a queue with transport = \"kafka\" has a dead-letter topic", ErrInvalidConfig, q, qc.Transport))
 		}
 		if !kafkaTopicName.MatchString(topic) {

@@ -1,0 +1,215 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/retry"
+)
+
+// ErrInvalidConfig is wrapped by every configuration problem; it is
+// lily.ErrInvalidConfig, which QueueConfig.Validate wraps too.
+var ErrInvalidConfig = lily.ErrInvalidConfig
+
+// Defaults of Config.
+const (
+	// DefaultDB is the embedded SQLite database of a configuration that
+	// names none.
+	DefaultDB = "lily.db"
+	// DefaultRabbitMQURL is the broker used when the configuration names
+	// none.
+	DefaultRabbitMQURL = "amqp://guest:guest@127.0.0.1:5672/"
+)
+
+// Config is a Lily configuration file.
+type Config struct {
+	// DB is the embedded SQLite database file. Defaults to "lily.db".
+	DB string `toml:"db" json:"db"`
+	// RabbitMQURL is the broker of the queues with transport "rabbitmq":
+	// an amqp:// or amqps:// URL. Defaults to
+	// "amqp://guest:guest@127.0.0.1:5672/".
+	RabbitMQURL string `toml:"rabbitmq_url" json:"rabbitmq_url,omitempty"`
+	// KafkaBrokers are the seed brokers ("host:port") of the queues with
+	// transport "kafka"; the --brokers flag overrides them. Defaults to
+	// ["127.0.0.1:9092"].
+	KafkaBrokers []string `toml:"kafka_brokers" json:"kafka_brokers,omitempty"`
+	// KafkaPartitions is the partition count of the topics 'lily topology
+	// apply' creates for a kafka queue whose topic does not exist yet,
+	// 1..10000; nil means unset (0 is refused, not defaulted). Read it
+	// with Partitions. Defaults to 3.
+	KafkaPartitions *int32 `toml:"kafka_partitions" json:"kafka_partitions,omitempty"`
+	// KafkaDeadLetterTopics maps a kafka queue (topic) to the dead-letter
+	// topic Lily writes to and 'lily dlq ingest' reads, when it is not
+	// "<queue>.dlt": e.g. one written by Spring Kafka ("orders-dlt"),
+	// Kafka Connect or Kafka Streams. Defaults to none.
+	KafkaDeadLetterTopics map[string]string `toml:"kafka_dead_letter_topics" json:"kafka_dead_letter_topics,omitempty"`
+	// RedactPatterns are extra regular expressions whose matches are masked
+	// in error messages and stacks. Defaults to none (the built-in
+	// patterns always apply).
+	RedactPatterns []string `toml:"redact_patterns" json:"redact_patterns,omitempty"`
+	// Queues are the [[queue]] entries. A configuration without any is
+	// valid (the catalog and the console need none), but 'lily lint'
+	// reports it. Defaults to none.
+	Queues []lily.QueueConfig `toml:"queue" json:"queues"`
+	// Tokens are the [[token]] entries: named credentials with a role for
+	// the HTTP API and console ('lily serve'). Defaults to none.
+	Tokens []TokenConfig `toml:"token" json:"tokens,omitempty"`
+}
+
+// WithDefaults returns c with defaults applied to it and every queue.
+func (c Config) WithDefaults() Config {
+	c.DB = cmp.Or(c.DB, DefaultDB)
+	c.RabbitMQURL = cmp.Or(c.RabbitMQURL, DefaultRabbitMQURL)
+	c = c.withKafkaDefaults()
+	qs := make([]lily.QueueConfig, len(c.Queues))
+	for i, q := range c.Queues {
+		qs[i] = q.WithDefaults()
+	}
+	c.Queues = qs
+	return c
+}
+
+// Validate reports every problem of every queue at once, plus duplicate
+// names, a malformed rabbitmq_url, bad redaction patterns, the
+// topology-wide bucket limit, the Kafka settings and the problems of the
+// [[token]] entries.
+func (c Config) Validate() error {
+	var errs []error
+	seen := map[string]bool{}
+	counts := map[string]int{}
+	for _, q := range c.Queues {
+		if err := q.Validate(); err != nil {
+			errs = append(errs, unjoin(err)...)
+		} else {
+			counts[q.Name] = len(q.Policy().Buckets())
+		}
+		if seen[q.Name] {
+			errs = append(errs, fmt.Errorf("%w: queue %q is declared twice: names must be unique", ErrInvalidConfig, q.Name))
+		}
+		seen[q.Name] = true
+	}
+	if err := retry.CheckTopology(counts); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, err.Error()))
+	}
+	if c.RabbitMQURL != "" {
+		if err := ValidateRabbitMQURL(c.RabbitMQURL); err != nil {
+			errs = append(errs, fmt.Errorf("%w: rabbitmq_url = %q: %v", ErrInvalidConfig, redactURL(c.RabbitMQURL), err))
+		}
+	}
+	errs = append(errs, c.validateKafka()...)
+	for _, p := range c.RedactPatterns {
+		if _, err := evidence.NewRedactor(p); err != nil {
+			errs = append(errs, fmt.Errorf("%w: redact_patterns: %q: %v", ErrInvalidConfig, p, err))
+		}
+	}
+	errs = append(errs, c.validateTokens()...)
+	return errors.Join(errs...)
+}
+
+// Queue returns the queue named name.
+func (c Config) Queue(name string) (lily.QueueConfig, bool) {
+	for _, q := range c.Queues {
+		if q.Name == name {
+			return q, true
+		}
+	}
+	return lily.QueueConfig{}, false
+}
+
+// ValidateRabbitMQURL checks an AMQP URL as the RabbitMQ client reads it:
+// scheme amqp or amqps, a host, and a port in 1..65535 if one is given.
+// The error says what is wrong and what a good URL looks like.
+func ValidateRabbitMQURL(s string) error {
+	const example = `e.g. "amqp://guest:guest@127.0.0.1:5672/" or "amqps://user:pass@rabbit.example.com/vhost"`
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("is not a URL (%v): %s", errors.Unwrap(err), example)
+	}
+	if u.Scheme != "amqp" && u.Scheme != "amqps" {
+		return fmt.Errorf("scheme %q: must be amqp:// or amqps://, %s", u.Scheme, example)
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return fmt.Errorf("has no host: %s", example)
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		host, port = u.Hostname(), u.Port()
+	}
+	if host == "" {
+		return fmt.Errorf("has no host: %s", example)
+	}
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %q: must be a number in 1..65535, %s", port, example)
+		}
+	}
+	return nil
+}
+
+// userinfo matches the password part of a URL that may not parse.
+var userinfo = regexp.MustCompile(`(://[^:/@]*:)[^@/]*@`)
+
+// redactURL hides the password of a URL for error messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return userinfo.ReplaceAllString(s, "${1}***@")
+	}
+	if u.User == nil {
+		return s
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "***")
+	}
+	return u.String()
+}
+
+// unjoin splits an errors.Join result into its parts.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// ParseConfig decodes a TOML configuration, applies defaults and validates
+// it. Unknown fields are errors (a misspelt field would otherwise be a
+// silent default); a value of the wrong type is an error naming the TOML
+// key, the type wanted, the value given and its line.
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, decodeError(data, err)
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// LoadConfig reads and parses the TOML file at path.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
