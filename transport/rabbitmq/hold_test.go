@@ -56,7 +56,7 @@ func TestFullDeadLetterQueueHoldsOriginals(t *testing.T) {
 		Logger: slogTo(&logs)})
 	defer tr.Close()
 	qc := lily.QueueConfig{Name: fmt.Sprintf("hold.dlqfull.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
-		DLQMaxLength: 3}.WithDefaults()
+		DLQMaxLength: new(int64(3))}.WithDefaults()
 	declared(t, tr, qc)
 	cat := tempCatalog(t)
 	acc := catalog.Account(tr, cat)

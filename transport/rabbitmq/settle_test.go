@@ -118,7 +118,7 @@ func TestHandOffOfVoidReceiptMakesNoCopy(t *testing.T) {
 	tr := open(t)
 	defer tr.Close()
 	qc := lily.QueueConfig{Name: fmt.Sprintf("settle.void.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
-		RetryAttempts: 1, RetryBackoffMillis: 50}.WithDefaults()
+		RetryAttempts: 1, RetryBackoffMillis: new(int64(50))}.WithDefaults()
 	declared(t, tr, qc)
 	cat := tempCatalog(t)
 	acc := catalog.Account(tr, cat)
