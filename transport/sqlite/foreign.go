@@ -20,7 +20,7 @@ import (
 //     0 (its default) on a row another program inserts without naming it;
 //   - the trigger lily_messages_foreign fires on a row inserted with
 //     accounted = 0: it adds 1 to the queue's accepted counter, sets
-//     accounted = 1, and, when event_id is '', sets it to
+//     accounted = 1, and, when event_id is ”, sets it to
 //     "sqlite-<row id>-<enqueued_at>" — the row's coordinates, stable for
 //     the message's whole life here: every redelivery is the same row, and
 //     a retry copy or a dead letter copies the event ID.
