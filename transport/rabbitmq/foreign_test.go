@@ -18,7 +18,7 @@ import (
 // rawPublish publishes msgs to queue with a plain amqp091 client (no
 // Lily): message_id only when the message has an ID, its headers as given,
 // publisher confirms awaited.
-func rawPublish(ctx context.Context, t *testing.T, queue string, msgs []transporttest.ForeignMessage) {
+func rawPublish(ctx context.Context, t *testing.T, _ transport.Transport, queue string, msgs []transporttest.ForeignMessage) {
 	t.Helper()
 	conn, err := amqp.Dial(brokerURL())
 	if err != nil {

@@ -44,7 +44,8 @@ type ForeignHarness struct {
 	Open func(t *testing.T) (transport.Transport, *catalog.Store)
 	// PublishRaw publishes msgs to queue with the transport's own client,
 	// bypassing lily.Publish, and returns once the broker confirmed them.
-	PublishRaw func(ctx context.Context, t *testing.T, queue string, msgs []ForeignMessage)
+	// tr is the transport Open returned for the scenario.
+	PublishRaw func(ctx context.Context, t *testing.T, tr transport.Transport, queue string, msgs []ForeignMessage)
 	// Ingest drains queue's dead-letter destination into the catalog. Nil
 	// when dead letters go straight into the catalog (SQLite).
 	Ingest func(ctx context.Context, tr transport.Transport, cat *catalog.Store, queue string) error
@@ -326,7 +327,7 @@ func succeed(*lily.Delivery, int) error   { return nil }
 // get distinct event IDs, and balance the ledger (accepted on receive).
 func foreignNoIDAcked(t *testing.T, f *foreignEnv) {
 	msgs := foreignBodies(t, 3, "")
-	f.h.PublishRaw(f.ctx, t, f.qc.Name, msgs)
+	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
 	f.run(succeed, func() bool { return f.kind(lily.EventAcked) >= len(msgs) })
 	f.oncePerMessage(msgs)
 	ids := map[string]bool{}
@@ -351,7 +352,7 @@ func foreignNoIDAcked(t *testing.T, f *foreignEnv) {
 // catalog must hold five entries with their exact bodies.
 func foreignDeadLettered(t *testing.T, f *foreignEnv) {
 	msgs := append(foreignBodies(t, 3, ""), foreignBodies(t, 2, "shared-"+f.qc.Name)...)
-	f.h.PublishRaw(f.ctx, t, f.qc.Name, msgs)
+	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
 	f.run(permanent, func() bool { return f.kind(lily.EventDeadLettered) >= len(msgs) })
 	f.oncePerMessage(msgs)
 	entries := f.reconcile(0, len(msgs))
@@ -362,7 +363,7 @@ func foreignDeadLettered(t *testing.T, f *foreignEnv) {
 // one dead-lettered, are two messages to the ledger.
 func foreignSharedIDMixed(t *testing.T, f *foreignEnv) {
 	msgs := foreignBodies(t, 2, "mixed-"+f.qc.Name)
-	f.h.PublishRaw(f.ctx, t, f.qc.Name, msgs)
+	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
 	f.run(func(d *lily.Delivery, _ int) error {
 		if bytes.Equal(d.Body, msgs[1].Body) {
 			return lily.Permanent(errForeignPermanent)
@@ -380,7 +381,7 @@ func foreignSharedIDMixed(t *testing.T, f *foreignEnv) {
 func foreignRetryKeepsID(t *testing.T, f *foreignEnv) {
 	f.withRetries(2)
 	msgs := foreignBodies(t, 2, "")
-	f.h.PublishRaw(f.ctx, t, f.qc.Name, msgs)
+	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
 	f.run(func(_ *lily.Delivery, call int) error {
 		if call == 1 {
 			return errors.New("transient on purpose")
@@ -434,7 +435,7 @@ func (f *foreignEnv) foreignHeaderMessages(t *testing.T) []ForeignMessage {
 // and the messages are acked once each.
 func foreignHeaderTypesAcked(t *testing.T, f *foreignEnv) {
 	msgs := f.foreignHeaderMessages(t)
-	f.h.PublishRaw(f.ctx, t, f.qc.Name, msgs)
+	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
 	f.run(succeed, func() bool { return f.kind(lily.EventAcked) >= len(msgs) })
 	f.oncePerMessage(msgs)
 	f.mu.Lock()
@@ -448,7 +449,7 @@ func foreignHeaderTypesAcked(t *testing.T, f *foreignEnv) {
 // dead-letter copy into the catalog.
 func foreignHeaderTypesDeadLettered(t *testing.T, f *foreignEnv) {
 	msgs := f.foreignHeaderMessages(t)
-	f.h.PublishRaw(f.ctx, t, f.qc.Name, msgs)
+	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
 	f.run(permanent, func() bool { return f.kind(lily.EventDeadLettered) >= len(msgs) })
 	f.oncePerMessage(msgs)
 	entries := f.reconcile(0, len(msgs))
@@ -472,7 +473,7 @@ func (f *foreignEnv) hugeMessages(t *testing.T) []ForeignMessage {
 // foreignHugeAcked: a header near the transport's limit is processed.
 func foreignHugeAcked(t *testing.T, f *foreignEnv) {
 	msgs := f.hugeMessages(t)
-	f.h.PublishRaw(f.ctx, t, f.qc.Name, msgs)
+	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
 	f.run(succeed, func() bool { return f.kind(lily.EventAcked) >= len(msgs) })
 	f.oncePerMessage(msgs)
 	f.reconcile(len(msgs), 0)
@@ -483,14 +484,21 @@ func foreignHugeAcked(t *testing.T, f *foreignEnv) {
 // header whole, the handler ran once each.
 func foreignHugeDeadLettered(t *testing.T, f *foreignEnv) {
 	msgs := f.hugeMessages(t)
-	f.h.PublishRaw(f.ctx, t, f.qc.Name, msgs)
+	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
 	f.run(permanent, func() bool { return f.kind(lily.EventDeadLettered) >= len(msgs) })
 	f.oncePerMessage(msgs)
 	entries := f.reconcile(0, len(msgs))
 	f.sameBodies(entries, msgs)
 	for _, e := range entries {
-		if v, _ := e.Headers["x-foreign-huge"].(string); len(v) != f.h.HugeHeader {
-			t.Errorf("entry %s: the original huge header has %d bytes, want %d (never truncate the original headers)", e.EventID, len(v), f.h.HugeHeader)
+		var n int
+		switch v := e.Headers["x-foreign-huge"].(type) {
+		case string:
+			n = len(v)
+		case []byte:
+			n = len(v)
+		}
+		if n != f.h.HugeHeader {
+			t.Errorf("entry %s: the original huge header has %d bytes, want %d (never truncate the original headers)", e.EventID, n, f.h.HugeHeader)
 		}
 	}
 }
@@ -505,7 +513,7 @@ func foreignForgedCount(t *testing.T, f *foreignEnv) {
 	for i := range msgs {
 		msgs[i].Headers = f.h.ForgedCount
 	}
-	f.h.PublishRaw(f.ctx, t, f.qc.Name, msgs)
+	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
 	f.run(succeed, func() bool { return f.kind(lily.EventAcked)+f.kind(lily.EventDeadLettered) >= len(msgs) })
 	f.oncePerMessage(msgs)
 	f.reconcile(len(msgs), 0)
