@@ -92,4 +92,3 @@ func TestForeignProducers(t *testing.T) {
 		ForgedCount: map[string]any{"x-delivery-count": []byte("99"), "x-retry-count-copied": []byte("99")},
 	})
 }
-

@@ -126,4 +126,3 @@ func sameAMQPValue(sent, got any) bool {
 func TestForeignProducers(t *testing.T) {
 	transporttest.RunForeign(t, foreignHarness())
 }
-

@@ -13,7 +13,7 @@ import (
 
 // rawInsert writes msgs into the queue table with plain SQL, as another
 // program sharing the database file would: no lily.Publish, the event_id
-// column '' when the message has no ID, headers in the column's documented
+// column ” when the message has no ID, headers in the column's documented
 // encoding (transport.MarshalHeaders), no accounted column.
 func rawInsert(ctx context.Context, t *testing.T, tr transport.Transport, queue string, msgs []transporttest.ForeignMessage) {
 	t.Helper()
