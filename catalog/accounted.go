@@ -38,6 +38,7 @@ var (
 	_ transport.Transport         = (*Accounted)(nil)
 	_ transport.Declarer          = (*Accounted)(nil)
 	_ transport.InFlightCounter   = (*Accounted)(nil)
+	_ transport.InFlightBreakdown = (*Accounted)(nil)
 	_ transport.LeaseRecoverer    = (*Accounted)(nil)
 	_ transport.ConsumerStopper   = (*Accounted)(nil)
 	_ transport.Featurer          = (*Accounted)(nil)
@@ -268,6 +269,16 @@ func (a *Accounted) InFlight(ctx context.Context, queue string) (int64, error) {
 		return 0, fmt.Errorf("in-flight count: %w", ErrUnsupported)
 	}
 	return c.InFlight(ctx, queue)
+}
+
+// InFlightParts delegates to the wrapped transport (its InFlight, not
+// broken down, without a breakdown).
+func (a *Accounted) InFlightParts(ctx context.Context, queue string) (transport.InFlightParts, error) {
+	if b, ok := a.Transport.(transport.InFlightBreakdown); ok {
+		return b.InFlightParts(ctx, queue)
+	}
+	n, err := a.InFlight(ctx, queue)
+	return transport.InFlightParts{Other: n}, err
 }
 
 // RecoverLeases delegates to the wrapped transport.

@@ -49,6 +49,11 @@ type Options struct {
 	Publishers int
 	// Logger receives connection events. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Management, when set, is the broker's management API: InFlight then
+	// counts what the broker holds for every consumer, in every process
+	// (unacknowledged deliveries, messages in the dead-letter process), not
+	// only this process's deliveries (InFlightParts). Defaults to none.
+	Management *Management
 }
 
 func (o Options) withDefaults() Options {
