@@ -1,0 +1,228 @@
+package rabbitmq_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/cli"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/transporttest"
+)
+
+// The second-process reconcile test re-executes this test binary as a
+// consumer process (TestMain) that holds its deliveries in a slow handler.
+const (
+	holdChildQueue   = "LILY_RMQ_HOLD_QUEUE"
+	holdChildCatalog = "LILY_RMQ_HOLD_CATALOG"
+	holdChildDir     = "LILY_RMQ_HOLD_DIR" // "<id>.started" per handler call; "release" ends the wait
+	holdCount        = 50
+)
+
+func holdQueueConfig(name string) lily.QueueConfig {
+	return lily.QueueConfig{Name: name, Transport: lily.TransportRabbitMQ, Breaker: new(bool),
+		HandlerTimeoutMillis: 120000}.WithDefaults()
+}
+
+// holdChild consumes the queue through the catalog's ledger (as any Lily
+// consumer does) with holdCount handlers that each wait for the release
+// file, then exits once nothing is left in flight.
+func holdChild(queue, catalogPath, dir string) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer tr.Close()
+	qc := holdQueueConfig(queue)
+	tr.Register(qc.Spec())
+	cat, err := catalog.Open(ctx, catalogPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer cat.Close()
+	release := filepath.Join(dir, "release")
+	c, err := lily.NewConsumer(catalog.Account(tr, cat), lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%x.started", d.Body)), nil, 0o644); err != nil {
+			return err
+		}
+		for {
+			if _, err := os.Stat(release); err == nil {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}), lily.ConsumerOptions{Queue: qc, Concurrency: holdCount, Prefetch: 2 * holdCount, // the runtime fetches again once half its window is free ReceiveWait: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	go func() {
+		// Idle only after the release: before it, every message is held.
+		for {
+			if _, err := os.Stat(release); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		transporttest.CancelWhenIdle(ctx, tr, queue, 50*time.Millisecond, cancel)
+	}()
+	if err := c.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	return 0
+}
+
+// reconcileRow runs 'lily reconcile --json' in this process and returns
+// its exit code and the queue's row.
+func reconcileRow(t *testing.T, cfg, queue string) (int, catalog.LedgerRow, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Run(context.Background(), []string{"reconcile", "--config", cfg, "--json"}, &out, &errb)
+	var got struct {
+		Queues []catalog.LedgerRow `json:"queues"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("reconcile --json: %v: %s %s", err, out.String(), errb.String())
+	}
+	for _, r := range got.Queues {
+		if r.Queue == queue {
+			return code, r, errb.String()
+		}
+	}
+	t.Fatalf("reconcile shows no row for %s: %s", queue, out.String())
+	return 0, catalog.LedgerRow{}, ""
+}
+
+// TestReconcileWithConsumerInAnotherProcess: a consumer in a second
+// process holds 50 deliveries unacknowledged in slow handlers (40
+// published by lily.Publish, 10 by a plain AMQP client); 'lily reconcile'
+// in this process must count them as in flight — unacked, from the
+// broker — and exit 0 with lost 0, then again once they are acked.
+func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tr := open(t)
+	defer tr.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "lily.db")
+	qc := holdQueueConfig(fmt.Sprintf("reconcile.process.%08x", rand.Uint32()))
+	// The database file reconcile reads (its SQLite store and catalog).
+	cfg := filepath.Join(dir, "lily.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("db = %q\nrabbitmq_url = %q\n[[queue]]\nname = %q\ntransport = \"rabbitmq\"\nhandler_timeout_millis = 120000\n",
+		db, brokerURL(), qc.Name)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := catalog.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	acc := catalog.Account(tr, st)
+	if err := acc.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.DeleteQueues(ctx, qc.Spec())
+	msgs := make([]lily.Message, 40)
+	for i := range msgs {
+		msgs[i].Body = []byte(fmt.Sprintf("lily-%d", i))
+	}
+	if err := lily.Publish(ctx, acc, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	foreign := make([]transporttest.ForeignMessage, 10)
+	for i := range foreign {
+		foreign[i].Body = []byte(fmt.Sprintf("foreign-%d", i))
+	}
+	rawPublish(ctx, t, nil, qc.Name, foreign)
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), holdChildQueue+"="+qc.Name, holdChildCatalog+"="+db, holdChildDir+"="+dir)
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	childDone := false
+	defer func() {
+		release()
+		if childDone {
+			return
+		}
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			child.Process.Kill()
+		}
+	}()
+	transporttest.WaitFor(t, "the child to hold 50 deliveries in its handlers", func() bool {
+		started, _ := filepath.Glob(filepath.Join(dir, "*.started"))
+		return len(started) == holdCount
+	})
+	// The broker's statistics (management API) are sampled every 5 s:
+	// poll until they show the held deliveries.
+	var (
+		code int
+		row  catalog.LedgerRow
+		errs string
+	)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, row, errs = reconcileRow(t, cfg, qc.Name)
+		if code == 0 && row.InFlightUnacked == holdCount || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	want := catalog.LedgerRow{Queue: qc.Name, Accepted: holdCount, InFlight: holdCount, InFlightUnacked: holdCount}
+	if code != 0 || row != want {
+		t.Fatalf("reconcile while another process holds %d deliveries: exit %d, %+v, want %+v (stderr %s)", holdCount, code, row, want, strings.TrimSpace(errs))
+	}
+	release()
+	select {
+	case err := <-exited:
+		childDone = true
+		if err != nil {
+			t.Fatalf("consumer process: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the consumer process did not finish within 60s of the release")
+	}
+	code, row, errs = reconcileRow(t, cfg, qc.Name)
+	want = catalog.LedgerRow{Queue: qc.Name, Accepted: holdCount, Acked: holdCount}
+	if code != 0 || row != want {
+		t.Errorf("reconcile after the other process acked everything: exit %d, %+v, want %+v (stderr %s)", code, row, want, strings.TrimSpace(errs))
+	}
+}
