@@ -81,7 +81,7 @@ func EntryFromDeadLetter(queue string, d *transport.Delivery, now time.Time) *En
 			e.SourceCoords = sourceCoords(f.HasPartition, f.Partition, f.HasOffset, f.Offset)
 		}
 	}
-	e.DLKey = deadLetterKey(d, rec, foreign)
+	e.DLKey = deadLetterKey(d, rec, foreign, e.SourceCoords)
 	return e
 }
 
@@ -106,10 +106,14 @@ func foreignSource(queue string, foreign []evidence.ForeignEvidence) string {
 }
 
 // deadLetterKey identifies one dead-lettering of one message: its event
-// ID, when it was dead-lettered (Lily's or the broker's record) and its body.
-func deadLetterKey(d *transport.Delivery, rec evidence.Record, foreign []evidence.ForeignEvidence) string {
+// ID, where it failed (the source coordinates, when there are any), when it
+// was dead-lettered (Lily's or the broker's record) and its body.
+func deadLetterKey(d *transport.Delivery, rec evidence.Record, foreign []evidence.ForeignEvidence, coords string) string {
 	h := sha256.New()
 	h.Write([]byte(d.Queue + "\x00" + d.EventID + "\x00"))
+	if coords != "" { // absent from the keys of entries without coordinates, as before
+		h.Write([]byte("coords " + coords + "\x00"))
+	}
 	h.Write([]byte(evidence.FormatTime(rec.DeadLetteredAt) + "\x00"))
 	for _, f := range foreign {
 		h.Write([]byte(f.Origin + "|" + f.Reason + "|" + f.Source + "|" + strconv.Itoa(f.Count) + "|" + f.Time.String() + "\x00"))

@@ -357,6 +357,21 @@ func foreignDeadLettered(t *testing.T, f *foreignEnv) {
 	f.oncePerMessage(msgs)
 	entries := f.reconcile(0, len(msgs))
 	f.sameBodies(entries, msgs)
+	f.sameIDs(entries)
+}
+
+// sameIDs checks that each entry keeps the event ID its message had when
+// the handler saw it (the DLQ copy keeps a synthetic ID too).
+func (f *foreignEnv) sameIDs(entries []*catalog.Entry) {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range entries {
+		seen := f.seen[string(e.Body)]
+		if len(seen) == 0 || seen[len(seen)-1] != e.EventID {
+			f.t.Errorf("entry %.40q has event ID %s, the handler saw %v", e.Body, e.EventID, seen)
+		}
+	}
 }
 
 // foreignSharedIDMixed: two different bodies under one ID, one acked and
