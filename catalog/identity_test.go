@@ -167,8 +167,8 @@ func TestDuplicateIsTheSameDeadLettering(t *testing.T) {
 	}
 	first := dl("e", "body-1", testNow, 0, 5)
 	ingest(first,
-		dl("e", "body-2", testNow, 0, 6),                   // same ID, other body: another message
-		dl("e", "body-1", testNow, 1, 5),                   // same ID and body, other partition
+		dl("e", "body-2", testNow, 0, 6),                  // same ID, other body: another message
+		dl("e", "body-1", testNow, 1, 5),                  // same ID and body, other partition
 		dl("e", "body-1", testNow.Add(time.Minute), 0, 5), // the same message dead-lettered again (ack lost)
 	)
 	ingest(first) // ingested again: nothing added, not a duplicate either
