@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/cli"
@@ -224,5 +226,88 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 	want = catalog.LedgerRow{Queue: qc.Name, Accepted: holdCount, Acked: holdCount}
 	if code != 0 || row != want {
 		t.Errorf("reconcile after the other process acked everything: exit %d, %+v, want %+v (stderr %s)", code, row, want, strings.TrimSpace(errs))
+	}
+}
+
+// TestReconcileCountsTheDeadLetterProcess: with the DLQ full, the broker's
+// own delivery_limit dead letters wait in the quorum queue's at-least-once
+// dead-letter process (messages_dlx). 'lily reconcile' must count them in
+// flight (in_flight_dlx), not lost.
+func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tr := open(t)
+	defer tr.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "lily.db")
+	qc := lily.QueueConfig{Name: fmt.Sprintf("reconcile.dlx.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
+		DeliveryLimit: 2, DLQMaxLength: 1}.WithDefaults()
+	cfg := filepath.Join(dir, "lily.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("db = %q\nrabbitmq_url = %q\n[[queue]]\nname = %q\ntransport = \"rabbitmq\"\ndelivery_limit = 2\ndlq_max_length = 1\n",
+		db, brokerURL(), qc.Name)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := catalog.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	acc := catalog.Account(tr, st)
+	if err := acc.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.DeleteQueues(ctx, qc.Spec())
+	const n = 5
+	msgs := make([]lily.Message, n)
+	for i := range msgs {
+		msgs[i].Body = []byte(fmt.Sprintf("crash-%d", i))
+	}
+	if err := lily.Publish(ctx, acc, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	// A consumer that dies on every message, as crash-type poison makes
+	// it: each delivery is given back until the broker dead-letters the
+	// message at its delivery limit. The first fills the DLQ; the others
+	// wait in the dead-letter process.
+	conn, err := amqp.Dial(brokerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	transporttest.WaitFor(t, "the broker to dead-letter every message", func() bool {
+		d, ok, err := ch.Get(qc.Name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			d.Nack(false, true)
+			return false
+		}
+		ready, err := tr.InFlight(ctx, qc.Name)
+		return err == nil && ready == 0
+	})
+	var (
+		code int
+		row  catalog.LedgerRow
+		errs string
+	)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, row, errs = reconcileRow(t, cfg, qc.Name)
+		if code == 0 && row.InFlightDLX > 0 && row.DeadLettered+row.InFlightDLX == n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	// The DLQ holds one or two (a quorum queue's max-length may be passed
+	// by one); the rest waits in the dead-letter process.
+	held := row.DeadLettered
+	want := catalog.LedgerRow{Queue: qc.Name, Accepted: n, DeadLettered: held, InFlight: n - held, InFlightDLX: n - held}
+	if code != 0 || row != want || held < 1 || held > 2 {
+		t.Errorf("reconcile with dead letters refused by a full DLQ: exit %d, %+v, want %+v with 1 or 2 in the DLQ (stderr %s)", code, row, want, strings.TrimSpace(errs))
 	}
 }
