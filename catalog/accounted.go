@@ -215,6 +215,9 @@ func (s *Store) countMany(ctx context.Context, kind string, byQueue map[string][
 			n, _ := res.RowsAffected()
 			added += n
 		}
+		if added == 0 {
+			continue // all seen before (the common case on receive): no write
+		}
 		var accepted, acked int64
 		if kind == "accepted" {
 			accepted = added
