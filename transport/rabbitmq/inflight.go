@@ -70,8 +70,10 @@ func (t *Transport) InFlightParts(ctx context.Context, queue string) (transport.
 		if err != nil {
 			// Degrade to what AMQP shows, loudly: deliveries held by other
 			// processes are then not counted.
-			t.opts.Logger.Warn("rabbitmq: management API unreachable: in-flight counts only this process's deliveries; "+
-				"deliveries held by consumers in other processes show as lost", "queue", queue, "err", err)
+			if !t.mgmtWarned.Swap(true) { // once per transport: reconcile and /healthz ask often
+				t.opts.Logger.Warn("rabbitmq: management API unreachable: in-flight counts only this process's deliveries; "+
+					"deliveries held by consumers in other processes show as lost", "queue", queue, "err", err)
+			}
 			return p, nil
 		}
 		if found {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -83,6 +84,8 @@ type Transport struct {
 	consumers map[consumerKey]*consumer
 	pubs      chan *publisher // idle publishers of the current connection
 	closed    bool
+
+	mgmtWarned atomic.Bool // the management API's absence was logged (inflight.go)
 }
 
 // Open connects to the broker.

@@ -311,3 +311,60 @@ func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
 		t.Errorf("reconcile with dead letters refused by a full DLQ: exit %d, %+v, want %+v with 1 or 2 in the DLQ (stderr %s)", code, row, want, strings.TrimSpace(errs))
 	}
 }
+
+// TestInFlightWithoutManagementAPI: an unreachable management API leaves
+// the AMQP counts (ready messages, this process's deliveries), not an
+// error.
+func TestInFlightWithoutManagementAPI(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := open(t)
+	defer base.Close()
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL(), Management: &rabbitmq.Management{URL: "http://127.0.0.1:1"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	qc := lily.QueueConfig{Name: fmt.Sprintf("inflight.nomgmt.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.DeleteQueues(ctx, qc.Spec())
+	if err := lily.Publish(ctx, tr, qc.Name, []lily.Message{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	var ds []*transport.Delivery
+	transporttest.WaitFor(t, "one delivery", func() bool {
+		got, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 1, Prefetch: 1, Wait: 50 * time.Millisecond, Consumer: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, got...)
+		return len(ds) == 1
+	})
+	p, err := tr.InFlightParts(ctx, qc.Name)
+	if err != nil || p.Ready != 1 || p.Unacked != 1 || p.Total() != 2 {
+		t.Errorf("in flight without the management API: %+v, %v; want 1 ready + 1 unacked (this process's)", p, err)
+	}
+	// Conservation: both messages end acked.
+	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: ds[0], Action: transport.Ack}}}); err != nil {
+		t.Fatal(err)
+	}
+	transporttest.WaitFor(t, "the second delivery", func() bool {
+		got, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 1, Prefetch: 1, Wait: 50 * time.Millisecond, Consumer: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			return false
+		}
+		if err := tr.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: got[0], Action: transport.Ack}}}); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	})
+	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("in flight after both acks: %d, %v", n, err)
+	}
+}
