@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/httpapi"
 	"github.com/lily-mq/lily/internal/cli"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -212,6 +215,11 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 	if code != 0 || row != want {
 		t.Fatalf("reconcile while another process holds %d deliveries: exit %d, %+v, want %+v (stderr %s)", holdCount, code, row, want, strings.TrimSpace(errs))
 	}
+	// /healthz (lily serve) counts the same way: not degraded by the
+	// other process's deliveries.
+	if reasons := healthReasons(t, st, qc); len(reasons) != 0 {
+		t.Errorf("/healthz while another process holds %d deliveries: %v", holdCount, reasons)
+	}
 	release()
 	select {
 	case err := <-exited:
@@ -367,4 +375,35 @@ func TestInFlightWithoutManagementAPI(t *testing.T) {
 	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("in flight after both acks: %d, %v", n, err)
 	}
+}
+
+// healthReasons returns the /healthz reasons of an API server over the
+// catalog, counting in flight as 'lily serve' does (the broker, with its
+// management API).
+func healthReasons(t *testing.T, st *catalog.Store, qc lily.QueueConfig) []string {
+	t.Helper()
+	mgmt, err := rabbitmq.ManagementFor(brokerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := rabbitmq.Open(context.Background(), rabbitmq.Options{URL: brokerURL(), Management: mgmt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tr.Register(qc.Spec())
+	srv, err := httpapi.New(httpapi.Options{Store: st, InFlight: tr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	var h struct {
+		Status  string   `json:"status"`
+		Reasons []string `json:"reasons"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &h); err != nil {
+		t.Fatalf("/healthz: %v: %s", err, rec.Body.String())
+	}
+	return h.Reasons
 }
