@@ -116,11 +116,26 @@ func ledgerKey(eventID string, body []byte) string {
 // a row without it was written by an older Lily and holds the bare event ID.
 const ledgerKeySep = "\x1f"
 
-// countDeliveries counts ds by queue under kind, in one transaction.
+// countDeliveries counts ds by queue under kind. It first looks the keys
+// up without a write lock: in the common case (messages published by
+// lily.Publish, redeliveries, retry copies) all were counted before and
+// nothing is written; the others are counted in one transaction.
 func (s *Store) countDeliveries(ctx context.Context, kind string, ds []*transport.Delivery) error {
+	stmt, err := s.db.PrepareContext(ctx, `SELECT 1 FROM lily_ledger_events WHERE queue = ? AND kind = ? AND event_id IN (?, ?)`)
+	if err != nil {
+		return fmt.Errorf("catalog: ledger: %w", err)
+	}
+	defer stmt.Close()
 	byQueue := map[string][]string{}
 	for _, d := range ds {
-		byQueue[d.Queue] = append(byQueue[d.Queue], ledgerKey(d.EventID, d.Body))
+		key := ledgerKey(d.EventID, d.Body)
+		var one int
+		switch err := stmt.QueryRowContext(ctx, d.Queue, kind, key, d.EventID).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			byQueue[d.Queue] = append(byQueue[d.Queue], key)
+		case err != nil:
+			return fmt.Errorf("catalog: ledger %s %s: %w", d.Queue, kind, err)
+		}
 	}
 	return s.countMany(ctx, kind, byQueue)
 }
