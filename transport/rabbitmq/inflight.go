@@ -3,11 +3,15 @@ package rabbitmq
 import (
 	"context"
 	"net/url"
+	"time"
 
 	"github.com/lily-mq/lily/transport"
 )
 
 var _ transport.InFlightBreakdown = (*Transport)(nil)
+
+// managementTimeout bounds the management API calls of one InFlightParts.
+const managementTimeout = 5 * time.Second
 
 // InFlight counts the messages of a queue that are neither acknowledged
 // nor dead-lettered (InFlightParts' total).
@@ -61,12 +65,16 @@ func (t *Transport) InFlightParts(ctx context.Context, queue string) (transport.
 		return p, nil
 	}
 	var unacked, dlx int64
+	// Bounded: an API behind a firewall that drops packets must not hang
+	// reconcile or /healthz.
+	mctx, cancel := context.WithTimeout(ctx, managementTimeout)
+	defer cancel()
 	for _, q := range names {
 		var st struct {
 			Unacked int64 `json:"messages_unacknowledged"`
 			DLX     int64 `json:"messages_dlx"`
 		}
-		found, err := t.opts.Management.Get(ctx, "/api/queues/"+t.opts.Management.VHostPath()+"/"+url.PathEscape(q), &st)
+		found, err := t.opts.Management.Get(mctx, "/api/queues/"+t.opts.Management.VHostPath()+"/"+url.PathEscape(q), &st)
 		if err != nil {
 			// Degrade to what AMQP shows, loudly: deliveries held by other
 			// processes are then not counted.
