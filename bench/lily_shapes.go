@@ -59,8 +59,8 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 	db := t.DB()
 
 	insertSQL := func(n int) string {
-		return `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at) VALUES ` +
-			tuples(n, 8)
+		return `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted) VALUES ` +
+			tuples(n, 9)
 	}
 	const (
 		checkSQL  = `SELECT 1 FROM lily_queues WHERE name = ?`
@@ -109,7 +109,7 @@ func runLilyShapes(ctx context.Context, c Config, ackJSON bool) (Result, error) 
 		args = args[:0]
 		for _, b := range batch {
 			var hdr []byte // no headers, as in the other runs
-			args = append(args, lilyQueue, lily.NewEventID(), "", "bench", b, hdr, now, now)
+			args = append(args, lilyQueue, lily.NewEventID(), "", "bench", b, hdr, now, now, 1)
 		}
 		if err := inTx(ctx, db, func(tx *sql.Tx) error {
 			var one int

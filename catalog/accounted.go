@@ -2,10 +2,14 @@ package catalog
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
@@ -13,8 +17,10 @@ import (
 )
 
 // Accounted wraps a broker transport (RabbitMQ, Kafka) so that the catalog
-// ledger counts its messages: accepted when a publish is confirmed, acked
-// just before the broker acknowledgement, each at most once per event ID.
+// ledger counts its messages: accepted when a publish is confirmed or when
+// the runtime first receives the message (whoever published it), acked
+// just before the broker acknowledgement, each at most once per message
+// identity (ledgerKey: event ID and body digest).
 // (The SQLite transport keeps its ledger in its own transactions and needs
 // no wrapper.)
 //
@@ -32,6 +38,7 @@ var (
 	_ transport.Transport         = (*Accounted)(nil)
 	_ transport.Declarer          = (*Accounted)(nil)
 	_ transport.InFlightCounter   = (*Accounted)(nil)
+	_ transport.InFlightBreakdown = (*Accounted)(nil)
 	_ transport.LeaseRecoverer    = (*Accounted)(nil)
 	_ transport.ConsumerStopper   = (*Accounted)(nil)
 	_ transport.Featurer          = (*Accounted)(nil)
@@ -58,11 +65,79 @@ func (a *Accounted) Publish(ctx context.Context, p *transport.PublishParams) err
 	if p.Redrive {
 		return nil
 	}
-	ids := make([]string, len(p.Messages))
+	keys := make([]string, len(p.Messages))
 	for i, m := range p.Messages {
-		ids[i] = m.EventID
+		keys[i] = ledgerKey(m.EventID, m.Body)
 	}
-	return a.store.count(ctx, p.Queue, "accepted", ids)
+	return a.store.count(ctx, p.Queue, "accepted", keys)
+}
+
+// Receive receives through the wrapped transport and counts every delivery
+// as accepted the first time its message is seen (once per ledgerKey), in
+// one catalog transaction per batch, before any delivery is handed out:
+// so a queue fed by producers other than lily.Publish (another service's
+// AMQP or Kafka client) balances, and a loss shows. A message published by
+// lily.Publish, a redelivery, a retry copy back from its bucket and a
+// redriven message are already counted and add nothing.
+//
+// When the count cannot be written, the batch is released back to the
+// broker (not handed out uncounted) and the error returned.
+func (a *Accounted) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
+	ds, err := a.Transport.Receive(ctx, p)
+	if err != nil || len(ds) == 0 {
+		return ds, err
+	}
+	if err := a.store.countDeliveries(ctx, "accepted", ds); err != nil {
+		rel := make([]transport.Settlement, len(ds))
+		for i, d := range ds {
+			rel[i] = transport.Settlement{Delivery: d, Action: transport.Release}
+		}
+		if rerr := a.Transport.Settle(ctx, &transport.SettleParams{Settlements: rel}); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("release the uncounted batch: %w", rerr))
+		}
+		return nil, fmt.Errorf("catalog: count received messages as accepted: %w", err)
+	}
+	return ds, nil
+}
+
+// ledgerKey is the identity the ledger counts a broker message by: its
+// event ID and the first 16 bytes of its body's SHA-256. The event ID
+// alone is not enough: foreign producers reuse message IDs (two different
+// bodies under one message_id are two messages, and both are counted), and
+// the catalog keeps two such dead letters apart too (markDuplicate), so the
+// two agree and the ledger balances. Two copies with the same ID and the
+// same bytes are one message (a producer's retried send, a redelivery).
+func ledgerKey(eventID string, body []byte) string {
+	sum := sha256.Sum256(body)
+	return eventID + ledgerKeySep + hex.EncodeToString(sum[:16])
+}
+
+// ledgerKeySep separates the event ID from the body digest in a ledger key;
+// a row without it was written by an older Lily and holds the bare event ID.
+const ledgerKeySep = "\x1f"
+
+// countDeliveries counts ds by queue under kind. It first looks the keys
+// up without a write lock: in the common case (messages published by
+// lily.Publish, redeliveries, retry copies) all were counted before and
+// nothing is written; the others are counted in one transaction.
+func (s *Store) countDeliveries(ctx context.Context, kind string, ds []*transport.Delivery) error {
+	stmt, err := s.db.PrepareContext(ctx, `SELECT 1 FROM lily_ledger_events WHERE queue = ? AND kind = ? AND event_id IN (?, ?)`)
+	if err != nil {
+		return fmt.Errorf("catalog: ledger: %w", err)
+	}
+	defer stmt.Close()
+	byQueue := map[string][]string{}
+	for _, d := range ds {
+		key := ledgerKey(d.EventID, d.Body)
+		var one int
+		switch err := stmt.QueryRowContext(ctx, d.Queue, kind, key, d.EventID).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			byQueue[d.Queue] = append(byQueue[d.Queue], key)
+		case err != nil:
+			return fmt.Errorf("catalog: ledger %s %s: %w", d.Queue, kind, err)
+		}
+	}
+	return s.countMany(ctx, kind, byQueue)
 }
 
 // Settle counts the acknowledgements, then settles through the wrapped
@@ -79,19 +154,19 @@ func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error
 	for i, s := range p.Settlements {
 		switch {
 		case s.Action == transport.Ack:
-			byQueue[s.Delivery.Queue] = append(byQueue[s.Delivery.Queue], s.Delivery.EventID)
+			byQueue[s.Delivery.Queue] = append(byQueue[s.Delivery.Queue], ledgerKey(s.Delivery.EventID, s.Delivery.Body))
 		case s.Action == transport.DeadLetter && s.Reason == string(evidence.ReasonParked):
 			if len(parked) == 0 {
 				ss = slices.Clone(p.Settlements)
 			}
-			parked = append(parked, NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, time.Now()))
+			e := NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, time.Now())
+			e.DLKey = parkedKey(e)
+			parked = append(parked, e)
 			ss[i] = transport.Settlement{Delivery: s.Delivery, Action: transport.Ack}
 		}
 	}
-	for q, ids := range byQueue {
-		if err := a.store.count(ctx, q, "acked", ids); err != nil {
-			return fmt.Errorf("catalog: record acks before settling: %w", err)
-		}
+	if err := a.store.countMany(ctx, "acked", byQueue); err != nil {
+		return fmt.Errorf("catalog: record acks before settling: %w", err)
 	}
 	if len(parked) > 0 {
 		if err := a.store.Insert(ctx, parked...); err != nil {
@@ -101,10 +176,34 @@ func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error
 	return a.Transport.Settle(ctx, &transport.SettleParams{Settlements: ss})
 }
 
+// parkedKey identifies the parking of one message (Entry.DLKey): a parked
+// entry inserted before a failed ack is not inserted again when the
+// message is redelivered and parked again — the same dead-lettering.
+func parkedKey(e *Entry) string {
+	h := sha256.New()
+	for _, f := range []string{"parked", e.Queue, e.EventID, e.BodySHA256, e.Source, e.SourceCoords, e.HoldKey, strconv.Itoa(e.RedriveCount)} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // count records events of kind for queue, adding to the ledger counter only
-// the event IDs not recorded before.
-func (s *Store) count(ctx context.Context, queue, kind string, ids []string) error {
-	if len(ids) == 0 {
+// the keys (ledgerKey) not recorded before.
+func (s *Store) count(ctx context.Context, queue, kind string, keys []string) error {
+	return s.countMany(ctx, kind, map[string][]string{queue: keys})
+}
+
+// countMany records events of kind for every queue of byQueue in one
+// transaction, adding to each queue's counter only the keys not recorded
+// before (nor, for a key with a body digest, its bare event ID, recorded by
+// an older Lily).
+func (s *Store) countMany(ctx context.Context, kind string, byQueue map[string][]string) error {
+	empty := true
+	for _, keys := range byQueue {
+		empty = empty && len(keys) == 0
+	}
+	if empty {
 		return nil
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -112,29 +211,37 @@ func (s *Store) count(ctx context.Context, queue, kind string, ids []string) err
 		return fmt.Errorf("catalog: ledger: %w", err)
 	}
 	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO lily_ledger_events(queue, kind, event_id, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO lily_ledger_events(queue, kind, event_id, at)
+		SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (SELECT 1 FROM lily_ledger_events WHERE queue = ?1 AND kind = ?2 AND event_id = ?5)
+		ON CONFLICT DO NOTHING`)
 	if err != nil {
 		return fmt.Errorf("catalog: ledger: %w", err)
 	}
 	defer stmt.Close()
 	now := time.Now().UnixMilli()
-	var added int64
-	for _, id := range ids {
-		res, err := stmt.ExecContext(ctx, queue, kind, id, now)
-		if err != nil {
-			return fmt.Errorf("catalog: ledger %s %s: %w", queue, kind, err)
+	for queue, keys := range byQueue {
+		var added int64
+		for _, key := range keys {
+			legacy, _, _ := strings.Cut(key, ledgerKeySep)
+			res, err := stmt.ExecContext(ctx, queue, kind, key, now, legacy)
+			if err != nil {
+				return fmt.Errorf("catalog: ledger %s %s: %w", queue, kind, err)
+			}
+			n, _ := res.RowsAffected()
+			added += n
 		}
-		n, _ := res.RowsAffected()
-		added += n
-	}
-	var accepted, acked int64
-	if kind == "accepted" {
-		accepted = added
-	} else {
-		acked = added
-	}
-	if err := AddCountsTx(ctx, tx, queue, accepted, acked); err != nil {
-		return err
+		if added == 0 {
+			continue // all seen before (the common case on receive): no write
+		}
+		var accepted, acked int64
+		if kind == "accepted" {
+			accepted = added
+		} else {
+			acked = added
+		}
+		if err := AddCountsTx(ctx, tx, queue, accepted, acked); err != nil {
+			return err
+		}
 	}
 	return tx.Commit()
 }
@@ -180,6 +287,16 @@ func (a *Accounted) InFlight(ctx context.Context, queue string) (int64, error) {
 		return 0, fmt.Errorf("in-flight count: %w", ErrUnsupported)
 	}
 	return c.InFlight(ctx, queue)
+}
+
+// InFlightParts delegates to the wrapped transport (its InFlight, not
+// broken down, without a breakdown).
+func (a *Accounted) InFlightParts(ctx context.Context, queue string) (transport.InFlightParts, error) {
+	if b, ok := a.Transport.(transport.InFlightBreakdown); ok {
+		return b.InFlightParts(ctx, queue)
+	}
+	n, err := a.InFlight(ctx, queue)
+	return transport.InFlightParts{Other: n}, err
 }
 
 // RecoverLeases delegates to the wrapped transport.

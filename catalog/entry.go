@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
@@ -72,6 +73,27 @@ type Entry struct {
 	// message key, or "partition:N" when ordering block holds a partition
 	// of a log. Defaults to Key.
 	HoldKey string
+	// SourceCoords locates the failed copy in its source where the
+	// transport has coordinates: "p<partition>/o<offset>" on a log
+	// (evidence x-lily-source-partition/-offset, or a foreign system's), ""
+	// on a queue. Two dead letters are the same dead-lettering only when
+	// queue, event ID, body, Source and SourceCoords all agree.
+	SourceCoords string
+}
+
+// sourceCoords renders a partition and offset as Entry.SourceCoords.
+func sourceCoords(hasPartition bool, partition int32, hasOffset bool, offset int64) string {
+	var c string
+	if hasPartition {
+		c = "p" + strconv.FormatInt(int64(partition), 10)
+	}
+	if hasOffset {
+		if c != "" {
+			c += "/"
+		}
+		c += "o" + strconv.FormatInt(offset, 10)
+	}
+	return c
 }
 
 // NewEntry builds the entry for message m dead-lettered from queue with the
@@ -107,6 +129,7 @@ func NewEntry(queue string, m transport.Message, headers transport.Headers, reas
 		e.State = StateParked // waiting behind its key's head, not failed
 	}
 	e.HoldKey = rec.HoldKey
+	e.SourceCoords = sourceCoords(rec.HasPartition, rec.SourcePartition, rec.HasOffset, rec.SourceOffset)
 	if e.HoldKey == "" {
 		e.HoldKey = e.Key
 	}
@@ -119,8 +142,8 @@ func NewEntry(queue string, m transport.Message, headers transport.Headers, reas
 const insertSQL = `INSERT INTO lily_dlq_entries
 	(queue, event_id, msg_key, msg_type, body, headers, body_sha256, reason, error_type,
 	 error_message, fingerprint, consumer_version, source, delivery_count, retry_count,
-	 redrive_count, state, dead_lettered_at, updated_at, dl_key, hold_key)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	 redrive_count, state, dead_lettered_at, updated_at, dl_key, hold_key, source_coords)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING`
 
 // Inserter adds entries inside a caller's transaction, reusing one prepared
@@ -154,7 +177,7 @@ func (in *Inserter) Insert(ctx context.Context, e *Entry) error {
 	res, err := in.stmt.ExecContext(ctx, e.Queue, e.EventID, e.Key, e.Type, e.Body, hdr, e.BodySHA256,
 		e.Reason, e.ErrorType, e.ErrorMessage, e.Fingerprint, e.ConsumerVersion, e.Source,
 		e.DeliveryCount, e.RetryCount, e.RedriveCount, string(e.State),
-		e.DeadLetteredAt.UnixMilli(), e.UpdatedAt.UnixMilli(), nullString(e.DLKey), e.HoldKey)
+		e.DeadLetteredAt.UnixMilli(), e.UpdatedAt.UnixMilli(), nullString(e.DLKey), e.HoldKey, e.SourceCoords)
 	if err != nil {
 		return fmt.Errorf("catalog: insert entry %s: %w", e.EventID, err)
 	}
@@ -179,7 +202,7 @@ func (in *Inserter) Close() error { return in.stmt.Close() }
 const selectCols = `id, queue, event_id, msg_key, msg_type, body, headers, body_sha256, reason,
 	error_type, error_message, fingerprint, consumer_version, source, delivery_count,
 	retry_count, redrive_count, state, dead_lettered_at, updated_at, decided_at, decided_by, decision,
-	erased_at, hold_key`
+	erased_at, hold_key, source_coords`
 
 type scanner interface {
 	Scan(dest ...any) error
@@ -196,7 +219,7 @@ func scanEntry(r scanner) (*Entry, error) {
 	if err := r.Scan(&e.ID, &e.Queue, &e.EventID, &e.Key, &e.Type, &e.Body, &hdr, &e.BodySHA256,
 		&e.Reason, &e.ErrorType, &e.ErrorMessage, &e.Fingerprint, &e.ConsumerVersion, &e.Source,
 		&e.DeliveryCount, &e.RetryCount, &e.RedriveCount, &state, &dlAt, &updAt, &decAt, &e.DecidedBy,
-		&e.Decision, &erAt, &e.HoldKey); err != nil {
+		&e.Decision, &erAt, &e.HoldKey, &e.SourceCoords); err != nil {
 		return nil, err
 	}
 	if hdr != nil { // nil: erased

@@ -75,16 +75,45 @@ func EntryFromDeadLetter(queue string, d *transport.Delivery, now time.Time) *En
 		}
 		e.Fingerprint = evidence.Fingerprint(e.ErrorMessage)
 		e.DeliveryCount = max(e.DeliveryCount, d.DeliveryCount)
+		e.Source = foreignSource(queue, foreign)
+		if len(foreign) > 0 && e.SourceCoords == "" {
+			f := foreign[0]
+			e.SourceCoords = sourceCoords(f.HasPartition, f.Partition, f.HasOffset, f.Offset)
+		}
 	}
-	e.DLKey = deadLetterKey(d, rec, foreign)
+	e.DLKey = deadLetterKey(d, rec, foreign, e.SourceCoords)
 	return e
 }
 
+// foreignSource names the source of a dead letter without Lily evidence
+// the way the runtime names its own ("<transport>/<queue>", DESIGN §7
+// x-lily-source), so that 'lily dlq group --by source' puts a queue's
+// broker-made and Lily-made dead letters together: RabbitMQ's own dead
+// letters (x-death) become "rabbitmq/<queue>", those of Kafka frameworks
+// (Spring Kafka, Kafka Connect, Kafka Streams) "kafka/<queue>". Evidence of
+// other systems keeps the bare queue name.
+func foreignSource(queue string, foreign []evidence.ForeignEvidence) string {
+	if len(foreign) == 0 {
+		return queue
+	}
+	switch foreign[0].System {
+	case evidence.SystemRabbitMQ:
+		return "rabbitmq/" + queue
+	case evidence.SystemSpringKafka, evidence.SystemKafkaConnect, evidence.SystemKafkaStreams:
+		return "kafka/" + queue
+	}
+	return queue
+}
+
 // deadLetterKey identifies one dead-lettering of one message: its event
-// ID, when it was dead-lettered (Lily's or the broker's record) and its body.
-func deadLetterKey(d *transport.Delivery, rec evidence.Record, foreign []evidence.ForeignEvidence) string {
+// ID, where it failed (the source coordinates, when there are any), when it
+// was dead-lettered (Lily's or the broker's record) and its body.
+func deadLetterKey(d *transport.Delivery, rec evidence.Record, foreign []evidence.ForeignEvidence, coords string) string {
 	h := sha256.New()
 	h.Write([]byte(d.Queue + "\x00" + d.EventID + "\x00"))
+	if coords != "" { // absent from the keys of entries without coordinates, as before
+		h.Write([]byte("coords " + coords + "\x00"))
+	}
 	h.Write([]byte(evidence.FormatTime(rec.DeadLetteredAt) + "\x00"))
 	for _, f := range foreign {
 		h.Write([]byte(f.Origin + "|" + f.Reason + "|" + f.Source + "|" + strconv.Itoa(f.Count) + "|" + f.Time.String() + "\x00"))

@@ -12,6 +12,14 @@ import (
 // LedgerRow is one queue's conservation ledger (DESIGN §9):
 // accepted = acked + dead_lettered + discarded + in_flight; anything else
 // is Lost (positive: messages unaccounted for; negative: invented).
+//
+// In flight is everything some holder still has — the queue, its retry
+// buckets, a consumer in any process, the broker's dead-letter process —
+// and, when the transport can tell (transport.InFlightBreakdown), it is
+// broken down into InFlightReady, InFlightRetrying, InFlightUnacked and
+// InFlightDLX (the rest of InFlight, if any, is not broken down; all four
+// are 0 for a transport without a breakdown, such as SQLite). Lost is only
+// what nobody holds.
 type LedgerRow struct {
 	Queue        string `json:"queue"`
 	Accepted     int64  `json:"accepted"`
@@ -19,7 +27,18 @@ type LedgerRow struct {
 	DeadLettered int64  `json:"dead_lettered"`
 	Discarded    int64  `json:"discarded"`
 	InFlight     int64  `json:"in_flight"`
-	Lost         int64  `json:"lost"`
+	// InFlightReady: waiting in the queue (Kafka: past the committed
+	// offsets of the main topic, fetched or not).
+	InFlightReady int64 `json:"in_flight_ready"`
+	// InFlightRetrying: waiting in the retry buckets or retry topics.
+	InFlightRetrying int64 `json:"in_flight_retrying"`
+	// InFlightUnacked: delivered to a consumer of any process, not yet
+	// acknowledged (RabbitMQ messages_unacknowledged).
+	InFlightUnacked int64 `json:"in_flight_unacked"`
+	// InFlightDLX: dead-lettered by the broker, not yet confirmed by the
+	// dead-letter queue (RabbitMQ messages_dlx).
+	InFlightDLX int64 `json:"in_flight_dlx"`
+	Lost        int64 `json:"lost"`
 }
 
 // Balanced reports whether every accepted message is accounted for.
@@ -95,7 +114,14 @@ func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) 
 	}
 	out := make([]LedgerRow, 0, len(rows))
 	for _, r := range rows {
-		if inflight != nil {
+		if b, ok := inflight.(transport.InFlightBreakdown); ok {
+			p, err := b.InFlightParts(ctx, r.Queue)
+			if err != nil {
+				return nil, err
+			}
+			r.InFlight = p.Total()
+			r.InFlightReady, r.InFlightRetrying, r.InFlightUnacked, r.InFlightDLX = p.Ready, p.Retrying, p.Unacked, p.DeadLettering
+		} else if inflight != nil {
 			n, err := inflight.InFlight(ctx, r.Queue)
 			if err != nil {
 				return nil, err

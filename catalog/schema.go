@@ -52,16 +52,24 @@ CREATE TABLE IF NOT EXISTS lily_dlq_entries (
 	erased_at        INTEGER,
 	-- hold_key is, for a parked entry, the held key it waits behind: the
 	-- message key, or "partition:N" when ordering block holds a partition.
-	hold_key         TEXT    NOT NULL DEFAULT ''
+	hold_key         TEXT    NOT NULL DEFAULT '',
+	-- source_coords locates the failed copy inside its source, where the
+	-- transport has coordinates ("p<partition>/o<offset>" on a log; empty
+	-- on a queue). With the event ID, the body hash and the source it
+	-- decides whether two dead letters are the same dead-lettering.
+	source_coords    TEXT    NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS lily_ledger (
 	queue    TEXT PRIMARY KEY,
 	accepted INTEGER NOT NULL DEFAULT 0,
 	acked    INTEGER NOT NULL DEFAULT 0
 );
--- For broker transports, accepted and acked are counted once per event
--- ID: a redelivered message acked twice, or a redriven message published
--- again, is not counted again.
+-- For broker transports, accepted and acked are counted once per message
+-- identity (ledgerKey: the event ID and a digest of the body): a
+-- redelivered message acked twice, or a redriven message published again,
+-- is not counted again, while two different bodies that share an event ID
+-- count as two messages. Rows written by an older Lily hold the bare
+-- event ID and still match it.
 CREATE TABLE IF NOT EXISTS lily_ledger_events (
 	queue    TEXT    NOT NULL,
 	kind     TEXT    NOT NULL,
@@ -79,6 +87,10 @@ var addedColumns = []struct{ name, decl string }{
 	{"decision", "TEXT NOT NULL DEFAULT ''"},
 	{"erased_at", "INTEGER"},
 	{"hold_key", "TEXT NOT NULL DEFAULT ''"},
+	// Dedup by the same dead-lettering (event ID, body, source and its
+	// coordinates), not by the event ID alone: entries of an older file
+	// get '' (no coordinates), which only ever keeps more entries apart.
+	{"source_coords", "TEXT NOT NULL DEFAULT ''"},
 }
 
 // indexes serve the work-list queries: paging by queue and state (redrive,

@@ -84,14 +84,24 @@ func (s *Store) Insert(ctx context.Context, entries ...*Entry) error {
 }
 
 // markDuplicate reports whether e repeats a dead-lettering already held in
-// the catalog — same queue, event ID and redrive generation, still in the
-// work list — as an at-least-once hand-off can deliver it twice; if so it
-// counts the duplicate on the held entry instead of adding one.
+// the catalog, as an at-least-once hand-off can deliver it twice (the DLQ
+// copy was confirmed, the original's ack was lost, the message was
+// dead-lettered again); if so it counts the duplicate on the held entry
+// instead of adding one.
+//
+// The same dead-lettering means the same message failing at the same
+// place: same queue, event ID, redrive generation, body bytes (SHA-256),
+// source and source coordinates (partition/offset on a log), still in the
+// work list. An event ID alone is never enough — foreign producers reuse
+// message IDs, or set none — so two dead letters that differ in any of
+// these are both kept. This is the identity the ledger counts by too
+// (ledgerKey: event ID and body), so merging never unbalances it.
 func markDuplicate(ctx context.Context, tx *sql.Tx, e *Entry) (bool, error) {
 	res, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET duplicates = duplicates + 1
 		WHERE id = (SELECT id FROM lily_dlq_entries WHERE queue = ? AND event_id = ? AND redrive_count = ?
+			AND body_sha256 = ? AND source = ? AND source_coords = ?
 			AND state IN ('pending', 'parked', 'needs_manual') AND (dl_key IS NULL OR dl_key <> ?) LIMIT 1)`,
-		e.Queue, e.EventID, e.RedriveCount, e.DLKey)
+		e.Queue, e.EventID, e.RedriveCount, e.BodySHA256, e.Source, e.SourceCoords, e.DLKey)
 	if err != nil {
 		return false, fmt.Errorf("catalog: check duplicate of %s: %w", e.EventID, err)
 	}

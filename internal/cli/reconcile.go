@@ -38,10 +38,21 @@ and exit 1 when any queue has messages unaccounted for (lost ≠ 0).
 dead_lettered counts entries held in the dead-letter work list (pending,
 parked, needs_manual); discarded counts entries discarded or erased with a
 record; in_flight counts messages ready, leased or waiting for a retry.
-With --config, queues on a broker are counted there (RabbitMQ: ready in the
-queue and its buckets; Kafka: records of the topic and its retry topics past
-the group's committed offsets; dead letters not ingested yet from the DLQ or
-dead-letter topic count as dead-lettered).`,
+With --config, queues on a broker are counted there, for every consumer in
+every process, and in_flight is broken down (--json: in_flight_ready,
+in_flight_retrying, in_flight_unacked, in_flight_dlx):
+  RabbitMQ: ready in the queue (ready) and its buckets (retrying);
+    delivered to any consumer and not acknowledged (unacked, the management
+    API's messages_unacknowledged); dead-lettered by the broker and not yet
+    in the DLQ (dlx, messages_dlx). The management API samples these every
+    5 s by default: right after deliveries change hands, run it again.
+  Kafka: records past the group's committed offsets of the topic (ready,
+    fetched by a consumer or not) and of its retry topics (retrying).
+Dead letters not ingested yet from the DLQ or dead-letter topic count as
+dead-lettered. lost is only what nobody holds.
+A queue fed by other services' producers balances too: a message is
+accepted when lily.Publish confirms it or when the runtime first receives
+it (once per event ID and body).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tr, cat, err := sf.openExisting(cmd.Context())
@@ -104,9 +115,10 @@ func reconcile(ctx context.Context, cat *catalog.Store, inflight transport.InFli
 // printLedger prints the ledger as an aligned table.
 func printLedger(w io.Writer, rows []catalog.LedgerRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "queue\taccepted\tacked\tdead-lettered\tdiscarded\tin-flight\tlost\t")
+	fmt.Fprintln(tw, "queue\taccepted\tacked\tdead-lettered\tdiscarded\tin-flight\t(ready\tretrying\tunacked\tdlx)\tlost\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Queue, r.Accepted, r.Acked, r.DeadLettered, r.Discarded, r.InFlight, r.Lost)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t(%d\t%d\t%d\t%d)\t%d\t\n", r.Queue, r.Accepted, r.Acked, r.DeadLettered, r.Discarded,
+			r.InFlight, r.InFlightReady, r.InFlightRetrying, r.InFlightUnacked, r.InFlightDLX, r.Lost)
 	}
 	tw.Flush()
 }

@@ -28,6 +28,7 @@ type queueCounters struct {
 var (
 	_ transport.InFlightCounter   = (*queueCounters)(nil)
 	_ transport.DeadLetterCounter = (*queueCounters)(nil)
+	_ transport.InFlightBreakdown = (*queueCounters)(nil)
 )
 
 func (q *queueCounters) counter(queue string) transport.InFlightCounter {
@@ -44,6 +45,17 @@ func (q *queueCounters) InFlight(ctx context.Context, queue string) (int64, erro
 		return 0, nil
 	}
 	return c.InFlight(ctx, queue)
+}
+
+// InFlightParts implements transport.InFlightBreakdown: the queue's
+// transport's breakdown, or its InFlight not broken down.
+func (q *queueCounters) InFlightParts(ctx context.Context, queue string) (transport.InFlightParts, error) {
+	c := q.counter(queue)
+	if b, ok := c.(transport.InFlightBreakdown); ok {
+		return b.InFlightParts(ctx, queue)
+	}
+	n, err := q.InFlight(ctx, queue)
+	return transport.InFlightParts{Other: n}, err
 }
 
 // DeadLetterDepth implements transport.DeadLetterCounter.
@@ -161,7 +173,13 @@ func (b *brokers) rabbit(ctx context.Context) (*rabbitmq.Transport, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.rmq == nil {
-		rmq, err := openRabbit(ctx, b.url)
+		// The ledger counts what the broker holds for every consumer, in
+		// every process, through the management API (in-flight counting).
+		mgmt, err := rabbitmq.ManagementFor(b.url)
+		if err != nil {
+			return nil, err
+		}
+		rmq, err := openRabbitWith(ctx, rabbitmq.Options{URL: b.url, Management: mgmt})
 		if err != nil {
 			return nil, err
 		}

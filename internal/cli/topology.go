@@ -251,9 +251,14 @@ Exits 1 when anything differs.`,
 // openRabbit connects to the broker, failing after rabbitConnectTimeout
 // instead of retrying forever.
 func openRabbit(ctx context.Context, url string) (*rabbitmq.Transport, error) {
+	return openRabbitWith(ctx, rabbitmq.Options{URL: url})
+}
+
+// openRabbitWith is openRabbit with options.
+func openRabbitWith(ctx context.Context, o rabbitmq.Options) (*rabbitmq.Transport, error) {
 	ctx, cancel := context.WithTimeout(ctx, rabbitConnectTimeout)
 	defer cancel()
-	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: url})
+	tr, err := rabbitmq.Open(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("connect to RabbitMQ (check --url or the config's rabbitmq_url): %w", err)
 	}

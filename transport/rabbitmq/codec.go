@@ -150,10 +150,7 @@ func delivery(queue string, d *amqp.Delivery) *transport.Delivery {
 	out := &transport.Delivery{Queue: queue, MessageID: d.MessageId, EnqueuedAt: d.Timestamp}
 	out.Body = d.Body
 	out.Headers = h
-	out.EventID = d.MessageId
-	if out.EventID == "" {
-		out.EventID, _ = h[evidence.HeaderEventID].(string)
-	}
+	out.EventID = EventID(queue, d) // identity.go: message_id, x-lily-event-id, else synthetic
 	out.Key, _ = h[evidence.HeaderKey].(string)
 	out.Type = d.Type
 	if out.Type == "" {

@@ -65,28 +65,6 @@ func (t *Transport) ready(ctx context.Context, queue string) (int64, error) {
 	return int64(q.Messages), nil
 }
 
-// InFlight counts the messages of a queue that are neither acknowledged
-// nor dead-lettered: ready in the queue and in its retry buckets, plus the
-// deliveries this process holds unsettled. (Deliveries held unsettled by
-// other processes are not visible over AMQP.)
-func (t *Transport) InFlight(ctx context.Context, queue string) (int64, error) {
-	names := []string{queue}
-	if s, err := t.spec(queue); err == nil {
-		for _, ms := range s.BucketsMillis {
-			names = append(names, BucketQueue(queue, ms))
-		}
-	}
-	n := t.heldCount(queue)
-	for _, q := range names {
-		r, err := t.ready(ctx, q)
-		if err != nil {
-			return 0, err
-		}
-		n += r
-	}
-	return n, nil
-}
-
 // DeleteQueues deletes the queues of the specs (main, buckets, DLQ);
 // exchanges are left, as they may be shared. For tests and teardown.
 func (t *Transport) DeleteQueues(ctx context.Context, specs ...transport.QueueSpec) error {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -75,7 +78,7 @@ func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainPara
 			if !ok {
 				break
 			}
-			ds = append(ds, delivery(p.Queue, &d))
+			ds = append(ds, t.deadLetter(p.Queue, &d))
 			last = d.DeliveryTag
 		}
 		if len(ds) == 0 {
@@ -90,6 +93,28 @@ func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainPara
 		total += len(ds)
 	}
 	return total, nil
+}
+
+// deadLetter converts a message read from queue's DLQ. A dead letter the
+// broker made itself at the delivery limit (no Lily evidence; x-death
+// reason delivery_limit) carries no delivery count of its source — the
+// x-delivery-count it shows is the DLQ's own — so its DeliveryCount is
+// taken from the queue's delivery limit: the broker hands a message out
+// exactly delivery_limit times (x-delivery-limit = delivery_limit − 1,
+// DESIGN §6) before it dead-letters it. Without the queue's spec (Declare
+// or Register) the count stays what the DLQ shows.
+func (t *Transport) deadLetter(queue string, d *amqp.Delivery) *transport.Delivery {
+	dl := delivery(queue, d)
+	if _, lily := dl.Headers[evidence.HeaderReason]; lily {
+		return dl
+	}
+	if r, ok := evidence.BrokerReason(dl.Headers); !ok || r != evidence.ReasonDeliveryLimit {
+		return dl
+	}
+	if s, err := t.spec(queue); err == nil && s.DeliveryLimit > 0 {
+		dl.DeliveryCount = s.DeliveryLimit
+	}
+	return dl
 }
 
 // DeadLetterDepth counts the messages waiting in the queue's DLQ.

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -61,9 +62,13 @@ type Options struct {
 	// RefusedBackoff is the first wait before such a copy is published
 	// again; it doubles up to RefusedBackoffMax. Default 100ms and 5s.
 	RefusedBackoff, RefusedBackoffMax time.Duration
-	// Management is the management API that Receive reads a queue's type
-	// from (Lily consumes quorum queues only; see checkQueueType). Nil
-	// derives it from URL (ManagementFor).
+	// Management is the broker's management API. Receive reads a queue's
+	// type from it (Lily consumes quorum queues only; see checkQueueType),
+	// and InFlight counts what the broker holds for every consumer, in
+	// every process (unacknowledged deliveries, messages in the
+	// dead-letter process), not only this process's deliveries
+	// (InFlightParts). Nil: the type check derives it from URL
+	// (ManagementFor) and InFlight counts what AMQP shows. Defaults to nil.
 	Management *Management
 }
 
@@ -108,6 +113,8 @@ type Transport struct {
 	typeChecked map[string]bool
 	pubs        chan *publisher // idle publishers of the current connection
 	closed      bool
+
+	mgmtWarned atomic.Bool // the management API's absence was logged (inflight.go)
 }
 
 // Open connects to the broker.

@@ -11,7 +11,7 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-// publishChunk is the most rows in one INSERT statement (8 parameters each).
+// publishChunk is the most rows in one INSERT statement (9 parameters each).
 const publishChunk = 100
 
 // Publish enqueues messages in one transaction: when it returns nil, all of
@@ -83,11 +83,11 @@ func checkQueue(ctx context.Context, tx *sql.Tx, queue string) error {
 
 // insertMessages writes msgs to queue, visible at visibleAt, in chunks.
 func insertMessages(ctx context.Context, tx *sql.Tx, queue string, msgs []transport.Message, visibleAt int64) error {
-	const cols = `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at) VALUES `
+	const cols = `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted) VALUES `
 	var fullStmt *sql.Stmt
 	for start := 0; start < len(msgs); start += publishChunk {
 		chunk := msgs[start:min(start+publishChunk, len(msgs))]
-		args := make([]any, 0, len(chunk)*8)
+		args := make([]any, 0, len(chunk)*9)
 		for _, m := range chunk {
 			var hdr []byte
 			if len(m.Headers) > 0 {
@@ -100,19 +100,19 @@ func insertMessages(ctx context.Context, tx *sql.Tx, queue string, msgs []transp
 			if body == nil {
 				body = []byte{}
 			}
-			args = append(args, queue, m.EventID, m.Key, m.Type, body, hdr, visibleAt, visibleAt)
+			args = append(args, queue, m.EventID, m.Key, m.Type, body, hdr, visibleAt, visibleAt, 1) // accounted: foreign.go
 		}
 		var err error
 		if len(chunk) == publishChunk {
 			if fullStmt == nil {
-				if fullStmt, err = tx.PrepareContext(ctx, cols+placeholders(publishChunk, 8)); err != nil {
+				if fullStmt, err = tx.PrepareContext(ctx, cols+placeholders(publishChunk, 9)); err != nil {
 					return fmt.Errorf("sqlite transport: prepare insert: %w", err)
 				}
 				defer fullStmt.Close()
 			}
 			_, err = fullStmt.ExecContext(ctx, args...)
 		} else {
-			_, err = tx.ExecContext(ctx, cols+placeholders(len(chunk), 8), args...)
+			_, err = tx.ExecContext(ctx, cols+placeholders(len(chunk), 9), args...)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite transport: insert into %s: %w", queue, err)

@@ -66,8 +66,8 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		case transport.Retry:
 			// The copy is a new row (new ID, receive count 0, enqueued
 			// now): a stale receipt of the original can never touch it.
-			n, err = st.exec(ctx, &st.retry, `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at)
-				SELECT queue, event_id, msg_key, msg_type, body, ?, ?, ? FROM lily_messages WHERE id = ? AND receive_count = ?`,
+			n, err = st.exec(ctx, &st.retry, `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted)
+				SELECT queue, event_id, msg_key, msg_type, body, ?, ?, ?, 1 FROM lily_messages WHERE id = ? AND receive_count = ?`,
 				hdr, nowMs+s.Delay.Milliseconds(), nowMs, rc.id, rc.count)
 			if err == nil && n == 1 {
 				n, err = st.exec(ctx, &st.del, `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`, rc.id, rc.count)

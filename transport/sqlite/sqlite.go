@@ -113,6 +113,10 @@ func Open(ctx context.Context, path string, opts Options) (*Transport, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := migrateForeign(ctx, db); err != nil { // foreign.go: rows inserted without Publish
+		db.Close()
+		return nil, err
+	}
 	return &Transport{db: db, opts: opts, wake: make(chan struct{}), done: make(chan struct{})}, nil
 }
 

@@ -1,0 +1,150 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/rabbitmq"
+)
+
+// TestSyntheticIDStableAcrossRedeliveryAndBrokerDeadLetter: a message
+// published by a plain AMQP client without message_id gets a synthetic
+// event ID that is the same on its first delivery, on a redelivery (with
+// x-delivery-count), and on the broker's own dead letter of it (x-death,
+// read from the DLQ); and the ingested entry names its source and delivery
+// count like a Lily-made one (issue 12 items 2 and 8).
+func TestSyntheticIDStableAcrossRedeliveryAndBrokerDeadLetter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tr := open(t)
+	defer tr.Close()
+	qc := lily.QueueConfig{Name: fmt.Sprintf("identity.synthetic.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
+		DeliveryLimit: new(3)}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.DeleteQueues(ctx, qc.Spec())
+	body := []byte(`{"order":1}`)
+	headers := map[string]any{"x-app": "billing", "x-decimal": amqp.Decimal{Scale: 1, Value: 5}, "x-nested": amqp.Table{"a": int32(1)}}
+	conn, err := amqp.Dial(brokerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := amqp.Publishing{Body: body, Headers: amqp.Table(headers), Timestamp: time.Unix(1700000000, 0), AppId: "billing"}
+	if err := ch.PublishWithContext(ctx, "", qc.Name, true, false, pub); err != nil {
+		t.Fatal(err)
+	}
+	// A twin that differs only in one header value's type is another message.
+	twin := pub
+	twin.Headers = amqp.Table{"x-app": "billing", "x-decimal": amqp.Decimal{Scale: 1, Value: 5}, "x-nested": amqp.Table{"a": int64(1)}}
+	if err := ch.PublishWithContext(ctx, "", qc.Name, true, false, twin); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	twinID := ""
+	get := func(queue string) *amqp.Delivery {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			d, ok, err := ch.Get(queue, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				return &d
+			}
+		}
+		t.Fatalf("nothing arrived in %s", queue)
+		return nil
+	}
+	// The broker hands each out delivery_limit times, then dead-letters it.
+	for i := 0; i < 2*qc.Settings().DeliveryLimit; i++ {
+		d := get(qc.Name)
+		id := rabbitmq.EventID(qc.Name, d)
+		if _, ok := d.Headers["x-nested"].(amqp.Table)["a"].(int64); ok {
+			if twinID != "" && twinID != id {
+				t.Errorf("the twin's ID changed on a redelivery: %s then %s", twinID, id)
+			}
+			twinID = id
+		} else {
+			ids = append(ids, id)
+		}
+		if err := d.Nack(false, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dl1, dl2 := get(rabbitmq.DeadLetterQueue(qc.Name)), get(rabbitmq.DeadLetterQueue(qc.Name))
+	for _, dl := range []*amqp.Delivery{dl1, dl2} {
+		if _, ok := dl.Headers["x-death"]; !ok {
+			t.Fatalf("DLQ copy without x-death: %v", dl.Headers)
+		}
+		id := rabbitmq.EventID(rabbitmq.DeadLetterQueue(qc.Name), dl)
+		if _, ok := dl.Headers["x-nested"].(amqp.Table)["a"].(int64); !ok {
+			ids = append(ids, id)
+		} else if id != twinID {
+			t.Errorf("the twin's DLQ copy has ID %s, its deliveries %s", id, twinID)
+		}
+		dl.Nack(false, true)
+	}
+	if len(ids) != qc.Settings().DeliveryLimit+1 {
+		t.Fatalf("%d IDs seen, want %d deliveries and the dead letter", len(ids), qc.Settings().DeliveryLimit+1)
+	}
+	for _, id := range ids {
+		if id != ids[0] || !strings.HasPrefix(id, rabbitmq.SyntheticIDPrefix) {
+			t.Fatalf("synthetic IDs over deliveries and the dead letter: %v (want one %s… ID)", ids, rabbitmq.SyntheticIDPrefix)
+		}
+	}
+	if twinID == ids[0] || twinID == "" {
+		t.Errorf("a message whose header differs in type got the same ID %s", twinID)
+	}
+	// Ingest: the broker-made dead letters carry the real delivery count
+	// and the runtime's source name, and keep the synthetic IDs.
+	cat, err := catalog.Open(ctx, filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if n, err := cat.Ingest(ctx, tr, qc.Name); err != nil || n != 2 {
+		t.Fatalf("ingest: %d, %v", n, err)
+	}
+	err = cat.Each(ctx, catalog.Filter{Queue: qc.Name}, func(e *catalog.Entry) error {
+		if e.EventID != ids[0] && e.EventID != twinID {
+			t.Errorf("entry event ID %s, want the synthetic IDs %s / %s", e.EventID, ids[0], twinID)
+		}
+		if e.Reason != string(evidence.ReasonDeliveryLimit) || e.DeliveryCount != qc.Settings().DeliveryLimit || e.Source != "rabbitmq/"+qc.Name {
+			t.Errorf("broker dead letter: reason %s, delivery count %d, source %q; want delivery_limit, %d, %q",
+				e.Reason, e.DeliveryCount, e.Source, qc.Settings().DeliveryLimit, "rabbitmq/"+qc.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := cat.CountBy(ctx, "source", catalog.Filter{Queue: qc.Name})
+	if err != nil || len(groups) != 1 {
+		t.Errorf("group by source: %v, %v; want one group", groups, err)
+	}
+	// Conservation: both messages are in the catalog, nothing left in the
+	// queue, its buckets or the DLQ.
+	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("in flight after ingest: %d, %v", n, err)
+	}
+	if n, err := tr.DeadLetterDepth(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("DLQ depth after ingest: %d, %v", n, err)
+	}
+}

@@ -1,0 +1,409 @@
+package rabbitmq_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/httpapi"
+	"github.com/lily-mq/lily/internal/cli"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/transporttest"
+)
+
+// The second-process reconcile test re-executes this test binary as a
+// consumer process (TestMain) that holds its deliveries in a slow handler.
+const (
+	holdChildQueue   = "LILY_RMQ_HOLD_QUEUE"
+	holdChildCatalog = "LILY_RMQ_HOLD_CATALOG"
+	holdChildDir     = "LILY_RMQ_HOLD_DIR" // "<id>.started" per handler call; "release" ends the wait
+	holdCount        = 50
+)
+
+func holdQueueConfig(name string) lily.QueueConfig {
+	return lily.QueueConfig{Name: name, Transport: lily.TransportRabbitMQ, Breaker: new(bool),
+		HandlerTimeoutMillis: new(int64(120000))}.WithDefaults()
+}
+
+// holdChild consumes the queue through the catalog's ledger (as any Lily
+// consumer does) with holdCount handlers that each wait for the release
+// file, then exits once nothing is left in flight.
+func holdChild(queue, catalogPath, dir string) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer tr.Close()
+	qc := holdQueueConfig(queue)
+	tr.Register(qc.Spec())
+	cat, err := catalog.Open(ctx, catalogPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer cat.Close()
+	release := filepath.Join(dir, "release")
+	c, err := lily.NewConsumer(catalog.Account(tr, cat), lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%x.started", d.Body)), nil, 0o644); err != nil {
+			return err
+		}
+		for {
+			if _, err := os.Stat(release); err == nil {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}), lily.ConsumerOptions{Queue: qc, Concurrency: holdCount, Prefetch: 2 * holdCount, // the runtime fetches again once half its window is free ReceiveWait: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	go func() {
+		// Idle only after the release: before it, every message is held.
+		for {
+			if _, err := os.Stat(release); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		transporttest.CancelWhenIdle(ctx, tr, queue, 50*time.Millisecond, cancel)
+	}()
+	if err := c.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	return 0
+}
+
+// reconcileRow runs 'lily reconcile --json' in this process and returns
+// its exit code and the queue's row.
+func reconcileRow(t *testing.T, cfg, queue string) (int, catalog.LedgerRow, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Run(context.Background(), []string{"reconcile", "--config", cfg, "--json"}, &out, &errb)
+	var got struct {
+		Queues []catalog.LedgerRow `json:"queues"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("reconcile --json: %v: %s %s", err, out.String(), errb.String())
+	}
+	for _, r := range got.Queues {
+		if r.Queue == queue {
+			return code, r, errb.String()
+		}
+	}
+	t.Fatalf("reconcile shows no row for %s: %s", queue, out.String())
+	return 0, catalog.LedgerRow{}, ""
+}
+
+// TestReconcileWithConsumerInAnotherProcess: a consumer in a second
+// process holds 50 deliveries unacknowledged in slow handlers (40
+// published by lily.Publish, 10 by a plain AMQP client); 'lily reconcile'
+// in this process must count them as in flight — unacked, from the
+// broker — and exit 0 with lost 0, then again once they are acked.
+func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tr := open(t)
+	defer tr.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "lily.db")
+	qc := holdQueueConfig(fmt.Sprintf("reconcile.process.%08x", rand.Uint32()))
+	// The database file reconcile reads (its SQLite store and catalog).
+	cfg := filepath.Join(dir, "lily.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("db = %q\nrabbitmq_url = %q\n[[queue]]\nname = %q\ntransport = \"rabbitmq\"\nhandler_timeout_millis = 120000\n",
+		db, brokerURL(), qc.Name)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := catalog.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	acc := catalog.Account(tr, st)
+	if err := acc.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.DeleteQueues(ctx, qc.Spec())
+	msgs := make([]lily.Message, 40)
+	for i := range msgs {
+		msgs[i].Body = []byte(fmt.Sprintf("lily-%d", i))
+	}
+	if err := lily.Publish(ctx, acc, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	foreign := make([]transporttest.ForeignMessage, 10)
+	for i := range foreign {
+		foreign[i].Body = []byte(fmt.Sprintf("foreign-%d", i))
+	}
+	rawPublish(ctx, t, nil, qc.Name, foreign)
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), holdChildQueue+"="+qc.Name, holdChildCatalog+"="+db, holdChildDir+"="+dir)
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	childDone := false
+	defer func() {
+		release()
+		if childDone {
+			return
+		}
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			child.Process.Kill()
+		}
+	}()
+	transporttest.WaitFor(t, "the child to hold 50 deliveries in its handlers", func() bool {
+		started, _ := filepath.Glob(filepath.Join(dir, "*.started"))
+		return len(started) == holdCount
+	})
+	// The broker's statistics (management API) are sampled every 5 s:
+	// poll until they show the held deliveries.
+	var (
+		code int
+		row  catalog.LedgerRow
+		errs string
+	)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, row, errs = reconcileRow(t, cfg, qc.Name)
+		if code == 0 && row.InFlightUnacked == holdCount || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	want := catalog.LedgerRow{Queue: qc.Name, Accepted: holdCount, InFlight: holdCount, InFlightUnacked: holdCount}
+	if code != 0 || row != want {
+		t.Fatalf("reconcile while another process holds %d deliveries: exit %d, %+v, want %+v (stderr %s)", holdCount, code, row, want, strings.TrimSpace(errs))
+	}
+	// /healthz (lily serve) counts the same way: not degraded by the
+	// other process's deliveries.
+	if reasons := healthReasons(t, st, qc); len(reasons) != 0 {
+		t.Errorf("/healthz while another process holds %d deliveries: %v", holdCount, reasons)
+	}
+	release()
+	select {
+	case err := <-exited:
+		childDone = true
+		if err != nil {
+			t.Fatalf("consumer process: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the consumer process did not finish within 60s of the release")
+	}
+	code, row, errs = reconcileRow(t, cfg, qc.Name)
+	want = catalog.LedgerRow{Queue: qc.Name, Accepted: holdCount, Acked: holdCount}
+	if code != 0 || row != want {
+		t.Errorf("reconcile after the other process acked everything: exit %d, %+v, want %+v (stderr %s)", code, row, want, strings.TrimSpace(errs))
+	}
+}
+
+// TestReconcileCountsTheDeadLetterProcess: with the DLQ full, the broker's
+// own delivery_limit dead letters wait in the quorum queue's at-least-once
+// dead-letter process (messages_dlx). 'lily reconcile' must count them in
+// flight (in_flight_dlx), not lost.
+func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tr := open(t)
+	defer tr.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "lily.db")
+	qc := lily.QueueConfig{Name: fmt.Sprintf("reconcile.dlx.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
+		DeliveryLimit: new(2), DLQMaxLength: new(int64(1))}.WithDefaults()
+	cfg := filepath.Join(dir, "lily.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("db = %q\nrabbitmq_url = %q\n[[queue]]\nname = %q\ntransport = \"rabbitmq\"\ndelivery_limit = 2\ndlq_max_length = 1\n",
+		db, brokerURL(), qc.Name)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := catalog.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	acc := catalog.Account(tr, st)
+	if err := acc.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.DeleteQueues(ctx, qc.Spec())
+	const n = 5
+	msgs := make([]lily.Message, n)
+	for i := range msgs {
+		msgs[i].Body = []byte(fmt.Sprintf("crash-%d", i))
+	}
+	if err := lily.Publish(ctx, acc, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	// A consumer that dies on every message, as crash-type poison makes
+	// it: each delivery is given back until the broker dead-letters the
+	// message at its delivery limit. The first fills the DLQ; the others
+	// wait in the dead-letter process.
+	conn, err := amqp.Dial(brokerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	transporttest.WaitFor(t, "the broker to dead-letter every message", func() bool {
+		d, ok, err := ch.Get(qc.Name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			d.Nack(false, true)
+			return false
+		}
+		ready, err := tr.InFlight(ctx, qc.Name)
+		return err == nil && ready == 0
+	})
+	var (
+		code int
+		row  catalog.LedgerRow
+		errs string
+	)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, row, errs = reconcileRow(t, cfg, qc.Name)
+		if code == 0 && row.InFlightDLX > 0 && row.DeadLettered+row.InFlightDLX == n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	// The DLQ holds one or two (a quorum queue's max-length may be passed
+	// by one); the rest waits in the dead-letter process.
+	held := row.DeadLettered
+	want := catalog.LedgerRow{Queue: qc.Name, Accepted: n, DeadLettered: held, InFlight: n - held, InFlightDLX: n - held}
+	if code != 0 || row != want || held < 1 || held > 2 {
+		t.Errorf("reconcile with dead letters refused by a full DLQ: exit %d, %+v, want %+v with 1 or 2 in the DLQ (stderr %s)", code, row, want, strings.TrimSpace(errs))
+	}
+}
+
+// TestInFlightWithoutManagementAPI: an unreachable management API leaves
+// the AMQP counts (ready messages, this process's deliveries), not an
+// error.
+func TestInFlightWithoutManagementAPI(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := open(t)
+	defer base.Close()
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL(), Management: &rabbitmq.Management{URL: "http://127.0.0.1:1"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	qc := lily.QueueConfig{Name: fmt.Sprintf("inflight.nomgmt.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.DeleteQueues(ctx, qc.Spec())
+	if err := lily.Publish(ctx, tr, qc.Name, []lily.Message{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	var ds []*transport.Delivery
+	transporttest.WaitFor(t, "one delivery", func() bool {
+		got, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 1, Prefetch: 1, Wait: 50 * time.Millisecond, Consumer: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, got...)
+		return len(ds) == 1
+	})
+	p, err := tr.InFlightParts(ctx, qc.Name)
+	if err != nil || p.Ready != 1 || p.Unacked != 1 || p.Total() != 2 {
+		t.Errorf("in flight without the management API: %+v, %v; want 1 ready + 1 unacked (this process's)", p, err)
+	}
+	// Conservation: both messages end acked.
+	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: ds[0], Action: transport.Ack}}}); err != nil {
+		t.Fatal(err)
+	}
+	transporttest.WaitFor(t, "the second delivery", func() bool {
+		got, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 1, Prefetch: 1, Wait: 50 * time.Millisecond, Consumer: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			return false
+		}
+		if err := tr.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: got[0], Action: transport.Ack}}}); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	})
+	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("in flight after both acks: %d, %v", n, err)
+	}
+}
+
+// healthReasons returns the /healthz reasons of an API server over the
+// catalog, counting in flight as 'lily serve' does (the broker, with its
+// management API).
+func healthReasons(t *testing.T, st *catalog.Store, qc lily.QueueConfig) []string {
+	t.Helper()
+	mgmt, err := rabbitmq.ManagementFor(brokerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := rabbitmq.Open(context.Background(), rabbitmq.Options{URL: brokerURL(), Management: mgmt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tr.Register(qc.Spec())
+	srv, err := httpapi.New(httpapi.Options{Store: st, InFlight: tr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	var h struct {
+		Status  string   `json:"status"`
+		Reasons []string `json:"reasons"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &h); err != nil {
+		t.Fatalf("/healthz: %v: %s", err, rec.Body.String())
+	}
+	return h.Reasons
+}
