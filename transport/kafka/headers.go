@@ -126,9 +126,11 @@ func itob(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
 // header listed in x-lily-header-types gets its Go type back (a value that
 // does not parse as its listed type stays []byte). Any other header —
 // written by another producer — stays []byte, byte for byte, with one
-// exception: x-retry-count and x-lily-redrive-count in decimal text within
-// the int32 range become int32, since Kafka clients write integers as
-// text; anything else in them stays []byte and so is not canonical. When
+// exception: x-retry-count, x-lily-redrive-count and x-lily-schema-version
+// in decimal text within the int32 range become int32, since Kafka clients
+// write integers as text; anything else in them stays []byte and so is not
+// canonical. A header Lily listed keeps the listed type: only "i32" is a
+// canonical x-retry-count (evidence.RetryCount). When
 // a name repeats, the last value wins. x-lily-header-types itself is not
 // returned.
 func DecodeHeaders(rh []kgo.RecordHeader) transport.Headers {
@@ -154,7 +156,7 @@ func DecodeHeaders(rh []kgo.RecordHeader) transport.Headers {
 				h[x.Key] = v
 				continue
 			}
-		} else if x.Key == evidence.HeaderRetryCount || x.Key == evidence.HeaderRedriveCount {
+		} else if x.Key == evidence.HeaderRetryCount || x.Key == evidence.HeaderRedriveCount || x.Key == evidence.HeaderSchemaVersion {
 			if n, err := strconv.ParseInt(string(x.Value), 10, 32); err == nil {
 				h[x.Key] = int32(n)
 				continue
