@@ -88,6 +88,14 @@ type QueueConfig struct {
 	// RetryJitterRatio spreads delays over lower/nominal/upper buckets,
 	// finite 0.0..0.5. Defaults to 0.0.
 	RetryJitterRatio float64 `toml:"retry_jitter_ratio" json:"retry_jitter_ratio"`
+	// RetryDelaysMillis is an explicit delay chain in milliseconds, e.g.
+	// [10000, 60000, 600000], instead of retry_backoff_millis and
+	// max_retry_backoff_millis: retry n waits the n-th delay, the last
+	// repeating when retry_attempts is longer (retry.Policy). A queue sets
+	// one form: with a chain, neither retry_backoff_millis nor
+	// max_retry_backoff_millis may be written. Jitter still applies.
+	// Defaults to none (the exponential form).
+	RetryDelaysMillis []int64 `toml:"retry_delays_millis" json:"retry_delays_millis,omitempty"`
 	// ExpectedOutage is the longest dependency outage the queue's retries
 	// should ride out, as a Go duration such as "10m"; >= 0. 'lily lint'
 	// reports an error when the retry span is shorter: every message that
@@ -131,13 +139,29 @@ type QueueConfig struct {
 	// DLQMaxLength caps the dead-letter queue the same way. Defaults to
 	// 1000000.
 	DLQMaxLength int64 `toml:"dlq_max_length" json:"dlq_max_length"`
+	// SchemaVersions are the message schema versions (x-lily-schema-version)
+	// the queue's consumers read, e.g. [4] or [3, 4]. 'lily dlq redrive'
+	// refuses, without --force, to send entries of any other version back
+	// to the queue, and warns in the dry run. Each is >= 1. Defaults to
+	// none: not declared (redrive then only warns when the selection is
+	// older than the newest version in the queue's catalog entries).
+	SchemaVersions []int `toml:"schema_versions" json:"schema_versions,omitempty"`
 	// Owner is the team or person who triages the queue's dead letters.
 	// Defaults to "" (lint warns).
 	Owner string `toml:"owner" json:"owner,omitempty"`
-	// PermanentErrors is the permanent allow-list: Go error type names as
-	// printed by %T (e.g. "*json.SyntaxError") that dead-letter at once.
+	// PermanentErrors extends the permanent allow-list: Go error type
+	// names as printed by %T (e.g. "*orders.ValidationError"), or an import
+	// path followed by "/..." for every error type of a package, that
+	// dead-letter at once. They add to DefaultPermanentErrors (decode
+	// errors), which always apply unless removed with retry_errors.
 	// Defaults to none.
 	PermanentErrors []string `toml:"permanent_errors" json:"permanent_errors,omitempty"`
+	// RetryErrors removes entries from the default permanent allow-list
+	// (DefaultPermanentErrors: JSON, XML, protobuf and base64 decode errors,
+	// strconv errors), for a queue whose handler wants such an error
+	// retried, e.g. ["*json.SyntaxError"]. Each must be an entry of that
+	// list. Defaults to none: decode errors dead-letter at once.
+	RetryErrors []string `toml:"retry_errors" json:"retry_errors,omitempty"`
 	// Breaker turns the circuit breaker on or off: while the share of
 	// transient failures is high, the consumer stops fetching, so that an
 	// outage of a dependency becomes lag, not dead letters. Defaults to on
@@ -171,8 +195,10 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	if len(c.BindingKeys) == 0 && c.Name != "" {
 		c.BindingKeys = []string{c.Name}
 	}
-	c.RetryBackoffMillis = cmp.Or(c.RetryBackoffMillis, retry.DefaultBackoffMillis)
-	c.MaxRetryBackoffMillis = cmp.Or(c.MaxRetryBackoffMillis, max(retry.DefaultMaxBackoffMillis, c.RetryBackoffMillis))
+	if len(c.RetryDelaysMillis) == 0 { // a chain replaces backoff and max (retry.Policy)
+		c.RetryBackoffMillis = cmp.Or(c.RetryBackoffMillis, retry.DefaultBackoffMillis)
+		c.MaxRetryBackoffMillis = cmp.Or(c.MaxRetryBackoffMillis, max(retry.DefaultMaxBackoffMillis, c.RetryBackoffMillis))
+	}
 	c.DeliveryLimit = cmp.Or(c.DeliveryLimit, DefaultDeliveryLimit)
 	c.ImmediateRetryMillis = cmp.Or(c.ImmediateRetryMillis, DefaultImmediateRetryMillis)
 	c.HandlerTimeoutMillis = cmp.Or(c.HandlerTimeoutMillis, DefaultHandlerTimeoutMillis)
@@ -191,6 +217,7 @@ func (c QueueConfig) Policy() retry.Policy {
 		BackoffMillis:    c.RetryBackoffMillis,
 		MaxBackoffMillis: c.MaxRetryBackoffMillis,
 		JitterRatio:      c.RetryJitterRatio,
+		DelaysMillis:     c.RetryDelaysMillis,
 	}
 }
 
@@ -273,6 +300,8 @@ func (c QueueConfig) Validate() error {
 	if c.BreakerCooldownMillis <= 0 {
 		bad("breaker_cooldown_millis", c.BreakerCooldownMillis, "must be > 0")
 	}
+	errs = append(errs, c.validateClassification()...)
+	errs = append(errs, c.validateSchemaVersions()...)
 	return errors.Join(errs...)
 }
 
