@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -100,6 +101,11 @@ func toValue(v any) any {
 		return out
 	case uint8:
 		return int16(x)
+	case int:
+		// amqp091-go writes a Go int as a 32-bit long-int, truncating it:
+		// send it as long-long-int, as Kafka and SQLite store int (found
+		// by FuzzAMQPHeaders).
+		return int64(x)
 	}
 	return v
 }
@@ -169,15 +175,21 @@ func delivery(queue string, d *amqp.Delivery) *transport.Delivery {
 		out.Type, _ = h[evidence.HeaderType].(string)
 	}
 	out.DeliveryCount = 1
-	switch n := h[headerDeliveryCount].(type) {
+	// A count outside 0..MaxInt32-1 is not the broker's (a forged or
+	// copied header): ignored, so that the 1-based count never wraps or
+	// goes below 1 (found by FuzzAMQPHeaders).
+	var n int64 = -1
+	switch x := h[headerDeliveryCount].(type) {
 	case int64:
-		out.DeliveryCount = int(n) + 1
+		n = x
 	case int32:
+		n = int64(x)
+	}
+	switch {
+	case n >= 0 && n < math.MaxInt32:
 		out.DeliveryCount = int(n) + 1
-	default:
-		if d.Redelivered {
-			out.DeliveryCount = 2
-		}
+	case d.Redelivered:
+		out.DeliveryCount = 2
 	}
 	return out
 }
