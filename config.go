@@ -100,6 +100,14 @@ type QueueConfig struct {
 	// RetryJitterRatio spreads delays over lower/nominal/upper buckets,
 	// finite 0.0..0.5. Defaults to 0.0.
 	RetryJitterRatio float64 `toml:"retry_jitter_ratio" json:"retry_jitter_ratio"`
+	// RetryDelaysMillis is an explicit delay chain in milliseconds, e.g.
+	// [10000, 60000, 600000], instead of retry_backoff_millis and
+	// max_retry_backoff_millis: retry n waits the n-th delay, the last
+	// repeating when retry_attempts is longer (retry.Policy). A queue sets
+	// one form: with a chain, neither retry_backoff_millis nor
+	// max_retry_backoff_millis may be written. Jitter still applies.
+	// Defaults to none (the exponential form).
+	RetryDelaysMillis []int64 `toml:"retry_delays_millis" json:"retry_delays_millis,omitempty"`
 	// ExpectedOutage is the longest dependency outage the queue's retries
 	// should ride out, as a Go duration such as "10m"; >= 0. 'lily lint'
 	// reports an error when the retry span is shorter: every message that
@@ -150,13 +158,29 @@ type QueueConfig struct {
 	// DLQMaxLength caps the dead-letter queue the same way, >= 1. Defaults
 	// to 1000000.
 	DLQMaxLength *int64 `toml:"dlq_max_length" json:"dlq_max_length,omitempty"`
+	// SchemaVersions are the message schema versions (x-lily-schema-version)
+	// the queue's consumers read, e.g. [4] or [3, 4]. 'lily dlq redrive'
+	// refuses, without --force, to send entries of any other version back
+	// to the queue, and warns in the dry run. Each is >= 1. Defaults to
+	// none: not declared (redrive then only warns when the selection is
+	// older than the newest version in the queue's catalog entries).
+	SchemaVersions []int `toml:"schema_versions" json:"schema_versions,omitempty"`
 	// Owner is the team or person who triages the queue's dead letters.
 	// Defaults to "" (lint warns).
 	Owner string `toml:"owner" json:"owner,omitempty"`
-	// PermanentErrors is the permanent allow-list: Go error type names as
-	// printed by %T (e.g. "*json.SyntaxError") that dead-letter at once.
+	// PermanentErrors extends the permanent allow-list: Go error type
+	// names as printed by %T (e.g. "*orders.ValidationError"), or an import
+	// path followed by "/..." for every error type of a package, that
+	// dead-letter at once. They add to DefaultPermanentErrors (decode
+	// errors), which always apply unless removed with retry_errors.
 	// Defaults to none.
 	PermanentErrors []string `toml:"permanent_errors" json:"permanent_errors,omitempty"`
+	// RetryErrors removes entries from the default permanent allow-list
+	// (DefaultPermanentErrors: JSON, XML, protobuf and base64 decode errors,
+	// strconv errors), for a queue whose handler wants such an error
+	// retried, e.g. ["*json.SyntaxError"]. Each must be an entry of that
+	// list. Defaults to none: decode errors dead-letter at once.
+	RetryErrors []string `toml:"retry_errors" json:"retry_errors,omitempty"`
 	// Breaker turns the circuit breaker on or off: while the share of
 	// transient failures is high, the consumer stops fetching, so that an
 	// outage of a dependency becomes lag, not dead letters. Defaults to on
@@ -210,9 +234,15 @@ func or[T any](p *T, def T) T {
 // is how the runtime, the transports and the tools read these fields.
 func (c QueueConfig) Settings() QueueSettings {
 	backoff := or(c.RetryBackoffMillis, retry.DefaultBackoffMillis)
+	maxBackoff := or(c.MaxRetryBackoffMillis, max(retry.DefaultMaxBackoffMillis, backoff))
+	if len(c.RetryDelaysMillis) > 0 {
+		// A delay chain replaces backoff and max: unset, they are 0 (and
+		// set beside a chain, Validate refuses them).
+		backoff, maxBackoff = or(c.RetryBackoffMillis, 0), or(c.MaxRetryBackoffMillis, 0)
+	}
 	return QueueSettings{
 		RetryBackoffMillis:    backoff,
-		MaxRetryBackoffMillis: or(c.MaxRetryBackoffMillis, max(retry.DefaultMaxBackoffMillis, backoff)),
+		MaxRetryBackoffMillis: maxBackoff,
 		DeliveryLimit:         or(c.DeliveryLimit, DefaultDeliveryLimit),
 		ImmediateRetryMillis:  or(c.ImmediateRetryMillis, DefaultImmediateRetryMillis),
 		HandlerTimeoutMillis:  or(c.HandlerTimeoutMillis, DefaultHandlerTimeoutMillis),
@@ -240,8 +270,10 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 		c.BindingKeys = []string{c.Name}
 	}
 	c.Ordering = cmp.Or(c.Ordering, OrderingReorder)
-	c.RetryBackoffMillis = new(s.RetryBackoffMillis)
-	c.MaxRetryBackoffMillis = new(s.MaxRetryBackoffMillis)
+	if len(c.RetryDelaysMillis) == 0 { // a chain replaces backoff and max (retry.Policy): they stay unset
+		c.RetryBackoffMillis = new(s.RetryBackoffMillis)
+		c.MaxRetryBackoffMillis = new(s.MaxRetryBackoffMillis)
+	}
 	c.DeliveryLimit = new(s.DeliveryLimit)
 	c.ImmediateRetryMillis = new(s.ImmediateRetryMillis)
 	c.HandlerTimeoutMillis = new(s.HandlerTimeoutMillis)
@@ -264,6 +296,7 @@ func (c QueueConfig) Policy() retry.Policy {
 		BackoffMillis:    s.RetryBackoffMillis,
 		MaxBackoffMillis: s.MaxRetryBackoffMillis,
 		JitterRatio:      c.RetryJitterRatio,
+		DelaysMillis:     c.RetryDelaysMillis,
 	}
 }
 
@@ -352,6 +385,8 @@ func (c QueueConfig) Validate() error {
 	if s.BreakerCooldownMillis <= 0 {
 		bad("breaker_cooldown_millis", s.BreakerCooldownMillis, "must be > 0 (milliseconds)")
 	}
+	errs = append(errs, c.validateClassification()...)
+	errs = append(errs, c.validateSchemaVersions()...)
 	return errors.Join(errs...)
 }
 

@@ -34,7 +34,8 @@ type ConsumerOptions struct {
 	Name    string
 	Version string
 	// Classifier decides permanent versus transient. Defaults to a
-	// DefaultClassifier with the queue's permanent_errors allow-list.
+	// DefaultClassifier with the default permanent allow-list, less the
+	// queue's retry_errors, plus its permanent_errors (QueueConfig.Classifier).
 	Classifier Classifier
 	// Redactor masks secrets in error messages and stacks. Defaults to the
 	// built-in patterns.
@@ -82,7 +83,7 @@ func (o ConsumerOptions) withDefaults() ConsumerOptions {
 		o.Name = os.Args[0]
 	}
 	if o.Classifier == nil {
-		o.Classifier = DefaultClassifier{PermanentTypes: o.Queue.PermanentErrors}
+		o.Classifier = o.Queue.Classifier()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

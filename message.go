@@ -19,7 +19,9 @@ type Headers = transport.Headers
 
 // Delivery is one hand-over of a message to a handler. The handler must
 // not modify Body or Headers: they are the original bytes and headers that
-// a retry or dead-letter copy carries on.
+// a retry or dead-letter copy carries on. Its SchemaVersion is read from
+// the x-lily-schema-version header (0 when it has none or an unreadable
+// one).
 type Delivery struct {
 	Message
 	// Queue is the source queue.
@@ -57,11 +59,18 @@ func NewEventID() string {
 // Publish publishes msgs to queue through t and returns once t confirmed
 // them. A message without an EventID gets a new UUIDv7, written back into
 // msgs. Transports carry the event ID, key and type in their native places
-// (a column, the AMQP message_id, Lily's x-lily-* headers).
+// (a column, the AMQP message_id, Lily's x-lily-* headers). A message with
+// a SchemaVersion (>= 1) carries it as the x-lily-schema-version header
+// (int32), set on a copy of its headers (the caller's map is not changed);
+// a message whose headers already name a different version is refused, as
+// is a version outside 1..evidence.MaxSchemaVersion.
 func Publish(ctx context.Context, t transport.Transport, queue string, msgs []Message) error {
 	for i := range msgs {
 		if msgs[i].EventID == "" {
 			msgs[i].EventID = NewEventID()
+		}
+		if err := stampSchemaVersion(&msgs[i]); err != nil {
+			return fmt.Errorf("lily: publish to %s: message %d (%s): %w", queue, i, msgs[i].EventID, err)
 		}
 	}
 	if err := t.Publish(ctx, &transport.PublishParams{Queue: queue, Messages: msgs}); err != nil {

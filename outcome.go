@@ -72,18 +72,36 @@ func (f ClassifierFunc) Classify(err error) Class { return f(err) }
 
 // DefaultClassifier classifies by outcome wrappers first (RetryableError
 // wins over PermanentError when both are in the chain, as the outermost
-// explicit decision), then by the permanent allow-list: Go type names as
-// printed by %T (e.g. "*json.SyntaxError") of any error in the chain, and
-// sentinel errors matched with errors.Is.
+// explicit decision), then by the permanent allow-list, matched against
+// every error in the wrapped chain (errors.Unwrap, errors.Join and
+// multi-%w, as errors.As walks it), then by sentinel errors matched with
+// errors.Is.
+//
+// The allow-list is DefaultPermanentErrors (decode, schema and validation
+// errors, which no retry can fix: 000_*, 002_*) minus RetryTypes, plus
+// PermanentTypes; NoDefaults drops the defaults. So the zero
+// DefaultClassifier dead-letters a *json.SyntaxError at once. Each entry is
+// either a Go type name as printed by %T ("*json.SyntaxError",
+// "base64.CorruptInputError") or a package path followed by "/..."
+// ("google.golang.org/protobuf/...") matching every error type declared in
+// that package or below it — which is how protobuf decode errors are
+// matched without importing protobuf.
 type DefaultClassifier struct {
-	// PermanentTypes are %T names of permanent error types.
+	// PermanentTypes are further permanent entries (permanent_errors).
 	PermanentTypes []string
+	// RetryTypes are entries of DefaultPermanentErrors that are to be
+	// retried instead (retry_errors).
+	RetryTypes []string
+	// NoDefaults drops DefaultPermanentErrors: only PermanentTypes and
+	// PermanentErrors (and lily.Permanent) are permanent.
+	NoDefaults bool
 	// PermanentErrors are sentinel errors that are permanent.
 	PermanentErrors []error
 }
 
 // Classify implements Classifier.
 func (c DefaultClassifier) Classify(err error) Class {
+	list := c.allowList()
 	for e := range chain(err) {
 		switch e.(type) {
 		case *RetryableError:
@@ -91,7 +109,7 @@ func (c DefaultClassifier) Classify(err error) Class {
 		case *PermanentError:
 			return PermanentClass
 		}
-		if slices.Contains(c.PermanentTypes, fmt.Sprintf("%T", e)) {
+		if matchesAny(list, e) {
 			return PermanentClass
 		}
 	}
@@ -101,6 +119,19 @@ func (c DefaultClassifier) Classify(err error) Class {
 		}
 	}
 	return Transient
+}
+
+// allowList returns the entries in effect.
+func (c DefaultClassifier) allowList() []string {
+	var out []string
+	if !c.NoDefaults {
+		for _, d := range defaultPermanentErrors {
+			if !slices.Contains(c.RetryTypes, d) {
+				out = append(out, d)
+			}
+		}
+	}
+	return append(out, c.PermanentTypes...)
 }
 
 // chain yields err and every error it wraps, depth first (errors.Join and

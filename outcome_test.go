@@ -103,7 +103,7 @@ func TestDefaultClassifier(t *testing.T) {
 		{"allow-listed value type", fmt.Errorf("check: %w", valueError{}), PermanentClass},
 		{"retryable overrides allow-list", Retryable(fmt.Errorf("decode: %w", syntaxError())), Transient},
 		{"retryable overrides sentinel", Retryable(errBadInput), Transient},
-		{"unlisted json error", &json.UnmarshalTypeError{Value: "string", Type: nil}, Transient},
+		{"default-listed json error", &json.UnmarshalTypeError{Value: "string", Type: nil}, PermanentClass},
 		{"sentinel", errBadInput, PermanentClass},
 		{"sentinel wrapped", fmt.Errorf("order 7: %w", errBadInput), PermanentClass},
 		{"sentinel stdlib", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), PermanentClass},
@@ -128,8 +128,11 @@ func TestDefaultClassifier(t *testing.T) {
 
 func TestDefaultClassifierZeroValue(t *testing.T) {
 	var c DefaultClassifier
-	if got := c.Classify(syntaxError()); got != Transient {
-		t.Errorf("zero classifier: syntax error = %v, want Transient (no allow-list)", got)
+	if got := c.Classify(syntaxError()); got != PermanentClass {
+		t.Errorf("zero classifier: syntax error = %v, want PermanentClass (the default allow-list)", got)
+	}
+	if got := (DefaultClassifier{NoDefaults: true}).Classify(syntaxError()); got != Transient {
+		t.Errorf("NoDefaults: syntax error = %v, want Transient", got)
 	}
 	if got := c.Classify(Permanent(syntaxError())); got != PermanentClass {
 		t.Errorf("zero classifier: Permanent = %v, want PermanentClass", got)

@@ -53,6 +53,7 @@ func (c *Consumer) process(ctx context.Context, d *transport.Delivery, probe boo
 	q := c.o.Queue
 	ld := &Delivery{Message: d.Message, Queue: d.Queue, DeliveryCount: d.DeliveryCount,
 		EnqueuedAt: d.EnqueuedAt, raw: d, RedriveCount: evidence.RedriveCount(d.Headers)}
+	ld.SchemaVersion, _ = evidence.SchemaVersion(d.Headers)
 	rc, err := evidence.RetryCount(d.Headers)
 	if err != nil {
 		return c.deadLetter(d, evidence.ReasonInvalidRetryCount, err, "", 0, 0)

@@ -61,6 +61,9 @@ type Filter struct {
 	// RedriveCount, when not nil, selects entries redriven exactly that
 	// many times before they were dead-lettered.
 	RedriveCount *int
+	// SchemaVersion, when not nil, selects entries of that message schema
+	// version (x-lily-schema-version); 0 selects entries without one.
+	SchemaVersion *int
 	// AfterID selects entries with an ID above it (keyset paging).
 	AfterID int64
 }
@@ -127,6 +130,7 @@ func (f Filter) where() (string, []any) {
 		conds = append(conds, "redrive_count = ?")
 		args = append(args, *f.RedriveCount)
 	}
+	f.schemaVersionCond(&conds, &args)
 	if f.AfterID > 0 {
 		conds = append(conds, "id > ?")
 		args = append(args, f.AfterID)
@@ -221,6 +225,7 @@ type filterJSON struct {
 	Before          string   `json:"dead_lettered_before,omitempty"`
 	After           string   `json:"dead_lettered_after,omitempty"`
 	RedriveCount    *int     `json:"redrive_count,omitempty"`
+	SchemaVersion   *int     `json:"schema_version,omitempty"`
 }
 
 // String describes f as compact JSON with only the fields that are set,
@@ -229,7 +234,7 @@ type filterJSON struct {
 func (f Filter) String() string {
 	j := filterJSON{Queue: f.Queue, States: f.States, Reason: f.Reason, ErrorType: f.ErrorType,
 		Fingerprint: f.Fingerprint, ConsumerVersion: f.ConsumerVersion, Source: f.Source, Key: f.Key,
-		Type: f.Type, IDs: f.IDs, EventIDs: f.EventIDs, RedriveCount: f.RedriveCount}
+		Type: f.Type, IDs: f.IDs, EventIDs: f.EventIDs, RedriveCount: f.RedriveCount, SchemaVersion: f.SchemaVersion}
 	if !f.DeadLetteredBefore.IsZero() {
 		j.Before = f.DeadLetteredBefore.UTC().Format(time.RFC3339Nano)
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // GroupColumns are the columns Group accepts.
-var GroupColumns = []string{"reason", "error_type", "fingerprint", "consumer_version", "source", "queue", "state"}
+var GroupColumns = []string{"reason", "error_type", "fingerprint", "consumer_version", "source", "queue", "state", "schema_version"}
 
 // Group is one group of entries sharing a value of the grouping column.
 type Group struct {
@@ -25,12 +25,17 @@ type Group struct {
 
 // Group groups the entries matching f by column (one of GroupColumns):
 // counts, first and last seen, one sample entry ID per group; largest
-// groups first. The fingerprint column groups error messages that differ
+// groups first. Grouped by schema_version, the key is the decimal version,
+// or "" for entries without one. The fingerprint column groups error messages that differ
 // only in numbers, IDs and quoted values (evidence.Fingerprint). It is one
 // aggregate query: nothing is loaded but the groups.
 func (s *Store) Group(ctx context.Context, column string, f Filter) ([]Group, error) {
 	if !validGroupColumn(column) {
-		return nil, fmt.Errorf("catalog: cannot group by %q: use reason, error_type, fingerprint, consumer_version, source, queue or state", column)
+		return nil, fmt.Errorf("catalog: cannot group by %q: use reason, error_type, fingerprint, consumer_version, source, queue, state or schema_version", column)
+	}
+	sel := column
+	if column == "schema_version" {
+		sel = "COALESCE(CAST(schema_version AS TEXT), '')" // "" = no schema version
 	}
 	where, args := f.where()
 	table := "lily_dlq_entries"
@@ -40,7 +45,7 @@ func (s *Store) Group(ctx context.Context, column string, f Filter) ([]Group, er
 		// other than state, queue and time).
 		table += " INDEXED BY lily_dlq_entries_held_" + column
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+column+`, COUNT(*), MIN(dead_lettered_at), MAX(dead_lettered_at), MAX(id)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sel+`, COUNT(*), MIN(dead_lettered_at), MAX(dead_lettered_at), MAX(id)
 		FROM `+table+where+` GROUP BY `+column, args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: group by %s: %w", column, err)

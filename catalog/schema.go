@@ -145,5 +145,8 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, indexes+auditSchema+keySchema); err != nil {
 		return fmt.Errorf("catalog: create indexes: %w", err)
 	}
+	if err := migrateSchemaVersion(ctx, db); err != nil {
+		return err
+	}
 	return nil
 }

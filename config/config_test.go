@@ -42,6 +42,8 @@ bucket_max_length = 5000
 dlq_max_length = 50000
 owner = "team-orders"
 permanent_errors = ["*json.SyntaxError", "*orders.ValidationError"]
+retry_errors = ["*strconv.NumError"]
+schema_versions = [3, 4]
 breaker = false
 breaker_failure_ratio = 0.75
 breaker_min_requests = 7
@@ -54,8 +56,7 @@ transport = "kafka"
 exchange = "money"
 binding_keys = ["payments.#"]
 retry_attempts = 5
-retry_backoff_millis = 250
-max_retry_backoff_millis = 4000
+retry_delays_millis = [250, 1000, 4000]
 retry_jitter_ratio = 0.0
 delivery_limit = 3
 immediate_retries = 0
@@ -91,13 +92,14 @@ func TestParseConfigFull(t *testing.T) {
 			ExpectedOutage: "10m", ExpectedRatePerSecond: 12.5, SourceRetentionHours: 48, TriageHours: 24,
 			Owner:           "team-orders",
 			PermanentErrors: []string{"*json.SyntaxError", "*orders.ValidationError"},
+			RetryErrors:     []string{"*strconv.NumError"}, SchemaVersions: []int{3, 4},
 			Breaker:         new(bool), BreakerFailureRatio: new(0.75), BreakerMinRequests: new(7),
 			BreakerWindowMillis: new(int64(3000)), BreakerCooldownMillis: new(int64(900)),
 		},
 		{
 			Name: "payments", Transport: "kafka", Exchange: "money",
 			BindingKeys:   []string{"payments.#"},
-			RetryAttempts: 5, RetryBackoffMillis: new(int64(250)), MaxRetryBackoffMillis: new(int64(4000)), RetryJitterRatio: 0,
+			RetryAttempts: 5, RetryDelaysMillis: []int64{250, 1000, 4000}, RetryJitterRatio: 0,
 			DeliveryLimit: new(3), ImmediateRetries: 0, ImmediateRetryMillis: new(int64(10)), HandlerTimeoutMillis: new(int64(100)),
 			Ordering: "block", MaxRedrives: new(1), DLQRetentionHours: new(1), BucketMaxLength: new(int64(1)), DLQMaxLength: new(int64(2)),
 			Owner:               "team-pay",
@@ -105,10 +107,18 @@ func TestParseConfigFull(t *testing.T) {
 			BreakerFailureRatio: new(0.5), BreakerMinRequests: new(20), BreakerWindowMillis: new(int64(10000)), BreakerCooldownMillis: new(int64(5000)),
 		},
 	}
-	// The first queue sets every field: a new field must be added here.
+	// The first queue sets every field: a new field must be added here. The
+	// delay chain is the one exception (it excludes the backoff fields): the
+	// second queue sets it.
 	v := reflect.ValueOf(want[0])
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
+		if f.Name == "RetryDelaysMillis" {
+			if !strings.Contains(fullConfig, "\nretry_delays_millis = ") || len(want[1].RetryDelaysMillis) == 0 {
+				t.Error("test setup: retry_delays_millis is not set in the second queue")
+			}
+			continue
+		}
 		if v.Field(i).IsZero() {
 			t.Errorf("test setup: QueueConfig.%s is not set in the full configuration", f.Name)
 		}

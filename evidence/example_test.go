@@ -53,7 +53,7 @@ func ExampleRecord_Apply() {
 }
 
 func ExampleRetryCount() {
-	for _, v := range []any{nil, int32(3), "0", int32(-1), 3.0} {
+	for _, v := range []any{nil, int32(3), "0", int32(-1), 3.0, int64(2)} {
 		h := map[string]any{}
 		if v != nil {
 			h[evidence.HeaderRetryCount] = v
@@ -64,9 +64,10 @@ func ExampleRetryCount() {
 	// Output:
 	// 0 <nil> false
 	// 3 <nil> false
-	// 0 x-retry-count "0" (string): must be an integer 0..100 true
-	// 0 x-retry-count -1 (int32): must be an integer 0..100 true
-	// 0 x-retry-count 3 (float64): must be an integer 0..100 true
+	// 0 x-retry-count "0" (string, AMQP long-string): must be an int32 (AMQP long-int) in 0..100 true
+	// 0 x-retry-count -1 (int32, AMQP long-int): must be an int32 (AMQP long-int) in 0..100 true
+	// 0 x-retry-count 3 (float64, AMQP double): must be an int32 (AMQP long-int) in 0..100 true
+	// 0 x-retry-count 2 (int64, AMQP long-long-int): must be an int32 (AMQP long-int) in 0..100 true
 }
 
 func ExampleRedactor_Redact() {

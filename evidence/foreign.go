@@ -247,7 +247,9 @@ func rabbitTime(x any) time.Time {
 		return t
 	}
 	if n, ok := intOf(x); ok && n > 0 {
-		return time.Unix(n, 0).UTC()
+		if t := time.Unix(n, 0).UTC(); rfc3339Year(t) {
+			return t
+		}
 	}
 	return time.Time{}
 }

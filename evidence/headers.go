@@ -8,7 +8,7 @@ const (
 	// HeaderSchemaVersion is the message's schema version.
 	HeaderSchemaVersion = "x-lily-schema-version"
 	// HeaderRetryCount is the number of framework retries so far: absent means 0;
-	// present, it must be an AMQP integer in 0..MaxRetryCount (see RetryCount).
+	// present, it must be an int32 (AMQP long-int) in 0..MaxRetryCount (see RetryCount).
 	HeaderRetryCount = "x-retry-count"
 	// HeaderRedriveCount is how many times the message was redriven from a DLQ.
 	HeaderRedriveCount = "x-lily-redrive-count"

@@ -183,7 +183,7 @@ func TestDecodeTolerant(t *testing.T) {
 		HeaderSourceOffset:    "12345678901",
 		HeaderDeliveryCount:   int64(6),
 		HeaderRedriveCount:    uint8(2),
-		HeaderRetryCount:      int8(1),
+		HeaderRetryCount:      int32(1), // only x-retry-count keeps its strict canonical type
 		HeaderFirstFailureAt:  []byte("2026-11-29T12:00:00Z"),
 		HeaderLastFailureAt:   "2026-11-29T15:00:00.123456+03:00",
 		HeaderDeadLetteredAt:  time.Date(2026, 11, 29, 12, 0, 1, 0, time.UTC),
@@ -236,7 +236,7 @@ func TestDecodeProblems(t *testing.T) {
 		`x-lily-delivery-count -2 (int32)`,
 		`x-lily-redrive-count true (bool)`,
 		`x-lily-first-failure-at "yesterday" (string): must be an RFC 3339 time`,
-		`x-retry-count "3" (string): must be an integer 0..100`,
+		`x-retry-count "3" (string, AMQP long-string): must be an int32 (AMQP long-int) in 0..100`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)

@@ -3,6 +3,7 @@ package evidence
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -19,9 +20,11 @@ const MaxRawBytes = 256
 var ErrInvalidRetryCount = errors.New("invalid x-retry-count")
 
 // RetryCountError reports a non-canonical x-retry-count. It wraps ErrInvalidRetryCount;
-// its message quotes the raw value and its Go type, e.g.
+// its message quotes the raw value and its Go type (and, for the AMQP field types, the
+// AMQP type name), e.g.
 //
-//	x-retry-count "0" (string): must be an integer 0..100
+//	x-retry-count "0" (string): must be an int32 (AMQP long-int) in 0..100
+//	x-retry-count 3 (int64, AMQP long-long-int): must be an int32 (AMQP long-int) in 0..100
 type RetryCountError struct {
 	// Value is the raw header value as found.
 	Value any
@@ -29,47 +32,87 @@ type RetryCountError struct {
 
 // Error returns the message, naming the raw value and its Go type.
 func (e *RetryCountError) Error() string {
-	return fmt.Sprintf("%s %s: must be an integer 0..%d", HeaderRetryCount, FormatRaw(e.Value), MaxRetryCount)
+	raw := FormatRaw(e.Value)
+	if name := amqpTypeName(e.Value); name != "" && strings.HasSuffix(raw, ")") {
+		raw = raw[:len(raw)-1] + ", AMQP " + name + ")"
+	}
+	return fmt.Sprintf("%s %s: must be an int32 (AMQP long-int) in 0..%d", HeaderRetryCount, raw, MaxRetryCount)
 }
 
 // Unwrap returns ErrInvalidRetryCount.
 func (e *RetryCountError) Unwrap() error { return ErrInvalidRetryCount }
 
-// RetryCount returns the canonical x-retry-count of h (DESIGN §7).
+// amqpTypeName names the AMQP 0-9-1 field type that amqp091-go decodes into v's Go type
+// ("" for a type that is no AMQP field type).
+func amqpTypeName(v any) string {
+	switch v.(type) {
+	case bool:
+		return "boolean"
+	case int8:
+		return "short-short-int"
+	case uint8:
+		return "short-short-uint"
+	case int16:
+		return "short-int"
+	case uint16:
+		return "short-uint"
+	case int32:
+		return "long-int"
+	case uint32:
+		return "long-uint"
+	case int64:
+		return "long-long-int"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case string:
+		return "long-string"
+	case []byte:
+		return "byte-array"
+	case time.Time:
+		return "timestamp"
+	case []any:
+		return "field-array"
+	case map[string]any:
+		return "field-table"
+	}
+	return ""
+}
+
+// RetryCount returns the canonical x-retry-count of h (DESIGN §7, 001_*: "if present it
+// must be an AMQP LongInt in 0..100").
 //
-// Absent means 0 with a nil error. Present, the value must be an AMQP integer — a Go
-// int8, int16, int32, int64, int, uint8, uint16 or uint32 — in 0..MaxRetryCount.
-// Anything else (a string such as "0", a float even if integral such as 3.0, a bool,
-// nil, a negative value, a value over 100) is not canonical: RetryCount then returns 0
-// and a *RetryCountError wrapping ErrInvalidRetryCount. Transports whose headers are
-// bytes (Kafka) must convert to an integer type before calling RetryCount.
+// Absent means 0 with a nil error. Present, the value must be a Go int32 — the AMQP
+// long-int, the type Lily writes (SetRetryCount) — in 0..MaxRetryCount. Every other type
+// is not canonical, other integer types included: int8, int16 and int64 (AMQP
+// short-short, short and long-long), the unsigned uint8, uint16 and uint32, Go int, a
+// string such as "0", a float even if integral such as 3.0, a decimal, a bool, nil, a
+// list or a table; so is a negative value or one over 100. RetryCount then returns 0 and
+// a *RetryCountError wrapping ErrInvalidRetryCount, whose message (and FormatRaw, which
+// the dead-letter evidence keeps as x-lily-raw-retry-count) names the raw value and its
+// type. The message is dead-lettered with reason invalid_retry_count, never silently
+// reset.
+//
+// Each transport maps its own canonical wire form to int32 before calling RetryCount:
+//
+//   - RabbitMQ: the AMQP long-int field type 'I' (amqp091-go decodes it as int32).
+//     Every other field type — 'b', 'B', 's', 'u', 'i', 'l', 'f', 'd', 'D', 'S', 'x',
+//     't', 'T', 'A', 'F', 'V' — arrives as another Go type and is refused.
+//   - Kafka: record headers are bytes. A record Lily wrote lists the header's type in
+//     x-lily-header-types; only the type code "i32" is canonical. A record another
+//     producer wrote carries decimal text ("3"), which kafka.DecodeHeaders turns into
+//     int32 when it is a plain decimal within the int32 range; anything else stays
+//     []byte and is refused.
+//   - SQLite: headers are stored as Lily's typed JSON (transport.MarshalHeaders);
+//     {"i32": n} is canonical, every other type code (i8, i16, i64, s, ...) is refused.
 func RetryCount(h map[string]any) (n int, err error) {
 	v, ok := h[HeaderRetryCount]
 	if !ok {
 		return 0, nil
 	}
-	var x int64
-	switch c := v.(type) {
-	case int8:
-		x = int64(c)
-	case int16:
-		x = int64(c)
-	case int32:
-		x = int64(c)
-	case int64:
-		x = c
-	case int:
-		x = int64(c)
-	case uint8:
-		x = int64(c)
-	case uint16:
-		x = int64(c)
-	case uint32:
-		x = int64(c)
-	default:
-		return 0, &RetryCountError{Value: v}
-	}
-	if x < 0 || x > MaxRetryCount {
+	x, ok := v.(int32)
+	if !ok || x < 0 || x > MaxRetryCount {
 		return 0, &RetryCountError{Value: v}
 	}
 	return int(x), nil

@@ -20,25 +20,29 @@ func TestRetryCount(t *testing.T) {
 		{"int32 0", map[string]any{HeaderRetryCount: int32(0)}, 0, ""},
 		{"int32 3", map[string]any{HeaderRetryCount: int32(3)}, 3, ""},
 		{"int32 100", map[string]any{HeaderRetryCount: int32(100)}, 100, ""},
-		{"int8", map[string]any{HeaderRetryCount: int8(7)}, 7, ""},
-		{"int16", map[string]any{HeaderRetryCount: int16(7)}, 7, ""},
-		{"int64", map[string]any{HeaderRetryCount: int64(7)}, 7, ""},
-		{"int", map[string]any{HeaderRetryCount: 7}, 7, ""},
-		{"uint8", map[string]any{HeaderRetryCount: uint8(7)}, 7, ""},
-		{"uint16", map[string]any{HeaderRetryCount: uint16(7)}, 7, ""},
-		{"uint32", map[string]any{HeaderRetryCount: uint32(7)}, 7, ""},
-		{"string 0", map[string]any{HeaderRetryCount: "0"}, 0, `x-retry-count "0" (string): must be an integer 0..100`},
-		{"bytes 1", map[string]any{HeaderRetryCount: []byte("1")}, 0, `"1" ([]byte)`},
-		{"negative", map[string]any{HeaderRetryCount: int32(-1)}, 0, `-1 (int32)`},
-		{"101", map[string]any{HeaderRetryCount: int32(101)}, 0, `101 (int32)`},
-		{"huge int64", map[string]any{HeaderRetryCount: int64(math.MaxInt64)}, 0, `(int64)`},
-		{"float 3.0", map[string]any{HeaderRetryCount: 3.0}, 0, `3 (float64)`},
-		{"float32", map[string]any{HeaderRetryCount: float32(2)}, 0, `(float32)`},
-		{"bool", map[string]any{HeaderRetryCount: true}, 0, `true (bool)`},
+		// Only the AMQP long-int (int32) is canonical (001_*): every other integer type,
+		// however small its value, is refused with its value and type in the message.
+		{"int8", map[string]any{HeaderRetryCount: int8(7)}, 0, `x-retry-count 7 (int8, AMQP short-short-int): must be an int32 (AMQP long-int) in 0..100`},
+		{"int16", map[string]any{HeaderRetryCount: int16(7)}, 0, `7 (int16, AMQP short-int)`},
+		{"int64", map[string]any{HeaderRetryCount: int64(7)}, 0, `7 (int64, AMQP long-long-int)`},
+		{"int", map[string]any{HeaderRetryCount: 7}, 0, `7 (int)`},
+		{"uint8", map[string]any{HeaderRetryCount: uint8(7)}, 0, `7 (uint8, AMQP short-short-uint)`},
+		{"uint16", map[string]any{HeaderRetryCount: uint16(7)}, 0, `7 (uint16, AMQP short-uint)`},
+		{"uint32", map[string]any{HeaderRetryCount: uint32(7)}, 0, `7 (uint32, AMQP long-uint)`},
+		{"int64 0", map[string]any{HeaderRetryCount: int64(0)}, 0, `0 (int64, AMQP long-long-int)`},
+		{"string 0", map[string]any{HeaderRetryCount: "0"}, 0, `x-retry-count "0" (string, AMQP long-string): must be an int32 (AMQP long-int) in 0..100`},
+		{"bytes 1", map[string]any{HeaderRetryCount: []byte("1")}, 0, `"1" ([]byte, AMQP byte-array)`},
+		{"negative", map[string]any{HeaderRetryCount: int32(-1)}, 0, `-1 (int32, AMQP long-int)`},
+		{"101", map[string]any{HeaderRetryCount: int32(101)}, 0, `101 (int32, AMQP long-int)`},
+		{"huge int64", map[string]any{HeaderRetryCount: int64(math.MaxInt64)}, 0, `9223372036854775807 (int64, AMQP long-long-int)`},
+		{"float 3.0", map[string]any{HeaderRetryCount: 3.0}, 0, `3 (float64, AMQP double)`},
+		{"float32", map[string]any{HeaderRetryCount: float32(2)}, 0, `(float32, AMQP float)`},
+		{"bool", map[string]any{HeaderRetryCount: true}, 0, `true (bool, AMQP boolean)`},
 		{"nil value", map[string]any{HeaderRetryCount: nil}, 0, `x-retry-count nil`},
-		{"uint64", map[string]any{HeaderRetryCount: uint64(1)}, 0, `(uint64)`},
-		{"time", map[string]any{HeaderRetryCount: time.Unix(0, 0).UTC()}, 0, `(time.Time)`},
-		{"list", map[string]any{HeaderRetryCount: []any{int32(1)}}, 0, `([]interface {})`},
+		{"uint64", map[string]any{HeaderRetryCount: uint64(1)}, 0, `1 (uint64)`},
+		{"time", map[string]any{HeaderRetryCount: time.Unix(0, 0).UTC()}, 0, `(time.Time, AMQP timestamp)`},
+		{"list", map[string]any{HeaderRetryCount: []any{int32(1)}}, 0, `([]interface {}, AMQP field-array)`},
+		{"table", map[string]any{HeaderRetryCount: map[string]any{"n": int32(1)}}, 0, `(map[string]interface {}, AMQP field-table)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +75,7 @@ func TestRetryCount(t *testing.T) {
 
 func TestRetryCountErrorMessage(t *testing.T) {
 	_, err := RetryCount(map[string]any{HeaderRetryCount: "0"})
-	if got, want := err.Error(), `x-retry-count "0" (string): must be an integer 0..100`; got != want {
+	if got, want := err.Error(), `x-retry-count "0" (string, AMQP long-string): must be an int32 (AMQP long-int) in 0..100`; got != want {
 		t.Errorf("err = %q, want %q", got, want)
 	}
 }

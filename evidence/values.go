@@ -99,7 +99,13 @@ func decimal(s string) (int64, bool) {
 // fractional digits).
 func timeOf(v any) (time.Time, bool) {
 	if t, ok := v.(time.Time); ok {
-		return t.UTC(), true
+		// A binary timestamp (AMQP 'T': any int64 of seconds) outside RFC 3339's
+		// years 0000..9999 cannot be written back as a time header: refused, so that
+		// what Decode returns survives Apply (found by FuzzDecode).
+		if t = t.UTC(); !rfc3339Year(t) {
+			return time.Time{}, false
+		}
+		return t, true
 	}
 	s, ok := textOf(v)
 	if !ok {
@@ -111,6 +117,9 @@ func timeOf(v any) (time.Time, bool) {
 	}
 	return t.UTC(), true
 }
+
+// rfc3339Year reports whether t's year can be written in RFC 3339 (0000..9999).
+func rfc3339Year(t time.Time) bool { return t.Year() >= 0 && t.Year() <= 9999 }
 
 // asList returns v as a list when it is a slice or array other than bytes ([]any,
 // []string, a named list type of an AMQP client, ...).

@@ -263,7 +263,7 @@ func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
 	if outage <= 0 {
 		return Finding{}, false
 	}
-	sch, err := plan.Backoff(q.RetryAttempts+1, s.RetryBackoffMillis, s.MaxRetryBackoffMillis)
+	sch, err := plan.FromPolicy(q.Policy())
 	if err != nil {
 		return Finding{}, false
 	}
@@ -274,11 +274,20 @@ func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
 	}
 	cmd := fmt.Sprintf("lily plan outage --rate R --outage %s --attempts %d --backoff-millis %d --max-backoff-millis %d",
 		q.ExpectedOutage, sch.Attempts, s.RetryBackoffMillis, s.MaxRetryBackoffMillis)
+	if q.Policy().Chain() {
+		cmd = fmt.Sprintf("lily plan outage --rate R --outage %s --attempts %d --delays-millis %s",
+			q.ExpectedOutage, sch.Attempts, joinMillis(q.RetryDelaysMillis))
+	}
 	fix := "to ride it out with retries, raise max_retry_backoff_millis or retry_backoff_millis"
+	if q.Policy().Chain() {
+		fix = "to ride it out with retries, raise the delays of retry_delays_millis"
+	}
 	if a, ok := attemptsToCover(q, outage); ok {
 		fix = fmt.Sprintf("to ride it out with retries, set retry_attempts = %d (span %s with these delays) or raise "+
-			"max_retry_backoff_millis", a, plan.FormatSeconds(float64(retry.Policy{Attempts: a, BackoffMillis: s.RetryBackoffMillis,
-			MaxBackoffMillis: s.MaxRetryBackoffMillis}.Span())/1000))
+			"max_retry_backoff_millis", a, plan.FormatSeconds(float64(policyWithAttempts(q, a).Span())/1000))
+		if q.Policy().Chain() {
+			fix = strings.Replace(fix, "or raise max_retry_backoff_millis", "or raise the delays of retry_delays_millis", 1)
+		}
 	}
 	fix += ", though every poison message then gets as many attempts; better, pause consumption while the dependency " +
 		"is down (a circuit breaker), so that the outage becomes lag, not dead letters"
@@ -296,21 +305,37 @@ func retrySpanShort(q lily.QueueConfig) (Finding, bool) {
 // attemptsToCover returns the smallest retry_attempts (at most
 // retry.MaxAttempts) whose span with q's delays covers outage.
 func attemptsToCover(q lily.QueueConfig, outage time.Duration) (int, bool) {
-	s := q.Settings()
-	p := retry.Policy{BackoffMillis: s.RetryBackoffMillis, MaxBackoffMillis: s.MaxRetryBackoffMillis}
 	for a := q.RetryAttempts + 1; a <= retry.MaxAttempts; a++ {
-		p.Attempts = a
-		if p.Span() >= outage.Milliseconds() {
+		if policyWithAttempts(q, a).Span() >= outage.Milliseconds() {
 			return a, true
 		}
 	}
 	return 0, false
 }
 
+// joinMillis writes delays as a flag value: 10000,60000.
+func joinMillis(ds []int64) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = strconv.FormatInt(d, 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+// policyWithAttempts is q's retry policy with a attempts.
+func policyWithAttempts(q lily.QueueConfig, a int) retry.Policy {
+	p := q.Policy()
+	p.Attempts = a
+	return p
+}
+
 // retriesShareCap reports CodeRetriesShareCap for q, if two or more of its
 // retries wait exactly max_retry_backoff_millis.
 func retriesShareCap(q lily.QueueConfig) (Finding, bool) {
 	p := q.Policy()
+	if p.Chain() {
+		return Finding{}, false // a chain has no cap: its delays are as written
+	}
 	first := 0
 	for n := 1; n <= p.Attempts; n++ {
 		if p.Nominal(n) >= p.MaxBackoffMillis {

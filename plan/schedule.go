@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"errors"
 	"math/big"
 	"strconv"
 	"time"
@@ -16,6 +17,9 @@ const (
 	KindBackoff = "backoff"
 	// KindDelays is an explicit list of delays.
 	KindDelays = "delays"
+	// KindChain is Lily's delay chain, retry_delays_millis (DESIGN section
+	// 5): the n-th retry waits the n-th delay, the last one repeating.
+	KindChain = "chain"
 )
 
 // MaxAttempts is the most total attempts a Schedule may have.
@@ -23,7 +27,7 @@ const MaxAttempts = 10000
 
 // Schedule is a retry schedule seen from one message: how many attempts it
 // gets in total and how long it waits between two attempts. Build it with
-// FixedInterval, Backoff or ExplicitDelays.
+// FixedInterval, Backoff, ExplicitDelays, Chain or FromPolicy.
 type Schedule struct {
 	// Attempts is the total number of attempts: the first processing plus
 	// the retries; len(Delays)+1.
@@ -32,7 +36,7 @@ type Schedule struct {
 	Delays []time.Duration
 	// Interval is the fixed interval of a KindInterval schedule, else 0.
 	Interval time.Duration
-	// Kind is KindInterval, KindBackoff or KindDelays.
+	// Kind is KindInterval, KindBackoff, KindDelays or KindChain.
 	Kind string
 }
 
@@ -84,6 +88,50 @@ func Backoff(attempts int, backoffMillis, maxBackoffMillis int64) (Schedule, err
 		d = append(d, time.Duration(ms)*time.Millisecond)
 	}
 	return Schedule{Attempts: attempts, Delays: d, Kind: KindBackoff}, nil
+}
+
+// Chain returns Lily's delay-chain schedule (retry_delays_millis, DESIGN
+// section 5) for attempts total attempts, i.e. retry_attempts =
+// attempts−1: the delays are the nominal D(n) of retry.Policy — the n-th
+// delay of the chain, its last one repeating — for n = 1..attempts−1 (no
+// jitter). attempts must be in 1..retry.MaxAttempts+1; the chain must be
+// one retry.Policy accepts (1..retry.MaxAttempts delays, each > 0).
+func Chain(attempts int, delaysMillis []int64) (Schedule, error) {
+	if attempts < 1 || attempts > retry.MaxAttempts+1 {
+		return Schedule{}, inputErrorf("attempts", strconv.Itoa(attempts),
+			"must be an integer in 1..%d with --delays-millis (total attempts: retry_attempts 0..%d plus the first processing)",
+			retry.MaxAttempts+1, retry.MaxAttempts)
+	}
+	p := retry.Policy{Attempts: attempts - 1, DelaysMillis: delaysMillis}
+	if len(delaysMillis) == 0 {
+		return Schedule{}, inputErrorf("delays-millis", "[]", "give at least one delay in milliseconds, e.g. 10000,60000,600000")
+	}
+	if err := p.Validate(); err != nil {
+		var fe *retry.FieldError
+		if errors.As(err, &fe) {
+			return Schedule{}, inputErrorf("delays-millis", fe.Value, "%s", fe.Rule)
+		}
+		return Schedule{}, err
+	}
+	d := make([]time.Duration, 0, attempts-1)
+	for n := 1; n <= p.Attempts; n++ {
+		ms := p.Nominal(n)
+		if ms > int64(1<<63-1)/int64(time.Millisecond) {
+			return Schedule{}, inputErrorf("delays-millis", strconv.FormatInt(ms, 10),
+				"is too large: a delay must fit in a Go time.Duration (about 292 years)")
+		}
+		d = append(d, time.Duration(ms)*time.Millisecond)
+	}
+	return Schedule{Attempts: attempts, Delays: d, Kind: KindChain}, nil
+}
+
+// FromPolicy returns the schedule of a queue's retry policy: Chain when
+// it sets a delay chain, else Backoff, with p.Attempts+1 total attempts.
+func FromPolicy(p retry.Policy) (Schedule, error) {
+	if p.Chain() {
+		return Chain(p.Attempts+1, p.DelaysMillis)
+	}
+	return Backoff(p.Attempts+1, p.BackoffMillis, p.MaxBackoffMillis)
 }
 
 // ExplicitDelays returns the schedule with the given delays between

@@ -33,8 +33,8 @@ func CheckBuckets(queue string, p Policy) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w: queue %q needs %d retry buckets, at most %d are allowed; "+
-		"lower retry_attempts, retry_jitter_ratio or max_retry_backoff_millis",
-		ErrInvalidPolicy, ErrTooManyBuckets, queue, n, MaxBucketsPerQueue)
+		"%s",
+		ErrInvalidPolicy, ErrTooManyBuckets, queue, n, MaxBucketsPerQueue, bucketFix(p))
 }
 
 // CheckTopology takes the number of buckets of each queue of a topology,
@@ -74,4 +74,12 @@ func CheckTopology(bucketsPerQueue map[string]int) error {
 	return fmt.Errorf("%w: %w: the topology needs %d retry buckets across %d queues, "+
 		"at most %d are allowed (largest: %s)",
 		ErrInvalidPolicy, ErrTooManyBuckets, total, len(names), MaxBucketsPerTopology, top)
+}
+
+// bucketFix says which settings lower a policy's bucket count.
+func bucketFix(p Policy) string {
+	if p.Chain() {
+		return "shorten retry_delays_millis (fewer distinct delays) or lower retry_jitter_ratio"
+	}
+	return "lower retry_attempts, retry_jitter_ratio or max_retry_backoff_millis"
 }

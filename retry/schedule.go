@@ -8,10 +8,14 @@ import (
 	"strconv"
 )
 
-// Nominal returns D(n) = min(B·2^(n−1), M), the nominal delay in
-// milliseconds of retry n. It never overflows: doubling stops as soon as the
-// delay reaches M, whatever n is. n < 1 is treated as 1.
+// Nominal returns D(n), the nominal delay in milliseconds of retry n:
+// min(B·2^(n−1), M), or d_n of a chain (its last delay for n past its end).
+// It never overflows: doubling stops as soon as the delay reaches M,
+// whatever n is. n < 1 is treated as 1.
 func (p Policy) Nominal(n int) int64 {
+	if p.Chain() {
+		return p.DelaysMillis[min(max(n, 1), len(p.DelaysMillis))-1]
+	}
 	b, m := p.BackoffMillis, p.MaxBackoffMillis
 	if b >= m {
 		return m
@@ -28,8 +32,8 @@ func (p Policy) Nominal(n int) int64 {
 
 // Candidates returns the delays, in milliseconds, that retry n may take,
 // ascending and without duplicates. With no jitter it is {D(n)}; otherwise
-// {round(D·(1−r)), D, round(D·(1+r))}, each clamped to [B, M], where round
-// is half away from zero.
+// {round(D·(1−r)), D, round(D·(1+r))}, each clamped to [B, M] — for a
+// chain to [min(chain), max(chain)] — where round is half away from zero.
 //
 // The products are computed exactly on the decimal value of r (its shortest
 // representation, as written in a configuration file), not in float64: with
@@ -78,7 +82,10 @@ func (p Policy) Buckets() []int64 {
 	out := []int64{}
 	for n := 1; n <= p.Attempts; n++ {
 		out = append(out, p.Candidates(n)...)
-		if p.Nominal(n) >= p.MaxBackoffMillis {
+		if p.Chain() && n >= len(p.DelaysMillis) {
+			break // every later retry repeats the chain's last delay.
+		}
+		if !p.Chain() && p.Nominal(n) >= p.MaxBackoffMillis {
 			break // every later retry has D = M and the same candidates.
 		}
 	}
@@ -136,13 +143,14 @@ func scaleRound(d int64, r *big.Rat, up bool) *big.Int {
 	return q
 }
 
-// clamp returns v limited to [B, M].
+// clamp returns v limited to [B, M], or [min(chain), max(chain)].
 func (p Policy) clamp(v *big.Int) int64 {
-	if v.Cmp(big.NewInt(p.BackoffMillis)) < 0 {
-		return p.BackoffMillis
+	lo, hi := p.bounds()
+	if v.Cmp(big.NewInt(lo)) < 0 {
+		return lo
 	}
-	if v.Cmp(big.NewInt(p.MaxBackoffMillis)) > 0 {
-		return p.MaxBackoffMillis
+	if v.Cmp(big.NewInt(hi)) > 0 {
+		return hi
 	}
 	return v.Int64()
 }

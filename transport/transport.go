@@ -47,6 +47,11 @@ type Message struct {
 	Body []byte
 	// Headers are the application headers; see Headers for the value types.
 	Headers Headers
+	// SchemaVersion is the message's schema version, >= 1; 0 means none.
+	// lily.Publish writes it as the x-lily-schema-version header (int32),
+	// which is what travels: transports carry headers, not this field, and
+	// a delivery's version is read from the header (evidence.SchemaVersion).
+	SchemaVersion int
 }
 
 // Delivery is one hand-over of a message to a consumer.

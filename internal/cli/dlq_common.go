@@ -82,6 +82,7 @@ type selectFlags struct {
 	consumerVersion, source, key, msgType string
 	olderThan, newerThan, ids, eventIDs   string
 	states                                string
+	schemaVersion                         string
 	redriveCount                          int
 	limit                                 int
 	withStates, withLimit                 bool
@@ -109,6 +110,7 @@ func (s *selectFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&s.ids, "ids", "", "only these catalog entry IDs, comma-separated")
 	fl.StringVar(&s.eventIDs, "event-ids", "", "only these event IDs, comma-separated")
 	fl.IntVar(&s.redriveCount, "redrive-count", -1, "only entries whose message had been redriven exactly this many times")
+	fl.StringVar(&s.schemaVersion, "schema-version", "", "only entries of this message schema version (x-lily-schema-version), or 'none' for entries without one")
 	if s.withStates {
 		fl.StringVar(&s.states, "state", "held", "entry states, comma-separated: pending, parked, needs_manual, redriven, discarded, erased; 'held' (the first three) or 'all'")
 	}
@@ -158,6 +160,13 @@ func (s *selectFlags) filter(now time.Time) (catalog.Filter, error) {
 	} else if s.redriveCount >= 0 {
 		n := s.redriveCount
 		f.RedriveCount = &n
+	}
+	if s.schemaVersion != "" {
+		v, err := parseSchemaVersion(s.schemaVersion)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		f.SchemaVersion = &v
 	}
 	if s.withStates {
 		states, err := parseStates(s.states)

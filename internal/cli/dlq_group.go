@@ -28,7 +28,7 @@ func newDLQGroupCmd() *cobra.Command {
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "group --by reason|error_type|fingerprint|consumer_version|source",
+		Use:   "group --by reason|error_type|fingerprint|consumer_version|source|schema_version",
 		Short: "Group the work list: counts, first and last seen, one sample entry ID per group",
 		Long: `Group the held entries (or --state ...) by one column, largest group first,
 with the first and last time an entry of the group was dead-lettered and the ID
@@ -41,17 +41,19 @@ of its most recent entry ('lily dlq show ID').
                     are one group ("order <n> not found")
   consumer_version  the version of the consumer that failed
   source            where it failed (transport/queue)
+  schema_version    the message schema version (x-lily-schema-version);
+                    "(none)" for messages without one
 
 Any filter narrows the entries grouped; a group's key can be passed back as a
 filter (--reason, --error-type, --fingerprint, ...) to redrive or discard it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch by {
-			case "reason", "error_type", "fingerprint", "consumer_version", "source", "queue", "state":
+			case "reason", "error_type", "fingerprint", "consumer_version", "source", "queue", "state", "schema_version":
 			case "":
-				return usagef("group: --by is required: reason, error_type, fingerprint, consumer_version or source")
+				return usagef("group: --by is required: reason, error_type, fingerprint, consumer_version, source or schema_version")
 			default:
-				return usagef("--by %q: must be reason, error_type, fingerprint, consumer_version, source, queue or state", by)
+				return usagef("--by %q: must be reason, error_type, fingerprint, consumer_version, source, schema_version, queue or state", by)
 			}
 			f, err := sel.filter(time.Now())
 			if err != nil {
@@ -99,7 +101,7 @@ filter (--reason, --error-type, --fingerprint, ...) to redrive or discard it.`,
 	}
 	sf.add(cmd)
 	sel.add(cmd)
-	cmd.Flags().StringVar(&by, "by", "", "reason, error_type, fingerprint, consumer_version or source (also queue, state)")
+	cmd.Flags().StringVar(&by, "by", "", "reason, error_type, fingerprint, consumer_version, source or schema_version (also queue, state)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -13,8 +13,13 @@ import (
 
 func init() { registerDLQ(newDLQListCmd) }
 
-// dlqListRow is one queue of 'lily dlq list --json'.
-type dlqListRow = entryview.Queue
+// dlqListRow is one queue of 'lily dlq list --json': the queue's figures
+// and its held entries per message schema version ("none" for entries
+// without one).
+type dlqListRow struct {
+	entryview.Queue
+	SchemaVersions map[string]int64 `json:"schema_versions"`
+}
 
 func newDLQListCmd() *cobra.Command {
 	var (
@@ -33,6 +38,8 @@ func newDLQListCmd() *cobra.Command {
   past-half    held entries older than half their retention: act now
   inflow/1h    entries dead-lettered in the last hour
   owner        the queue's owner from --config (lint warns when it has none)
+  schemas      held entries per message schema version (x-lily-schema-version),
+               e.g. "v3:12 v4:2 none:1" ('lily dlq group --by schema_version')
 
 Below the table: the parked and blocked keys (ordering "park" and "block"),
 each with its head and the number of messages waiting behind it.
@@ -55,7 +62,10 @@ has the default retention (336 hours) and no owner.`,
 			rows := make([]dlqListRow, len(stats))
 			for i, st := range stats {
 				q, _ := env.queue(st.Queue)
-				rows[i] = entryview.NewQueue(st, q.Owner, now)
+				rows[i].Queue = entryview.NewQueue(st, q.Owner, now)
+				if rows[i].SchemaVersions, err = heldSchemaVersions(ctx, env.cat, st.Queue); err != nil {
+					return err
+				}
 			}
 			keys, err := env.cat.HeldKeys(ctx, "")
 			if err != nil {
@@ -73,7 +83,7 @@ has the default retention (336 hours) and no owner.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "queue\tdepth\tpending\tparked\tneeds-manual\toldest\tdeadline\tpast-half\tinflow/1h\towner\t")
+			fmt.Fprintln(tw, "queue\tdepth\tpending\tparked\tneeds-manual\toldest\tdeadline\tpast-half\tinflow/1h\towner\tschemas\t")
 			for _, r := range rows {
 				oldest, deadline := "-", "-"
 				if r.Oldest != nil {
@@ -93,8 +103,8 @@ has the default retention (336 hours) and no owner.`,
 				if r.PastHalfRetention > 0 {
 					past += " !"
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t\n", r.Queue, r.Depth, r.Pending, r.Parked, r.NeedsManual,
-					oldest, deadline, past, r.InflowLastHour, owner)
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t\n", r.Queue.Queue, r.Depth, r.Pending, r.Parked, r.NeedsManual,
+					oldest, deadline, past, r.InflowLastHour, owner, schemaVersionsText(r.SchemaVersions))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

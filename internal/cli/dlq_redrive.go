@@ -26,6 +26,9 @@ type redriveJSON struct {
 	DurationMillis int64              `json:"duration_ms"`
 	Stopped        bool               `json:"stopped"`
 	Returned       []catalog.EntryRef `json:"returned,omitempty"`
+	// SchemaWarnings are the target queues whose consumers may not read
+	// some selected entries' schema versions.
+	SchemaWarnings []schemaMismatch `json:"schema_warnings,omitempty"`
 }
 
 // sampleJSON describes the sample of a sampled redrive.
@@ -56,6 +59,7 @@ type redriveFlags struct {
 	observe time.Duration
 	rate    float64
 	asJSON  bool
+	force   bool
 }
 
 func newDLQRedriveCmd() *cobra.Command {
@@ -83,6 +87,17 @@ command again can make duplicates (same event ID), never lose a message.
                        dead-lettered again, stop, report it and exit 1 — the
                        rest stays pending. Otherwise go on with the rest.
   --rate R             at most R messages per second (token bucket)
+  --schema-version N   only entries of message schema version N ('none': without one)
+  --force              redrive entries of a schema version the queue's consumers
+                       do not read (see below)
+
+Schema versions: when the queue's [[queue]] in --config declares
+schema_versions (the x-lily-schema-version values its consumers read), a
+selection holding pending entries of another version is refused — the
+command says which versions and how many — unless --force is given; the dry
+run shows the same warning. Without schema_versions the command warns (and
+goes on) when the selection holds versions older than the newest version
+among the queue's dead letters. Entries without a version are not compared.
 
 Queues come from --config ([[queue]] transport); a queue not in it is a queue
 of the SQLite store at --db. On Kafka the message is produced to the source
@@ -106,6 +121,7 @@ decision is in 'lily audit'.`,
 	brokersFlag(cmd, &f.brokers)
 	actorFlag(cmd, &f.actor)
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
+	fl.BoolVar(&f.force, "force", false, "redrive even entries of a schema version the queue's consumers do not read (schema_versions)")
 	return cmd
 }
 
@@ -163,6 +179,18 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 		p.Options = fmt.Sprintf(`"sample":%d,"observe":%q`, f.sample, f.observe.String())
 	}
 	out := redriveJSON{Op: op, DryRun: f.dryRun, Rate: f.rate}
+	if out.SchemaWarnings, err = checkRedriveSchemas(ctx, env, filter); err != nil {
+		return err
+	}
+	if f.asJSON {
+		printSchemaWarnings(cmd.ErrOrStderr(), out.SchemaWarnings, f.force)
+	} else {
+		printSchemaWarnings(w, out.SchemaWarnings, f.force)
+	}
+	if !f.dryRun && !f.force && schemaRefused(out.SchemaWarnings) {
+		return fmt.Errorf("redrive refused: the selection holds entries of schema versions the target queue's consumers do not read " +
+			"(see the warning above); nothing was sent or changed")
+	}
 	start := time.Now()
 	if f.dryRun {
 		return dryRunRedrive(cmd, env.cat, p, out, f.asJSON)

@@ -32,6 +32,8 @@ one of three ways:
   --attempts K --backoff-millis B [--max-backoff-millis M]
                                                      Lily's schedule: delays min(B·2^(n−1), M) ms, n = 1..K−1
   --delays d1,d2,...                                 explicit delays; K = len+1
+  --delays-millis d1,d2,... [--attempts K]           Lily's retry_delays_millis chain: retry n waits d_n ms,
+                                                     the last repeating; K defaults to len+1
 
 Durations use Go syntax: 60s, 50ms, 10m, 2h. Every mode prints a table, or JSON
 with --json, and can draw an SVG chart with --chart FILE.svg.`,
@@ -136,6 +138,7 @@ type planScheduleFlags struct {
 	interval          time.Duration
 	backoff, maxDelay int64
 	delays            []time.Duration
+	chain             []int64
 }
 
 func (s *planScheduleFlags) add(f *pflag.FlagSet) {
@@ -146,6 +149,8 @@ func (s *planScheduleFlags) add(f *pflag.FlagSet) {
 	f.Int64Var(&s.maxDelay, "max-backoff-millis", retry.DefaultMaxBackoffMillis,
 		"Lily's max_retry_backoff_millis: cap on every delay in ms")
 	f.Var(planDurationListValue{&s.delays}, "delays", "explicit delays between attempts, e.g. 1s,2s,4s,8s,16s (attempts = count + 1)")
+	f.Int64SliceVar(&s.chain, "delays-millis", nil,
+		"Lily's retry_delays_millis in ms, e.g. 10000,60000,600000: the last delay repeats for a longer --attempts (default: count + 1)")
 }
 
 // schedule builds the schedule from whichever way the delays were given,
@@ -162,11 +167,14 @@ func (s *planScheduleFlags) schedule(cmd *cobra.Command) (plan.Schedule, error) 
 	if f.Changed("delays") {
 		ways = append(ways, "--delays")
 	}
+	if f.Changed("delays-millis") {
+		ways = append(ways, "--delays-millis")
+	}
 	name := cmd.Name()
 	switch len(ways) {
 	case 0:
 		return plan.Schedule{}, usagef("plan %s: give the retry delays: --attempts K --interval D, "+
-			"--attempts K --backoff-millis B [--max-backoff-millis M], or --delays d1,d2,...", name)
+			"--attempts K --backoff-millis B [--max-backoff-millis M], --delays d1,d2,... or --delays-millis d1,d2,...", name)
 	case 1:
 	default:
 		return plan.Schedule{}, usagef("plan %s: %s are exclusive; give the retry delays one way only", name, strings.Join(ways, " and "))
@@ -176,6 +184,12 @@ func (s *planScheduleFlags) schedule(cmd *cobra.Command) (plan.Schedule, error) 
 		err error
 	)
 	switch ways[0] {
+	case "--delays-millis":
+		attempts := len(s.chain) + 1
+		if f.Changed("attempts") {
+			attempts = s.attempts
+		}
+		sch, err = plan.Chain(attempts, s.chain)
 	case "--delays":
 		sch, err = plan.ExplicitDelays(s.delays)
 		if err == nil && f.Changed("attempts") && s.attempts != sch.Attempts {
@@ -310,6 +324,8 @@ func planScheduleText(s plan.Schedule, delays []float64) string {
 		return fmt.Sprintf("%d attempts a fixed %s apart", s.Attempts, planSecs(s.Interval.Seconds()))
 	case plan.KindBackoff:
 		return fmt.Sprintf("%d attempts with Lily's exponential backoff (delays %s)", s.Attempts, planDelaysText(delays))
+	case plan.KindChain:
+		return fmt.Sprintf("%d attempts with Lily's delay chain (delays %s)", s.Attempts, planDelaysText(delays))
 	default:
 		return fmt.Sprintf("%d attempts (delays %s)", s.Attempts, planDelaysText(delays))
 	}

@@ -23,6 +23,7 @@ func init() { register(newScheduleCmd) }
 // comes first so that the replacer never rewrites the tail of
 // max_retry_backoff_millis as retry_backoff_millis.
 var scheduleFlags = strings.NewReplacer(
+	"retry_delays_millis", "--delays-millis",
 	"max_retry_backoff_millis", "--max-backoff-millis",
 	"retry_backoff_millis", "--backoff-millis",
 	"retry_attempts", "--attempts",
@@ -58,11 +59,34 @@ retry n = 1..attempts its nominal delay min(backoff·2^(n−1), max), the jitter
 candidate delays, and with --event-id the delay that event takes; then the
 queue's delay buckets and the total retry span. Flag defaults are Lily's
 defaults (retry_attempts 0, retry_backoff_millis 1000,
-max_retry_backoff_millis 60000, retry_jitter_ratio 0.0).`,
+max_retry_backoff_millis 60000, retry_jitter_ratio 0.0).
+
+--delays-millis d1,d2,... is the queue's retry_delays_millis instead: retry n
+waits d_n, the last delay repeating when --attempts is longer than the chain
+(default --attempts: one retry per delay); jittered candidates are clamped to
+the chain's smallest and largest delay. It cannot be combined with
+--backoff-millis or --max-backoff-millis.`,
 		Example: `  lily schedule --attempts 3 --backoff-millis 1000 --max-backoff-millis 60000 --jitter 0.2
-  lily schedule --attempts 5 --jitter 0.2 --event-id 0190a5c2-7e1b-7000-8000-000000000042 --json`,
+  lily schedule --attempts 5 --jitter 0.2 --event-id 0190a5c2-7e1b-7000-8000-000000000042 --json
+  lily schedule --delays-millis 10000,60000,600000 --attempts 5 --jitter 0.1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("delays-millis") {
+				var both []string
+				for _, n := range []string{"backoff-millis", "max-backoff-millis"} {
+					if cmd.Flags().Changed(n) {
+						both = append(both, "--"+n)
+					}
+				}
+				if len(both) > 0 {
+					return usagef("schedule: --delays-millis and %s are exclusive: a queue sets retry_delays_millis or "+
+						"retry_backoff_millis/max_retry_backoff_millis, not both; drop one", strings.Join(both, " and "))
+				}
+				p.BackoffMillis, p.MaxBackoffMillis = 0, 0 // the chain replaces them
+				if !cmd.Flags().Changed("attempts") {
+					p.Attempts = len(p.DelaysMillis)
+				}
+			}
 			if err := checkSchedule(p); err != nil {
 				return err
 			}
@@ -84,6 +108,8 @@ max_retry_backoff_millis 60000, retry_jitter_ratio 0.0).`,
 		"retry_backoff_millis: delay of the first retry in ms, > 0")
 	f.Int64Var(&p.MaxBackoffMillis, "max-backoff-millis", retry.DefaultMaxBackoffMillis,
 		"max_retry_backoff_millis: cap on every delay in ms, >= --backoff-millis")
+	f.Int64SliceVar(&p.DelaysMillis, "delays-millis", nil,
+		"retry_delays_millis: explicit delay chain in ms, e.g. 10000,60000,600000 (instead of --backoff-millis/--max-backoff-millis)")
 	f.Float64Var(&p.JitterRatio, "jitter", retry.DefaultJitterRatio,
 		"retry_jitter_ratio: a retry may wait the nominal delay times 1-r, 1 or 1+r; 0.0..0.5")
 	f.StringVar(&eventID, "event-id", "", "also show the delay this event ID takes at each retry")
@@ -108,8 +134,8 @@ func checkSchedule(p retry.Policy) error {
 	}
 	if n := len(p.Buckets()); n > retry.MaxBucketsPerQueue {
 		return usagef("schedule: these parameters need %d delay buckets, at most %d per queue are allowed; "+
-			"lower --attempts, --jitter or --max-backoff-millis, or raise --backoff-millis",
-			n, retry.MaxBucketsPerQueue)
+			"%s",
+			n, retry.MaxBucketsPerQueue, scheduleBucketFix(p))
 	}
 	return nil
 }
@@ -179,4 +205,12 @@ func millisList(ms []int64) string {
 		parts[i] = millis(d)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// scheduleBucketFix says which flags lower the bucket count of p.
+func scheduleBucketFix(p retry.Policy) string {
+	if p.Chain() {
+		return "use fewer distinct delays in --delays-millis or lower --jitter"
+	}
+	return "lower --attempts, --jitter or --max-backoff-millis, or raise --backoff-millis"
 }

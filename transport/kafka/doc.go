@@ -105,8 +105,16 @@
 // dead-lettered with reason invalid_retry_count, raw value in the evidence.
 // Headers written by other producers have no type entry and arrive as
 // []byte, byte for byte (so evidence.DecodeForeign reads Spring Kafka's
-// binary kafka_dlt-original-partition); only x-retry-count and
-// x-lily-redrive-count in decimal text become int32. The event ID and type
+// binary kafka_dlt-original-partition); only x-retry-count,
+// x-lily-redrive-count and x-lily-schema-version in decimal text become
+// int32.
+//
+// The canonical x-retry-count on Kafka (evidence.RetryCount) is therefore
+// either type code "i32" in x-lily-header-types (what Lily writes) or, on a
+// record of another producer, plain decimal text in 0..100 ("3"). Every
+// other listed type code (i8, i16, i64, str, f64, ...) keeps its Go type and
+// is refused as invalid_retry_count, as on AMQP only the long-int counts.
+// The event ID and type
 // travel as x-lily-event-id and x-lily-type; the key is the record key. A
 // record without x-lily-event-id (another producer's) gets
 // "<topic>/<partition>/<offset>" as its event ID.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -111,8 +113,14 @@ func encodeValue(v any) ([]byte, string, error) {
 	case float64:
 		return []byte(strconv.FormatFloat(x, 'g', -1, 64)), typeF64, nil
 	case time.Time:
+		if err := checkYear(x); err != nil {
+			return nil, "", err
+		}
 		return []byte(x.Format(time.RFC3339Nano)), typeTime, nil
 	case []any, map[string]any, transport.Decimal:
+		if err := checkYears(x); err != nil {
+			return nil, "", err
+		}
 		b, err := transport.MarshalHeaders(transport.Headers{"v": x})
 		return b, typeJSON, err
 	}
@@ -121,13 +129,45 @@ func encodeValue(v any) ([]byte, string, error) {
 
 func itob(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
 
+// checkYear refuses a time RFC 3339 cannot write (four-digit years): it
+// would come back as bytes, not a time (found by FuzzKafkaHeaders).
+func checkYear(t time.Time) error {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("time %s: the year is outside RFC 3339's 0000..9999", t.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// checkYears is checkYear for every time in a list or table.
+func checkYears(v any) error {
+	switch x := v.(type) {
+	case time.Time:
+		return checkYear(x)
+	case []any:
+		for _, e := range x {
+			if err := checkYears(e); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if err := checkYears(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // DecodeHeaders converts Kafka record headers back to Lily headers. A
 // header listed in x-lily-header-types gets its Go type back (a value that
 // does not parse as its listed type stays []byte). Any other header —
 // written by another producer — stays []byte, byte for byte, with one
-// exception: x-retry-count and x-lily-redrive-count in decimal text within
-// the int32 range become int32, since Kafka clients write integers as
-// text; anything else in them stays []byte and so is not canonical. When
+// exception: x-retry-count, x-lily-redrive-count and x-lily-schema-version
+// in decimal text within the int32 range become int32, since Kafka clients
+// write integers as text; anything else in them stays []byte and so is not
+// canonical. A header Lily listed keeps the listed type: only "i32" is a
+// canonical x-retry-count (evidence.RetryCount). When
 // a name repeats, the last value wins. x-lily-header-types itself is not
 // returned.
 func DecodeHeaders(rh []kgo.RecordHeader) transport.Headers {
@@ -148,12 +188,12 @@ func DecodeHeaders(rh []kgo.RecordHeader) transport.Headers {
 		if x.Key == HeaderTypes {
 			continue
 		}
-		if code, ok := types[x.Key]; ok {
+		if code, ok := typeOf(types, x.Key, rh); ok {
 			if v, ok := decodeValue(x.Value, code); ok {
 				h[x.Key] = v
 				continue
 			}
-		} else if x.Key == evidence.HeaderRetryCount || x.Key == evidence.HeaderRedriveCount {
+		} else if x.Key == evidence.HeaderRetryCount || x.Key == evidence.HeaderRedriveCount || x.Key == evidence.HeaderSchemaVersion {
 			if n, err := strconv.ParseInt(string(x.Value), 10, 32); err == nil {
 				h[x.Key] = int32(n)
 				continue
@@ -162,6 +202,45 @@ func DecodeHeaders(rh []kgo.RecordHeader) transport.Headers {
 		h[x.Key] = bytes.Clone(x.Value)
 	}
 	return h
+}
+
+// typeOf returns the listed type code of the header named key. JSON,
+// which x-lily-header-types is, cannot carry a name that is not valid
+// UTF-8: encoding/json wrote each invalid byte as U+FFFD, so such a name is
+// looked up that way, unless another header of the record maps to the same
+// text (then the type is ambiguous and the value stays bytes). Found by
+// FuzzKafkaHeaders: such a header lost its type.
+func typeOf(types map[string]string, key string, rh []kgo.RecordHeader) (string, bool) {
+	if code, ok := types[key]; ok || utf8.ValidString(key) {
+		return code, ok
+	}
+	j := jsonKey(key)
+	for _, x := range rh {
+		if x.Key != key && jsonKey(x.Key) == j {
+			return "", false
+		}
+	}
+	code, ok := types[j]
+	return code, ok
+}
+
+// jsonKey is s as encoding/json writes it: each byte of invalid UTF-8 as
+// U+FFFD.
+func jsonKey(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 func decodeValue(b []byte, code string) (any, bool) {

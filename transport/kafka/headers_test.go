@@ -2,8 +2,11 @@ package kafka_test
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,4 +149,47 @@ func TestTopicNames(t *testing.T) {
 	if got := kafka.ParseBrokers(" a:1, ,b:2 "); !reflect.DeepEqual(got, []string{"a:1", "b:2"}) {
 		t.Errorf("brokers %q", got)
 	}
+}
+
+// TestRetryCountTypeCodes: on Kafka the canonical x-retry-count is type
+// code i32 (what Lily writes) or, from another producer, decimal text in
+// 0..100. A record that lists another integer type code keeps that type and
+// is not canonical, as on AMQP only the long-int is.
+func TestRetryCountTypeCodes(t *testing.T) {
+	rec := func(value, code string) transport.Headers {
+		rh := []kgo.RecordHeader{{Key: evidence.HeaderRetryCount, Value: []byte(value)}}
+		if code != "" {
+			rh = append(rh, kgo.RecordHeader{Key: kafka.HeaderTypes, Value: []byte(`{"x-retry-count":"` + code + `"}`)})
+		}
+		return kafka.DecodeHeaders(rh)
+	}
+	for _, ok := range []struct{ value, code string }{{"2", "i32"}, {"2", ""}, {"0", ""}, {"100", "i32"}} {
+		if n, err := evidence.RetryCount(rec(ok.value, ok.code)); err != nil || n != atoi(t, ok.value) {
+			t.Errorf("x-retry-count %q code %q: %d, %v; want canonical", ok.value, ok.code, n, err)
+		}
+	}
+	for _, bad := range []struct{ value, code, typ string }{
+		{"2", "i8", "2 (int8"}, {"2", "i16", "2 (int16"}, {"2", "i64", "2 (int64"},
+		{"2", "str", `"2" (string`}, {"2", "f64", "2 (float64"}, {"true", "bool", "true (bool"},
+	} {
+		h := rec(bad.value, bad.code)
+		_, err := evidence.RetryCount(h)
+		if !errors.Is(err, evidence.ErrInvalidRetryCount) || !strings.Contains(err.Error(), bad.typ) {
+			t.Errorf("x-retry-count %q code %q: err %v, want invalid naming %q", bad.value, bad.code, err, bad.typ)
+		}
+	}
+	// Foreign decimal text of the schema version becomes int32 too.
+	h := kafka.DecodeHeaders([]kgo.RecordHeader{{Key: evidence.HeaderSchemaVersion, Value: []byte("4")}})
+	if h[evidence.HeaderSchemaVersion] != int32(4) {
+		t.Errorf("x-lily-schema-version %#v, want int32(4)", h[evidence.HeaderSchemaVersion])
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -87,6 +87,9 @@ func toValue(v any) any {
 	case transport.Decimal:
 		return amqp.Decimal{Scale: x.Scale, Value: x.Value}
 	case int:
+		// amqp091-go writes a Go int as a 32-bit long-int, truncating it:
+		// send it as long-long-int, as Kafka and SQLite store int (found
+		// by FuzzAMQPHeaders).
 		return int64(x)
 	}
 	return v

@@ -23,6 +23,7 @@ var behaviours = []behaviour{
 	{"RetriesExhausted", testRetriesExhausted},
 	{"Permanent", testPermanent},
 	{"PermanentAllowList", testPermanentAllowList},
+	{"DecodeErrorPermanentByDefault", testDecodeErrorPermanentByDefault},
 	{"ImmediateRetries", testImmediateRetries},
 	{"DeliveryLimit", testDeliveryLimit},
 	{"InvalidRetryCount", testInvalidRetryCount},
