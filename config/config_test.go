@@ -93,7 +93,7 @@ func TestParseConfigFull(t *testing.T) {
 			Owner:           "team-orders",
 			PermanentErrors: []string{"*json.SyntaxError", "*orders.ValidationError"},
 			RetryErrors:     []string{"*strconv.NumError"}, SchemaVersions: []int{3, 4},
-			Breaker:         new(bool), BreakerFailureRatio: new(0.75), BreakerMinRequests: new(7),
+			Breaker: new(bool), BreakerFailureRatio: new(0.75), BreakerMinRequests: new(7),
 			BreakerWindowMillis: new(int64(3000)), BreakerCooldownMillis: new(int64(900)),
 		},
 		{
