@@ -29,7 +29,8 @@ var schemaVersionExpr = func() string {
 	s := v("s")
 	text := `CASE WHEN typeof(` + s + `) = 'text' AND ` + s + ` <> '' AND length(` + s + `) <= 10 AND ` + s +
 		` NOT GLOB '*[^0-9]*' THEN CAST(` + s + ` AS INTEGER) END`
-	n := `COALESCE(` + v("i32") + `, ` + v("i64") + `, ` + v("i16") + `, ` + v("i8") + `, ` + text + `)`
+	n := `COALESCE(` + v("i32") + `, ` + v("i64") + `, ` + v("i16") + `, ` + v("i8") + `, ` +
+		v("u8") + `, ` + v("u16") + `, ` + v("u32") + `, ` + text + `)`
 	return `CASE WHEN json_valid(CAST(headers AS TEXT)) THEN (CASE WHEN ` + n + ` BETWEEN 1 AND 2147483647 THEN ` + n + ` END) END`
 }()
 
