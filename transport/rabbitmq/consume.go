@@ -16,6 +16,8 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
+var _ transport.ConsumeCanceller = (*Transport)(nil)
+
 type consumerKey struct{ queue, instance string }
 
 // consumer is one consumer instance on one queue: its own channel, its
@@ -31,10 +33,12 @@ type consumer struct {
 	tag      string
 	in       <-chan amqp.Delivery // nil when not consuming
 	pending  []amqp.Delivery      // received, not yet handed out
+	reds     []amqp.Delivery      // redelivered, held back until the window's first-time deliveries are out
 	cautious bool
 	isolate  bool
 	held     map[uint64]bool // delivery tags handed out, not settled
 	dead     bool
+	canceled bool // CancelConsume: never subscribe again, hand out what was pushed
 }
 
 var tagSeq atomic.Uint64
@@ -80,7 +84,7 @@ func (c *consumer) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.ch, c.in, c.pending, c.held, c.dead = ch, nil, nil, map[uint64]bool{}, false
+	c.ch, c.in, c.pending, c.reds, c.held, c.dead = ch, nil, nil, nil, map[uint64]bool{}, false
 	c.cautious = c.isolate
 	return nil
 }
@@ -130,6 +134,19 @@ func redelivered(d *amqp.Delivery) bool {
 // p.Prefetch, or p.Max when unset). With p.IsolateRedeliveries a
 // redelivered message is handed out alone and switches the consumer to
 // prefetch 1 until a first-time delivery arrives again.
+//
+// The cautious window: when a redelivery arrives mid-stream, the consume is
+// cancelled and the first-time deliveries the broker had already pushed
+// are handed out — to be processed and settled — before the redelivered
+// one, so that when it runs alone (the runtime waits for everything else
+// to settle first) it is the only delivery on the channel: if it kills the
+// process, nothing else comes back with a raised count. A queue that keeps
+// per-key order (p.KeyOrder) cannot let later messages pass it: there the
+// redelivery is handed out next, with the pushed window still on the
+// channel.
+//
+// After CancelConsume, Receive hands out what had been pushed, without
+// waiting and without subscribing again, and then nothing.
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
 	c := t.consumer(p.Queue, p.Consumer, p.IsolateRedeliveries)
 	c.mu.Lock()
@@ -145,35 +162,40 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 			out = append(out, d)
 			return len(out) < limit
 		}
-		red := redelivered(&d)
-		switch {
-		case red && len(out) > 0:
-			c.pending = append([]amqp.Delivery{d}, c.pending...)
-			c.cautious = true
-			c.stop()
-			return false
-		case red:
-			out = append(out, d)
+		if redelivered(&d) {
 			if !c.cautious {
 				c.cautious = true
-				c.stop()
+				c.stop() // what the broker pushed after it waits in pending
 			}
-			return false
-		case c.cautious:
+			if p.KeyOrder {
+				if len(out) > 0 {
+					c.pending = append([]amqp.Delivery{d}, c.pending...)
+				} else {
+					out = append(out, d)
+				}
+				return false
+			}
+			c.reds = append(c.reds, d)
+			return len(out) < limit
+		}
+		if c.cautious && len(c.reds) == 0 {
 			c.cautious = false
 			c.stop() // next consume uses the full prefetch
 		}
 		out = append(out, d)
 		return len(out) < limit
 	}
-	for len(c.pending) > 0 && len(out) < limit {
-		d := c.pending[0]
-		c.pending = c.pending[1:]
-		if !take(d) {
-			break
+	fill := func() {
+		for len(c.pending) > 0 && len(out) < limit {
+			d := c.pending[0]
+			c.pending = c.pending[1:]
+			if !take(d) {
+				return
+			}
 		}
 	}
-	if len(out) == 0 {
+	fill()
+	if len(out) == 0 && len(c.reds) == 0 && !c.canceled {
 		if c.in == nil {
 			prefetch := p.Prefetch
 			if prefetch <= 0 {
@@ -218,7 +240,11 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 					break more
 				}
 			}
+			fill()
 		}
+	}
+	if len(out) == 0 && len(c.reds) > 0 && len(c.pending) == 0 {
+		out, c.reds = append(out, c.reds[0]), c.reds[1:] // alone, after the window
 	}
 	ds := make([]*transport.Delivery, len(out))
 	for i := range out {
@@ -328,6 +354,9 @@ func (c *consumer) settle(rcs []receipt, acks, nacks []int, errs []error) {
 	for k := range c.pending {
 		bound = min(bound, c.pending[k].DeliveryTag)
 	}
+	for k := range c.reds {
+		bound = min(bound, c.reds[k].DeliveryTag)
+	}
 	prefix := 0
 	for prefix < len(valid) && rcs[valid[prefix]].tag < bound {
 		prefix++
@@ -369,7 +398,7 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 	n := 0
 	for _, c := range cs {
 		c.mu.Lock()
-		n += len(c.held) + len(c.pending)
+		n += len(c.held) + len(c.pending) + len(c.reds)
 		c.mu.Unlock()
 		c.invalidate()
 	}
@@ -384,16 +413,38 @@ func (t *Transport) heldCount(queue string) int64 {
 	for k, c := range t.consumers {
 		if k.queue == queue {
 			c.mu.Lock()
-			n += int64(len(c.held) + len(c.pending))
+			n += int64(len(c.held) + len(c.pending) + len(c.reds))
 			c.mu.Unlock()
 		}
 	}
 	return n
 }
 
+// CancelConsume ends a consumer instance's subscription (basic.cancel)
+// and keeps its channel open: what the broker had pushed stays on it,
+// settleable, and Receive hands it out without subscribing again. The
+// runtime processes and settles it before StopConsumer closes the channel,
+// so that a graceful stop gives nothing back with a raised delivery count.
+func (t *Transport) CancelConsume(ctx context.Context, p *transport.StopParams) error {
+	t.mu.Lock()
+	c, ok := t.consumers[consumerKey{p.Queue, p.Consumer}]
+	t.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.canceled = true
+	if c.ch != nil && !c.ch.IsClosed() && !c.dead {
+		c.stop()
+	}
+	return nil
+}
+
 // StopConsumer ends a consumer instance's consumption: it cancels the
 // consume and closes the channel, which gives back to the queue whatever
-// the broker pushed but was never handed out.
+// the broker pushed but was never handed out (after CancelConsume and a
+// drain, nothing).
 func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) error {
 	t.mu.Lock()
 	k := consumerKey{p.Queue, p.Consumer}
