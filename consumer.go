@@ -315,6 +315,9 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *ticket) error {
 			c.br.endProbe(probe)
 			return nil
 		}
+		if probe == 0 && c.br != nil && c.br.current() != BreakerClosed {
+			continue // it opened while we waited for capacity: ask the gate again
+		}
 		ds, err := c.t.Receive(ctx, c.receiveParams(n, c.o.ReceiveWait))
 		if len(ds) == 0 {
 			c.br.endProbe(probe)
