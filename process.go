@@ -153,18 +153,8 @@ func (c *Consumer) sleepStopping(d time.Duration) bool {
 // growing its goroutines; with every slot held by abandoned handlers no
 // handler starts, and the consumer says so (EventStalled).
 func (c *Consumer) call(ctx context.Context, d *Delivery) callResult {
-	select {
-	case c.slots <- struct{}{}:
-	default:
-		stop := c.stopping
-		if stop == nil {
-			stop = context.Background()
-		}
-		select {
-		case c.slots <- struct{}{}:
-		case <-stop.Done():
-			return callResult{err: errNotStarted, notStarted: true}
-		}
+	if !c.acquireSlot() {
+		return callResult{err: errNotStarted, notStarted: true}
 	}
 	timeout := time.Duration(c.o.Queue.HandlerTimeoutMillis) * time.Millisecond
 	hctx, cancel := context.WithTimeout(ctx, timeout)
@@ -218,6 +208,39 @@ func (c *Consumer) call(ctx context.Context, d *Delivery) callResult {
 	c.observeCall(time.Since(start))
 	c.handlerAbandoned(d.EventID)
 	return callResult{err: &TimeoutError{Timeout: timeout, Err: context.DeadlineExceeded}, abandoned: true}
+}
+
+// acquireSlot takes a handler slot, waiting for one to be free. It gives up
+// (false) only when the consumer is stopping and every slot is held by an
+// abandoned handler, which may never return; slots held by running
+// handlers are free again within their timeout and grace.
+func (c *Consumer) acquireSlot() bool {
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	default:
+	}
+	stop := c.stopping
+	if stop == nil {
+		stop = context.Background()
+	}
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	case <-stop.Done():
+	}
+	tick := time.NewTicker(max(c.o.AbandonGrace/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		if int(c.abandoned.Load()) >= c.o.Concurrency {
+			return false
+		}
+		select {
+		case c.slots <- struct{}{}:
+			return true
+		case <-tick.C:
+		}
+	}
 }
 
 // handlerAbandoned counts an abandoned handler and, when no handler slot is

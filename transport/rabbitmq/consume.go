@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -38,7 +39,9 @@ type consumer struct {
 	isolate  bool
 	held     map[uint64]bool // delivery tags handed out, not settled
 	dead     bool
-	canceled bool // CancelConsume: never subscribe again, hand out what was pushed
+	canceled bool   // CancelConsume: never subscribe again, hand out what was pushed
+	alone    uint64 // tag of a redelivery handed out alone, until settled
+	keyOrder bool   // per-key order (a single-active-consumer queue): no basic.get barrier
 }
 
 var tagSeq atomic.Uint64
@@ -108,17 +111,43 @@ func (c *consumer) start(prefetch int) error {
 
 // stop cancels the consume and keeps what was already pushed, to hand it
 // out before anything new.
+//
+// The client library drops a delivery that reaches it after the cancel's
+// reply (its consumer tag is gone), and a quorum queue does send some: the
+// ones due to credit that acknowledgements sent just before had freed. A
+// dropped delivery stays unacknowledged on the channel, invisible, until
+// the channel closes and the broker returns it with its count raised — the
+// exposure the cautious window and the graceful stop exist to avoid. So
+// the cancel is preceded by a basic.get: the queue answers it only after
+// the deliveries it pushed before, which therefore arrive while the
+// consumer is still registered. The message the get takes, if any, is
+// kept like a pushed one. (A message published between the get and the
+// cancel can still race; the window for that is one round trip.) A queue
+// that keeps per-key order has a single active consumer, which a get would
+// bypass: there the cancel goes alone.
 func (c *consumer) stop() {
 	if c.in == nil {
 		return
+	}
+	var got amqp.Delivery
+	var ok bool
+	var gerr error = errNoBarrier
+	if !c.keyOrder {
+		got, ok, gerr = c.ch.Get(c.key.queue, false)
 	}
 	if err := c.ch.Cancel(c.tag, false); err == nil {
 		for d := range c.in {
 			c.pending = append(c.pending, d)
 		}
 	}
+	if gerr == nil && ok {
+		c.pending = append(c.pending, got)
+	}
 	c.in = nil
 }
+
+// errNoBarrier: stop took no basic.get.
+var errNoBarrier = errors.New("no barrier")
 
 func redelivered(d *amqp.Delivery) bool {
 	switch n := d.Headers[headerDeliveryCount].(type) {
@@ -150,6 +179,7 @@ func redelivered(d *amqp.Delivery) bool {
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
 	c := t.consumer(p.Queue, p.Consumer, p.IsolateRedeliveries)
 	c.mu.Lock()
+	c.keyOrder = p.KeyOrder
 	if err := c.open(ctx); err != nil {
 		c.mu.Unlock()
 		return nil, err
@@ -254,6 +284,9 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		c.held[raw.DeliveryTag] = true
 		ds[i] = d
 	}
+	if c.isolate && len(out) == 1 && redelivered(&out[0]) {
+		c.alone = out[0].DeliveryTag
+	}
 	c.mu.Unlock()
 	return ds, nil
 }
@@ -328,6 +361,9 @@ func (c *consumer) settle(rcs []receipt, acks, nacks []int, errs []error) {
 		}
 		delete(c.held, r.tag)
 	}
+	if c.alone != 0 && !c.held[c.alone] {
+		c.alone = 0
+	}
 	valid := acks[:0:0]
 	for _, i := range acks {
 		if r := rcs[i]; !r.valid() {
@@ -379,6 +415,18 @@ func (c *consumer) settle(rcs []receipt, acks, nacks []int, errs []error) {
 	}
 	for k := range rest {
 		ack(rest[k:k+1], rcs[rest[k]].tag, false)
+	}
+	if c.alone != 0 && c.held[c.alone] && c.ch == ch {
+		// A redelivery waits to run alone once these are settled. An ack
+		// has no reply: if the redelivery kills the process right after,
+		// acks still in the socket can be lost, and those deliveries come
+		// back with raised counts. A synchronous call on the channel
+		// returns only after the broker has processed every frame before
+		// it. (basic.qos with the cautious prefetch: the consume is
+		// cancelled or already at 1, so nothing changes.)
+		if err := ch.Qos(1, 0, false); err != nil {
+			c.t.opts.Logger.Warn("rabbitmq: flushing acknowledgements before a redelivery runs alone failed", "queue", c.key.queue, "err", err)
+		}
 	}
 }
 
