@@ -97,7 +97,9 @@ func (failingKeys) HoldKey(context.Context, string, string, string, string, stri
 func (failingKeys) AdvanceKey(context.Context, string, string, transport.Transport) (bool, error) {
 	return false, errors.New("catalog unreachable")
 }
-func (failingKeys) ResumeKeys(context.Context, string, transport.Transport) (int, error) { return 0, nil }
+func (failingKeys) ResumeKeys(context.Context, string, transport.Transport) (int, error) {
+	return 0, nil
+}
 
 // TestProbeSettledWithoutOutcome: when the half-open breaker's probe is
 // settled without a handler outcome — dead-lettered over delivery_limit,
