@@ -474,12 +474,9 @@ func (t *Transport) heldCount(queue string) int64 {
 // runtime processes and settles it before StopConsumer closes the channel,
 // so that a graceful stop gives nothing back with a raised delivery count.
 func (t *Transport) CancelConsume(ctx context.Context, p *transport.StopParams) error {
-	t.mu.Lock()
-	c, ok := t.consumers[consumerKey{p.Queue, p.Consumer}]
-	t.mu.Unlock()
-	if !ok {
-		return nil
-	}
+	// An instance that never received gets an entry too, so that Receive
+	// does not subscribe for it now.
+	c := t.consumer(p.Queue, p.Consumer, false)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.canceled = true
