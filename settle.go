@@ -119,8 +119,10 @@ func (c *Consumer) settleBatch(ctx context.Context, batch []settleReq, ss []tran
 			c.log.Error("release after failed settlement failed; redelivery will follow the lease timeout", "err", err)
 		}
 	}
-	for _, r := range batch {
-		c.finish(r.t)
+	ts := make([]*ticket, len(batch))
+	for i, r := range batch {
+		ts[i] = r.t
 	}
+	c.finish(ts...)
 	return ss
 }

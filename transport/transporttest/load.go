@@ -169,12 +169,13 @@ func (h Harness) slowFor() time.Duration {
 }
 
 // testCompetingConsumers: four consumers on one queue take every message
-// exactly once.
+// exactly once. The handlers take 10ms each: a consumer that leased the
+// whole queue at once could not start it all within a short lease.
 func testCompetingConsumers(t *testing.T, h Harness) {
 	l := newLoad(t, h, lily.QueueConfig{}, 200, "compete")
 	handler := lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		l.track(d)
-		time.Sleep(time.Millisecond) // a little work, so that the consumers overlap
+		time.Sleep(10 * time.Millisecond) // work: a whole leased batch takes longer than a short lease
 		return nil
 	})
 	var stops []func()
