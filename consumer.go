@@ -21,10 +21,13 @@ import (
 type ConsumerOptions struct {
 	// Queue is the queue to consume and its retry and dead-letter settings.
 	Queue QueueConfig
-	// Concurrency is the number of handlers running at once. Defaults to 4.
+	// Concurrency is the number of handlers running at once, abandoned
+	// ones included. Defaults to 4.
 	Concurrency int
 	// Prefetch is the most deliveries held (received, not yet settled) at
-	// once. Defaults to 256.
+	// once. On a transport with leases the consumer holds fewer while
+	// handlers are slow: what its handlers can start within half a lease.
+	// Defaults to 256.
 	Prefetch int
 	// Instance identifies this consumer instance to the transport (its
 	// leases). Defaults to "<host>-<pid>-<random>".
@@ -51,8 +54,11 @@ type ConsumerOptions struct {
 	// commit). Defaults to 512.
 	SettleBatch int
 	// AbandonGrace is how long a handler may run past its timeout (after
-	// its context was cancelled) before its delivery is released and the
-	// handler abandoned. Defaults to 1s.
+	// its context was cancelled) before it is abandoned: its delivery is
+	// then handled as a transient failure (counted by the breaker, retried
+	// or held in a bucket — never released, which would raise its delivery
+	// count), and the handler keeps its handler slot until it returns.
+	// Defaults to 1s.
 	AbandonGrace time.Duration
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
