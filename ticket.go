@@ -154,9 +154,10 @@ func (c *Consumer) observeCall(took time.Duration) {
 }
 
 // extendLoop extends the leases of the deliveries the consumer holds,
-// every quarter lease, until ctx is done.
+// every fifth of a lease (each lease is extended when it is between one
+// and two fifths old), until ctx is done.
 func (c *Consumer) extendLoop(ctx context.Context) {
-	every := c.lease / 4
+	every := c.lease / 5
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -57,9 +57,9 @@ func TestConformance(t *testing.T) {
 
 // TestLoad runs the real-traffic behaviours (competing consumers, slow
 // handlers, a hanging dependency, a dead-lettered probe, a graceful
-// hand-over) with a short lease: 400ms, shorter than the slow handlers.
+// hand-over) with a short lease: 1s, shorter than the slow handlers.
 func TestLoad(t *testing.T) {
-	transporttest.RunLoad(t, leaseHarness(400*time.Millisecond))
+	transporttest.RunLoad(t, leaseHarness(time.Second))
 }
 
 // TestOrdering runs the park and block scenarios on the embedded store,
