@@ -324,6 +324,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *ticket) error {
 		if probe == 0 && c.br != nil && c.br.current() != BreakerClosed {
 			continue // it opened while we waited for capacity: ask the gate again
 		}
+		asked := c.o.Now()
 		ds, err := c.t.Receive(ctx, c.receiveParams(n, c.o.ReceiveWait))
 		if len(ds) == 0 {
 			c.br.endProbe(probe)
@@ -345,7 +346,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *ticket) error {
 			continue
 		}
 		backoff = 50 * time.Millisecond
-		ts := c.take(ds, probe)
+		ts := c.take(ds, probe, asked)
 		for i, t := range ts {
 			cautious = t.d.DeliveryCount > 1
 			if ctx.Err() != nil || (cautious && !c.waitIdle(ctx, len(ts)-i)) || !c.dispatch(ctx, t, work) {
@@ -374,6 +375,7 @@ func (c *Consumer) drain(base context.Context, work chan<- *ticket) {
 		return
 	}
 	for {
+		asked := c.o.Now()
 		ds, err := c.t.Receive(base, c.receiveParams(c.o.Prefetch, 0))
 		if err != nil || len(ds) == 0 {
 			if err != nil {
@@ -381,7 +383,7 @@ func (c *Consumer) drain(base context.Context, work chan<- *ticket) {
 			}
 			return
 		}
-		ts := c.take(ds, 0)
+		ts := c.take(ds, 0, asked)
 		for i, t := range ts {
 			if t.d.DeliveryCount > 1 {
 				c.waitIdle(base, len(ts)-i)

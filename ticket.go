@@ -25,12 +25,14 @@ type ticket struct {
 	done   bool
 }
 
-// take issues a ticket for each delivery of one Receive call.
-func (c *Consumer) take(ds []*transport.Delivery, probe uint64) []*ticket {
+// take issues a ticket for each delivery of one Receive call; asked is
+// when the call began (the leases were taken after it: the extension
+// counts from it, to be early rather than late).
+func (c *Consumer) take(ds []*transport.Delivery, probe uint64, asked time.Time) []*ticket {
 	if len(ds) == 0 {
 		return nil
 	}
-	now := c.o.Now()
+	now := asked
 	ts := make([]*ticket, len(ds))
 	c.mu.Lock()
 	for i, d := range ds {
@@ -190,17 +192,23 @@ func (c *Consumer) extend(ctx context.Context, age time.Duration) {
 	}
 	err := c.extender.ExtendLeases(ctx, &transport.ExtendParams{Consumer: c.o.Instance, Deliveries: ds, For: c.lease})
 	errs := transport.SettleErrors(err, len(ts))
+	var failed []int
+	var ages []time.Duration
 	c.mu.Lock()
 	for i, t := range ts {
-		if errs[i] == nil {
+		switch {
+		case errs[i] == nil:
 			t.leased = now
+		case !t.done: // a ticket returned meanwhile (settled, given back) needs no lease
+			failed = append(failed, i)
+			ages = append(ages, now.Sub(t.leased))
 		}
 	}
 	c.mu.Unlock()
-	for i, e := range errs {
-		if e != nil && ctx.Err() == nil {
+	for k, i := range failed {
+		if ctx.Err() == nil {
 			c.log.Warn("extending a lease failed; the delivery may be handed out again when its lease runs out",
-				"event_id", ts[i].d.EventID, "err", e)
+				"event_id", ts[i].d.EventID, "lease_age", ages[k], "took", c.o.Now().Sub(now), "err", errs[i])
 		}
 	}
 }

@@ -169,13 +169,18 @@ func (h Harness) slowFor() time.Duration {
 }
 
 // testCompetingConsumers: four consumers on one queue take every message
-// exactly once. The handlers take 10ms each: a consumer that leased the
-// whole queue at once could not start it all within a short lease.
+// exactly once. On a lease-based transport the handlers take a twentieth
+// of a lease each: a consumer that leased the whole queue at once could
+// not start it all within the lease.
 func testCompetingConsumers(t *testing.T, h Harness) {
 	l := newLoad(t, h, lily.QueueConfig{}, 200, "compete")
+	work := 2 * time.Millisecond
+	if h.Lease > 0 {
+		work = h.Lease / 20
+	}
 	handler := lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		l.track(d)
-		time.Sleep(10 * time.Millisecond) // work: a whole leased batch takes longer than a short lease
+		time.Sleep(work)
 		return nil
 	})
 	var stops []func()
@@ -196,7 +201,7 @@ func testCompetingConsumers(t *testing.T, h Harness) {
 // own buffer, so no message is handled twice.
 func testSlowHandlers(t *testing.T, h Harness) {
 	slow := h.slowFor()
-	l := newLoad(t, h, lily.QueueConfig{HandlerTimeoutMillis: (20 * slow).Milliseconds()}, 12, "slow")
+	l := newLoad(t, h, lily.QueueConfig{HandlerTimeoutMillis: (20 * slow).Milliseconds()}, 8, "slow")
 	handler := lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		l.track(d)
 		select {
