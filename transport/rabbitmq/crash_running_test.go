@@ -47,13 +47,7 @@ func runningChild(queue, logPath string) int {
 	var mu sync.Mutex
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if string(d.Body) == "poison" {
-			if os.Getenv("LILY_DEBUG_CRASH") != "" {
-				fmt.Fprintf(os.Stderr, "POISON count %d\n", d.DeliveryCount)
-			}
 			os.Exit(transporttest.CrashExitCode)
-		}
-		if os.Getenv("LILY_DEBUG_CRASH") != "" && d.DeliveryCount > 1 {
-			fmt.Fprintf(os.Stderr, "REDELIVERED %s count %d\n", d.Body, d.DeliveryCount)
 		}
 		time.Sleep(2 * time.Millisecond)
 		mu.Lock()
