@@ -3,7 +3,6 @@ package rabbitmq
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -129,25 +128,22 @@ func (c *consumer) stop() {
 	if c.in == nil {
 		return
 	}
-	var got amqp.Delivery
-	var ok bool
-	var gerr error = errNoBarrier
+	var got *amqp.Delivery
 	if !c.keyOrder {
-		got, ok, gerr = c.ch.Get(c.key.queue, false)
+		if d, ok, err := c.ch.Get(c.key.queue, false); err == nil && ok {
+			got = &d
+		}
 	}
 	if err := c.ch.Cancel(c.tag, false); err == nil {
 		for d := range c.in {
 			c.pending = append(c.pending, d)
 		}
 	}
-	if gerr == nil && ok {
-		c.pending = append(c.pending, got)
+	if got != nil {
+		c.pending = append(c.pending, *got)
 	}
 	c.in = nil
 }
-
-// errNoBarrier: stop took no basic.get.
-var errNoBarrier = errors.New("no barrier")
 
 func redelivered(d *amqp.Delivery) bool {
 	switch n := d.Headers[headerDeliveryCount].(type) {
