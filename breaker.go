@@ -38,7 +38,8 @@ type breaker struct {
 	mu       sync.Mutex
 	state    BreakerState
 	openedAt time.Time
-	probing  bool
+	probe    uint64 // the token of the probe in flight; 0: none
+	seq      uint64 // the last token issued
 	buckets  [breakerBuckets]struct {
 		start     time.Time
 		ok, fails int
@@ -76,17 +77,18 @@ func (b *breaker) set(to BreakerState) func() {
 }
 
 // record counts one outcome (success, or a transient failure) of a
-// delivery; probe marks the half-open probe, whose outcome alone decides
-// in that state (other deliveries still finishing are ignored there).
-func (b *breaker) record(success, probe bool) {
+// delivery; probe is the delivery's probe token (0 if it is not the
+// half-open probe), whose outcome alone decides in that state (other
+// deliveries still finishing are ignored there).
+func (b *breaker) record(success bool, probe uint64) {
 	b.mu.Lock()
 	var notify func()
 	switch b.state {
 	case BreakerHalfOpen:
-		if !probe {
+		if probe == 0 || probe != b.probe {
 			break
 		}
-		b.probing = false
+		b.probe = 0
 		if success {
 			notify = b.set(BreakerClosed)
 		} else {
@@ -122,12 +124,8 @@ func (b *breaker) record(success, probe bool) {
 }
 
 // neutral ends a probe whose outcome says nothing about the dependency
-// (a permanent error, a timeout abandoned): the next fetch probes again.
-func (b *breaker) neutral(probe bool) {
-	if probe {
-		b.unprobe()
-	}
-}
+// (a permanent error): the next fetch probes again.
+func (b *breaker) neutral(probe uint64) { b.endProbe(probe) }
 
 // current returns the state.
 func (b *breaker) current() BreakerState {
@@ -140,7 +138,10 @@ func (b *breaker) current() BreakerState {
 // the prefetch allows), or wait (probe in flight, or open until the
 // cooldown ends: then wait is how long). A breaker past its cooldown turns
 // half-open and allows one probe.
-func (b *breaker) gate() (probe bool, wait time.Duration, blocked bool) {
+//
+// A probe is a token; it ends with the probe's outcome (record), or when
+// its delivery is settled without one (endProbe, from the ticket).
+func (b *breaker) gate() (probe uint64, wait time.Duration, blocked bool) {
 	b.mu.Lock()
 	var notify func()
 	defer func() {
@@ -153,23 +154,31 @@ func (b *breaker) gate() (probe bool, wait time.Duration, blocked bool) {
 	case BreakerOpen:
 		left := b.cooldown - b.now().Sub(b.openedAt)
 		if left > 0 {
-			return false, left, true
+			return 0, left, true
 		}
 		notify = b.set(BreakerHalfOpen)
 		fallthrough
 	case BreakerHalfOpen:
-		if b.probing {
-			return false, 0, true
+		if b.probe != 0 {
+			return 0, 0, true
 		}
-		b.probing = true
-		return true, 0, false
+		b.seq++
+		b.probe = b.seq
+		return b.probe, 0, false
 	}
-	return false, 0, false
+	return 0, 0, false
 }
 
-// unprobe returns the probe slot when the fetch brought nothing.
-func (b *breaker) unprobe() {
+// endProbe returns the probe token tok (the fetch brought nothing, or the
+// probe was settled without an outcome). A token already ended, or 0, and
+// a nil breaker are ignored.
+func (b *breaker) endProbe(tok uint64) {
+	if b == nil || tok == 0 {
+		return
+	}
 	b.mu.Lock()
-	b.probing = false
+	if b.probe == tok {
+		b.probe = 0
+	}
 	b.mu.Unlock()
 }

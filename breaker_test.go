@@ -28,12 +28,12 @@ func TestBreakerOpensOnRatioWithMinRequests(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	b, changes := testBreaker(clk)
 	for i := 0; i < 9; i++ {
-		b.record(false, false)
+		b.record(false, 0)
 	}
 	if b.current() != BreakerClosed {
 		t.Fatal("opened below breaker_min_requests")
 	}
-	b.record(false, false)
+	b.record(false, 0)
 	if b.current() != BreakerOpen || len(*changes) != 1 {
 		t.Fatalf("state %s after 10 failures of 10, want open", b.current())
 	}
@@ -46,7 +46,7 @@ func TestBreakerStaysClosedBelowRatio(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	b, _ := testBreaker(clk)
 	for i := 0; i < 100; i++ {
-		b.record(i%3 != 0, false) // a third fail
+		b.record(i%3 != 0, 0) // a third fail
 	}
 	if b.current() != BreakerClosed {
 		t.Fatal("opened at a 33% failure ratio with threshold 50%")
@@ -57,13 +57,13 @@ func TestBreakerWindowSlides(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	b, _ := testBreaker(clk)
 	for i := 0; i < 9; i++ {
-		b.record(false, false)
+		b.record(false, 0)
 	}
 	clk.Add(1500 * time.Millisecond) // the old failures leave the window
 	for i := 0; i < 9; i++ {
-		b.record(true, false)
+		b.record(true, 0)
 	}
-	b.record(false, false)
+	b.record(false, 0)
 	if b.current() != BreakerClosed {
 		t.Fatal("failures older than the window still counted")
 	}
@@ -73,33 +73,39 @@ func TestBreakerHalfOpenProbe(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	b, changes := testBreaker(clk)
 	for i := 0; i < 10; i++ {
-		b.record(false, false)
+		b.record(false, 0)
 	}
 	clk.Add(600 * time.Millisecond)
 	probe, _, blocked := b.gate()
-	if !probe || blocked || b.current() != BreakerHalfOpen {
+	if probe == 0 || blocked || b.current() != BreakerHalfOpen {
 		t.Fatalf("after the cooldown: probe %v blocked %v state %s, want one probe half-open", probe, blocked, b.current())
 	}
 	if _, _, blocked := b.gate(); !blocked {
 		t.Error("a second probe was allowed while the first is in flight")
 	}
-	b.record(true, false) // a late non-probe outcome decides nothing
+	b.record(true, 0) // a late non-probe outcome decides nothing
 	if b.current() != BreakerHalfOpen {
 		t.Fatal("a non-probe outcome closed the breaker")
 	}
-	b.record(false, true) // the probe fails: open again
+	b.record(false, probe) // the probe fails: open again
 	if b.current() != BreakerOpen {
 		t.Fatal("a failed probe did not reopen the breaker")
 	}
 	clk.Add(600 * time.Millisecond)
-	if probe, _, _ := b.gate(); !probe {
+	probe, _, _ = b.gate()
+	if probe == 0 {
 		t.Fatal("no probe after the second cooldown")
 	}
-	b.neutral(true) // a permanent error says nothing: probe again
-	if probe, _, _ := b.gate(); !probe {
+	b.neutral(probe) // a permanent error says nothing: probe again
+	next, _, _ := b.gate()
+	if next == 0 {
 		t.Fatal("no new probe after a neutral outcome")
 	}
-	b.record(true, true)
+	b.endProbe(probe) // the first probe's ticket comes back late: it ends nothing
+	if _, _, blocked := b.gate(); !blocked {
+		t.Fatal("a stale probe token ended the probe in flight")
+	}
+	b.record(true, next)
 	if b.current() != BreakerClosed {
 		t.Fatal("a successful probe did not close the breaker")
 	}

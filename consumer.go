@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
@@ -20,10 +21,13 @@ import (
 type ConsumerOptions struct {
 	// Queue is the queue to consume and its retry and dead-letter settings.
 	Queue QueueConfig
-	// Concurrency is the number of handlers running at once. Defaults to 4.
+	// Concurrency is the number of handlers running at once, abandoned
+	// ones included. Defaults to 4.
 	Concurrency int
 	// Prefetch is the most deliveries held (received, not yet settled) at
-	// once. Defaults to 256.
+	// once. On a transport with leases the consumer holds fewer while
+	// handlers are slow: what its handlers can start within half a lease.
+	// Defaults to 256.
 	Prefetch int
 	// Instance identifies this consumer instance to the transport (its
 	// leases). Defaults to "<host>-<pid>-<random>".
@@ -51,8 +55,11 @@ type ConsumerOptions struct {
 	// commit). Defaults to 512.
 	SettleBatch int
 	// AbandonGrace is how long a handler may run past its timeout (after
-	// its context was cancelled) before its delivery is released and the
-	// handler abandoned. Defaults to 1s.
+	// its context was cancelled) before it is abandoned: its delivery is
+	// then handled as a transient failure (counted by the breaker, retried
+	// or held in a bucket — never released, which would raise its delivery
+	// count), and the handler keeps its handler slot until it returns.
+	// Defaults to 1s.
 	AbandonGrace time.Duration
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
@@ -122,17 +129,21 @@ type Consumer struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	inflight int
+	inflight int                  // tickets issued and not finished
+	held     map[*ticket]struct{} // the same tickets, when leases are extended
+
+	lease    time.Duration // the transport's lease; 0: none
+	extender transport.LeaseExtender
+	unrecv   transport.Unreceiver
+	canceler transport.ConsumeCanceller
+	avgCall  atomic.Int64 // handler pace, ns (window)
+
+	slots     chan struct{} // one per running handler, abandoned ones included
+	abandoned atomic.Int64  // handlers abandoned past their timeout, still running
+	stopping  context.Context
 
 	kmu  sync.Mutex
-	keyQ map[string][]job // ordered queues: the keys being processed, with what waits behind them
-}
-
-// job is one delivery on its way to a worker; probe marks the half-open
-// breaker's probe.
-type job struct {
-	d     *transport.Delivery
-	probe bool
+	keyQ map[string][]*ticket // ordered queues: the keys being processed, with what waits behind them
 }
 
 // NewConsumer returns a consumer of o.Queue through t calling h. The queue
@@ -148,10 +159,22 @@ func NewConsumer(t transport.Transport, h Handler, o ConsumerOptions) (*Consumer
 	if err := checkOrdering(t, o); err != nil {
 		return nil, err
 	}
+	if err := checkLease(t, o); err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
 	c := &Consumer{t: t, h: h, o: o, policy: o.Queue.Policy(), host: host,
-		log: o.Logger.With("queue", o.Queue.Name, "consumer", o.Instance), keyQ: map[string][]job{}}
+		log: o.Logger.With("queue", o.Queue.Name, "consumer", o.Instance), keyQ: map[string][]*ticket{},
+		slots: make(chan struct{}, o.Concurrency)}
 	c.cond = sync.NewCond(&c.mu)
+	if f, ok := t.(transport.Featurer); ok && f.Features().Leases {
+		c.lease = f.Features().VisibilityTimeout
+	}
+	if ex, ok := t.(transport.LeaseExtender); ok && c.lease > 0 {
+		c.extender, c.held = ex, map[*ticket]struct{}{}
+	}
+	c.unrecv, _ = t.(transport.Unreceiver)
+	c.canceler, _ = t.(transport.ConsumeCanceller)
 	if o.Queue.BreakerEnabled() {
 		c.br = newBreaker(o.Queue, o.Now, c.breakerChanged)
 	}
@@ -185,13 +208,19 @@ func (c *Consumer) BreakerState() BreakerState {
 // Instance returns the consumer instance ID used for leases.
 func (c *Consumer) Instance() string { return c.o.Instance }
 
-// Run consumes until ctx is cancelled, then stops fetching, lets the
-// in-flight handlers finish, settles them and returns nil. It returns an
-// error early only if the transport is closed or refuses the queue as
-// unsafe to consume (transport.ErrUnsafeQueue).
+// Run consumes until ctx is cancelled, then stops gracefully and returns
+// nil: it stops fetching, gives back what it received and no handler saw
+// (uncounted, where the transport can: transport.Unreceiver; otherwise it
+// processes it), cancels the broker's subscription and processes what the
+// broker had already pushed (transport.ConsumeCanceller), lets the running
+// handlers finish, settles everything and only then closes the transport's
+// consumer. A handler abandoned past its timeout is not waited for. Run
+// returns an error early only if the transport is closed or refuses the
+// queue as unsafe to consume (transport.ErrUnsafeQueue).
 func (c *Consumer) Run(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
-	work := make(chan job)
+	c.stopping = ctx
+	work := make(chan *ticket)
 	settles := make(chan settleReq, c.o.SettleBatch)
 	settlerDone := make(chan struct{})
 	go func() {
@@ -203,12 +232,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			for j := range work {
-				if key := c.orderKey(j.d); c.ordered() && key != "" {
-					c.runKey(base, key, j, settles)
+			for t := range work {
+				if key := c.orderKey(t.d); c.ordered() && key != "" {
+					c.runKey(base, key, t, settles)
 					continue
 				}
-				settles <- c.process(base, j.d, j.probe)
+				settles <- c.process(base, t)
 			}
 		}()
 	}
@@ -222,18 +251,33 @@ func (c *Consumer) Run(ctx context.Context) error {
 	} else {
 		close(polled)
 	}
+	extCtx, stopExt := context.WithCancel(base)
+	extended := make(chan struct{})
+	if c.extender != nil {
+		go func() {
+			c.extendLoop(extCtx)
+			close(extended)
+		}()
+	} else {
+		close(extended)
+	}
 	stop := context.AfterFunc(ctx, func() {
 		c.mu.Lock()
 		c.cond.Broadcast()
 		c.mu.Unlock()
 	})
 	err := c.fetchLoop(ctx, work)
+	if err == nil {
+		c.drain(base, work)
+	}
 	stop()
 	close(work)
 	workers.Wait()
 	<-polled
 	close(settles)
 	<-settlerDone
+	stopExt()
+	<-extended
 	if st, ok := c.t.(transport.ConsumerStopper); ok {
 		if serr := st.StopConsumer(base, &transport.StopParams{Queue: c.o.Queue.Name, Consumer: c.o.Instance}); serr != nil {
 			c.log.Warn("stopping the transport's consumer failed", "err", serr)
@@ -242,17 +286,28 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return err
 }
 
-// fetchLoop receives deliveries and hands them to the workers. A
-// redelivered message (delivery count above 1: its previous holder died or
-// released it) is run alone, with nothing else in flight, and the loop stays
-// cautious — one at a time — until first-time deliveries flow again, so that
-// a crash-type poison takes no innocent neighbours with it. While the
-// circuit breaker is open it fetches nothing; half-open, one probe.
-func (c *Consumer) fetchLoop(ctx context.Context, work chan<- job) error {
+// receiveParams are the consumer's Receive arguments for up to n.
+func (c *Consumer) receiveParams(n int, wait time.Duration) *transport.ReceiveParams {
+	return &transport.ReceiveParams{
+		Queue: c.o.Queue.Name, Max: n, Wait: wait,
+		Consumer: c.o.Instance, Prefetch: c.o.Prefetch, IsolateRedeliveries: true, KeyOrder: c.ordered(),
+	}
+}
+
+// fetchLoop receives deliveries and hands them to the workers until ctx is
+// done. A redelivered message (delivery count above 1: its previous holder
+// died or released it) is run alone, with nothing else in flight, and the
+// loop stays cautious — one at a time — until first-time deliveries flow
+// again, so that a crash-type poison takes no innocent neighbours with it.
+// While the circuit breaker is open it fetches nothing; half-open, one
+// probe. What it received and could not hand out before ctx ended is given
+// back (giveBack).
+func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *ticket) error {
+	base := context.WithoutCancel(ctx)
 	cautious := false
 	backoff := 50 * time.Millisecond
 	for {
-		probe := false
+		var probe uint64
 		if c.br != nil {
 			p, wait, blocked := c.br.gate()
 			if blocked {
@@ -263,21 +318,20 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- job) error {
 			}
 			probe = p
 		}
-		n := c.waitCapacity(ctx, cautious || probe)
+		n := c.waitCapacity(ctx, cautious || probe != 0)
 		if n == 0 {
-			if probe {
-				c.br.unprobe()
-			}
+			c.br.endProbe(probe)
 			return nil
 		}
-		ds, err := c.t.Receive(ctx, &transport.ReceiveParams{
-			Queue: c.o.Queue.Name, Max: n, Wait: c.o.ReceiveWait,
-			Consumer: c.o.Instance, Prefetch: c.o.Prefetch, IsolateRedeliveries: true, KeyOrder: c.ordered(),
-		})
-		if probe && len(ds) == 0 {
-			c.br.unprobe()
+		if probe == 0 && c.br != nil && c.br.current() != BreakerClosed {
+			continue // it opened while we waited for capacity: ask the gate again
 		}
-		if err != nil {
+		asked := c.o.Now()
+		ds, err := c.t.Receive(ctx, c.receiveParams(n, c.o.ReceiveWait))
+		if len(ds) == 0 {
+			c.br.endProbe(probe)
+		}
+		if err != nil && len(ds) == 0 {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -294,19 +348,49 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- job) error {
 			continue
 		}
 		backoff = 50 * time.Millisecond
-		for _, d := range ds {
-			cautious = d.DeliveryCount > 1
-			if cautious {
-				c.waitIdle()
+		ts := c.take(ds, probe, asked)
+		for i, t := range ts {
+			cautious = t.d.DeliveryCount > 1
+			if ctx.Err() != nil || (cautious && !c.waitIdle(ctx, len(ts)-i)) || !c.dispatch(ctx, t, work) {
+				c.giveBack(base, ts[i:], work)
+				return nil
 			}
-			c.mu.Lock()
-			c.inflight++
-			c.mu.Unlock()
-			j := job{d: d, probe: probe}
-			if key := c.orderKey(d); c.ordered() && key != "" && c.queueBehindKey(key, j) {
-				continue
+		}
+	}
+}
+
+// drain runs at a graceful stop, after fetchLoop: on a transport where the
+// broker pushes deliveries it cancels the subscription and processes what
+// had been pushed already — closing the channel with them on it would give
+// them back with their counts raised, to a successor that then takes them
+// one at a time.
+func (c *Consumer) drain(base context.Context, work chan<- *ticket) {
+	if c.canceler == nil {
+		return
+	}
+	sp := &transport.StopParams{Queue: c.o.Queue.Name, Consumer: c.o.Instance}
+	if err := c.canceler.CancelConsume(base, sp); err != nil {
+		if errors.Is(err, errors.ErrUnsupported) {
+			return // a wrapper over a transport that pushes nothing
+		}
+		c.log.Warn("cancelling the subscription failed; what the broker pushed comes back with its counts raised", "err", err)
+		return
+	}
+	for {
+		asked := c.o.Now()
+		ds, err := c.t.Receive(base, c.receiveParams(c.o.Prefetch, 0))
+		if err != nil || len(ds) == 0 {
+			if err != nil {
+				c.log.Warn("receiving what the broker pushed before the stop failed", "err", err)
 			}
-			work <- j
+			return
+		}
+		ts := c.take(ds, 0, asked)
+		for i, t := range ts {
+			if t.d.DeliveryCount > 1 {
+				c.waitIdle(base, len(ts)-i)
+			}
+			c.dispatch(base, t, work)
 		}
 	}
 }
@@ -334,38 +418,37 @@ func (c *Consumer) pause(ctx context.Context, wait time.Duration) bool {
 
 // waitCapacity blocks until deliveries may be fetched and returns how many
 // (0 when ctx is done). It fetches in batches: when not cautious it waits
-// until at least half the prefetch window is free (or nothing is in flight).
+// until at least half the window is free (or nothing is in flight).
 func (c *Consumer) waitCapacity(ctx context.Context, cautious bool) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for ctx.Err() == nil {
-		free := c.o.Prefetch - c.inflight
+		w := c.window()
+		free := w - c.inflight
 		switch {
 		case cautious && c.inflight == 0:
 			return 1
-		case !cautious && (c.inflight == 0 || free >= (c.o.Prefetch+1)/2):
-			return free
+		case !cautious && (c.inflight == 0 || free >= (w+1)/2):
+			return max(free, 1)
 		}
 		c.cond.Wait()
 	}
 	return 0
 }
 
-// waitIdle blocks until nothing is in flight.
-func (c *Consumer) waitIdle() {
+// waitIdle blocks until no more than keep tickets are in flight (the
+// delivery about to run alone and those received with it, not yet handed
+// out). It returns false when ctx ended first.
+func (c *Consumer) waitIdle(ctx context.Context, keep int) bool {
 	c.mu.Lock()
-	for c.inflight > 0 {
+	defer c.mu.Unlock()
+	for c.inflight > keep {
+		if ctx.Err() != nil {
+			return false
+		}
 		c.cond.Wait()
 	}
-	c.mu.Unlock()
-}
-
-// release frees n prefetch slots.
-func (c *Consumer) release(n int) {
-	c.mu.Lock()
-	c.inflight -= n
-	c.cond.Broadcast()
-	c.mu.Unlock()
+	return true
 }
 
 func (c *Consumer) observe(ctx context.Context, e Event) {

@@ -39,6 +39,15 @@ const (
 	EventKeyHeld EventKind = "key_held"
 	// EventKeyReleased: a held key has nothing left waiting and flows again.
 	EventKeyReleased EventKind = "key_released"
+	// EventAbandoned: the number of handlers abandoned past their timeout
+	// and grace that are still running changed (Event.Abandoned): one was
+	// abandoned, or an abandoned one returned. Each keeps a handler slot
+	// until it returns; export Event.Abandoned as a gauge.
+	EventAbandoned EventKind = "abandoned"
+	// EventStalled: an alarm — every handler slot is held by an abandoned
+	// handler (Event.Abandoned of them), so no handler starts until one
+	// returns; the deliveries wait at the source.
+	EventStalled EventKind = "stalled"
 )
 
 // Event is one observation of the runtime, for metrics and alerting.
@@ -58,6 +67,9 @@ type Event struct {
 	Breaker BreakerState
 	// Key is the message key for EventKeyHeld and EventKeyReleased.
 	Key string
+	// Abandoned is how many abandoned handlers are still running, for
+	// EventAbandoned and EventStalled.
+	Abandoned int
 }
 
 // Hook observes the runtime. Observe is called synchronously from the

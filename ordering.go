@@ -77,7 +77,7 @@ func checkOrdering(t transport.Transport, o ConsumerOptions) error {
 // queueBehindKey queues j behind the delivery of its key that is being
 // processed, if any, and reports whether it did. Messages of one key are
 // processed one at a time, in arrival order.
-func (c *Consumer) queueBehindKey(key string, j job) bool {
+func (c *Consumer) queueBehindKey(key string, j *ticket) bool {
 	c.kmu.Lock()
 	defer c.kmu.Unlock()
 	if q, busy := c.keyQ[key]; busy {
@@ -90,7 +90,7 @@ func (c *Consumer) queueBehindKey(key string, j job) bool {
 
 // runKey processes j and then every delivery of the same key queued behind
 // it, in order.
-func (c *Consumer) runKey(ctx context.Context, key string, j job, settles chan<- settleReq) {
+func (c *Consumer) runKey(ctx context.Context, key string, j *ticket, settles chan<- settleReq) {
 	for {
 		c.processKeyed(ctx, key, j, settles)
 		c.kmu.Lock()
@@ -107,12 +107,12 @@ func (c *Consumer) runKey(ctx context.Context, key string, j job, settles chan<-
 
 // processKeyed decides one delivery of an ordered key and settles it
 // before the key's next delivery is looked at.
-func (c *Consumer) processKeyed(ctx context.Context, key string, j job, settles chan<- settleReq) {
+func (c *Consumer) processKeyed(ctx context.Context, key string, j *ticket, settles chan<- settleReq) {
 	d, q := j.d, c.o.Queue
 	state, allowed, head, err := c.o.Keys.KeyState(ctx, q.Name, key)
 	if err != nil {
 		c.log.Error("cannot read the key's state; releasing the delivery for redelivery", "key", key, "event_id", d.EventID, "err", err)
-		c.settleSync(settles, c.releaseReq(d, err))
+		c.settleSync(settles, j, c.releaseReq(d, err))
 		return
 	}
 	through := state == "" || d.EventID == allowed || d.EventID == head
@@ -121,7 +121,7 @@ func (c *Consumer) processKeyed(ctx context.Context, key string, j job, settles 
 		why := fmt.Errorf("key %q is %s behind %s (ordering %s)", key, state, head, q.Ordering)
 		r := c.deadLetter(d, evidence.ReasonParked, why, "", rc, 0)
 		r.s.Headers[evidence.HeaderHoldKey] = key
-		c.settleSync(settles, r)
+		c.settleSync(settles, j, r)
 		return
 	}
 	if state == "" && d.DeliveryCount > 1 {
@@ -131,12 +131,12 @@ func (c *Consumer) processKeyed(ctx context.Context, key string, j job, settles 
 		// key's later messages still wait behind it.
 		if err := c.o.Keys.HoldKey(ctx, q.Name, key, q.Ordering, keyWaiting, d.EventID); err != nil {
 			c.log.Error("cannot hold the key; releasing the delivery for redelivery", "key", key, "event_id", d.EventID, "err", err)
-			c.settleSync(settles, c.releaseReq(d, err))
+			c.settleSync(settles, j, c.releaseReq(d, err))
 			return
 		}
 		state, allowed, head = keyWaiting, d.EventID, d.EventID
 	}
-	r := c.process(ctx, d, j.probe)
+	r := c.decide(ctx, d, j.probe)
 	switch r.s.Action {
 	case transport.DeadLetter:
 		r = c.holdKey(ctx, key, d, keyHeld, state, r)
@@ -158,7 +158,7 @@ func (c *Consumer) processKeyed(ctx context.Context, key string, j job, settles 
 			}
 		}
 	}
-	c.settleSync(settles, r)
+	c.settleSync(settles, j, r)
 }
 
 // holdKey records that d's key is held (its head d was dead-lettered) or
@@ -190,8 +190,10 @@ func (c *Consumer) releaseReq(d *transport.Delivery, err error) settleReq {
 	}
 }
 
-// settleSync settles r through the settler and waits for the outcome.
-func (c *Consumer) settleSync(settles chan<- settleReq, r settleReq) {
+// settleSync settles r, the decision for ticket t, through the settler and
+// waits for the outcome.
+func (c *Consumer) settleSync(settles chan<- settleReq, t *ticket, r settleReq) {
+	r.t = t
 	r.done = make(chan error, 1)
 	settles <- r
 	<-r.done

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
@@ -32,24 +33,37 @@ func (e *TimeoutError) Error() string {
 // Unwrap returns the handler's own error (usually context.DeadlineExceeded).
 func (e *TimeoutError) Unwrap() error { return e.Err }
 
-// settleReq is a worker's decision on its way to the settler. When done is
-// set, the settler reports the settlement's outcome on it.
+// settleReq is a worker's decision on its way to the settler, with the
+// delivery's ticket, returned after the settlement. When done is set, the
+// settler reports the settlement's outcome on it. logDead is the error
+// message logged once a dead-lettering is confirmed (not at decision time:
+// the hand-off may still fail).
 type settleReq struct {
-	s    transport.Settlement
-	ev   Event
-	done chan error
+	t       *ticket
+	s       transport.Settlement
+	ev      Event
+	done    chan error
+	logDead string
 }
 
 // callResult is the outcome of one handler call.
 type callResult struct {
-	err       error
-	stack     string
-	abandoned bool
+	err        error
+	stack      string
+	abandoned  bool
+	notStarted bool
 }
 
-// process decides the fate of one delivery (DESIGN §4); probe marks the
-// half-open breaker's probe.
-func (c *Consumer) process(ctx context.Context, d *transport.Delivery, probe bool) settleReq {
+// process decides the fate of one delivery (DESIGN §4).
+func (c *Consumer) process(ctx context.Context, t *ticket) settleReq {
+	r := c.decide(ctx, t.d, t.probe)
+	r.t = t
+	return r
+}
+
+// decide decides d's settlement; probe is its breaker probe token (0: not
+// the probe).
+func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint64) settleReq {
 	q := c.o.Queue
 	ld := &Delivery{Message: d.Message, Queue: d.Queue, DeliveryCount: d.DeliveryCount,
 		EnqueuedAt: d.EnqueuedAt, raw: d, RedriveCount: evidence.RedriveCount(d.Headers)}
@@ -67,25 +81,25 @@ func (c *Consumer) process(ctx context.Context, d *transport.Delivery, probe boo
 	start := c.o.Now()
 	for attempt := 0; ; attempt++ {
 		r = c.call(ctx, ld)
-		if r.err == nil || r.abandoned || attempt >= q.ImmediateRetries ||
-			c.o.Classifier.Classify(r.err) == PermanentClass {
+		if r.err == nil || r.abandoned || r.notStarted || attempt >= q.ImmediateRetries ||
+			c.o.Classifier.Classify(r.err) == PermanentClass || !c.sleepStopping(time.Duration(q.Settings().ImmediateRetryMillis)*time.Millisecond) {
 			break
 		}
-		time.Sleep(time.Duration(q.Settings().ImmediateRetryMillis) * time.Millisecond)
 	}
 	took := c.o.Now().Sub(start)
 	switch {
+	case r.notStarted:
+		c.log.Error("stopping with every handler slot held by an abandoned handler; releasing a delivery no handler saw",
+			"event_id", d.EventID, "abandoned", c.abandoned.Load())
+		return c.releaseReq(d, r.err)
 	case r.abandoned:
-		if c.br != nil {
-			c.br.neutral(probe)
-		}
-		c.log.Error("handler did not return after its timeout; releasing the delivery for redelivery",
-			"event_id", d.EventID, "timeout_ms", q.Settings().HandlerTimeoutMillis)
+		// A failure of the dependency, like any transient error: counted
+		// by the breaker, and held or retried through a bucket — never
+		// released, which would raise the delivery count until a hanging
+		// dependency dead-letters healthy messages at delivery_limit.
+		c.log.Error("handler did not return after its timeout and grace; abandoned (it keeps its handler slot until it returns), the delivery handled as a transient failure",
+			"event_id", d.EventID, "timeout_ms", q.Settings().HandlerTimeoutMillis, "abandoned", c.abandoned.Load())
 		c.observe(ctx, Event{Kind: EventFault, Queue: q.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err})
-		return settleReq{
-			s:  transport.Settlement{Delivery: d, Action: transport.Release},
-			ev: Event{Kind: EventReleased, Queue: q.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err},
-		}
 	case r.err == nil:
 		c.recordOutcome(true, probe)
 		return settleReq{
@@ -96,10 +110,8 @@ func (c *Consumer) process(ctx context.Context, d *transport.Delivery, probe boo
 	if r.stack != "" {
 		c.observe(ctx, Event{Kind: EventFault, Queue: q.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err})
 	}
-	if c.o.Classifier.Classify(r.err) == PermanentClass {
-		if c.br != nil {
-			c.br.neutral(probe) // the message's fault, not the dependency's
-		}
+	if !r.abandoned && c.o.Classifier.Classify(r.err) == PermanentClass {
+		c.br.neutral(probe) // the message's fault, not the dependency's
 		return c.deadLetter(d, evidence.ReasonPermanent, r.err, r.stack, rc, took)
 	}
 	if c.br != nil && c.br.current() != BreakerClosed {
@@ -113,15 +125,51 @@ func (c *Consumer) process(ctx context.Context, d *transport.Delivery, probe boo
 	return c.retry(d, r, rc+1, took)
 }
 
+// sleepStopping waits d between immediate retries; it returns false at
+// once when the consumer is stopping (the failure then goes to the
+// broker-delayed retry instead).
+func (c *Consumer) sleepStopping(d time.Duration) bool {
+	stop := c.stopping
+	if stop == nil {
+		stop = context.Background()
+	}
+	if stop.Err() != nil {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-stop.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // call runs the handler once with the queue's timeout, recovering panics.
-// If the handler does not return within AbandonGrace after its context was
-// cancelled, it is abandoned (its goroutine left to finish on its own).
+// The handler runs in a handler slot (Concurrency of them). If it does not
+// return within AbandonGrace after its context was cancelled, it is
+// abandoned: its goroutine keeps the slot until the handler returns, so
+// that a hanging dependency shrinks the consumer's capacity instead of
+// growing its goroutines; with every slot held by abandoned handlers no
+// handler starts, and the consumer says so (EventStalled).
 func (c *Consumer) call(ctx context.Context, d *Delivery) callResult {
+	if !c.acquireSlot() {
+		return callResult{err: errNotStarted, notStarted: true}
+	}
 	timeout := time.Duration(c.o.Queue.Settings().HandlerTimeoutMillis) * time.Millisecond
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	done := make(chan callResult, 1)
+	var state atomic.Int32 // 0 running, 1 returned, 2 abandoned
+	start := time.Now()
 	go func() {
+		defer func() {
+			<-c.slots
+			if !state.CompareAndSwap(0, 1) {
+				c.abandonedReturned(d.EventID)
+			}
+		}()
 		defer func() {
 			if v := recover(); v != nil {
 				stack := string(debug.Stack())
@@ -132,6 +180,7 @@ func (c *Consumer) call(ctx context.Context, d *Delivery) callResult {
 	}()
 	select {
 	case r := <-done:
+		c.observeCall(time.Since(start))
 		if r.err != nil && hctx.Err() != nil && ctx.Err() == nil {
 			r.err = &TimeoutError{Timeout: timeout, Err: r.err}
 		}
@@ -142,13 +191,77 @@ func (c *Consumer) call(ctx context.Context, d *Delivery) callResult {
 	defer grace.Stop()
 	select {
 	case r := <-done:
+		c.observeCall(time.Since(start))
 		if r.err != nil {
 			r.err = &TimeoutError{Timeout: timeout, Err: r.err}
 		}
 		return r
 	case <-grace.C:
-		return callResult{err: &TimeoutError{Timeout: timeout, Err: context.DeadlineExceeded}, abandoned: true}
 	}
+	if !state.CompareAndSwap(0, 2) {
+		r := <-done // it returned just now
+		c.observeCall(time.Since(start))
+		if r.err != nil {
+			r.err = &TimeoutError{Timeout: timeout, Err: r.err}
+		}
+		return r
+	}
+	c.observeCall(time.Since(start))
+	c.handlerAbandoned(d.EventID)
+	return callResult{err: &TimeoutError{Timeout: timeout, Err: context.DeadlineExceeded}, abandoned: true}
+}
+
+// acquireSlot takes a handler slot, waiting for one to be free. It gives up
+// (false) only when the consumer is stopping and every slot is held by an
+// abandoned handler, which may never return; slots held by running
+// handlers are free again within their timeout and grace.
+func (c *Consumer) acquireSlot() bool {
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	default:
+	}
+	stop := c.stopping
+	if stop == nil {
+		stop = context.Background()
+	}
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	case <-stop.Done():
+	}
+	tick := time.NewTicker(max(c.o.AbandonGrace/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		if int(c.abandoned.Load()) >= c.o.Concurrency {
+			return false
+		}
+		select {
+		case c.slots <- struct{}{}:
+			return true
+		case <-tick.C:
+		}
+	}
+}
+
+// handlerAbandoned counts an abandoned handler and, when no handler slot is
+// left, says so loudly.
+func (c *Consumer) handlerAbandoned(eventID string) {
+	n := int(c.abandoned.Add(1))
+	q := c.o.Queue.Name
+	c.observe(context.Background(), Event{Kind: EventAbandoned, Queue: q, EventID: eventID, Abandoned: n})
+	if n >= c.o.Concurrency {
+		c.log.Error("every handler slot is held by a handler abandoned past its timeout: no handler starts until one returns (a dependency hangs and the handler ignores its context)",
+			"abandoned", n, "concurrency", c.o.Concurrency, "fix", "make the handler honour its context; the deliveries wait at the source meanwhile")
+		c.observe(context.Background(), Event{Kind: EventStalled, Queue: q, EventID: eventID, Abandoned: n})
+	}
+}
+
+// abandonedReturned counts an abandoned handler that returned at last.
+func (c *Consumer) abandonedReturned(eventID string) {
+	n := int(c.abandoned.Add(-1))
+	c.log.Info("an abandoned handler returned; its handler slot is free again", "event_id", eventID, "abandoned", n)
+	c.observe(context.Background(), Event{Kind: EventAbandoned, Queue: c.o.Queue.Name, EventID: eventID, Abandoned: n})
 }
 
 // record builds the evidence of a failure of d.
@@ -199,16 +312,16 @@ func (c *Consumer) deadLetter(d *transport.Delivery, reason evidence.Reason, err
 	}
 	rec.Apply(h)
 	kind := EventDeadLettered
+	logDead := rec.ErrorMessage
 	if reason == evidence.ReasonParked {
-		kind = EventParked
-		c.log.Debug("parked behind its key's head", "event_id", d.EventID, "key", d.Key)
-	} else {
-		c.dlLog.log(c.log, rec.DeadLetteredAt, d.EventID, string(reason), rec.ErrorMessage)
+		kind, logDead = EventParked, ""
+		c.log.Debug("parking behind its key's head", "event_id", d.EventID, "key", d.Key)
 	}
 	return settleReq{
 		s: transport.Settlement{Delivery: d, Action: transport.DeadLetter, Headers: h, Reason: string(reason)},
 		ev: Event{Kind: kind, Queue: c.o.Queue.Name, EventID: d.EventID, Reason: string(reason),
 			HandlerDuration: took, Err: err},
+		logDead: logDead,
 	}
 }
 
@@ -235,7 +348,7 @@ func (c *Consumer) retry(d *transport.Delivery, r callResult, n int, took time.D
 }
 
 // recordOutcome feeds the circuit breaker, if any.
-func (c *Consumer) recordOutcome(success, probe bool) {
+func (c *Consumer) recordOutcome(success bool, probe uint64) {
 	if c.br != nil {
 		c.br.record(success, probe)
 	}

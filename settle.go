@@ -81,8 +81,8 @@ func (c *Consumer) fillBatch(batch []settleReq, in <-chan settleReq) []settleReq
 }
 
 // settleBatch settles one batch through the transport, reports each
-// outcome, releases the originals of failed hand-offs and frees the
-// batch's prefetch slots. ss is scratch space; it is returned for reuse.
+// outcome, releases the originals of failed hand-offs and returns the
+// batch's tickets. ss is scratch space; it is returned for reuse.
 func (c *Consumer) settleBatch(ctx context.Context, batch []settleReq, ss []transport.Settlement) []transport.Settlement {
 	if ss == nil {
 		ss = make([]transport.Settlement, 0, len(batch))
@@ -98,6 +98,10 @@ func (c *Consumer) settleBatch(ctx context.Context, batch []settleReq, ss []tran
 			r.done <- errs[i]
 		}
 		if errs[i] == nil {
+			if r.s.Action == transport.DeadLetter && r.ev.Kind == EventDeadLettered {
+				// Logged once the hand-off is confirmed, never at decision time.
+				c.dlLog.log(c.log, c.o.Now(), r.s.Delivery.EventID, r.s.Reason, r.logDead)
+			}
 			c.observe(ctx, r.ev)
 			continue
 		}
@@ -115,6 +119,10 @@ func (c *Consumer) settleBatch(ctx context.Context, batch []settleReq, ss []tran
 			c.log.Error("release after failed settlement failed; redelivery will follow the lease timeout", "err", err)
 		}
 	}
-	c.release(len(batch))
+	ts := make([]*ticket, len(batch))
+	for i, r := range batch {
+		ts[i] = r.t
+	}
+	c.finish(ts...)
 	return ss
 }

@@ -33,6 +33,11 @@ func (p *parallelSettler) Features() transport.Features {
 	return p.Transport.(transport.Featurer).Features()
 }
 
+// ExtendLeases forwards to the SQLite store (transport.LeaseExtender).
+func (p *parallelSettler) ExtendLeases(ctx context.Context, ep *transport.ExtendParams) error {
+	return p.Transport.(transport.LeaseExtender).ExtendLeases(ctx, ep)
+}
+
 func (p *parallelSettler) Settle(ctx context.Context, sp *transport.SettleParams) error {
 	n := p.cur.Add(1)
 	for m := p.max.Load(); n > m && !p.max.CompareAndSwap(m, n); m = p.max.Load() {

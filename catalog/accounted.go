@@ -316,6 +316,16 @@ func (a *Accounted) StopConsumer(ctx context.Context, p *transport.StopParams) e
 	return nil
 }
 
+// CancelConsume delegates to the wrapped transport
+// (transport.ConsumeCanceller); without one it reports errors.ErrUnsupported,
+// which the runtime takes as "nothing was pushed".
+func (a *Accounted) CancelConsume(ctx context.Context, p *transport.StopParams) error {
+	if c, ok := a.Transport.(transport.ConsumeCanceller); ok {
+		return c.CancelConsume(ctx, p)
+	}
+	return fmt.Errorf("cancel consume: %w: %w", ErrUnsupported, errors.ErrUnsupported)
+}
+
 // Features are the wrapped transport's, with CatalogParking.
 func (a *Accounted) Features() transport.Features {
 	var f transport.Features

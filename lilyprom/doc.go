@@ -47,6 +47,11 @@
 //	    flight), 2 open (fetching stopped). 0 for a queue without a breaker.
 //	    With several consumers of one queue in one process it shows the last
 //	    change reported by any of them.
+//	lily_abandoned_handlers{queue}               gauge
+//	    Handlers abandoned past handler_timeout_millis and the grace that
+//	    have not returned yet. Each keeps a handler slot; at the consumer's
+//	    concurrency no handler starts (a dependency hangs and the handler
+//	    ignores its context) — alert on it.
 //	lily_redrive_total{queue,outcome}            counter
 //	    Redriven dead letters, by outcome: redriven (sent back to the source
 //	    queue and confirmed), needs_manual (refused at max_redrives), failed

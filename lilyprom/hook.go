@@ -35,6 +35,7 @@ type Hook struct {
 	inflow   *prometheus.CounterVec
 	breaker  *prometheus.GaugeVec
 	redrive  *prometheus.CounterVec
+	abandon  *prometheus.GaugeVec
 
 	queues sync.Map // queue name -> *queueSeries
 	mu     sync.Mutex
@@ -50,6 +51,7 @@ type queueSeries struct {
 	outcomes map[string]prometheus.Counter
 	duration prometheus.Observer
 	breaker  prometheus.Gauge
+	abandon  prometheus.Gauge
 	inflow   sync.Map // reason -> prometheus.Counter
 	redrive  sync.Map // outcome -> prometheus.Counter
 }
@@ -88,8 +90,12 @@ func NewHook(reg prometheus.Registerer) (*Hook, error) {
 			Name: MetricRedrive,
 			Help: "Redriven dead letters by outcome: redriven, needs_manual, failed.",
 		}, []string{LabelQueue, LabelOutcome}),
+		abandon: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricAbandoned,
+			Help: "Handlers abandoned past their timeout that have not returned yet; each holds a handler slot (at the consumer's concurrency no handler starts).",
+		}, []string{LabelQueue}),
 	}
-	cs := []prometheus.Collector{h.messages, h.duration, h.inflow, h.breaker, h.redrive}
+	cs := []prometheus.Collector{h.messages, h.duration, h.inflow, h.breaker, h.redrive, h.abandon}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {
@@ -125,6 +131,7 @@ func (h *Hook) series(queue string) *queueSeries {
 		outcomes: make(map[string]prometheus.Counter, len(MessageOutcomes)),
 		duration: h.duration.WithLabelValues(queue),
 		breaker:  h.breaker.WithLabelValues(queue),
+		abandon:  h.abandon.WithLabelValues(queue),
 	}
 	for _, o := range MessageOutcomes {
 		s.outcomes[o] = h.messages.WithLabelValues(queue, o)
@@ -142,13 +149,16 @@ func (h *Hook) series(queue string) *queueSeries {
 
 // Observe implements lily.Hook: it counts e's outcome, observes the
 // handler's duration, counts a dead-lettering's reason and follows the
-// breaker. Faults are reported by the runtime beside the delivery's
+// breaker and the abandoned handlers. Faults are reported by the runtime beside the delivery's
 // outcome and are not counted again; unknown kinds are ignored.
 func (h *Hook) Observe(_ context.Context, e lily.Event) {
 	s := h.series(e.Queue)
 	switch e.Kind {
 	case lily.EventBreaker:
 		s.breaker.Set(breakerValue(e.Breaker))
+		return
+	case lily.EventAbandoned, lily.EventStalled:
+		s.abandon.Set(float64(e.Abandoned))
 		return
 	case lily.EventFault:
 		return

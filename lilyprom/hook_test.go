@@ -240,6 +240,29 @@ func TestHookBreakerAndEdgeCases(t *testing.T) {
 			t.Errorf("after breaker %s: gauge = %v, want %v", c.state, got, c.want)
 		}
 	}
+	abandoned := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == lilyprom.MetricAbandoned {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no abandoned-handlers gauge")
+		return -1
+	}
+	for _, c := range []struct {
+		kind lily.EventKind
+		n    int
+	}{{lily.EventAbandoned, 1}, {lily.EventAbandoned, 2}, {lily.EventStalled, 2}, {lily.EventAbandoned, 1}, {lily.EventAbandoned, 0}} {
+		hook.Observe(ctx, lily.Event{Kind: c.kind, Queue: q, Abandoned: c.n})
+		if got := abandoned(); got != float64(c.n) {
+			t.Errorf("after %s with %d: abandoned gauge = %v, want %d", c.kind, c.n, got, c.n)
+		}
+	}
 	ms := 20 * time.Millisecond
 	for _, e := range []lily.Event{
 		{Kind: lily.EventHeld, Queue: q, EventID: "e1", HandlerDuration: ms},

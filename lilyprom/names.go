@@ -14,6 +14,7 @@ const (
 	MetricHandlerDuration   = "lily_handler_duration_seconds"
 	MetricDLQInflow         = "lily_dlq_inflow_total"
 	MetricBreakerState      = "lily_breaker_state"
+	MetricAbandoned         = "lily_abandoned_handlers"
 	MetricRedrive           = "lily_redrive_total"
 	MetricDLQEntries        = "lily_dlq_entries"
 	MetricDLQOldestAge      = "lily_dlq_oldest_entry_age_seconds"

@@ -18,7 +18,7 @@ func TestMetricNamesDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{MetricMessages, MetricHandlerDuration, MetricDLQInflow, MetricBreakerState, MetricRedrive,
+	names := []string{MetricMessages, MetricHandlerDuration, MetricDLQInflow, MetricBreakerState, MetricAbandoned, MetricRedrive,
 		MetricDLQEntries, MetricDLQOldestAge, MetricLedgerUnaccounted, MetricCatalogUp}
 	for _, n := range names {
 		if !strings.Contains(string(doc), n) {

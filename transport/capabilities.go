@@ -135,3 +135,58 @@ type DeadLetterCounter interface {
 type ConcurrentSettler interface {
 	SettleConcurrency() int
 }
+
+// ExtendParams are the arguments of LeaseExtender.ExtendLeases.
+type ExtendParams struct {
+	// Consumer is the instance that holds the leases.
+	Consumer string
+	// Deliveries are the deliveries whose leases are extended; each must
+	// still be held by Consumer.
+	Deliveries []*Delivery
+	// For is the new lease length, counted from now.
+	For time.Duration
+}
+
+// LeaseExtender is implemented by lease-based transports (Features.Leases)
+// whose leases can be extended while their deliveries are still in flight,
+// like JetStream's InProgress or SQS's ChangeMessageVisibility. The runtime
+// extends the lease of every delivery it holds well before it runs out, so
+// that a slow handler or a delivery waiting for a free worker is not handed
+// out a second time. ExtendLeases returns nil when every lease was
+// extended; otherwise a *SettleError aligned with p.Deliveries whose
+// elements wrap ErrLeaseLost for deliveries no longer held (their lease had
+// run out and another consumer has them), or another error when nothing
+// was extended.
+type LeaseExtender interface {
+	ExtendLeases(ctx context.Context, p *ExtendParams) error
+}
+
+// UnreceiveParams are the arguments of Unreceiver.Unreceive.
+type UnreceiveParams struct {
+	// Consumer is the instance that received the deliveries.
+	Consumer string
+	// Deliveries were received and never handed to a handler.
+	Deliveries []*Delivery
+}
+
+// Unreceiver is implemented by transports that can give a received delivery
+// back as if it had never been received: visible again at once, its
+// delivery count what it was before (no handler saw it, so it is not a
+// delivery). The runtime gives back what it leased but did not start when
+// it stops, so that a graceful stop neither waits for a whole leased batch
+// nor raises counts. The result is reported as for LeaseExtender.
+type Unreceiver interface {
+	Unreceive(ctx context.Context, p *UnreceiveParams) error
+}
+
+// ConsumeCanceller is implemented by transports where the broker pushes
+// deliveries (a prefetch window). CancelConsume ends the consumer
+// instance's subscription (AMQP basic.cancel) without closing its channel:
+// nothing new is pushed, what was pushed stays settleable, and Receive
+// hands it out — without waiting, never subscribing again — until none is
+// left. A graceful stop cancels, processes and settles what was delivered,
+// and only then calls ConsumerStopper.StopConsumer: closing a channel with
+// deliveries on it would return them with their delivery counts raised.
+type ConsumeCanceller interface {
+	CancelConsume(ctx context.Context, p *StopParams) error
+}

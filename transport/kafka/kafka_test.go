@@ -95,6 +95,13 @@ func TestConformance(t *testing.T) {
 	transporttest.Run(t, harness(newCluster(t)))
 }
 
+// TestLoad runs the real-traffic behaviours (competing consumers, slow
+// handlers, a hanging dependency, a dead-lettered probe, a graceful
+// hand-over) on kfake.
+func TestLoad(t *testing.T) {
+	transporttest.RunLoad(t, harness(newCluster(t)))
+}
+
 // TestOrdering runs the park scenario on kfake, with the catalog (and the
 // held keys) in a SQLite file: a key's later records wait in the catalog
 // behind its head while the partition's other keys flow. Block, which holds

@@ -16,6 +16,8 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
+var _ transport.ConsumeCanceller = (*Transport)(nil)
+
 type consumerKey struct{ queue, instance string }
 
 // consumer is one consumer instance on one queue: its own channel, its
@@ -31,10 +33,14 @@ type consumer struct {
 	tag      string
 	in       <-chan amqp.Delivery // nil when not consuming
 	pending  []amqp.Delivery      // received, not yet handed out
+	reds     []amqp.Delivery      // redelivered, held back until the window's first-time deliveries are out
 	cautious bool
 	isolate  bool
 	held     map[uint64]bool // delivery tags handed out, not settled
 	dead     bool
+	canceled bool   // CancelConsume: never subscribe again, hand out what was pushed
+	alone    uint64 // tag of a redelivery handed out alone, until settled
+	keyOrder bool   // per-key order (a single-active-consumer queue): no basic.get barrier
 }
 
 var tagSeq atomic.Uint64
@@ -80,7 +86,7 @@ func (c *consumer) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.ch, c.in, c.pending, c.held, c.dead = ch, nil, nil, map[uint64]bool{}, false
+	c.ch, c.in, c.pending, c.reds, c.held, c.dead = ch, nil, nil, nil, map[uint64]bool{}, false
 	c.cautious = c.isolate
 	return nil
 }
@@ -104,14 +110,37 @@ func (c *consumer) start(prefetch int) error {
 
 // stop cancels the consume and keeps what was already pushed, to hand it
 // out before anything new.
+//
+// The client library drops a delivery that reaches it after the cancel's
+// reply (its consumer tag is gone), and a quorum queue does send some: the
+// ones due to credit that acknowledgements sent just before had freed. A
+// dropped delivery stays unacknowledged on the channel, invisible, until
+// the channel closes and the broker returns it with its count raised — the
+// exposure the cautious window and the graceful stop exist to avoid. So
+// the cancel is preceded by a basic.get: the queue answers it only after
+// the deliveries it pushed before, which therefore arrive while the
+// consumer is still registered. The message the get takes, if any, is
+// kept like a pushed one. (A message published between the get and the
+// cancel can still race; the window for that is one round trip.) A queue
+// that keeps per-key order has a single active consumer, which a get would
+// bypass: there the cancel goes alone.
 func (c *consumer) stop() {
 	if c.in == nil {
 		return
+	}
+	var got *amqp.Delivery
+	if !c.keyOrder {
+		if d, ok, err := c.ch.Get(c.key.queue, false); err == nil && ok {
+			got = &d
+		}
 	}
 	if err := c.ch.Cancel(c.tag, false); err == nil {
 		for d := range c.in {
 			c.pending = append(c.pending, d)
 		}
+	}
+	if got != nil {
+		c.pending = append(c.pending, *got)
 	}
 	c.in = nil
 }
@@ -125,12 +154,26 @@ func redelivered(d *amqp.Delivery) bool { return deliveryCount(d) > 1 }
 // quorum queue with transport.ErrUnsafeQueue (see checkQueueType). With p.IsolateRedeliveries a
 // redelivered message is handed out alone and switches the consumer to
 // prefetch 1 until a first-time delivery arrives again.
+//
+// The cautious window: when a redelivery arrives mid-stream, the consume is
+// cancelled and the first-time deliveries the broker had already pushed
+// are handed out — to be processed and settled — before the redelivered
+// one, so that when it runs alone (the runtime waits for everything else
+// to settle first) it is the only delivery on the channel: if it kills the
+// process, nothing else comes back with a raised count. A queue that keeps
+// per-key order (p.KeyOrder) cannot let later messages pass it: there the
+// redelivery is handed out next, with the pushed window still on the
+// channel.
+//
+// After CancelConsume, Receive hands out what had been pushed, without
+// waiting and without subscribing again, and then nothing.
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
 	if err := t.checkQueueType(ctx, p.Queue); err != nil {
 		return nil, err
 	}
 	c := t.consumer(p.Queue, p.Consumer, p.IsolateRedeliveries)
 	c.mu.Lock()
+	c.keyOrder = p.KeyOrder
 	if err := c.open(ctx); err != nil {
 		c.mu.Unlock()
 		return nil, err
@@ -143,35 +186,40 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 			out = append(out, d)
 			return len(out) < limit
 		}
-		red := redelivered(&d)
-		switch {
-		case red && len(out) > 0:
-			c.pending = append([]amqp.Delivery{d}, c.pending...)
-			c.cautious = true
-			c.stop()
-			return false
-		case red:
-			out = append(out, d)
+		if redelivered(&d) {
 			if !c.cautious {
 				c.cautious = true
-				c.stop()
+				c.stop() // what the broker pushed after it waits in pending
 			}
-			return false
-		case c.cautious:
+			if p.KeyOrder {
+				if len(out) > 0 {
+					c.pending = append([]amqp.Delivery{d}, c.pending...)
+				} else {
+					out = append(out, d)
+				}
+				return false
+			}
+			c.reds = append(c.reds, d)
+			return len(out) < limit
+		}
+		if c.cautious && len(c.reds) == 0 {
 			c.cautious = false
 			c.stop() // next consume uses the full prefetch
 		}
 		out = append(out, d)
 		return len(out) < limit
 	}
-	for len(c.pending) > 0 && len(out) < limit {
-		d := c.pending[0]
-		c.pending = c.pending[1:]
-		if !take(d) {
-			break
+	fill := func() {
+		for len(c.pending) > 0 && len(out) < limit {
+			d := c.pending[0]
+			c.pending = c.pending[1:]
+			if !take(d) {
+				return
+			}
 		}
 	}
-	if len(out) == 0 {
+	fill()
+	if len(out) == 0 && len(c.reds) == 0 && !c.canceled {
 		if c.in == nil {
 			prefetch := p.Prefetch
 			if prefetch <= 0 {
@@ -216,7 +264,11 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 					break more
 				}
 			}
+			fill()
 		}
+	}
+	if len(out) == 0 && len(c.reds) > 0 && len(c.pending) == 0 {
+		out, c.reds = append(out, c.reds[0]), c.reds[1:] // alone, after the window
 	}
 	ds := make([]*transport.Delivery, len(out))
 	for i := range out {
@@ -225,6 +277,9 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		d.Receipt = receipt{c: c, ch: c.ch, tag: raw.DeliveryTag, raw: raw}
 		c.held[raw.DeliveryTag] = true
 		ds[i] = d
+	}
+	if c.isolate && len(out) == 1 && redelivered(&out[0]) {
+		c.alone = out[0].DeliveryTag
 	}
 	c.mu.Unlock()
 	return ds, nil
@@ -310,6 +365,9 @@ func (c *consumer) settle(rcs []receipt, acks, nacks []int, errs []error) {
 		}
 		delete(c.held, r.tag)
 	}
+	if c.alone != 0 && !c.held[c.alone] {
+		c.alone = 0
+	}
 	valid := acks[:0:0]
 	for _, i := range acks {
 		if r := rcs[i]; !r.valid() {
@@ -336,6 +394,9 @@ func (c *consumer) settle(rcs []receipt, acks, nacks []int, errs []error) {
 	for k := range c.pending {
 		bound = min(bound, c.pending[k].DeliveryTag)
 	}
+	for k := range c.reds {
+		bound = min(bound, c.reds[k].DeliveryTag)
+	}
 	prefix := 0
 	for prefix < len(valid) && rcs[valid[prefix]].tag < bound {
 		prefix++
@@ -359,6 +420,18 @@ func (c *consumer) settle(rcs []receipt, acks, nacks []int, errs []error) {
 	for k := range rest {
 		ack(rest[k:k+1], rcs[rest[k]].tag, false)
 	}
+	if c.alone != 0 && c.held[c.alone] && c.ch == ch {
+		// A redelivery waits to run alone once these are settled. An ack
+		// has no reply: if the redelivery kills the process right after,
+		// acks still in the socket can be lost, and those deliveries come
+		// back with raised counts. A synchronous call on the channel
+		// returns only after the broker has processed every frame before
+		// it. (basic.qos with the cautious prefetch: the consume is
+		// cancelled or already at 1, so nothing changes.)
+		if err := ch.Qos(1, 0, false); err != nil {
+			c.t.opts.Logger.Warn("rabbitmq: flushing acknowledgements before a redelivery runs alone failed", "queue", c.key.queue, "err", err)
+		}
+	}
 }
 
 // RecoverLeases closes the channels of a consumer instance: the broker
@@ -377,7 +450,7 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 	n := 0
 	for _, c := range cs {
 		c.mu.Lock()
-		n += len(c.held) + len(c.pending)
+		n += len(c.held) + len(c.pending) + len(c.reds)
 		c.mu.Unlock()
 		c.invalidate()
 	}
@@ -392,16 +465,35 @@ func (t *Transport) heldCount(queue string) int64 {
 	for k, c := range t.consumers {
 		if k.queue == queue {
 			c.mu.Lock()
-			n += int64(len(c.held) + len(c.pending))
+			n += int64(len(c.held) + len(c.pending) + len(c.reds))
 			c.mu.Unlock()
 		}
 	}
 	return n
 }
 
+// CancelConsume ends a consumer instance's subscription (basic.cancel)
+// and keeps its channel open: what the broker had pushed stays on it,
+// settleable, and Receive hands it out without subscribing again. The
+// runtime processes and settles it before StopConsumer closes the channel,
+// so that a graceful stop gives nothing back with a raised delivery count.
+func (t *Transport) CancelConsume(ctx context.Context, p *transport.StopParams) error {
+	// An instance that never received gets an entry too, so that Receive
+	// does not subscribe for it now.
+	c := t.consumer(p.Queue, p.Consumer, false)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.canceled = true
+	if c.ch != nil && !c.ch.IsClosed() && !c.dead {
+		c.stop()
+	}
+	return nil
+}
+
 // StopConsumer ends a consumer instance's consumption: it cancels the
 // consume and closes the channel, which gives back to the queue whatever
-// the broker pushed but was never handed out.
+// the broker pushed but was never handed out (after CancelConsume and a
+// drain, nothing).
 func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) error {
 	t.mu.Lock()
 	k := consumerKey{p.Queue, p.Consumer}

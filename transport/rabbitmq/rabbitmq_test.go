@@ -74,6 +74,13 @@ func TestConformance(t *testing.T) {
 	transporttest.Run(t, harness())
 }
 
+// TestLoad runs the real-traffic behaviours (competing consumers, slow
+// handlers, a hanging dependency, a dead-lettered probe, a graceful
+// hand-over) on the broker.
+func TestLoad(t *testing.T) {
+	transporttest.RunLoad(t, harness())
+}
+
 // TestOrdering runs the park and block scenarios on the broker, with the
 // catalog (and the held keys) in a SQLite file.
 func TestOrdering(t *testing.T) {

@@ -118,7 +118,9 @@ func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit
 		cands = isolate(cands)
 	}
 	args := make([]any, 0, len(cands)+2)
-	args = append(args, now+t.opts.VisibilityTimeout.Milliseconds(), p.Consumer)
+	// The lease runs from now, not from when the transaction began: it may
+	// have waited for the database.
+	args = append(args, t.now()+t.opts.VisibilityTimeout.Milliseconds(), p.Consumer)
 	for _, c := range cands {
 		args = append(args, c.id)
 	}

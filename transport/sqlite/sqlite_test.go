@@ -13,12 +13,16 @@ import (
 )
 
 // harness runs the conformance suite on a fresh database file per subtest.
-func harness() transporttest.Harness {
+func harness() transporttest.Harness { return leaseHarness(5 * time.Second) }
+
+// leaseHarness is harness with the given visibility timeout.
+func leaseHarness(lease time.Duration) transporttest.Harness {
 	return transporttest.Harness{
-		Name: "sqlite",
+		Name:  "sqlite",
+		Lease: lease,
 		New: func(t *testing.T) transport.Transport {
 			tr, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lily.db"), sqlite.Options{
-				VisibilityTimeout: 5 * time.Second, PollInterval: 5 * time.Millisecond,
+				VisibilityTimeout: lease, PollInterval: 5 * time.Millisecond,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -49,6 +53,14 @@ func deadLetters(ctx context.Context, tr transport.Transport, queue string) ([]t
 
 func TestConformance(t *testing.T) {
 	transporttest.Run(t, harness())
+}
+
+// TestLoad runs the real-traffic behaviours (competing consumers, slow
+// handlers, a hanging dependency, a dead-lettered probe, a graceful
+// hand-over) with a short lease: 2s, shorter than the slow handlers (and
+// long enough for its extensions on a loaded machine).
+func TestLoad(t *testing.T) {
+	transporttest.RunLoad(t, leaseHarness(2*time.Second))
 }
 
 // TestOrdering runs the park and block scenarios on the embedded store,

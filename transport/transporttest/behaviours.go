@@ -29,7 +29,7 @@ var behaviours = []behaviour{
 	{"InvalidRetryCount", testInvalidRetryCount},
 	{"Panic", testPanic},
 	{"HandlerTimeout", testHandlerTimeout},
-	{"AbandonedHandlerReleased", testAbandoned},
+	{"AbandonedHandlerRetried", testAbandoned},
 	{"DeadLetterHandOffFails", testDeadLetterHandOffFails},
 	{"RetryHandOffFails", testRetryHandOffFails},
 	{"FailedPublish", testFailedPublish},

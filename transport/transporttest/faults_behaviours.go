@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -164,27 +165,34 @@ func testHandlerTimeout(t *testing.T, h Harness) {
 	e.conserve(0)
 }
 
+// testAbandoned: a handler that ignores its context is abandoned after its
+// timeout and grace, and its delivery is handled as a transient failure —
+// retried through a bucket as a new copy (delivery count 1 again), never
+// released (which raises the count toward delivery_limit).
 func testAbandoned(t *testing.T, h Harness) {
-	e := newEnv(t, h, lily.QueueConfig{HandlerTimeoutMillis: new(int64(50))})
+	e := newEnv(t, h, lily.QueueConfig{HandlerTimeoutMillis: new(int64(50)), RetryAttempts: 1, RetryBackoffMillis: new(int64(20))})
 	id := e.publish(transport.Message{Body: []byte("stuck")})[0]
 	release := make(chan struct{})
 	defer close(release)
-	var counts []int
+	var counts, retries []int
 	e.consume(lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		n := e.called(d)
 		e.mu.Lock()
-		counts = append(counts, d.DeliveryCount)
+		counts, retries = append(counts, d.DeliveryCount), append(retries, d.RetryCount)
 		e.mu.Unlock()
 		if n == 1 {
 			<-release // ignores its context: abandoned after the grace
 		}
 		return nil
 	}), e.allTerminal, func(o *lily.ConsumerOptions) { o.AbandonGrace = 50 * time.Millisecond })
-	if e.count(lily.EventReleased) != 1 || e.count(lily.EventAcked) != 1 {
-		t.Errorf("released %d acked %d, want 1 and 1", e.count(lily.EventReleased), e.count(lily.EventAcked))
+	if e.count(lily.EventReleased) != 0 || e.count(lily.EventRetried) != 1 || e.count(lily.EventAcked) != 1 {
+		t.Errorf("released %d retried %d acked %d, want 0, 1 and 1", e.count(lily.EventReleased), e.count(lily.EventRetried), e.count(lily.EventAcked))
 	}
-	if len(counts) != 2 || counts[1] != 2 {
-		t.Errorf("delivery counts %v, want [1 2]: the release must be counted by the transport", counts)
+	if e.count(lily.EventAbandoned) < 1 {
+		t.Errorf("abandoned events %d, want at least 1", e.count(lily.EventAbandoned))
+	}
+	if !slices.Equal(counts, []int{1, 1}) || !slices.Equal(retries, []int{0, 1}) {
+		t.Errorf("delivery counts %v retry counts %v, want [1 1] and [0 1]: an abandonment spends a retry, not a delivery", counts, retries)
 	}
 	if e.callsOf(id) != 2 {
 		t.Errorf("calls %d, want 2", e.callsOf(id))

@@ -15,6 +15,7 @@ package transporttest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/lily-mq/lily/transport"
 )
@@ -48,6 +49,10 @@ type Harness struct {
 	// nor dead-lettered. Nil uses transport.InFlightCounter when the
 	// transport implements it, else the check is skipped loudly.
 	InFlight func(ctx context.Context, tr transport.Transport, queue string) (int64, error)
+	// Lease is the visibility timeout of the transports New returns, for
+	// lease-based transports (0 otherwise). RunLoad's slow handlers run
+	// longer than it, so keep it short (a few hundred milliseconds).
+	Lease time.Duration
 	// Teardown, when set, removes a subtest's queue after it ended (the
 	// transport is still open).
 	Teardown func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error

@@ -54,6 +54,7 @@ type env struct {
 	published []string
 	events    []lily.Event
 	calls     map[string]int
+	tornDown  *bool // set when the behaviour tore its queue down itself
 }
 
 // uniqueQueue returns a queue name made of the test's name and a random
@@ -81,9 +82,13 @@ func newEnv(t *testing.T, h Harness, qc lily.QueueConfig) *env {
 	if err := qc.Validate(); err != nil {
 		t.Fatalf("queue config: %v", err)
 	}
+	tornDown := new(bool)
 	if h.Teardown != nil {
 		// Registered before Close's cleanup, so it runs first (LIFO).
 		t.Cleanup(func() {
+			if *tornDown {
+				return
+			}
 			if err := h.Teardown(context.Background(), tr, qc.Spec()); err != nil {
 				t.Errorf("teardown of %s: %v", qc.Name, err)
 			}
@@ -94,7 +99,7 @@ func newEnv(t *testing.T, h Harness, qc lily.QueueConfig) *env {
 			t.Fatalf("declare %s: %v", qc.Name, err)
 		}
 	}
-	return &env{t: t, h: h, tr: tr, base: tr, ctx: ctx, queue: qc.Name, qc: qc, calls: map[string]int{}}
+	return &env{t: t, h: h, tr: tr, base: tr, ctx: ctx, queue: qc.Name, qc: qc, calls: map[string]int{}, tornDown: tornDown}
 }
 
 // publish publishes msgs (event IDs assigned when empty) and records them.
