@@ -43,7 +43,7 @@ func (c QueueConfig) BreakerEnabled() bool {
 const (
 	DefaultDeliveryLimit         = 5
 	DefaultImmediateRetryMillis  = 200
-	DefaultHandlerTimeoutMillis  = 25000
+	DefaultHandlerTimeoutMillis  = 30000
 	DefaultMaxRedrives           = 2
 	DefaultDLQRetentionHours     = 336
 	MaxDeliveryLimit             = 1000
@@ -130,8 +130,10 @@ type QueueConfig struct {
 	// (0: retry at once). Defaults to 200.
 	ImmediateRetryMillis *int64 `toml:"immediate_retry_millis" json:"immediate_retry_millis,omitempty"`
 	// HandlerTimeoutMillis cancels the handler's context after this long,
-	// > 0. Defaults to 25000, which with the default one-second abandon
-	// grace fits in the SQLite transport's default 30 s lease.
+	// > 0. Defaults to 30000. A transport whose lease the runtime cannot
+	// extend refuses a timeout (plus grace and immediate retries) that does
+	// not fit in it; the SQLite transport's lease is extended while the
+	// handler runs.
 	HandlerTimeoutMillis *int64 `toml:"handler_timeout_millis" json:"handler_timeout_millis,omitempty"`
 	// Ordering is "reorder", "block" or "park". Defaults to "reorder".
 	Ordering string `toml:"ordering" json:"ordering"`

@@ -172,7 +172,7 @@ retry_backoff_millis = 120000
 		Name: "orders.created", Transport: lily.TransportSQLite, Exchange: "orders",
 		BindingKeys:   []string{"orders.created"},
 		RetryAttempts: 0, RetryBackoffMillis: new(int64(1000)), MaxRetryBackoffMillis: new(int64(60000)), RetryJitterRatio: 0,
-		DeliveryLimit: new(5), ImmediateRetries: 0, ImmediateRetryMillis: new(int64(200)), HandlerTimeoutMillis: new(int64(25000)),
+		DeliveryLimit: new(5), ImmediateRetries: 0, ImmediateRetryMillis: new(int64(200)), HandlerTimeoutMillis: new(int64(30000)),
 		Ordering: lily.OrderingReorder, MaxRedrives: new(2), DLQRetentionHours: new(336),
 		BucketMaxLength: new(int64(100000)), DLQMaxLength: new(int64(1000000)),
 		BreakerFailureRatio: new(0.5), BreakerMinRequests: new(20), BreakerWindowMillis: new(int64(10000)), BreakerCooldownMillis: new(int64(5000)),

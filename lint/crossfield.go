@@ -8,7 +8,6 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/plan"
-	"github.com/lily-mq/lily/transport/sqlite"
 )
 
 // Codes of the cross-field findings (Static).
@@ -32,9 +31,6 @@ const (
 	// a handler may run past its timeout before the runtime gives up on
 	// it and settles the delivery.
 	AbandonGrace = time.Second
-	// SQLiteLease is the SQLite transport's default lease,
-	// sqlite.DefaultVisibilityTimeout.
-	SQLiteLease = sqlite.DefaultVisibilityTimeout
 	// RabbitMQConsumerTimeout is RabbitMQ's default consumer_timeout (30
 	// minutes since 3.8.17): a delivery unacknowledged that long closes
 	// its channel, and every delivery in flight on it is requeued.
@@ -57,11 +53,11 @@ func noQueues(cfg config.Config) []Finding {
 }
 
 // leaseOf returns the lease a queue's transport gives a delivery, and its
-// name for the finding; false if the transport has none Lily knows.
+// name for the finding; false if the transport has none Lily knows, or one
+// the runtime extends while the handler runs (SQLite: transport.LeaseExtender,
+// so a slow handler never outlives its lease there).
 func leaseOf(q lily.QueueConfig) (time.Duration, string, bool) {
 	switch q.Transport {
-	case lily.TransportSQLite:
-		return SQLiteLease, "the SQLite transport's lease (sqlite.Options.VisibilityTimeout, default 30 s)", true
 	case lily.TransportRabbitMQ:
 		return RabbitMQConsumerTimeout, "RabbitMQ's consumer_timeout (default 30 min)", true
 	}

@@ -106,8 +106,9 @@ const (
 //   - no-owner (warning): owner is empty.
 //   - handler-timeout-over-lease (warning): handler_timeout_millis plus
 //     AbandonGrace (1 s) does not end inside the transport's lease
-//     (SQLiteLease, 30 s; RabbitMQConsumerTimeout, 30 min; Kafka has
-//     none): the message is handed out again while the handler runs.
+//     (RabbitMQConsumerTimeout, 30 min; SQLite extends its lease while
+//     the handler runs and Kafka has none): the message is handed out
+//     again while the handler runs.
 //   - retry-capacity-short (error): on RabbitMQ, with expected_outage and
 //     expected_rate_per_second set, buckets × bucket_max_length is less
 //     than outage × rate: full buckets refuse hand-offs, and refused

@@ -33,8 +33,8 @@ triage_hours (dlq-retention-below-source, dlq-retention-below-triage); jitter
 without retries, bucket counts near their limits, retries sharing the backoff cap
 (jitter-without-retries, buckets-near-limit, topology-buckets-near-limit,
 retries-share-cap); ordering = "park" (park-needs-keys); no owner (no-owner);
-handler_timeout_millis + 1 s grace not inside the transport's lease (SQLite 30 s,
-RabbitMQ consumer_timeout 30 min) (handler-timeout-over-lease); on RabbitMQ,
+handler_timeout_millis + 1 s grace not inside RabbitMQ's consumer_timeout (30 min;
+SQLite extends its leases) (handler-timeout-over-lease); on RabbitMQ,
 buckets × bucket_max_length below expected_outage × expected_rate_per_second
 (retry-capacity-short); breaker = true with retry_attempts = 0
 (breaker-without-retries); a file without any [[queue]] (no-queues).
