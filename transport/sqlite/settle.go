@@ -14,7 +14,8 @@ import (
 // dead-letter inserts the catalog entry and deletes the message in that
 // transaction, so there is no moment where it is in neither or both. A
 // settlement whose lease was lost (the message was handed out again) fails
-// alone with transport.ErrLeaseLost.
+// alone with transport.ErrLeaseLost. The acks go first, a few hundred per
+// DELETE statement; the other settlements follow in their order.
 func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
 	if len(p.Settlements) == 0 {
 		return nil
@@ -26,15 +27,8 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	nowMs := now.UnixMilli()
 	errs := make([]error, len(p.Settlements))
 	failed := 0
-	tx, err := t.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite transport: settle: %w", err)
-	}
-	defer tx.Rollback()
-	st := &settleStmts{tx: tx}
-	defer st.close()
-	acked := map[string]int64{}
-	woke := false
+	rcs := make([]receipt, len(p.Settlements))
+	uses := make(map[int64]int, len(p.Settlements)) // settlements per message
 	for i, s := range p.Settlements {
 		rc, ok := s.Delivery.Receipt.(receipt)
 		if !ok {
@@ -42,6 +36,48 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 			failed++
 			continue
 		}
+		rcs[i] = rc
+		uses[rc.id]++
+	}
+	tx, err := t.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite transport: settle: %w", err)
+	}
+	defer tx.Rollback()
+	st := &settleStmts{t: t, tx: tx}
+	defer st.close()
+	acked := map[string]int64{}
+	woke := false
+	// The acks of messages settled once in this call cannot depend on the
+	// order of the others: delete them in batches. A message settled more
+	// than once keeps the order (the first settlement wins).
+	var batched []int
+	for i, s := range p.Settlements {
+		if errs[i] == nil && s.Action == transport.Ack && uses[rcs[i].id] == 1 {
+			batched = append(batched, i)
+		}
+	}
+	deleted, err := st.deleteAcks(ctx, batched, rcs)
+	if err != nil {
+		return fmt.Errorf("sqlite transport: settle: %w", err)
+	}
+	for _, i := range batched {
+		d := p.Settlements[i].Delivery
+		if d.Key != "" {
+			woke = true // the next message of its key may be handed out now (KeyOrder)
+		}
+		if !deleted[rcs[i].id] {
+			errs[i] = fmt.Errorf("sqlite transport: settle %s (%s): %w", d.EventID, transport.Ack, transport.ErrLeaseLost)
+			failed++
+			continue
+		}
+		acked[d.Queue]++
+	}
+	for i, s := range p.Settlements {
+		if errs[i] != nil || (s.Action == transport.Ack && uses[rcs[i].id] == 1) {
+			continue // failed above, or a batched ack
+		}
+		rc := rcs[i]
 		var n int64
 		var hdr []byte
 		if s.Action == transport.Retry || s.Action == transport.DeadLetter {
@@ -54,28 +90,23 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		}
 		switch s.Action {
 		case transport.Ack:
-			n, err = st.exec(ctx, &st.del, `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`, rc.id, rc.count)
+			n, err = st.exec(ctx, &st.del, t.st.deleteRow, rc.id, rc.count)
 			if err == nil && n == 1 {
 				acked[s.Delivery.Queue]++
 			}
 		case transport.DeadLetter:
-			n, err = st.exec(ctx, &st.del, `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`, rc.id, rc.count)
+			n, err = st.exec(ctx, &st.del, t.st.deleteRow, rc.id, rc.count)
 			if err == nil && n == 1 {
 				err = st.insertEntry(ctx, catalog.NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, now))
 			}
 		case transport.Retry:
-			// The copy is a new row (new ID, receive count 0, enqueued
-			// now): a stale receipt of the original can never touch it.
-			n, err = st.exec(ctx, &st.retry, `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at)
-				SELECT queue, event_id, msg_key, msg_type, body, ?, ?, ? FROM lily_messages WHERE id = ? AND receive_count = ?`,
-				hdr, nowMs+s.Delay.Milliseconds(), nowMs, rc.id, rc.count)
+			n, err = st.exec(ctx, &st.retry, t.st.retryCopy, hdr, nowMs+s.Delay.Milliseconds(), nowMs, rc.id, rc.count)
 			if err == nil && n == 1 {
-				n, err = st.exec(ctx, &st.del, `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`, rc.id, rc.count)
+				n, err = st.exec(ctx, &st.del, t.st.deleteRow, rc.id, rc.count)
 			}
 			woke = true
 		case transport.Release:
-			n, err = st.exec(ctx, &st.release, `UPDATE lily_messages SET visible_at = ?, lease_owner = NULL
-				WHERE id = ? AND receive_count = ?`, nowMs+s.Delay.Milliseconds(), rc.id, rc.count)
+			n, err = st.exec(ctx, &st.release, t.st.release, nowMs+s.Delay.Milliseconds(), rc.id, rc.count)
 			woke = true
 		default:
 			err = fmt.Errorf("sqlite transport: settle %s: unknown action %d", s.Delivery.EventID, s.Action)
@@ -95,7 +126,7 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		}
 	}
 	for q, n := range acked {
-		if err := catalog.AddCountsTx(ctx, tx, q, 0, n); err != nil {
+		if err := t.st.ledger.AddTx(ctx, tx, q, 0, n); err != nil {
 			return err
 		}
 	}
@@ -120,26 +151,60 @@ func isRowError(err error) bool {
 	return errors.Is(err, transport.ErrLeaseLost)
 }
 
-// settleStmts prepares each statement once per transaction, on first use.
+// settleStmts binds the transport's prepared statements to one
+// transaction, each on first use.
 type settleStmts struct {
+	t                   *Transport
 	tx                  *sql.Tx
 	del, retry, release *sql.Stmt
 	ins                 *catalog.Inserter
 }
 
-func (s *settleStmts) exec(ctx context.Context, stmt **sql.Stmt, query string, args ...any) (int64, error) {
-	if *stmt == nil {
-		p, err := s.tx.PrepareContext(ctx, query)
-		if err != nil {
-			return 0, err
-		}
-		*stmt = p
+func (s *settleStmts) exec(ctx context.Context, bound **sql.Stmt, prepared *sql.Stmt, args ...any) (int64, error) {
+	if *bound == nil {
+		*bound = s.tx.StmtContext(ctx, prepared)
 	}
-	res, err := (*stmt).ExecContext(ctx, args...)
+	res, err := (*bound).ExecContext(ctx, args...)
 	if err != nil {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// deleteAcks deletes the messages of the settlements idx (acks, one per
+// message) fenced by their receipts rcs, ackChunk pairs per statement, and
+// returns the ids it deleted: the others lost their lease.
+func (s *settleStmts) deleteAcks(ctx context.Context, idx []int, rcs []receipt) (map[int64]bool, error) {
+	deleted := make(map[int64]bool, len(idx))
+	args := make([]any, 0, 2*min(len(idx), ackChunk))
+	for start := 0; start < len(idx); start += ackChunk {
+		chunk := idx[start:min(start+ackChunk, len(idx))]
+		st, size := s.t.st.acks.padded(len(chunk))
+		args = args[:0]
+		for _, i := range chunk {
+			args = append(args, rcs[i].id, rcs[i].count)
+		}
+		for len(args) < 2*size {
+			args = append(args, nil, nil) // (NULL, NULL) matches no row
+		}
+		rows, err := s.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			deleted[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return deleted, nil
 }
 
 func (s *settleStmts) insertEntry(ctx context.Context, e *catalog.Entry) error {
@@ -153,12 +218,9 @@ func (s *settleStmts) insertEntry(ctx context.Context, e *catalog.Entry) error {
 	return s.ins.Insert(ctx, e)
 }
 
+// close releases what the transaction prepared itself (the catalog
+// inserter); the bound statements end with the transaction.
 func (s *settleStmts) close() {
-	for _, st := range []*sql.Stmt{s.del, s.retry, s.release} {
-		if st != nil {
-			st.Close()
-		}
-	}
 	if s.ins != nil {
 		s.ins.Close()
 	}
