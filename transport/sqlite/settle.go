@@ -15,7 +15,10 @@ import (
 // transaction, so there is no moment where it is in neither or both. A
 // settlement whose lease was lost (the message was handed out again) fails
 // alone with transport.ErrLeaseLost. The acks go first, a few hundred per
-// DELETE statement; the other settlements follow in their order.
+// DELETE statement; the other settlements follow in their order. When a
+// batched DELETE removes fewer rows than it names (a lease was lost), the
+// transaction is rolled back and the settlements are applied again one
+// statement each, which tells the lost ones apart.
 func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
 	if len(p.Settlements) == 0 {
 		return nil
@@ -23,6 +26,21 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
+	err := t.settle(ctx, p, true)
+	if errors.Is(err, errAckBatchShort) {
+		err = t.settle(ctx, p, false)
+	}
+	return err
+}
+
+// errAckBatchShort reports a batched ack DELETE that removed fewer rows
+// than it named; Settle retries one by one.
+var errAckBatchShort = errors.New("sqlite transport: a batched ack lost its lease")
+
+// settle is one attempt of Settle: with batchAcks, the acks of messages
+// settled once in p are deleted in batches (errAckBatchShort if one of
+// them lost its lease); without, every settlement is one statement.
+func (t *Transport) settle(ctx context.Context, p *transport.SettleParams, batchAcks bool) error {
 	now := t.opts.Now()
 	nowMs := now.UnixMilli()
 	errs := make([]error, len(p.Settlements))
@@ -51,30 +69,29 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	// The acks of messages settled once in this call cannot depend on the
 	// order of the others: delete them in batches. A message settled more
 	// than once keeps the order (the first settlement wins).
-	var batched []int
+	batched := make([]bool, len(p.Settlements))
+	var idx []int
 	for i, s := range p.Settlements {
-		if errs[i] == nil && s.Action == transport.Ack && uses[rcs[i].id] == 1 {
-			batched = append(batched, i)
+		if batchAcks && errs[i] == nil && s.Action == transport.Ack && uses[rcs[i].id] == 1 {
+			batched[i] = true
+			idx = append(idx, i)
 		}
 	}
-	deleted, err := st.deleteAcks(ctx, batched, rcs)
-	if err != nil {
+	if err := st.deleteAcks(ctx, idx, rcs); err != nil {
+		if errors.Is(err, errAckBatchShort) {
+			return err
+		}
 		return fmt.Errorf("sqlite transport: settle: %w", err)
 	}
-	for _, i := range batched {
+	for _, i := range idx {
 		d := p.Settlements[i].Delivery
+		acked[d.Queue]++
 		if d.Key != "" {
 			woke = true // the next message of its key may be handed out now (KeyOrder)
 		}
-		if !deleted[rcs[i].id] {
-			errs[i] = fmt.Errorf("sqlite transport: settle %s (%s): %w", d.EventID, transport.Ack, transport.ErrLeaseLost)
-			failed++
-			continue
-		}
-		acked[d.Queue]++
 	}
 	for i, s := range p.Settlements {
-		if errs[i] != nil || (s.Action == transport.Ack && uses[rcs[i].id] == 1) {
+		if errs[i] != nil || batched[i] {
 			continue // failed above, or a batched ack
 		}
 		rc := rcs[i]
@@ -172,10 +189,11 @@ func (s *settleStmts) exec(ctx context.Context, bound **sql.Stmt, prepared *sql.
 }
 
 // deleteAcks deletes the messages of the settlements idx (acks, one per
-// message) fenced by their receipts rcs, ackChunk pairs per statement, and
-// returns the ids it deleted: the others lost their lease.
-func (s *settleStmts) deleteAcks(ctx context.Context, idx []int, rcs []receipt) (map[int64]bool, error) {
-	deleted := make(map[int64]bool, len(idx))
+// message) fenced by their receipts rcs, ackChunk pairs per statement. It
+// returns errAckBatchShort when a statement deleted fewer rows than it
+// named: a lease was lost (the statement has no RETURNING clause, which
+// would make SQLite keep a statement journal, so it cannot tell which).
+func (s *settleStmts) deleteAcks(ctx context.Context, idx []int, rcs []receipt) error {
 	args := make([]any, 0, 2*min(len(idx), ackChunk))
 	for start := 0; start < len(idx); start += ackChunk {
 		chunk := idx[start:min(start+ackChunk, len(idx))]
@@ -187,24 +205,19 @@ func (s *settleStmts) deleteAcks(ctx context.Context, idx []int, rcs []receipt) 
 		for len(args) < 2*size {
 			args = append(args, nil, nil) // (NULL, NULL) matches no row
 		}
-		rows, err := s.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		res, err := s.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			deleted[id] = true
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
+		if n != int64(len(chunk)) {
+			return errAckBatchShort
 		}
 	}
-	return deleted, nil
+	return nil
 }
 
 func (s *settleStmts) insertEntry(ctx context.Context, e *catalog.Entry) error {

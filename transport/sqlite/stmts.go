@@ -31,14 +31,17 @@ const (
 
 	checkQueueSQL = `SELECT 1 FROM lily_queues WHERE name = ?`
 
+	// The LIMIT is an expression, not a bare parameter: SQLite's planner
+	// reads a bare LIMIT parameter's value and re-prepares the statement
+	// whenever it changes (every receive, with the runtime's prefetch).
 	candidatesSQL = `SELECT id, receive_count FROM lily_messages
-		WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?`
+		WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT CAST(? AS INTEGER)`
 	// A keyed message waits while an older one of its key is still here
 	// (leased, perhaps by a consumer that died, or delayed).
 	candidatesKeyOrderSQL = `SELECT id, receive_count FROM lily_messages m
 		WHERE queue = ? AND visible_at <= ? AND (msg_key = '' OR NOT EXISTS (
 			SELECT 1 FROM lily_messages o WHERE o.queue = m.queue AND o.msg_key = m.msg_key AND o.msg_key != '' AND o.id < m.id))
-		ORDER BY visible_at, id LIMIT ?`
+		ORDER BY visible_at, id LIMIT CAST(? AS INTEGER)`
 	nextVisibleSQL = `SELECT MIN(visible_at) FROM lily_messages WHERE queue = ?`
 
 	deleteRowSQL = `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`
@@ -59,10 +62,9 @@ func leaseSQL(n int) string {
 		RETURNING id, event_id, msg_key, msg_type, body, headers, receive_count, enqueued_at`
 }
 
-// ackSQL deletes the rows of n (id, receive_count) pairs and returns the
-// ids it deleted: a pair whose id is missing lost its lease.
+// ackSQL deletes the rows of n (id, receive_count) pairs.
 func ackSQL(n int) string {
-	return `DELETE FROM lily_messages WHERE (id, receive_count) IN (VALUES ` + placeholders(n, 2) + `) RETURNING id`
+	return `DELETE FROM lily_messages WHERE (id, receive_count) IN (VALUES ` + placeholders(n, 2) + `)`
 }
 
 func insertSQL(n int) string { return insertPrefix + placeholders(n, 8) }
