@@ -54,9 +54,16 @@ const (
 )
 
 // leaseSQL is the lease UPDATE for n ids (its first two parameters are the
-// new visible_at and the lease owner).
+// new visible_at and the lease owner). OR IGNORE changes no result: no
+// constraint can fail on the columns it sets (visible_at is bound, never
+// NULL; receive_count + 1; lease_owner may be NULL; no UNIQUE index covers
+// them), and a row it skipped would only stay unleased. But a statement
+// that cannot abort needs no statement journal: with the default ABORT,
+// SQLite copies every page the UPDATE touches into one, which past 64 KiB
+// spills to a temporary file — about a quarter of the bytes the transport
+// wrote per message.
 func leaseSQL(n int) string {
-	return `UPDATE lily_messages
+	return `UPDATE OR IGNORE lily_messages
 		SET visible_at = ?, receive_count = receive_count + 1, lease_owner = ?
 		WHERE id IN (` + qmarks(n) + `)
 		RETURNING id, event_id, msg_key, msg_type, body, headers, receive_count, enqueued_at`
