@@ -21,9 +21,6 @@ const (
 	// leaseChunk is the most ids in one lease UPDATE; fewer are padded
 	// with NULL up to the next power of two (NULL matches no id).
 	leaseChunk = 512
-	// ackChunk is the most (id, receive_count) pairs in one ack DELETE,
-	// padded like the lease.
-	ackChunk = 256
 )
 
 const (
@@ -69,11 +66,6 @@ func leaseSQL(n int) string {
 		RETURNING id, event_id, msg_key, msg_type, body, headers, receive_count, enqueued_at`
 }
 
-// ackSQL deletes the rows of n (id, receive_count) pairs.
-func ackSQL(n int) string {
-	return `DELETE FROM lily_messages WHERE (id, receive_count) IN (VALUES ` + placeholders(n, 2) + `)`
-}
-
 func insertSQL(n int) string { return insertPrefix + placeholders(n, 8) }
 
 // statements are the transport's hot statements, prepared once on the
@@ -86,7 +78,6 @@ type statements struct {
 	candidates, candidatesKeyOrder, nextVis *sql.Stmt
 	lease                                   shapes // padded sizes 1, 2, 4, …, leaseChunk
 	deleteRow, retryCopy, release           *sql.Stmt
-	acks                                    shapes // padded sizes 1, 2, 4, …, ackChunk
 	ledger                                  *catalog.CountsAdder
 	all                                     []*sql.Stmt
 }
@@ -128,7 +119,6 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 	one(&s.deleteRow, deleteRowSQL)
 	one(&s.retryCopy, retryCopySQL)
 	one(&s.release, releaseSQL)
-	many(&s.acks, ackChunk, ackSQL)
 	if err == nil {
 		s.ledger, err = catalog.PrepareCountsAdder(ctx, db)
 	}

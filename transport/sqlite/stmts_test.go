@@ -72,11 +72,11 @@ func (c *compilations) count() (int, []string) {
 
 // A steady publish / receive / settle loop compiles no statement: every
 // statement of the hot path is prepared once and keeps its shape (the
-// lease's id list and the acks' pairs padded to a prepared size, the
-// remainder of a publish split into prepared sizes, the candidate LIMIT
-// not a bare parameter, which SQLite's planner would re-prepare on every
-// new value). Before, every Publish prepared its INSERT, every Settle its
-// DELETE, and every lease parsed an UPDATE of a new length.
+// lease's id list padded to a prepared size, the remainder of a publish
+// split into prepared sizes, the candidate LIMIT not a bare parameter,
+// which SQLite's planner would re-prepare on every new value). Before,
+// every Publish prepared its INSERT, every Settle its DELETE, and every
+// lease parsed an UPDATE of a new length.
 func TestHotPathCompilesNoStatement(t *testing.T) {
 	tr := open(t, Options{}, "q")
 	ctx := context.Background()
@@ -151,13 +151,13 @@ func TestPublishSizesAroundChunks(t *testing.T) {
 	conserved(t, tr, "q", ds...)
 }
 
-// A lease lost inside a batch of acks fails alone; every other settlement
-// of the batch (acks in both chunks, a retry, a dead letter, a duplicate)
-// is applied exactly as one statement each would apply it.
-func TestBatchedAcksWithALostLease(t *testing.T) {
+// A lease lost inside a large settle batch fails alone; every other
+// settlement of the batch (acks through the statement prepared once, a
+// retry, a dead letter, a duplicate ack) is applied.
+func TestLargeSettleBatchWithALostLease(t *testing.T) {
 	clk := newClock()
 	tr := open(t, Options{Now: clk.Now, VisibilityTimeout: time.Minute}, "q")
-	const n = ackChunk + 50
+	const n = 300
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = "m" + strconv.Itoa(i)
