@@ -47,9 +47,7 @@ func (r LedgerRow) Balanced() bool { return r.Lost == 0 }
 // AddCountsTx adds to a queue's accepted and acked counters inside tx; the
 // transport calls it in the same transaction that enqueues or acknowledges.
 func AddCountsTx(ctx context.Context, tx *sql.Tx, queue string, accepted, acked int64) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO lily_ledger(queue, accepted, acked) VALUES (?, ?, ?)
-		ON CONFLICT(queue) DO UPDATE SET accepted = accepted + excluded.accepted, acked = acked + excluded.acked`,
-		queue, accepted, acked)
+	_, err := tx.ExecContext(ctx, addCountsSQL, queue, accepted, acked)
 	if err != nil {
 		return fmt.Errorf("catalog: ledger %s: %w", queue, err)
 	}

@@ -5,14 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
 )
-
-// publishChunk is the most rows in one INSERT statement (9 parameters each).
-const publishChunk = 100
 
 // Publish enqueues messages in one transaction: when it returns nil, all of
 // them are durable. The queue must have been declared. Messages are counted
@@ -57,21 +52,21 @@ func (t *Transport) checkPublish(p *transport.PublishParams) error {
 // as accepted in the ledger unless p.Redrive is set (a redriven message was
 // counted when it was first accepted).
 func (t *Transport) enqueue(ctx context.Context, tx *sql.Tx, p *transport.PublishParams) error {
-	if err := checkQueue(ctx, tx, p.Queue); err != nil {
+	if err := t.checkQueue(ctx, tx, p.Queue); err != nil {
 		return err
 	}
-	if err := insertMessages(ctx, tx, p.Queue, p.Messages, t.now()); err != nil {
+	if err := t.insertMessages(ctx, tx, p.Queue, p.Messages, t.now()); err != nil {
 		return err
 	}
 	if p.Redrive {
 		return nil
 	}
-	return catalog.AddCountsTx(ctx, tx, p.Queue, int64(len(p.Messages)), 0)
+	return t.st.ledger.AddTx(ctx, tx, p.Queue, int64(len(p.Messages)), 0)
 }
 
-func checkQueue(ctx context.Context, tx *sql.Tx, queue string) error {
+func (t *Transport) checkQueue(ctx context.Context, tx *sql.Tx, queue string) error {
 	var one int
-	err := tx.QueryRowContext(ctx, `SELECT 1 FROM lily_queues WHERE name = ?`, queue).Scan(&one)
+	err := tx.StmtContext(ctx, t.st.checkQueue).QueryRowContext(ctx, queue).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("sqlite transport: queue %q: %w (declare it first: its [[queue]] entry in the config)", queue, transport.ErrUnknownQueue)
 	}
@@ -81,14 +76,27 @@ func checkQueue(ctx context.Context, tx *sql.Tx, queue string) error {
 	return nil
 }
 
-// insertMessages writes msgs to queue, visible at visibleAt, in chunks.
-func insertMessages(ctx context.Context, tx *sql.Tx, queue string, msgs []transport.Message, visibleAt int64) error {
-	const cols = `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted) VALUES `
-	var fullStmt *sql.Stmt
-	for start := 0; start < len(msgs); start += publishChunk {
-		chunk := msgs[start:min(start+publishChunk, len(msgs))]
-		args := make([]any, 0, len(chunk)*9)
-		for _, m := range chunk {
+// insertMessages writes msgs to queue, visible at visibleAt, through the
+// prepared INSERTs: chunks of publishChunk rows, the rest in exact
+// power-of-two chunks.
+func (t *Transport) insertMessages(ctx context.Context, tx *sql.Tx, queue string, msgs []transport.Message, visibleAt int64) error {
+	var full *sql.Stmt // bound to tx on first use
+	args := make([]any, 0, min(len(msgs), publishChunk)*9)
+	for start := 0; start < len(msgs); {
+		var st *sql.Stmt
+		n := len(msgs) - start
+		if n >= publishChunk {
+			if full == nil {
+				full = tx.StmtContext(ctx, t.st.insertFull)
+			}
+			st, n = full, publishChunk
+		} else {
+			var shape *sql.Stmt
+			shape, n = t.st.insertPart.exact(n)
+			st = tx.StmtContext(ctx, shape)
+		}
+		args = args[:0]
+		for _, m := range msgs[start : start+n] {
 			var hdr []byte
 			if len(m.Headers) > 0 {
 				var err error
@@ -102,42 +110,12 @@ func insertMessages(ctx context.Context, tx *sql.Tx, queue string, msgs []transp
 			}
 			args = append(args, queue, m.EventID, m.Key, m.Type, body, hdr, visibleAt, visibleAt, 1) // accounted: foreign.go
 		}
-		var err error
-		if len(chunk) == publishChunk {
-			if fullStmt == nil {
-				if fullStmt, err = tx.PrepareContext(ctx, cols+placeholders(publishChunk, 9)); err != nil {
-					return fmt.Errorf("sqlite transport: prepare insert: %w", err)
-				}
-				defer fullStmt.Close()
-			}
-			_, err = fullStmt.ExecContext(ctx, args...)
-		} else {
-			_, err = tx.ExecContext(ctx, cols+placeholders(len(chunk), 9), args...)
-		}
-		if err != nil {
+		if _, err := st.ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("sqlite transport: insert into %s: %w", queue, err)
 		}
+		start += n
 	}
 	return nil
-}
-
-// placeholders returns "(?,?,..),(?,?,..)" for rows tuples of width n.
-func placeholders(rows, width int) string {
-	tuple := "(" + qmarks(width) + ")"
-	var b strings.Builder
-	b.Grow(rows * (len(tuple) + 1))
-	for i := 0; i < rows; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(tuple)
-	}
-	return b.String()
-}
-
-// qmarks returns n comma-separated question marks.
-func qmarks(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
 // PublishTx enqueues messages inside the caller's transaction on this

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
@@ -77,17 +78,7 @@ func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit
 		return nil, 0, fmt.Errorf("sqlite transport: receive: %w", err)
 	}
 	defer tx.Rollback()
-	query := `SELECT id, receive_count FROM lily_messages
-		WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?`
-	if p.KeyOrder {
-		// A keyed message waits while an older one of its key is still here
-		// (leased, perhaps by a consumer that died, or delayed).
-		query = `SELECT id, receive_count FROM lily_messages m
-		WHERE queue = ? AND visible_at <= ? AND (msg_key = '' OR NOT EXISTS (
-			SELECT 1 FROM lily_messages o WHERE o.queue = m.queue AND o.msg_key = m.msg_key AND o.msg_key != '' AND o.id < m.id))
-		ORDER BY visible_at, id LIMIT ?`
-	}
-	rows, err := tx.QueryContext(ctx, query, p.Queue, now, limit)
+	rows, err := t.st.candidatesFor(ctx, tx, p.KeyOrder).QueryContext(ctx, p.Queue, now, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite transport: receive from %s: %w", p.Queue, err)
 	}
@@ -106,7 +97,7 @@ func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit
 	}
 	if len(cands) == 0 {
 		var next *int64
-		if err := tx.QueryRowContext(ctx, `SELECT MIN(visible_at) FROM lily_messages WHERE queue = ?`, p.Queue).Scan(&next); err != nil {
+		if err := tx.StmtContext(ctx, t.st.nextVis).QueryRowContext(ctx, p.Queue).Scan(&next); err != nil {
 			return nil, 0, fmt.Errorf("sqlite transport: receive from %s: %w", p.Queue, err)
 		}
 		if next == nil {
@@ -117,22 +108,10 @@ func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit
 	if p.IsolateRedeliveries {
 		cands = isolate(cands)
 	}
-	args := make([]any, 0, len(cands)+2)
 	// The lease runs from now, not from when the transaction began: it may
 	// have waited for the database.
-	args = append(args, t.now()+t.opts.VisibilityTimeout.Milliseconds(), p.Consumer)
-	for _, c := range cands {
-		args = append(args, c.id)
-	}
-	res, err := tx.QueryContext(ctx, `UPDATE lily_messages
-		SET visible_at = ?, receive_count = receive_count + 1, lease_owner = ?
-		WHERE id IN (`+qmarks(len(cands))+`)
-		RETURNING id, event_id, msg_key, msg_type, body, headers, receive_count, enqueued_at`, args...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite transport: lease from %s: %w", p.Queue, err)
-	}
 	ds := make([]*transport.Delivery, 0, len(cands))
-	for res.Next() {
+	err = t.st.leaseUpdate(ctx, tx, t.now()+t.opts.VisibilityTimeout.Milliseconds(), p.Consumer, cands, func(res *sql.Rows) error {
 		var (
 			d        transport.Delivery
 			id       int64
@@ -140,13 +119,12 @@ func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit
 			enqueued int64
 		)
 		if err := res.Scan(&id, &d.EventID, &d.Key, &d.Type, &d.Body, &hdr, &d.DeliveryCount, &enqueued); err != nil {
-			res.Close()
-			return nil, 0, err
+			return err
 		}
 		if len(hdr) > 0 {
+			var err error
 			if d.Headers, err = transport.UnmarshalHeaders(hdr); err != nil {
-				res.Close()
-				return nil, 0, fmt.Errorf("sqlite transport: message %d: %w", id, err)
+				return fmt.Errorf("sqlite transport: message %d: %w", id, err)
 			}
 		}
 		d.Queue = p.Queue
@@ -154,10 +132,10 @@ func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit
 		d.MessageID = strconv.FormatInt(id, 10)
 		d.Receipt = receipt{id: id, count: d.DeliveryCount}
 		ds = append(ds, &d)
-	}
-	res.Close()
-	if err := res.Err(); err != nil {
-		return nil, 0, err
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite transport: lease from %s: %w", p.Queue, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, 0, fmt.Errorf("sqlite transport: lease commit: %w", err)
@@ -184,4 +162,46 @@ func isolate(cands []candidate) []candidate {
 		}
 	}
 	return cands
+}
+
+// candidatesFor binds the candidate query (KeyOrder's or the plain one) to tx.
+func (s *statements) candidatesFor(ctx context.Context, tx *sql.Tx, keyOrder bool) *sql.Stmt {
+	if keyOrder {
+		return tx.StmtContext(ctx, s.candidatesKeyOrder)
+	}
+	return tx.StmtContext(ctx, s.candidates)
+}
+
+// leaseUpdate leases the candidates in tx (visible at visibleAt, owned by
+// owner, receive count raised) through the prepared fixed-shape UPDATEs,
+// leaseChunk ids per statement, and calls row for each returned row (in
+// no particular order).
+func (s *statements) leaseUpdate(ctx context.Context, tx *sql.Tx, visibleAt int64, owner string, cands []candidate, row func(*sql.Rows) error) error {
+	args := make([]any, 0, 2+min(len(cands), leaseChunk))
+	for start := 0; start < len(cands); start += leaseChunk {
+		chunk := cands[start:min(start+leaseChunk, len(cands))]
+		st, size := s.lease.padded(len(chunk))
+		args = append(args[:0], visibleAt, owner)
+		for _, c := range chunk {
+			args = append(args, c.id)
+		}
+		for len(args) < 2+size {
+			args = append(args, nil) // NULL matches no id
+		}
+		res, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		for res.Next() {
+			if err := row(res); err != nil {
+				res.Close()
+				return err
+			}
+		}
+		res.Close()
+		if err := res.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

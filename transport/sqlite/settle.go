@@ -54,28 +54,23 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		}
 		switch s.Action {
 		case transport.Ack:
-			n, err = st.exec(ctx, &st.del, `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`, rc.id, rc.count)
+			n, err = st.exec(ctx, &st.del, t.st.deleteRow, rc.id, rc.count)
 			if err == nil && n == 1 {
 				acked[s.Delivery.Queue]++
 			}
 		case transport.DeadLetter:
-			n, err = st.exec(ctx, &st.del, `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`, rc.id, rc.count)
+			n, err = st.exec(ctx, &st.del, t.st.deleteRow, rc.id, rc.count)
 			if err == nil && n == 1 {
 				err = st.insertEntry(ctx, catalog.NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, now))
 			}
 		case transport.Retry:
-			// The copy is a new row (new ID, receive count 0, enqueued
-			// now): a stale receipt of the original can never touch it.
-			n, err = st.exec(ctx, &st.retry, `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted)
-				SELECT queue, event_id, msg_key, msg_type, body, ?, ?, ?, 1 FROM lily_messages WHERE id = ? AND receive_count = ?`,
-				hdr, nowMs+s.Delay.Milliseconds(), nowMs, rc.id, rc.count)
+			n, err = st.exec(ctx, &st.retry, t.st.retryCopy, hdr, nowMs+s.Delay.Milliseconds(), nowMs, rc.id, rc.count)
 			if err == nil && n == 1 {
-				n, err = st.exec(ctx, &st.del, `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`, rc.id, rc.count)
+				n, err = st.exec(ctx, &st.del, t.st.deleteRow, rc.id, rc.count)
 			}
 			woke = true
 		case transport.Release:
-			n, err = st.exec(ctx, &st.release, `UPDATE lily_messages SET visible_at = ?, lease_owner = NULL
-				WHERE id = ? AND receive_count = ?`, nowMs+s.Delay.Milliseconds(), rc.id, rc.count)
+			n, err = st.exec(ctx, &st.release, t.st.release, nowMs+s.Delay.Milliseconds(), rc.id, rc.count)
 			woke = true
 		default:
 			err = fmt.Errorf("sqlite transport: settle %s: unknown action %d", s.Delivery.EventID, s.Action)
@@ -95,7 +90,7 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		}
 	}
 	for q, n := range acked {
-		if err := catalog.AddCountsTx(ctx, tx, q, 0, n); err != nil {
+		if err := t.st.ledger.AddTx(ctx, tx, q, 0, n); err != nil {
 			return err
 		}
 	}
@@ -120,22 +115,19 @@ func isRowError(err error) bool {
 	return errors.Is(err, transport.ErrLeaseLost)
 }
 
-// settleStmts prepares each statement once per transaction, on first use.
+// settleStmts binds the transport's prepared statements to one
+// transaction, each on first use.
 type settleStmts struct {
 	tx                  *sql.Tx
 	del, retry, release *sql.Stmt
 	ins                 *catalog.Inserter
 }
 
-func (s *settleStmts) exec(ctx context.Context, stmt **sql.Stmt, query string, args ...any) (int64, error) {
-	if *stmt == nil {
-		p, err := s.tx.PrepareContext(ctx, query)
-		if err != nil {
-			return 0, err
-		}
-		*stmt = p
+func (s *settleStmts) exec(ctx context.Context, bound **sql.Stmt, prepared *sql.Stmt, args ...any) (int64, error) {
+	if *bound == nil {
+		*bound = s.tx.StmtContext(ctx, prepared)
 	}
-	res, err := (*stmt).ExecContext(ctx, args...)
+	res, err := (*bound).ExecContext(ctx, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -153,12 +145,9 @@ func (s *settleStmts) insertEntry(ctx context.Context, e *catalog.Entry) error {
 	return s.ins.Insert(ctx, e)
 }
 
+// close releases what the transaction prepared itself (the catalog
+// inserter); the bound statements end with the transaction.
 func (s *settleStmts) close() {
-	for _, st := range []*sql.Stmt{s.del, s.retry, s.release} {
-		if st != nil {
-			st.Close()
-		}
-	}
 	if s.ins != nil {
 		s.ins.Close()
 	}

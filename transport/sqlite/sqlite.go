@@ -91,6 +91,7 @@ func (o Options) withDefaults() Options {
 type Transport struct {
 	db   *sql.DB
 	opts Options
+	st   *statements // prepared once on db
 
 	mu     sync.Mutex
 	wake   chan struct{} // closed and replaced when messages become ready
@@ -117,7 +118,12 @@ func Open(ctx context.Context, path string, opts Options) (*Transport, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Transport{db: db, opts: opts, wake: make(chan struct{}), done: make(chan struct{})}, nil
+	st, err := prepareStatements(ctx, db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Transport{db: db, opts: opts, st: st, wake: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 // DB returns the database handle, shared with the catalog (catalog.New).
@@ -133,7 +139,7 @@ func (t *Transport) Close() error {
 	t.closed = true
 	close(t.done)
 	t.mu.Unlock()
-	return t.db.Close()
+	return errors.Join(t.st.close(), t.db.Close())
 }
 
 // Features describes the transport.

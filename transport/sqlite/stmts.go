@@ -1,0 +1,176 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/bits"
+	"strings"
+
+	"github.com/lily-mq/lily/catalog"
+)
+
+// Statements whose length depends on a count are prepared for a few fixed
+// sizes, so that SQLite parses each shape once, at Open, never per call.
+const (
+	// publishChunk is the most rows in one INSERT statement (8 parameters
+	// each); a publish of fewer rows, or its remainder, is split into
+	// exact power-of-two chunks below it (100 = 100; 37 = 32 + 4 + 1).
+	publishChunk = 100
+	// leaseChunk is the most ids in one lease UPDATE; fewer are padded
+	// with NULL up to the next power of two (NULL matches no id).
+	leaseChunk = 512
+)
+
+const (
+	insertPrefix = `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted) VALUES `
+
+	checkQueueSQL = `SELECT 1 FROM lily_queues WHERE name = ?`
+
+	// The LIMIT is an expression, not a bare parameter: SQLite's planner
+	// reads a bare LIMIT parameter's value and re-prepares the statement
+	// whenever it changes (every receive, with the runtime's prefetch).
+	candidatesSQL = `SELECT id, receive_count FROM lily_messages
+		WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT CAST(? AS INTEGER)`
+	// A keyed message waits while an older one of its key is still here
+	// (leased, perhaps by a consumer that died, or delayed).
+	candidatesKeyOrderSQL = `SELECT id, receive_count FROM lily_messages m
+		WHERE queue = ? AND visible_at <= ? AND (msg_key = '' OR NOT EXISTS (
+			SELECT 1 FROM lily_messages o WHERE o.queue = m.queue AND o.msg_key = m.msg_key AND o.msg_key != '' AND o.id < m.id))
+		ORDER BY visible_at, id LIMIT CAST(? AS INTEGER)`
+	nextVisibleSQL = `SELECT MIN(visible_at) FROM lily_messages WHERE queue = ?`
+
+	deleteRowSQL = `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`
+	// The copy is a new row (new ID, receive count 0, enqueued now): a
+	// stale receipt of the original can never touch it.
+	retryCopySQL = `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted)
+		SELECT queue, event_id, msg_key, msg_type, body, ?, ?, ?, 1 FROM lily_messages WHERE id = ? AND receive_count = ?`
+	releaseSQL = `UPDATE lily_messages SET visible_at = ?, lease_owner = NULL
+		WHERE id = ? AND receive_count = ?`
+)
+
+// leaseSQL is the lease UPDATE for n ids (its first two parameters are the
+// new visible_at and the lease owner). OR IGNORE changes no result: no
+// constraint can fail on the columns it sets (visible_at is bound, never
+// NULL; receive_count + 1; lease_owner may be NULL; no UNIQUE index covers
+// them), and a row it skipped would only stay unleased. But a statement
+// that cannot abort needs no statement journal: with the default ABORT,
+// SQLite copies every page the UPDATE touches into one, which past 64 KiB
+// spills to a temporary file — about a quarter of the bytes the transport
+// wrote per message.
+func leaseSQL(n int) string {
+	return `UPDATE OR IGNORE lily_messages
+		SET visible_at = ?, receive_count = receive_count + 1, lease_owner = ?
+		WHERE id IN (` + qmarks(n) + `)
+		RETURNING id, event_id, msg_key, msg_type, body, headers, receive_count, enqueued_at`
+}
+
+func insertSQL(n int) string { return insertPrefix + placeholders(n, 9) }
+
+// statements are the transport's hot statements, prepared once on the
+// *sql.DB. With its single connection, Tx.StmtContext reuses such a
+// statement; one prepared on a Tx (or a Conn) would be parsed again in
+// every transaction.
+type statements struct {
+	checkQueue, insertFull                  *sql.Stmt
+	insertPart                              shapes // exact sizes 1, 2, 4, …, 64
+	candidates, candidatesKeyOrder, nextVis *sql.Stmt
+	lease                                   shapes // padded sizes 1, 2, 4, …, leaseChunk
+	deleteRow, retryCopy, release           *sql.Stmt
+	ledger                                  *catalog.CountsAdder
+	all                                     []*sql.Stmt
+}
+
+// shapes holds one prepared statement per power-of-two size.
+type shapes []*sql.Stmt
+
+// prepareStatements prepares every hot statement on db (schema and catalog
+// migrated).
+func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
+	s := &statements{}
+	var err error
+	one := func(dst **sql.Stmt, query string) {
+		if err != nil {
+			return
+		}
+		var st *sql.Stmt
+		if st, err = db.PrepareContext(ctx, query); err != nil {
+			err = fmt.Errorf("sqlite transport: prepare %.40q…: %w", query, err)
+			return
+		}
+		*dst = st
+		s.all = append(s.all, st)
+	}
+	many := func(dst *shapes, largest int, build func(int) string) {
+		for n := 1; n <= largest; n *= 2 {
+			var st *sql.Stmt
+			one(&st, build(n))
+			*dst = append(*dst, st)
+		}
+	}
+	one(&s.checkQueue, checkQueueSQL)
+	one(&s.insertFull, insertSQL(publishChunk))
+	many(&s.insertPart, publishChunk-1, insertSQL)
+	one(&s.candidates, candidatesSQL)
+	one(&s.candidatesKeyOrder, candidatesKeyOrderSQL)
+	one(&s.nextVis, nextVisibleSQL)
+	many(&s.lease, leaseChunk, leaseSQL)
+	one(&s.deleteRow, deleteRowSQL)
+	one(&s.retryCopy, retryCopySQL)
+	one(&s.release, releaseSQL)
+	if err == nil {
+		s.ledger, err = catalog.PrepareCountsAdder(ctx, db)
+	}
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// close releases the statements.
+func (s *statements) close() error {
+	var errs []error
+	for _, st := range s.all {
+		errs = append(errs, st.Close())
+	}
+	if s.ledger != nil {
+		errs = append(errs, s.ledger.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// padded returns the statement for n items (1 ≤ n ≤ the largest size)
+// and its size: the smallest power of two ≥ n. The caller pads the
+// parameters up to that size.
+func (sh shapes) padded(n int) (*sql.Stmt, int) {
+	i := bits.Len(uint(n - 1)) // 1 → 0, 2 → 1, 3..4 → 2, …
+	return sh[i], 1 << i
+}
+
+// exact returns the statement for the largest power of two ≤ n and that
+// size (n ≥ 1).
+func (sh shapes) exact(n int) (*sql.Stmt, int) {
+	i := min(bits.Len(uint(n))-1, len(sh)-1)
+	return sh[i], 1 << i
+}
+
+// placeholders returns "(?,?,..),(?,?,..)" for rows tuples of width n.
+func placeholders(rows, width int) string {
+	tuple := "(" + qmarks(width) + ")"
+	var b strings.Builder
+	b.Grow(rows * (len(tuple) + 1))
+	for i := 0; i < rows; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(tuple)
+	}
+	return b.String()
+}
+
+// qmarks returns n comma-separated question marks.
+func qmarks(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
