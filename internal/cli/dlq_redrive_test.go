@@ -445,7 +445,15 @@ func TestDLQRedriveRabbitMQ(t *testing.T) {
 		peek.Entries[1].EventID != "in-dlq" || peek.Entries[1].Reason != "permanent" {
 		t.Errorf("peek: %d %s %+v", code, errOut, peek.Entries)
 	}
-	if dl, _ := rmq.DeadLetterDepth(ctx, queue); dl != 1 {
+	// Peek's channel is closed when it returns; the broker puts what it
+	// looked at back asynchronously, so the depth is polled (bounded).
+	var dl int64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if dl, _ = rmq.DeadLetterDepth(ctx, queue); dl == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if dl != 1 {
 		t.Errorf("DLQ depth %d after peek, want 1 (peek consumes nothing)", dl)
 	}
 	// The queue is deleted: the next redrive says so and changes nothing.

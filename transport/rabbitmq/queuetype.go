@@ -47,6 +47,7 @@ func (t *Transport) checkQueueType(ctx context.Context, queue string) error {
 		if m, err = ManagementFor(t.opts.URL); err != nil {
 			return err
 		}
+		m.Client = t.mgmtHTTP
 	}
 	var got struct {
 		Type      string         `json:"type"`

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,13 +115,21 @@ type Transport struct {
 	pubs        chan *publisher // idle publishers of the current connection
 	closed      bool
 
-	mgmtWarned atomic.Bool // the management API's absence was logged (inflight.go)
+	mgmtWarned atomic.Bool  // the management API's absence was logged (inflight.go)
+	mgmtHTTP   *http.Client // the management API's client unless Options.Management brings one
 }
 
 // Open connects to the broker.
 func Open(ctx context.Context, opts Options) (*Transport, error) {
-	t := &Transport{opts: opts.withDefaults(), consumers: map[consumerKey]*consumer{}, typeChecked: map[string]bool{}}
+	t := &Transport{opts: opts.withDefaults(), consumers: map[consumerKey]*consumer{}, typeChecked: map[string]bool{},
+		mgmtHTTP: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
+	if m := t.opts.Management; m != nil && m.Client == nil {
+		own := *m // the transport's own HTTP client: Close ends its idle connections
+		own.Client = t.mgmtHTTP
+		t.opts.Management = &own
+	}
 	if _, err := t.connection(ctx); err != nil {
+		t.mgmtHTTP.CloseIdleConnections()
 		return nil, err
 	}
 	return t, nil
@@ -194,6 +203,7 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closed = true
+	t.mgmtHTTP.CloseIdleConnections()
 	for _, c := range t.consumers {
 		c.invalidate()
 	}
