@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,47 +10,26 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
-	"github.com/lily-mq/lily/transport/sqlite"
 )
 
 // seedSchemaDLQ publishes, with lily.Publish, messages of schema versions
 // 3, 3, 4 and none to orders.created and dead-letters them all.
 func seedSchemaDLQ(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
-	db := filepath.Join(t.TempDir(), "lily.db")
-	tr, err := sqlite.Open(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, tr := newSeedStore(t)
 	defer tr.Close()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{{Name: dlqQueue}}}); err != nil {
-		t.Fatal(err)
-	}
 	msgs := []lily.Message{
 		{EventID: "s3a", Body: []byte("a"), SchemaVersion: 3}, {EventID: "s3b", Body: []byte("b"), SchemaVersion: 3},
 		{EventID: "s4", Body: []byte("c"), SchemaVersion: 4}, {EventID: "none", Body: []byte("d")},
 	}
-	if err := lily.Publish(ctx, tr, dlqQueue, msgs); err != nil {
+	if err := lily.Publish(context.Background(), tr, dlqQueue, msgs); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: dlqQueue, Max: len(msgs), Consumer: "seed"})
-	if err != nil || len(ds) != len(msgs) {
-		t.Fatalf("receive %d: %v", len(ds), err)
-	}
-	var ss []transport.Settlement
-	for _, d := range ds {
-		h := transport.CloneHeaders(d.Headers)
-		if h == nil {
-			h = transport.Headers{}
-		}
+	deadLetterAll(t, tr, len(msgs), func(_ int, h transport.Headers) evidence.Reason {
 		evidence.Record{Reason: evidence.ReasonPermanent, ErrorType: "*json.SyntaxError", ErrorMessage: "bad", Source: "sqlite/" + dlqQueue,
 			DeliveryCount: 1, DeadLetteredAt: time.Now(), Consumer: "c", ConsumerVersion: "v1", Host: "h"}.Apply(h)
-		ss = append(ss, transport.Settlement{Delivery: d, Action: transport.DeadLetter, Headers: h, Reason: string(evidence.ReasonPermanent)})
-	}
-	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
-		t.Fatal(err)
-	}
+		return evidence.ReasonPermanent
+	})
 	return db
 }
 
