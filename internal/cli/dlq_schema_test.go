@@ -43,20 +43,15 @@ func TestDLQSchemaVersion(t *testing.T) {
 	db := seedSchemaDLQ(t)
 	cfg := writeConfig(t, fmt.Sprintf("db = %q\n[[queue]]\nname = %q\nschema_versions = [4]\n", db, dlqQueue))
 
-	code, out, errOut := run(t, "dlq", "list", "--config", cfg, "--json")
-	if code != 0 {
-		t.Fatalf("list: %d %s", code, errOut)
-	}
-	var list struct{ Queues []dlqListRow }
-	mustJSON(t, out, &list)
-	if len(list.Queues) != 1 || fmt.Sprint(list.Queues[0].SchemaVersions) != "map[3:2 4:1 none:1]" || list.Queues[0].Depth != 4 {
-		t.Errorf("list %+v", list.Queues)
+	queues := listJSON(t, cfg)
+	if len(queues) != 1 || fmt.Sprint(queues[0].SchemaVersions) != "map[3:2 4:1 none:1]" || queues[0].Depth != 4 {
+		t.Errorf("list %+v", queues)
 	}
 	if code, out, _ := run(t, "dlq", "list", "--db", db); code != 0 || !strings.Contains(out, "v3:2 v4:1 none:1") {
 		t.Errorf("human list: %d\n%s", code, out)
 	}
 
-	code, out, _ = run(t, "dlq", "group", "--by", "schema_version", "--db", db, "--json")
+	code, out, _ := run(t, "dlq", "group", "--by", "schema_version", "--db", db, "--json")
 	var g dlqGroupJSON
 	mustJSON(t, out, &g)
 	if code != 0 || len(g.Groups) != 3 || g.Groups[0].Key != "3" || g.Groups[0].Count != 2 || g.Total != 4 {
@@ -82,7 +77,7 @@ func TestDLQSchemaVersion(t *testing.T) {
 		t.Errorf("dry run: %d\n%s", code, out)
 	}
 	// The real run is refused: nothing sent.
-	code, out, errOut = run(t, "dlq", "redrive", "--config", cfg)
+	code, out, errOut := run(t, "dlq", "redrive", "--config", cfg)
 	if code != 1 || !strings.Contains(errOut, "redrive refused") || !strings.Contains(out, "v3:2") {
 		t.Errorf("redrive of schema 3 into a schema-4 consumer: exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -107,6 +107,18 @@ func deadLetterAll(t *testing.T, tr *sqlite.Transport, n int, mark func(i int, h
 	}
 }
 
+// listJSON runs 'lily dlq list --config cfg --json' and returns its rows.
+func listJSON(t *testing.T, cfg string) []dlqListRow {
+	t.Helper()
+	code, out, errOut := run(t, "dlq", "list", "--config", cfg, "--json")
+	if code != 0 {
+		t.Fatalf("list: %d %s", code, errOut)
+	}
+	var list struct{ Queues []dlqListRow }
+	mustJSON(t, out, &list)
+	return list.Queues
+}
+
 // openCatalog opens the catalog of db for checks.
 func openCatalog(t *testing.T, db string) *catalog.Store {
 	t.Helper()
@@ -139,21 +151,16 @@ func TestDLQListGroupShowPeek(t *testing.T) {
 	db := seedDLQ(t)
 	cfg := writeConfig(t, fmt.Sprintf("db = %q\n[[queue]]\nname = %q\nowner = \"team-checkout\"\ndlq_retention_hours = 48\n", db, dlqQueue))
 
-	code, out, errOut := run(t, "dlq", "list", "--config", cfg, "--json")
-	if code != 0 {
-		t.Fatalf("list: %d %s", code, errOut)
-	}
-	var list struct{ Queues []dlqListRow }
-	mustJSON(t, out, &list)
-	if len(list.Queues) != 1 || list.Queues[0].Depth != 6 || list.Queues[0].Owner != "team-checkout" || list.Queues[0].RetentionHours != 48 ||
-		list.Queues[0].InflowLastHour != 6 || list.Queues[0].Oldest == nil || list.Queues[0].Deadline.Sub(*list.Queues[0].Oldest) != 48*time.Hour {
-		t.Errorf("list %+v", list.Queues)
+	queues := listJSON(t, cfg)
+	if len(queues) != 1 || queues[0].Depth != 6 || queues[0].Owner != "team-checkout" || queues[0].RetentionHours != 48 ||
+		queues[0].InflowLastHour != 6 || queues[0].Oldest == nil || queues[0].Deadline.Sub(*queues[0].Oldest) != 48*time.Hour {
+		t.Errorf("list %+v", queues)
 	}
 	if code, out, _ := run(t, "dlq", "list", "--db", db); code != 0 || !strings.Contains(out, "orders.created  6") || !strings.Contains(out, "(none)") {
 		t.Errorf("human list: %d\n%s", code, out)
 	}
 
-	code, out, _ = run(t, "dlq", "group", "--by", "fingerprint", "--db", db, "--json")
+	code, out, _ := run(t, "dlq", "group", "--by", "fingerprint", "--db", db, "--json")
 	var g dlqGroupJSON
 	mustJSON(t, out, &g)
 	if code != 0 || g.Total != 6 || len(g.Groups) != 3 || g.Groups[0].Count != 3 || g.Groups[0].Key != "invalid character <q> at offset <n>" ||
