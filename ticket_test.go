@@ -1,7 +1,6 @@
 package lily_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -254,7 +253,7 @@ func TestDeadLetteredLoggedAfterSettlement(t *testing.T) {
 	}
 	faulty := transporttest.NewFaulty(tr)
 	faulty.FailSettle(transport.DeadLetter, 1, nil)
-	var buf safeBuffer
+	var buf transporttest.SyncBuffer
 	var dead atomic.Int64
 	c, err := lily.NewConsumer(faulty, lily.HandlerFunc(func(context.Context, *lily.Delivery) error {
 		return lily.Permanent(errors.New("bad order"))
@@ -277,24 +276,6 @@ func TestDeadLetteredLoggedAfterSettlement(t *testing.T) {
 	if i, j := strings.Index(out, "settlement not confirmed"), strings.Index(out, "msg=dead-lettered "); i < 0 || j < i {
 		t.Errorf("want the failed hand-off logged first, then the confirmed dead-lettering:\n%s", out)
 	}
-}
-
-// safeBuffer is a bytes.Buffer safe for concurrent writes.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestAbandonedHandlersBounded: handlers that hang keep their handler

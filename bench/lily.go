@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/bench/internal/idcount"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -136,30 +136,6 @@ func RunLilyCompetingFiles(ctx context.Context, c Config) (Result, error) {
 			c.PublishBatch, c.Consumers, c.Concurrency, c.Prefetch, c.SettleBatch, res.Handled, res.Duplicates)), nil
 }
 
-// idCounter counts handler calls and the event IDs seen more than once.
-type idCounter struct {
-	mu    sync.Mutex
-	seen  map[string]struct{}
-	calls atomic.Int64
-	dups  atomic.Int64
-}
-
-func newIDCounter(n int) *idCounter { return &idCounter{seen: make(map[string]struct{}, n)} }
-
-// handled records one handler call of event ID id.
-func (k *idCounter) handled(id string) {
-	k.calls.Add(1)
-	k.mu.Lock()
-	_, dup := k.seen[id]
-	if !dup {
-		k.seen[id] = struct{}{}
-	}
-	k.mu.Unlock()
-	if dup {
-		k.dups.Add(1)
-	}
-}
-
 // runLilyConsumers runs the runtime measurement with consumers
 // lily.Consumer instances on one transport, or with perConsumer on one
 // transport each (the first also publishes), all on one database file.
@@ -194,9 +170,9 @@ func runLilyConsumers(ctx context.Context, c Config, name string, consumers int,
 
 	tt, traced := withTrace(c, t)
 	tr := newTracker(c.N)
-	var ids *idCounter
+	var ids *idcount.Counter
 	if consumers > 1 {
-		ids = newIDCounter(c.N)
+		ids = idcount.New(c.N)
 	}
 	var other atomic.Int64
 	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
@@ -209,7 +185,7 @@ func runLilyConsumers(ctx context.Context, c Config, name string, consumers int,
 	handler := lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
 		tr.consumed(d.Body)
 		if ids != nil {
-			ids.handled(d.EventID)
+			ids.Handled(d.EventID)
 		}
 		if c.Headers && len(d.Headers) != 4 {
 			tr.bad.Add(1)
@@ -279,7 +255,7 @@ func runLilyConsumers(ctx context.Context, c Config, name string, consumers int,
 	}
 	traced.report(c.Trace, res.Elapsed)
 	if ids != nil {
-		res.Handled, res.Duplicates = ids.calls.Load(), ids.dups.Load()
+		res.Handled, res.Duplicates = ids.Calls(), ids.Duplicates()
 	}
 	var dupErr error
 	if res.Duplicates != 0 || (ids != nil && res.Handled != int64(c.N)) {

@@ -144,16 +144,3 @@ func TestConservation(t *testing.T) {
 		})
 	}
 }
-
-// TestIDCounter checks the duplicate count of the competing-consumer run:
-// an event ID handled twice counts once as a duplicate, and every call
-// counts as a handler call.
-func TestIDCounter(t *testing.T) {
-	k := newIDCounter(4)
-	for _, id := range []string{"a", "b", "a", "c", "a"} {
-		k.handled(id)
-	}
-	if calls, dups := k.calls.Load(), k.dups.Load(); calls != 5 || dups != 2 {
-		t.Fatalf("calls=%d dups=%d, want 5 and 2", calls, dups)
-	}
-}

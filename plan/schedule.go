@@ -78,16 +78,7 @@ func Backoff(attempts int, backoffMillis, maxBackoffMillis int64) (Schedule, err
 			"must be >= --backoff-millis (%d)", backoffMillis)
 	}
 	p := retry.Policy{Attempts: attempts - 1, BackoffMillis: backoffMillis, MaxBackoffMillis: maxBackoffMillis}
-	d := make([]time.Duration, 0, attempts-1)
-	for n := 1; n <= p.Attempts; n++ {
-		ms := p.Nominal(n)
-		if ms > int64(1<<63-1)/int64(time.Millisecond) {
-			return Schedule{}, inputErrorf("max-backoff-millis", strconv.FormatInt(maxBackoffMillis, 10),
-				"is too large: a delay must fit in a Go time.Duration (about 292 years)")
-		}
-		d = append(d, time.Duration(ms)*time.Millisecond)
-	}
-	return Schedule{Attempts: attempts, Delays: d, Kind: KindBackoff}, nil
+	return nominal(p, KindBackoff, "max-backoff-millis", func(int64) string { return strconv.FormatInt(maxBackoffMillis, 10) })
 }
 
 // Chain returns Lily's delay-chain schedule (retry_delays_millis, DESIGN
@@ -113,16 +104,23 @@ func Chain(attempts int, delaysMillis []int64) (Schedule, error) {
 		}
 		return Schedule{}, err
 	}
-	d := make([]time.Duration, 0, attempts-1)
+	return nominal(p, KindChain, "delays-millis", func(ms int64) string { return strconv.FormatInt(ms, 10) })
+}
+
+// nominal is the schedule of kind of p's nominal delays D(1)..D(p.Attempts)
+// (p.Attempts+1 total attempts). A delay too large for a time.Duration is
+// an input error of flag, whose value is value(the delay in ms).
+func nominal(p retry.Policy, kind, flag string, value func(ms int64) string) (Schedule, error) {
+	d := make([]time.Duration, 0, p.Attempts)
 	for n := 1; n <= p.Attempts; n++ {
 		ms := p.Nominal(n)
 		if ms > int64(1<<63-1)/int64(time.Millisecond) {
-			return Schedule{}, inputErrorf("delays-millis", strconv.FormatInt(ms, 10),
+			return Schedule{}, inputErrorf(flag, value(ms),
 				"is too large: a delay must fit in a Go time.Duration (about 292 years)")
 		}
 		d = append(d, time.Duration(ms)*time.Millisecond)
 	}
-	return Schedule{Attempts: attempts, Delays: d, Kind: KindChain}, nil
+	return Schedule{Attempts: p.Attempts + 1, Delays: d, Kind: kind}, nil
 }
 
 // FromPolicy returns the schedule of a queue's retry policy: Chain when

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/bench/internal/idcount"
 )
 
 // Competition is what a competing-consumer run saw: messages published,
@@ -23,34 +22,9 @@ type Competition struct {
 	Handled, Duplicates int64
 }
 
-// idCounter counts handler calls and the event IDs seen more than once.
-type idCounter struct {
-	mu    sync.Mutex
-	seen  map[string]struct{}
-	calls atomic.Int64
-	dups  atomic.Int64
-}
-
-func newIDCounter(n int) *idCounter { return &idCounter{seen: make(map[string]struct{}, n)} }
-
-// handled records one call for event ID id and reports whether id was new.
-func (k *idCounter) handled(id string) bool {
-	k.calls.Add(1)
-	k.mu.Lock()
-	_, dup := k.seen[id]
-	if !dup {
-		k.seen[id] = struct{}{}
-	}
-	k.mu.Unlock()
-	if dup {
-		k.dups.Add(1)
-	}
-	return !dup
-}
-
 // competition returns what k counted for a run of n messages by consumers.
-func (k *idCounter) competition(consumers, n int) *Competition {
-	return &Competition{Consumers: consumers, Published: n, Handled: k.calls.Load(), Duplicates: k.dups.Load()}
+func competition(k *idcount.Counter, consumers, n int) *Competition {
+	return &Competition{Consumers: consumers, Published: n, Handled: k.Calls(), Duplicates: k.Duplicates()}
 }
 
 // check fails unless every published message was handled exactly once.
@@ -73,7 +47,7 @@ func LilyAckCompeting(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer s.close(ctx)
-	ids := newIDCounter(cfg.N)
+	ids := idcount.New(cfg.N)
 	var settled, other atomic.Int64
 	done := make(chan struct{})
 	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
@@ -86,39 +60,24 @@ func LilyAckCompeting(ctx context.Context, cfg Config) (Result, error) {
 		}
 	})
 	handler := lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
-		ids.handled(d.EventID)
+		ids.Handled(d.EventID)
 		return nil
 	})
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, cfg.Consumers)
 	consumers := make([]*lily.Consumer, cfg.Consumers)
 	for i := range consumers {
 		c, err := lily.NewConsumer(s.tr, handler, lily.ConsumerOptions{Queue: s.qc, Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch,
 			Hooks: []lily.Hook{hook}, ReceiveWait: 50 * time.Millisecond, Name: fmt.Sprintf("rabbitbench-%d", i+1),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			Logger: quiet})
 		if err != nil {
 			return Result{}, err
 		}
 		consumers[i] = c
 	}
-	start := startClock()
-	for _, c := range consumers {
-		go func() { errc <- c.Run(runCtx) }()
+	res, runErr, err := timeConsumers(ctx, name, cfg.N, done, consumers...)
+	if err != nil {
+		return Result{}, err
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return Result{}, ctx.Err()
-	}
-	res := start.stop(name, cfg.N)
-	quiesce()
-	cancel()
-	var runErr error
-	for range consumers {
-		runErr = errors.Join(runErr, <-errc)
-	}
-	res.Competition = ids.competition(cfg.Consumers, cfg.N)
+	res.Competition = competition(ids, cfg.Consumers, cfg.N)
 	if n := other.Load(); n != 0 {
 		runErr = errors.Join(runErr, fmt.Errorf("conservation: %d events other than acked", n))
 	}
@@ -147,7 +106,7 @@ func PlainAckCompeting(ctx context.Context, cfg Config) (Result, error) {
 		}
 		defer chs[i].Close()
 	}
-	ids := newIDCounter(cfg.N)
+	ids := idcount.New(cfg.N)
 	var acked atomic.Int64
 	done := make(chan struct{})
 	stop := make(chan struct{})
@@ -168,7 +127,7 @@ func PlainAckCompeting(ctx context.Context, cfg Config) (Result, error) {
 					if !ok {
 						return
 					}
-					ids.handled(d.MessageId)
+					ids.Handled(d.MessageId)
 					if err := d.Ack(false); err != nil {
 						errc <- err
 						return
@@ -199,7 +158,7 @@ func PlainAckCompeting(ctx context.Context, cfg Config) (Result, error) {
 	if runErr != nil {
 		return Result{}, fmt.Errorf("%s: %w", name, runErr)
 	}
-	res.Competition = ids.competition(cfg.Consumers, cfg.N)
+	res.Competition = competition(ids, cfg.Consumers, cfg.N)
 	if err := errors.Join(res.Competition.check(), s.check(0, 0)); err != nil {
 		return Result{}, fmt.Errorf("%s: %w", name, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/bench/internal/idcount"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -52,11 +53,11 @@ func TestCompeting(t *testing.T) {
 // TestCompetitionCheck checks that a duplicate or a missing message fails
 // the run's check.
 func TestCompetitionCheck(t *testing.T) {
-	k := newIDCounter(3)
+	k := idcount.New(3)
 	for _, id := range []string{"a", "b", "a"} {
-		k.handled(id)
+		k.Handled(id)
 	}
-	if err := k.competition(4, 3).check(); err == nil {
+	if err := competition(k, 4, 3).check(); err == nil {
 		t.Fatal("a duplicate passed the check")
 	}
 	if err := (&Competition{Consumers: 4, Published: 3, Handled: 2}).check(); err == nil {

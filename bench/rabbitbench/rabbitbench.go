@@ -116,7 +116,7 @@ type setup struct {
 }
 
 func newSetup(ctx context.Context, cfg Config, name string) (*setup, error) {
-	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: cfg.URL, Publishers: cfg.Publishers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: cfg.URL, Publishers: cfg.Publishers, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
@@ -219,25 +219,16 @@ func runLily(ctx context.Context, cfg Config, name string, fail error) (Result, 
 	})
 	c, err := lily.NewConsumer(s.tr, lily.HandlerFunc(func(context.Context, *lily.Delivery) error { return fail }),
 		lily.ConsumerOptions{Queue: s.qc, Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, Hooks: []lily.Hook{hook},
-			ReceiveWait: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			ReceiveWait: 50 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		return Result{}, err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := startClock()
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(runCtx) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return Result{}, ctx.Err()
-	}
-	res := start.stop(name, cfg.N)
-	quiesce()
-	cancel()
-	if err := <-errc; err != nil {
+	res, runErr, err := timeConsumers(ctx, name, cfg.N, done, c)
+	if err != nil {
 		return Result{}, err
+	}
+	if runErr != nil {
+		return Result{}, runErr
 	}
 	// Conservation: the queue is empty; the DLQ holds exactly the failures.
 	wantDLQ := 0
@@ -248,6 +239,36 @@ func runLily(ctx context.Context, cfg Config, name string, fail error) (Result, 
 		return Result{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return res, nil
+}
+
+// quiet is the logger of the runs' consumers: nobody reads it.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// timeConsumers runs consumers until done is closed and times that as the
+// run of n messages; once the clock has stopped it lets the broker settle
+// the last acknowledgements (quiesce) and stops the consumers. runErr is
+// what their Run returned, joined; err is the context's error when it
+// ended before done was closed.
+func timeConsumers(ctx context.Context, name string, n int, done <-chan struct{}, consumers ...*lily.Consumer) (res Result, runErr, err error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(consumers))
+	start := startClock()
+	for _, c := range consumers {
+		go func() { errc <- c.Run(runCtx) }()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return Result{}, nil, ctx.Err()
+	}
+	res = start.stop(name, n)
+	quiesce()
+	cancel()
+	for range consumers {
+		runErr = errors.Join(runErr, <-errc)
+	}
+	return res, runErr, nil
 }
 
 // check verifies conservation after a run. A quorum queue's message count

@@ -31,24 +31,9 @@ import (
 // were processed in publish order and the ledger balances.
 func TestDLQParkedUnpark(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := filepath.Join(t.TempDir(), "lily.db")
-	tr, err := sqlite.Open(ctx, db, sqlite.Options{PollInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	cat, err := catalog.New(ctx, tr.DB())
-	if err != nil {
-		t.Fatal(err)
-	}
 	q := lily.QueueConfig{Name: "payments.captured", Ordering: lily.OrderingPark, RetryAttempts: 1, RetryBackoffMillis: new(int64(20))}.WithDefaults()
-	w := startParkWorkload(t, tr, cat, q)
+	db, w := parkedAcct2(t, q)
 	processed := w.processed
-	transporttest.WaitFor(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
-		ks, err := cat.HeldKeys(ctx, q.Name)
-		return err == nil && len(ks) == 1 && ks[0].Parked == 2 && len(processed("acct-1")) == 4
-	})
 
 	code, out, errOut := run(t, "dlq", "parked", "--db", db, "--json")
 	var parked struct{ Keys []catalog.HeldKey }
@@ -114,23 +99,8 @@ func TestDLQParkedUnpark(t *testing.T) {
 // (the catalog used to turn a 0 into the default 2 and redrive it).
 func TestDLQUnparkMaxRedrivesZero(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := filepath.Join(t.TempDir(), "lily.db")
-	tr, err := sqlite.Open(ctx, db, sqlite.Options{PollInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	cat, err := catalog.New(ctx, tr.DB())
-	if err != nil {
-		t.Fatal(err)
-	}
 	q := lily.QueueConfig{Name: "payments.captured", Ordering: lily.OrderingPark, RetryAttempts: 1, RetryBackoffMillis: new(int64(20)), MaxRedrives: new(0)}.WithDefaults()
-	w := startParkWorkload(t, tr, cat, q)
-	transporttest.WaitFor(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
-		ks, err := cat.HeldKeys(ctx, q.Name)
-		return err == nil && len(ks) == 1 && ks[0].Parked == 2 && len(w.processed("acct-1")) == 4
-	})
+	db, w := parkedAcct2(t, q)
 	cfg := writeConfig(t, fmt.Sprintf("db = %q\n[[queue]]\nname = %q\nordering = \"park\"\nretry_attempts = 1\nmax_redrives = 0\n", db, q.Name))
 	w.fixed.Store(true)
 	code, out, errOut := run(t, "dlq", "unpark", "--config", cfg, "--queue", q.Name, "--key", "acct-2", "--wait", "5s")
@@ -213,6 +183,31 @@ type parkWorkload struct {
 	fixed *atomic.Bool
 	log   *transporttest.BodyLog
 	stop  func()
+}
+
+// parkedAcct2 runs the park workload on q in a fresh SQLite database
+// until acct-1 is processed and acct-2 parked with 2 behind its head; it
+// returns the database file and the workload. The transport
+// is closed when the test ends.
+func parkedAcct2(t *testing.T, q lily.QueueConfig) (string, *parkWorkload) {
+	t.Helper()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lily.db")
+	tr, err := sqlite.Open(ctx, db, sqlite.Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	cat, err := catalog.New(ctx, tr.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startParkWorkload(t, tr, cat, q)
+	transporttest.WaitFor(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
+		ks, err := cat.HeldKeys(ctx, q.Name)
+		return err == nil && len(ks) == 1 && ks[0].Parked == 2 && len(w.processed("acct-1")) == 4
+	})
+	return db, w
 }
 
 // startParkWorkload declares q on tr, publishes the workload and starts

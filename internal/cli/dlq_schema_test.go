@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,47 +10,26 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
-	"github.com/lily-mq/lily/transport/sqlite"
 )
 
 // seedSchemaDLQ publishes, with lily.Publish, messages of schema versions
 // 3, 3, 4 and none to orders.created and dead-letters them all.
 func seedSchemaDLQ(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
-	db := filepath.Join(t.TempDir(), "lily.db")
-	tr, err := sqlite.Open(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, tr := newSeedStore(t)
 	defer tr.Close()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{{Name: dlqQueue}}}); err != nil {
-		t.Fatal(err)
-	}
 	msgs := []lily.Message{
 		{EventID: "s3a", Body: []byte("a"), SchemaVersion: 3}, {EventID: "s3b", Body: []byte("b"), SchemaVersion: 3},
 		{EventID: "s4", Body: []byte("c"), SchemaVersion: 4}, {EventID: "none", Body: []byte("d")},
 	}
-	if err := lily.Publish(ctx, tr, dlqQueue, msgs); err != nil {
+	if err := lily.Publish(context.Background(), tr, dlqQueue, msgs); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: dlqQueue, Max: len(msgs), Consumer: "seed"})
-	if err != nil || len(ds) != len(msgs) {
-		t.Fatalf("receive %d: %v", len(ds), err)
-	}
-	var ss []transport.Settlement
-	for _, d := range ds {
-		h := transport.CloneHeaders(d.Headers)
-		if h == nil {
-			h = transport.Headers{}
-		}
+	deadLetterAll(t, tr, len(msgs), func(_ int, h transport.Headers) evidence.Reason {
 		evidence.Record{Reason: evidence.ReasonPermanent, ErrorType: "*json.SyntaxError", ErrorMessage: "bad", Source: "sqlite/" + dlqQueue,
 			DeliveryCount: 1, DeadLetteredAt: time.Now(), Consumer: "c", ConsumerVersion: "v1", Host: "h"}.Apply(h)
-		ss = append(ss, transport.Settlement{Delivery: d, Action: transport.DeadLetter, Headers: h, Reason: string(evidence.ReasonPermanent)})
-	}
-	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
-		t.Fatal(err)
-	}
+		return evidence.ReasonPermanent
+	})
 	return db
 }
 
@@ -65,20 +43,15 @@ func TestDLQSchemaVersion(t *testing.T) {
 	db := seedSchemaDLQ(t)
 	cfg := writeConfig(t, fmt.Sprintf("db = %q\n[[queue]]\nname = %q\nschema_versions = [4]\n", db, dlqQueue))
 
-	code, out, errOut := run(t, "dlq", "list", "--config", cfg, "--json")
-	if code != 0 {
-		t.Fatalf("list: %d %s", code, errOut)
-	}
-	var list struct{ Queues []dlqListRow }
-	mustJSON(t, out, &list)
-	if len(list.Queues) != 1 || fmt.Sprint(list.Queues[0].SchemaVersions) != "map[3:2 4:1 none:1]" || list.Queues[0].Depth != 4 {
-		t.Errorf("list %+v", list.Queues)
+	queues := listJSON(t, cfg)
+	if len(queues) != 1 || fmt.Sprint(queues[0].SchemaVersions) != "map[3:2 4:1 none:1]" || queues[0].Depth != 4 {
+		t.Errorf("list %+v", queues)
 	}
 	if code, out, _ := run(t, "dlq", "list", "--db", db); code != 0 || !strings.Contains(out, "v3:2 v4:1 none:1") {
 		t.Errorf("human list: %d\n%s", code, out)
 	}
 
-	code, out, _ = run(t, "dlq", "group", "--by", "schema_version", "--db", db, "--json")
+	code, out, _ := run(t, "dlq", "group", "--by", "schema_version", "--db", db, "--json")
 	var g dlqGroupJSON
 	mustJSON(t, out, &g)
 	if code != 0 || len(g.Groups) != 3 || g.Groups[0].Key != "3" || g.Groups[0].Count != 2 || g.Total != 4 {
@@ -104,7 +77,7 @@ func TestDLQSchemaVersion(t *testing.T) {
 		t.Errorf("dry run: %d\n%s", code, out)
 	}
 	// The real run is refused: nothing sent.
-	code, out, errOut = run(t, "dlq", "redrive", "--config", cfg)
+	code, out, errOut := run(t, "dlq", "redrive", "--config", cfg)
 	if code != 1 || !strings.Contains(errOut, "redrive refused") || !strings.Contains(out, "v3:2") {
 		t.Errorf("redrive of schema 3 into a schema-4 consumer: exit %d\n%s\n%s", code, out, errOut)
 	}

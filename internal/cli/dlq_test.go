@@ -43,15 +43,8 @@ var seedLetters = []deadLetter{
 func seedDLQ(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	db := filepath.Join(t.TempDir(), "lily.db")
-	tr, err := sqlite.Open(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, tr := newSeedStore(t)
 	defer tr.Close()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{{Name: dlqQueue}}}); err != nil {
-		t.Fatal(err)
-	}
 	msgs := make([]transport.Message, len(seedLetters))
 	for i, d := range seedLetters {
 		msgs[i] = transport.Message{EventID: fmt.Sprintf("evt-%d", i+1), Key: d.key, Type: "order.created", Body: []byte(d.body),
@@ -60,25 +53,70 @@ func seedDLQ(t *testing.T) string {
 	if err := tr.Publish(ctx, &transport.PublishParams{Queue: dlqQueue, Messages: msgs}); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: dlqQueue, Max: len(msgs), Consumer: "seed"})
-	if err != nil || len(ds) != len(msgs) {
-		t.Fatalf("receive %d: %v", len(ds), err)
-	}
-	var ss []transport.Settlement
-	for i, d := range ds {
+	deadLetterAll(t, tr, len(msgs), func(i int, h transport.Headers) evidence.Reason {
 		sl := seedLetters[i]
-		h := transport.CloneHeaders(d.Headers)
 		for k, v := range sl.extra {
 			h[k] = v
 		}
 		evidence.Record{Reason: sl.reason, ErrorType: sl.errType, ErrorMessage: sl.errMsg, Source: "sqlite/" + dlqQueue,
 			DeliveryCount: 1, RetryCount: 2, DeadLetteredAt: time.Now(), Consumer: "orders-consumer", ConsumerVersion: "v1", Host: "h"}.Apply(h)
-		ss = append(ss, transport.Settlement{Delivery: d, Action: transport.DeadLetter, Headers: h, Reason: string(sl.reason)})
+		return sl.reason
+	})
+	return db
+}
+
+// newSeedStore creates a SQLite store in a temporary lily.db with the
+// queue orders.created declared; the caller closes the transport.
+func newSeedStore(t *testing.T) (string, *sqlite.Transport) {
+	t.Helper()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lily.db")
+	tr, err := sqlite.Open(ctx, db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{{Name: dlqQueue}}}); err != nil {
+		tr.Close()
+		t.Fatal(err)
+	}
+	return db, tr
+}
+
+// deadLetterAll receives the n messages published to orders.created and
+// dead-letters them as a consumer would: the i-th received with the
+// headers and reason mark gives it (mark adds the evidence to a copy of
+// the message's headers).
+func deadLetterAll(t *testing.T, tr *sqlite.Transport, n int, mark func(i int, h transport.Headers) evidence.Reason) {
+	t.Helper()
+	ctx := context.Background()
+	ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: dlqQueue, Max: n, Consumer: "seed"})
+	if err != nil || len(ds) != n {
+		t.Fatalf("receive %d: %v", len(ds), err)
+	}
+	var ss []transport.Settlement
+	for i, d := range ds {
+		h := transport.CloneHeaders(d.Headers)
+		if h == nil {
+			h = transport.Headers{}
+		}
+		reason := mark(i, h)
+		ss = append(ss, transport.Settlement{Delivery: d, Action: transport.DeadLetter, Headers: h, Reason: string(reason)})
 	}
 	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
 		t.Fatal(err)
 	}
-	return db
+}
+
+// listJSON runs 'lily dlq list --config cfg --json' and returns its rows.
+func listJSON(t *testing.T, cfg string) []dlqListRow {
+	t.Helper()
+	code, out, errOut := run(t, "dlq", "list", "--config", cfg, "--json")
+	if code != 0 {
+		t.Fatalf("list: %d %s", code, errOut)
+	}
+	var list struct{ Queues []dlqListRow }
+	mustJSON(t, out, &list)
+	return list.Queues
 }
 
 // openCatalog opens the catalog of db for checks.
@@ -113,21 +151,16 @@ func TestDLQListGroupShowPeek(t *testing.T) {
 	db := seedDLQ(t)
 	cfg := writeConfig(t, fmt.Sprintf("db = %q\n[[queue]]\nname = %q\nowner = \"team-checkout\"\ndlq_retention_hours = 48\n", db, dlqQueue))
 
-	code, out, errOut := run(t, "dlq", "list", "--config", cfg, "--json")
-	if code != 0 {
-		t.Fatalf("list: %d %s", code, errOut)
-	}
-	var list struct{ Queues []dlqListRow }
-	mustJSON(t, out, &list)
-	if len(list.Queues) != 1 || list.Queues[0].Depth != 6 || list.Queues[0].Owner != "team-checkout" || list.Queues[0].RetentionHours != 48 ||
-		list.Queues[0].InflowLastHour != 6 || list.Queues[0].Oldest == nil || list.Queues[0].Deadline.Sub(*list.Queues[0].Oldest) != 48*time.Hour {
-		t.Errorf("list %+v", list.Queues)
+	queues := listJSON(t, cfg)
+	if len(queues) != 1 || queues[0].Depth != 6 || queues[0].Owner != "team-checkout" || queues[0].RetentionHours != 48 ||
+		queues[0].InflowLastHour != 6 || queues[0].Oldest == nil || queues[0].Deadline.Sub(*queues[0].Oldest) != 48*time.Hour {
+		t.Errorf("list %+v", queues)
 	}
 	if code, out, _ := run(t, "dlq", "list", "--db", db); code != 0 || !strings.Contains(out, "orders.created  6") || !strings.Contains(out, "(none)") {
 		t.Errorf("human list: %d\n%s", code, out)
 	}
 
-	code, out, _ = run(t, "dlq", "group", "--by", "fingerprint", "--db", db, "--json")
+	code, out, _ := run(t, "dlq", "group", "--by", "fingerprint", "--db", db, "--json")
 	var g dlqGroupJSON
 	mustJSON(t, out, &g)
 	if code != 0 || g.Total != 6 || len(g.Groups) != 3 || g.Groups[0].Count != 3 || g.Groups[0].Key != "invalid character <q> at offset <n>" ||

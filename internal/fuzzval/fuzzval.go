@@ -8,6 +8,7 @@ package fuzzval
 import (
 	"encoding/binary"
 	"math"
+	"reflect"
 	"time"
 )
 
@@ -134,13 +135,68 @@ func (r *Reader) Headers(names []string, depth int) map[string]any {
 	n := int(r.Byte() % 16)
 	h := make(map[string]any, n)
 	for range n {
-		var k string
-		if c := r.Byte(); len(names) > 0 && c%4 != 0 {
-			k = names[int(c/4)%len(names)]
-		} else {
-			k = r.Text()
-		}
+		k := r.Name(names)
 		h[k] = r.Value(depth)
 	}
 	return h
+}
+
+// Name returns a header name: three times in four one of names (when
+// given), else arbitrary text.
+func (r *Reader) Name(names []string) string {
+	if c := r.Byte(); len(names) > 0 && c%4 != 0 {
+		return names[int(c/4)%len(names)]
+	}
+	return r.Text()
+}
+
+// Same is reflect.DeepEqual but NaN equals NaN and times compare with
+// Equal, in lists ([]any) and tables (map[string]any) too: what a decoded
+// header value is checked against after a round trip.
+func Same(a, b any) bool { return SameNested(a, b, sameLeaf) }
+
+func sameLeaf(a, b any) bool {
+	switch x := a.(type) {
+	case float64:
+		y, ok := b.(float64)
+		return ok && (x == y || (math.IsNaN(x) && math.IsNaN(y)))
+	case float32:
+		y, ok := b.(float32)
+		return ok && (x == y || (x != x && y != y))
+	case time.Time:
+		y, ok := b.(time.Time)
+		return ok && x.Equal(y)
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// SameNested compares a and b element by element through lists ([]any)
+// and tables (map[string]any) of the same length, and every other value
+// with leaf.
+func SameNested(a, b any, leaf func(a, b any) bool) bool {
+	switch x := a.(type) {
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !SameNested(x[i], y[i], leaf) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k := range x {
+			if !SameNested(x[k], y[k], leaf) {
+				return false
+			}
+		}
+		return true
+	}
+	return leaf(a, b)
 }

@@ -3,7 +3,6 @@ package kafka_test
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -60,11 +59,7 @@ func TestForeignProducers(t *testing.T) {
 	transporttest.RunForeign(t, transporttest.ForeignHarness{
 		Name: "kafka",
 		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
-			cat, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cat.Close() })
+			cat := openCatalog(t)
 			return catalog.Account(open(t, c), cat), cat
 		},
 		PublishRaw: rawProducer(c),

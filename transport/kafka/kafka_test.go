@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -111,11 +110,7 @@ func TestOrdering(t *testing.T) {
 	transporttest.RunOrdering(t, transporttest.OrderingHarness{
 		Name: "kafka", LogTransport: true,
 		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
-			cat, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cat.Close() })
+			cat := openCatalog(t)
 			return catalog.Account(open(t, c), cat), cat
 		},
 	})

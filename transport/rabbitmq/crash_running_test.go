@@ -3,23 +3,14 @@ package rabbitmq_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/evidence"
-	"github.com/lily-mq/lily/transport"
-	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
 
@@ -33,37 +24,14 @@ const crashCountsLog = "LILY_RMQ_CRASH_COUNTS"
 func runningChild(queue, logPath string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
 	qc := crashQueueConfig(queue, lily.OrderingReorder)
-	tr.Register(qc.Spec())
-	logf, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	tr, err := childTransport(ctx, qc)
 	if err != nil {
 		return 3
 	}
-	var mu sync.Mutex
-	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
-		if string(d.Body) == "poison" {
-			os.Exit(transporttest.CrashExitCode)
-		}
-		time.Sleep(2 * time.Millisecond)
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(logf, "%s %d\n", d.EventID, d.DeliveryCount)
-		return logf.Sync()
-	}), lily.ConsumerOptions{Queue: qc, Concurrency: 2, Prefetch: 20, ReceiveWait: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		return 3
-	}
-	go transporttest.CancelWhenIdle(ctx, tr, queue, 50*time.Millisecond, cancel)
-	if err := c.Run(ctx); err != nil {
-		return 3
-	}
-	return 0
+	return crashConsume(ctx, cancel, tr, tr, logPath, 2*time.Millisecond,
+		func(d *lily.Delivery) string { return fmt.Sprintf("%s %d\n", d.EventID, d.DeliveryCount) },
+		lily.ConsumerOptions{Queue: qc, Concurrency: 2, Prefetch: 20})
 }
 
 // TestCrashWhileRunning: a consumer has been running with a full prefetch
@@ -77,28 +45,15 @@ func runningChild(queue, logPath string) int {
 func TestCrashWhileRunning(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := open(t)
-	defer tr.Close()
-	qc := crashQueueConfig(fmt.Sprintf("crash.running.%08x", rand.Uint32()), lily.OrderingReorder)
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DeleteQueues(ctx, qc.Spec())
+	qc := crashQueueConfig(randomName("crash.running"), lily.OrderingReorder)
+	tr := openDeclared(t, qc)
 	first := []lily.Message{{Body: []byte("poison")}}
 	if err := lily.Publish(ctx, tr, qc.Name, first); err != nil {
 		t.Fatal(err)
 	}
 	poison := first[0]
 	// Another holder takes the poison first and keeps it unacknowledged.
-	conn, err := amqp.Dial(brokerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := rawChannel(t)
 	if d, ok, err := ch.Get(qc.Name, false); err != nil || !ok || string(d.Body) != "poison" {
 		t.Fatalf("basic.get of the poison: ok %v err %v", ok, err)
 	}
@@ -144,16 +99,7 @@ func TestCrashWhileRunning(t *testing.T) {
 			t.Errorf("message %d (%s) processed %d times, want 1", i, m.Body, seen[m.EventID])
 		}
 	}
-	dls, err := tr.Peek(ctx, &rabbitmq.PeekParams{Queue: rabbitmq.DeadLetterQueue(qc.Name)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dls) != 1 || dls[0].EventID != poison.EventID {
-		t.Fatalf("dead-letter queue holds %d messages, want exactly the poison", len(dls))
-	}
-	if r, ok := evidence.BrokerReason(dls[0].Headers); !ok || r != evidence.ReasonDeliveryLimit {
-		t.Errorf("broker dead-letter reason %q (%v), want delivery_limit", r, ok)
-	}
+	poisonDeadLettered(t, tr, qc.Name, poison.EventID)
 	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
 	}

@@ -3,9 +3,6 @@ package rabbitmq_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,13 +49,11 @@ func crashQueueConfig(name, ordering string) lily.QueueConfig {
 func crashChild(queue, logPath, catalogPath string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL()})
+	qc := crashQueueConfig(queue, lily.OrderingReorder)
+	tr, err := childTransport(ctx, qc)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	qc := crashQueueConfig(queue, lily.OrderingReorder)
-	tr.Register(qc.Spec())
 	var consumed transport.Transport = tr
 	var keys lily.KeyStore
 	if catalogPath != "" {
@@ -70,27 +65,53 @@ func crashChild(queue, logPath, catalogPath string) int {
 		defer cat.Close()
 		consumed, keys = catalog.Account(tr, cat), cat
 	}
+	return crashConsume(ctx, cancel, tr, consumed, logPath, 0, func(d *lily.Delivery) string { return d.EventID + "\n" },
+		lily.ConsumerOptions{Queue: qc, Concurrency: 2, Prefetch: 10, Keys: keys})
+}
+
+// childTransport is the transport of a child process: the broker's, with
+// qc registered (its topology is declared by the parent). When it cannot
+// connect it says why on stderr.
+func childTransport(ctx context.Context, qc lily.QueueConfig) (*rabbitmq.Transport, error) {
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return nil, err
+	}
+	tr.Register(qc.Spec())
+	return tr, nil
+}
+
+// crashConsume is the consuming part of a crash child: a consumer on
+// consumed (tr, or tr through a catalog's ledger) with opts, its receive
+// wait and logger filled in, runs until tr's queue is idle. The handler
+// dies (os.Exit) on the body "poison"; on any other it waits pause and
+// appends line(d) to logPath — before the ack, so a death between the two
+// logs it twice (redelivered), never not at all.
+func crashConsume(ctx context.Context, cancel context.CancelFunc, tr *rabbitmq.Transport, consumed transport.Transport,
+	logPath string, pause time.Duration, line func(*lily.Delivery) string, opts lily.ConsumerOptions) int {
 	logf, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 3
 	}
 	var mu sync.Mutex
+	opts.ReceiveWait, opts.Logger = 20*time.Millisecond, quiet()
 	c, err := lily.NewConsumer(consumed, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if string(d.Body) == "poison" {
 			os.Exit(transporttest.CrashExitCode) // the process dies mid-handler: no catch block sees it
 		}
-		// Processed: logged before the ack, so a death between the two
-		// logs it twice (redelivered), never not at all.
+		if pause > 0 {
+			time.Sleep(pause)
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		logf.WriteString(d.EventID + "\n")
+		logf.WriteString(line(d))
 		return logf.Sync()
-	}), lily.ConsumerOptions{Queue: qc, Concurrency: 2, Prefetch: 10, ReceiveWait: 20 * time.Millisecond,
-		Keys: keys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}), opts)
 	if err != nil {
 		return 3
 	}
-	go transporttest.CancelWhenIdle(ctx, tr, queue, 50*time.Millisecond, cancel)
+	go transporttest.CancelWhenIdle(ctx, tr, opts.Queue.Name, 50*time.Millisecond, cancel)
 	if err := c.Run(ctx); err != nil {
 		return 3
 	}
@@ -104,13 +125,8 @@ func crashChild(queue, logPath, catalogPath string) int {
 func TestCrashTypePoison(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := open(t)
-	defer tr.Close()
-	qc := crashQueueConfig(fmt.Sprintf("crash.poison.%08x", rand.Uint32()), lily.OrderingReorder)
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DeleteQueues(ctx, qc.Spec())
+	qc := crashQueueConfig(randomName("crash.poison"), lily.OrderingReorder)
+	tr := openDeclared(t, qc)
 	msgs := make([]lily.Message, 30)
 	for i := range msgs {
 		msgs[i].Body = []byte(fmt.Sprintf("order-%d", i))
@@ -124,16 +140,7 @@ func TestCrashTypePoison(t *testing.T) {
 	if restarts != qc.Settings().DeliveryLimit {
 		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
 	}
-	dls, err := tr.Peek(ctx, &rabbitmq.PeekParams{Queue: rabbitmq.DeadLetterQueue(qc.Name)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dls) != 1 || dls[0].EventID != msgs[3].EventID || string(dls[0].Body) != "poison" {
-		t.Fatalf("dead-letter queue holds %d messages, want exactly the poison", len(dls))
-	}
-	if r, ok := evidence.BrokerReason(dls[0].Headers); !ok || r != evidence.ReasonDeliveryLimit {
-		t.Errorf("broker dead-letter reason %q (%v), want delivery_limit", r, ok)
-	}
+	poisonDeadLettered(t, tr, qc.Name, msgs[3].EventID)
 	acked := transporttest.ReadIDs(t, logPath)
 	// Conservation: every message but the poison acked, none invented.
 	for i, m := range msgs {
@@ -146,6 +153,23 @@ func TestCrashTypePoison(t *testing.T) {
 	}
 	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
+	}
+}
+
+// poisonDeadLettered checks that queue's dead-letter queue holds exactly
+// the poison (event poisonID), dead-lettered by the broker at its delivery
+// limit.
+func poisonDeadLettered(t *testing.T, tr *rabbitmq.Transport, queue, poisonID string) {
+	t.Helper()
+	dls, err := tr.Peek(context.Background(), &rabbitmq.PeekParams{Queue: rabbitmq.DeadLetterQueue(queue)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].EventID != poisonID || string(dls[0].Body) != "poison" {
+		t.Fatalf("dead-letter queue holds %d messages, want exactly the poison", len(dls))
+	}
+	if r, ok := evidence.BrokerReason(dls[0].Headers); !ok || r != evidence.ReasonDeliveryLimit {
+		t.Errorf("broker dead-letter reason %q (%v), want delivery_limit", r, ok)
 	}
 }
 
@@ -175,11 +199,8 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 	}
 	defer cat.Close()
 	tr := catalog.Account(raw, cat)
-	qc := crashQueueConfig(fmt.Sprintf("crash.park.%08x", rand.Uint32()), lily.OrderingPark)
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	defer raw.DeleteQueues(ctx, qc.Spec())
+	qc := crashQueueConfig(randomName("crash.park"), lily.OrderingPark)
+	declared(t, tr, qc)
 	const keys = 5
 	msgs := make([]lily.Message, 30)
 	for i := range msgs {
@@ -214,7 +235,7 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 	// The fix is deployed: a consumer that processes everything.
 	log := &transporttest.BodyLog{}
 	c, err := lily.NewConsumer(tr, log, lily.ConsumerOptions{Queue: qc, Keys: cat, ReceiveWait: 20 * time.Millisecond, KeyPoll: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

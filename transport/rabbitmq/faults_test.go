@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -14,11 +13,8 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
-	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
@@ -93,17 +89,13 @@ func TestConnectionLossDuringHandOffs(t *testing.T) {
 	defer direct.Close()
 	u, _ := url.Parse(brokerURL())
 	proxy := newCutProxy(t, u.Host)
-	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: proxy.proxiedURL(t, brokerURL()), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: proxy.proxiedURL(t, brokerURL()), Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("faults.conn.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
-		RetryAttempts: 1, RetryBackoffMillis: new(int64(50)), DeliveryLimit: new(20), Breaker: new(bool)}.WithDefaults()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	defer direct.DeleteQueues(ctx, qc.Spec())
+	qc := randomQueue("faults.conn", lily.QueueConfig{RetryAttempts: 1, RetryBackoffMillis: new(int64(50)), DeliveryLimit: new(20), Breaker: new(bool)})
+	declared(t, tr, qc)
 	direct.Register(qc.Spec())
 	const n = 300
 	msgs := make([]lily.Message, n)
@@ -142,7 +134,7 @@ func TestConnectionLossDuringHandOffs(t *testing.T) {
 		}
 		return nil
 	}), lily.ConsumerOptions{Queue: qc, Concurrency: 4, Prefetch: 20, ReceiveWait: 20 * time.Millisecond,
-		Hooks: []lily.Hook{hook}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Hooks: []lily.Hook{hook}, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,23 +206,10 @@ func TestConnectionLossDuringHandOffs(t *testing.T) {
 // be acked; once the binding is back, it is dead-lettered.
 func TestUnroutableHandOffKeepsOriginal(t *testing.T) {
 	ctx := context.Background()
-	tr := open(t)
-	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("faults.unroutable.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ}.WithDefaults()
+	qc := randomQueue("faults.unroutable", lily.QueueConfig{})
+	tr := openDeclared(t, qc)
 	spec := qc.Spec()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{spec}}); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DeleteQueues(ctx, spec)
-	conn, err := amqp.Dial(brokerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := rawChannel(t)
 	dlx, dlq := rabbitmq.DeadLetterExchange(spec.Exchange), rabbitmq.DeadLetterQueue(spec.Name)
 	if err := ch.QueueUnbind(dlq, spec.Name, dlx, nil); err != nil {
 		t.Fatal(err)
@@ -267,7 +246,7 @@ func TestUnroutableHandOffKeepsOriginal(t *testing.T) {
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		return lily.Permanent(errors.New("bad data"))
 	}), lily.ConsumerOptions{Queue: qc, ReceiveWait: 20 * time.Millisecond, Hooks: []lily.Hook{hook},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

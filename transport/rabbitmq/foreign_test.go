@@ -3,7 +3,6 @@ package rabbitmq_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -51,17 +50,8 @@ func rawPublish(ctx context.Context, t *testing.T, _ transport.Transport, queue 
 // the ledger and catalog in a SQLite file (catalog.Account).
 func foreignHarness() transporttest.ForeignHarness {
 	return transporttest.ForeignHarness{
-		Name: "rabbitmq",
-		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
-			tr := open(t)
-			t.Cleanup(func() { tr.Close() })
-			cat, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cat.Close() })
-			return catalog.Account(tr, cat), cat
-		},
+		Name:       "rabbitmq",
+		Open:       openAccounted,
 		PublishRaw: rawPublish,
 		Ingest: func(ctx context.Context, tr transport.Transport, cat *catalog.Store, queue string) error {
 			_, err := cat.Ingest(ctx, tr.(*catalog.Accounted), queue)

@@ -1,14 +1,9 @@
 package rabbitmq_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
-	"math/rand/v2"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,27 +34,6 @@ func sizedPublishing(t *testing.T, id string, size int) amqp.Publishing {
 	return p
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// slogTo is a text logger writing to w.
-func slogTo(w *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestHeaderFrameSizeMatchesTheBroker checks the measurement against the
 // broker and client, on a plain classic queue (a quorum queue adds
 // x-delivery-count even to a first basic.get, which is why Lily's copies
@@ -77,7 +51,7 @@ func TestHeaderFrameSizeMatchesTheBroker(t *testing.T) {
 	if frameMax <= 0 {
 		t.Fatalf("no frame_max negotiated (%d)", frameMax)
 	}
-	q := fmt.Sprintf("frame.measure.%08x", rand.Uint32())
+	q := randomName("frame.measure")
 	if _, err := ch.QueueDeclare(q, false, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -138,14 +112,10 @@ func TestHeaderFrameSizeMatchesTheBroker(t *testing.T) {
 func TestOversizedHeadersCutEvidenceNotConnection(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var logs syncBuffer
-	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		open(t).Close() // skips or fails as the other tests do
-		t.Fatal(err)
-	}
+	var logs transporttest.SyncBuffer
+	tr := openWith(t, rabbitmq.Options{Logger: slogTo(&logs)})
 	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("frame.cut.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ}.WithDefaults()
+	qc := randomQueue("frame.cut", lily.QueueConfig{})
 	declared(t, tr, qc)
 	conn, ch := rawChannel(t)
 	orig := sizedPublishing(t, "big-1", conn.Config.FrameSize-1200)
@@ -204,10 +174,8 @@ func TestOversizedHeadersCutEvidenceNotConnection(t *testing.T) {
 func TestHeadersWithNoRoomFailOneHandOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := open(t)
-	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("frame.noroom.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ}.WithDefaults()
-	declared(t, tr, qc)
+	qc := randomQueue("frame.noroom", lily.QueueConfig{})
+	tr := openDeclared(t, qc)
 	conn, ch := rawChannel(t)
 	ids := []string{"full-1", "small-1"}
 	if err := ch.PublishWithContext(ctx, "", qc.Name, true, false, sizedPublishing(t, ids[0], conn.Config.FrameSize-20)); err != nil {

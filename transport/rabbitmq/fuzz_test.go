@@ -1,8 +1,6 @@
 package rabbitmq
 
 import (
-	"math"
-	"reflect"
 	"regexp"
 	"strconv"
 	"testing"
@@ -68,45 +66,6 @@ func checkHeaderTypes(t *testing.T, path string, v any) {
 	}
 }
 
-// sameHeaderValue is reflect.DeepEqual but NaN equals NaN and times compare
-// with Equal.
-func sameHeaderValue(a, b any) bool {
-	switch x := a.(type) {
-	case float64:
-		y, ok := b.(float64)
-		return ok && (x == y || (math.IsNaN(x) && math.IsNaN(y)))
-	case float32:
-		y, ok := b.(float32)
-		return ok && (x == y || (x != x && y != y))
-	case time.Time:
-		y, ok := b.(time.Time)
-		return ok && x.Equal(y)
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !sameHeaderValue(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k := range x {
-			if !sameHeaderValue(x[k], y[k]) {
-				return false
-			}
-		}
-		return true
-	}
-	return reflect.DeepEqual(a, b)
-}
-
 // wire is what a header value becomes when amqp091-go writes it into a
 // frame and the broker hands it back (amqp091-go's writeField and
 // readField): int is written as a long-int ('I', 32 bits, truncated), a
@@ -137,38 +96,18 @@ func wire(v any) any {
 // the wire: times at whole seconds, int as int64, and uint8 widened to
 // int16 (a known widening of toValue, issue 12 item 9).
 func sameAfterWire(sent, got any) bool {
-	switch x := sent.(type) {
-	case uint8:
-		return got == int16(x) || got == x
-	case int:
-		return got == int64(x) // sent as long-long-int
-	case time.Time:
-		y, ok := got.(time.Time)
-		return ok && y.Unix() == x.Unix()
-	case []any:
-		y, ok := got.([]any)
-		if !ok || len(x) != len(y) {
-			return false
+	return fuzzval.SameNested(sent, got, func(sent, got any) bool {
+		switch x := sent.(type) {
+		case uint8:
+			return got == int16(x) || got == x
+		case int:
+			return got == int64(x) // sent as long-long-int
+		case time.Time:
+			y, ok := got.(time.Time)
+			return ok && y.Unix() == x.Unix()
 		}
-		for i := range x {
-			if !sameAfterWire(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := got.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k := range x {
-			if !sameAfterWire(x[k], y[k]) {
-				return false
-			}
-		}
-		return true
-	}
-	return sameHeaderValue(sent, got)
+		return fuzzval.Same(sent, got)
+	})
 }
 
 // FuzzAMQPHeaders: the AMQP header codec. fromTable (amqp.Table →
@@ -234,7 +173,7 @@ func FuzzAMQPHeaders(f *testing.F) {
 			}
 		}
 		p2, err := publishing(transport.Message{EventID: "e", Headers: h2}, nil)
-		if err != nil || !sameHeaderValue(map[string]any(fromTable(p2.Headers)), map[string]any(h2)) {
+		if err != nil || !fuzzval.Same(map[string]any(fromTable(p2.Headers)), map[string]any(h2)) {
 			t.Fatalf("second round trip not stable: %v", err)
 		}
 		// A delivery: count >= 1, event ID from message_id or the header.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,27 +18,6 @@ import (
 	"github.com/lily-mq/lily/transport/transporttest"
 )
 
-// openWith connects to the real broker with opts (URL and logger filled
-// in); it skips or fails as open does.
-func openWith(t *testing.T, opts rabbitmq.Options) *rabbitmq.Transport {
-	t.Helper()
-	open(t).Close() // skips loudly, or fails under CI=true, without a broker
-	opts.URL = brokerURL()
-	if opts.Logger == nil {
-		opts.Logger = quiet()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	tr, err := rabbitmq.Open(ctx, opts)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("SKIPPING: RabbitMQ unreachable at %s (%v)", brokerURL(), err)
-	}
-	return tr
-}
-
 // TestFullDeadLetterQueueHoldsOriginals: with dlq_max_length = 3 and eight
 // permanent failures, the DLQ refuses four or five copies (reject-publish). Their
 // originals stay held — not released into the broker's delivery limit —
@@ -51,12 +28,11 @@ func openWith(t *testing.T, opts rabbitmq.Options) *rabbitmq.Transport {
 func TestFullDeadLetterQueueHoldsOriginals(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var logs syncBuffer
+	var logs transporttest.SyncBuffer
 	tr := openWith(t, rabbitmq.Options{RefusedBackoff: 20 * time.Millisecond, RefusedBackoffMax: 200 * time.Millisecond,
 		Logger: slogTo(&logs)})
 	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("hold.dlqfull.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
-		DLQMaxLength: new(int64(3))}.WithDefaults()
+	qc := randomQueue("hold.dlqfull", lily.QueueConfig{DLQMaxLength: new(int64(3))})
 	declared(t, tr, qc)
 	cat := tempCatalog(t)
 	acc := catalog.Account(tr, cat)

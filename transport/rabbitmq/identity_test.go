@@ -2,9 +2,6 @@ package rabbitmq_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +11,6 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
-	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -27,25 +23,11 @@ import (
 func TestSyntheticIDStableAcrossRedeliveryAndBrokerDeadLetter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := open(t)
-	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("identity.synthetic.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
-		DeliveryLimit: new(3)}.WithDefaults()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DeleteQueues(ctx, qc.Spec())
+	qc := randomQueue("identity.synthetic", lily.QueueConfig{DeliveryLimit: new(3)})
+	tr := openDeclared(t, qc)
 	body := []byte(`{"order":1}`)
 	headers := map[string]any{"x-app": "billing", "x-decimal": amqp.Decimal{Scale: 1, Value: 5}, "x-nested": amqp.Table{"a": int32(1)}}
-	conn, err := amqp.Dial(brokerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := rawChannel(t)
 	pub := amqp.Publishing{Body: body, Headers: amqp.Table(headers), Timestamp: time.Unix(1700000000, 0), AppId: "billing"}
 	if err := ch.PublishWithContext(ctx, "", qc.Name, true, false, pub); err != nil {
 		t.Fatal(err)
@@ -114,15 +96,11 @@ func TestSyntheticIDStableAcrossRedeliveryAndBrokerDeadLetter(t *testing.T) {
 	}
 	// Ingest: the broker-made dead letters carry the real delivery count
 	// and the runtime's source name, and keep the synthetic IDs.
-	cat, err := catalog.Open(ctx, filepath.Join(t.TempDir(), "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
+	cat := tempCatalog(t)
 	if n, err := cat.Ingest(ctx, tr, qc.Name); err != nil || n != 2 {
 		t.Fatalf("ingest: %d, %v", n, err)
 	}
-	err = cat.Each(ctx, catalog.Filter{Queue: qc.Name}, func(e *catalog.Entry) error {
+	err := cat.Each(ctx, catalog.Filter{Queue: qc.Name}, func(e *catalog.Entry) error {
 		if e.EventID != ids[0] && e.EventID != twinID {
 			t.Errorf("entry event ID %s, want the synthetic IDs %s / %s", e.EventID, ids[0], twinID)
 		}

@@ -3,10 +3,6 @@ package rabbitmq_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"log/slog"
-	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +11,6 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
-	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
@@ -28,27 +23,13 @@ import (
 func TestHandOffKeepsPropertiesAndHeaders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := open(t)
-	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("props.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
-		RetryAttempts: 1, RetryBackoffMillis: new(int64(30))}.WithDefaults()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DeleteQueues(ctx, qc.Spec())
-	conn, err := amqp.Dial(brokerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	qc := randomQueue("props", lily.QueueConfig{RetryAttempts: 1, RetryBackoffMillis: new(int64(30))})
+	tr := openDeclared(t, qc)
+	_, ch := rawChannel(t)
 	stamp := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	body := []byte{0xde, 0xad, 0xbe, 0xef, 0x00, '{'}
 	orig := amqp.Table{"tenant": "acme", "attempt-budget": int32(3), "flag": true, "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
-	err = ch.PublishWithContext(ctx, "", qc.Name, true, false, amqp.Publishing{
+	err := ch.PublishWithContext(ctx, "", qc.Name, true, false, amqp.Publishing{
 		Headers: orig, ContentType: "application/json", ContentEncoding: "identity", DeliveryMode: amqp.Persistent,
 		Priority: 3, CorrelationId: "corr-7", ReplyTo: "replies", Expiration: "600000", MessageId: "evt-foreign-1",
 		Timestamp: stamp, Type: "order.created", AppId: "shop-web", Body: body,
@@ -76,7 +57,7 @@ func TestHandOffKeepsPropertiesAndHeaders(t *testing.T) {
 		}
 		return lily.Permanent(errors.New("bad"))
 	}), lily.ConsumerOptions{Queue: qc, Concurrency: 1, ReceiveWait: 20 * time.Millisecond, Hooks: []lily.Hook{hook},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package rabbitmq_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,7 +25,7 @@ func TestConsumerRefusesClassicQueue(t *testing.T) {
 	ctx := context.Background()
 	tr := open(t)
 	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("qtype.classic.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ}.WithDefaults()
+	qc := randomQueue("qtype.classic", lily.QueueConfig{})
 	_, ch := rawChannel(t)
 	if _, err := ch.QueueDeclare(qc.Name, true, false, false, false, nil); err != nil {
 		t.Fatal(err)

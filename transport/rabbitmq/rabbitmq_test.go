@@ -3,7 +3,6 @@ package rabbitmq_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -86,16 +85,7 @@ func TestLoad(t *testing.T) {
 func TestOrdering(t *testing.T) {
 	transporttest.RunOrdering(t, transporttest.OrderingHarness{
 		Name: "rabbitmq",
-		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
-			tr := open(t)
-			t.Cleanup(func() { tr.Close() })
-			cat, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cat.Close() })
-			return catalog.Account(tr, cat), cat
-		},
+		Open: openAccounted,
 		Teardown: func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error {
 			return tr.(*catalog.Accounted).Unwrap().(*rabbitmq.Transport).DeleteQueues(ctx, spec)
 		},

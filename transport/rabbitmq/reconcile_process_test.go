@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
@@ -48,14 +43,12 @@ func holdQueueConfig(name string) lily.QueueConfig {
 func holdChild(queue, catalogPath, dir string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL()})
+	qc := holdQueueConfig(queue)
+	tr, err := childTransport(ctx, qc)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
 	defer tr.Close()
-	qc := holdQueueConfig(queue)
-	tr.Register(qc.Spec())
 	cat, err := catalog.Open(ctx, catalogPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -78,7 +71,7 @@ func holdChild(queue, catalogPath, dir string) int {
 			}
 		}
 	}), lily.ConsumerOptions{Queue: qc, Concurrency: holdCount, Prefetch: 2 * holdCount, // the runtime fetches again once half its window is free ReceiveWait: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: quiet()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -121,6 +114,52 @@ func reconcileRow(t *testing.T, cfg, queue string) (int, catalog.LedgerRow, stri
 	return 0, catalog.LedgerRow{}, ""
 }
 
+// reconcileEnv is what a reconcile test runs 'lily reconcile' over: a
+// lily.toml in dir naming the broker and one queue, and the SQLite database
+// it names (db), whose catalog st counts the queue's messages through acc.
+type reconcileEnv struct {
+	dir, db, cfg string
+	st           *catalog.Store
+	acc          *catalog.Accounted
+}
+
+// newReconcileEnv writes the lily.toml for qc (queueLines: its [[queue]]
+// settings after name and transport), opens the database's catalog and
+// declares qc through the catalog's ledger; all is removed when the test
+// ends.
+func newReconcileEnv(t *testing.T, tr *rabbitmq.Transport, qc lily.QueueConfig, queueLines string) reconcileEnv {
+	t.Helper()
+	dir := t.TempDir()
+	env := reconcileEnv{dir: dir, db: filepath.Join(dir, "lily.db"), cfg: filepath.Join(dir, "lily.toml")}
+	if err := os.WriteFile(env.cfg, []byte(fmt.Sprintf("db = %q\nrabbitmq_url = %q\n[[queue]]\nname = %q\ntransport = \"rabbitmq\"\n%s",
+		env.db, brokerURL(), qc.Name, queueLines)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := catalog.Open(context.Background(), env.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	env.st, env.acc = st, catalog.Account(tr, st)
+	declared(t, env.acc, qc)
+	return env
+}
+
+// pollReconcile runs reconcileRow until done accepts its exit code and row
+// or 30 s have passed — the broker's statistics (management API) are
+// sampled every 5 s — and returns the last result.
+func pollReconcile(t *testing.T, cfg, queue string, done func(code int, row catalog.LedgerRow) bool) (int, catalog.LedgerRow, string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, row, errs := reconcileRow(t, cfg, queue)
+		if done(code, row) || time.Now().After(deadline) {
+			return code, row, errs
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 // TestReconcileWithConsumerInAnotherProcess: a consumer in a second
 // process holds 50 deliveries unacknowledged in slow handlers (40
 // published by lily.Publish, 10 by a plain AMQP client); 'lily reconcile'
@@ -131,25 +170,9 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 	ctx := context.Background()
 	tr := open(t)
 	defer tr.Close()
-	dir := t.TempDir()
-	db := filepath.Join(dir, "lily.db")
-	qc := holdQueueConfig(fmt.Sprintf("reconcile.process.%08x", rand.Uint32()))
-	// The database file reconcile reads (its SQLite store and catalog).
-	cfg := filepath.Join(dir, "lily.toml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("db = %q\nrabbitmq_url = %q\n[[queue]]\nname = %q\ntransport = \"rabbitmq\"\nhandler_timeout_millis = 120000\n",
-		db, brokerURL(), qc.Name)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	st, err := catalog.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	acc := catalog.Account(tr, st)
-	if err := acc.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DeleteQueues(ctx, qc.Spec())
+	qc := holdQueueConfig(randomName("reconcile.process"))
+	env := newReconcileEnv(t, tr, qc, "handler_timeout_millis = 120000\n")
+	dir, db, cfg, st, acc := env.dir, env.db, env.cfg, env.st, env.acc
 	msgs := make([]lily.Message, 40)
 	for i := range msgs {
 		msgs[i].Body = []byte(fmt.Sprintf("lily-%d", i))
@@ -198,19 +221,9 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 	})
 	// The broker's statistics (management API) are sampled every 5 s:
 	// poll until they show the held deliveries.
-	var (
-		code int
-		row  catalog.LedgerRow
-		errs string
-	)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, row, errs = reconcileRow(t, cfg, qc.Name)
-		if code == 0 && row.InFlightUnacked == holdCount || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	code, row, errs := pollReconcile(t, cfg, qc.Name, func(code int, row catalog.LedgerRow) bool {
+		return code == 0 && row.InFlightUnacked == holdCount
+	})
 	want := catalog.LedgerRow{Queue: qc.Name, Accepted: holdCount, InFlight: holdCount, InFlightUnacked: holdCount}
 	if code != 0 || row != want {
 		t.Fatalf("reconcile while another process holds %d deliveries: exit %d, %+v, want %+v (stderr %s)", holdCount, code, row, want, strings.TrimSpace(errs))
@@ -246,25 +259,9 @@ func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
 	ctx := context.Background()
 	tr := open(t)
 	defer tr.Close()
-	dir := t.TempDir()
-	db := filepath.Join(dir, "lily.db")
-	qc := lily.QueueConfig{Name: fmt.Sprintf("reconcile.dlx.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
-		DeliveryLimit: new(2), DLQMaxLength: new(int64(1))}.WithDefaults()
-	cfg := filepath.Join(dir, "lily.toml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("db = %q\nrabbitmq_url = %q\n[[queue]]\nname = %q\ntransport = \"rabbitmq\"\ndelivery_limit = 2\ndlq_max_length = 1\n",
-		db, brokerURL(), qc.Name)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	st, err := catalog.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	acc := catalog.Account(tr, st)
-	if err := acc.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DeleteQueues(ctx, qc.Spec())
+	qc := randomQueue("reconcile.dlx", lily.QueueConfig{DeliveryLimit: new(2), DLQMaxLength: new(int64(1))})
+	env := newReconcileEnv(t, tr, qc, "delivery_limit = 2\ndlq_max_length = 1\n")
+	cfg, acc := env.cfg, env.acc
 	const n = 5
 	msgs := make([]lily.Message, n)
 	for i := range msgs {
@@ -277,15 +274,7 @@ func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
 	// it: each delivery is given back until the broker dead-letters the
 	// message at its delivery limit. The first fills the DLQ; the others
 	// wait in the dead-letter process.
-	conn, err := amqp.Dial(brokerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := rawChannel(t)
 	transporttest.WaitFor(t, "the broker to dead-letter every message", func() bool {
 		d, ok, err := ch.Get(qc.Name, false)
 		if err != nil {
@@ -298,19 +287,9 @@ func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
 		ready, err := tr.InFlight(ctx, qc.Name)
 		return err == nil && ready == 0
 	})
-	var (
-		code int
-		row  catalog.LedgerRow
-		errs string
-	)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, row, errs = reconcileRow(t, cfg, qc.Name)
-		if code == 0 && row.InFlightDLX > 0 && row.DeadLettered+row.InFlightDLX == n || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	code, row, errs := pollReconcile(t, cfg, qc.Name, func(code int, row catalog.LedgerRow) bool {
+		return code == 0 && row.InFlightDLX > 0 && row.DeadLettered+row.InFlightDLX == n
+	})
 	// The DLQ holds one or two (a quorum queue's max-length may be passed
 	// by one); the rest waits in the dead-letter process.
 	held := row.DeadLettered
@@ -326,19 +305,10 @@ func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
 func TestInFlightWithoutManagementAPI(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base := open(t)
-	defer base.Close()
-	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: brokerURL(), Management: &rabbitmq.Management{URL: "http://127.0.0.1:1"},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := openWith(t, rabbitmq.Options{Management: &rabbitmq.Management{URL: "http://127.0.0.1:1"}})
 	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("inflight.nomgmt.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ}.WithDefaults()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DeleteQueues(ctx, qc.Spec())
+	qc := randomQueue("inflight.nomgmt", lily.QueueConfig{})
+	declared(t, tr, qc)
 	if err := lily.Publish(ctx, tr, qc.Name, []lily.Message{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +362,7 @@ func healthReasons(t *testing.T, st *catalog.Store, qc lily.QueueConfig) []strin
 	}
 	defer tr.Close()
 	tr.Register(qc.Spec())
-	srv, err := httpapi.New(httpapi.Options{Store: st, InFlight: tr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := httpapi.New(httpapi.Options{Store: st, InFlight: tr, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,6 @@ package rabbitmq_test
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -30,23 +26,9 @@ import (
 func TestRetryCountAMQPFieldTypes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := open(t)
-	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("rc.types.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
-		RetryAttempts: 3, RetryBackoffMillis: new(int64(30))}.WithDefaults()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DeleteQueues(ctx, qc.Spec())
-	conn, err := amqp.Dial(brokerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	qc := randomQueue("rc.types", lily.QueueConfig{RetryAttempts: 3, RetryBackoffMillis: new(int64(30))})
+	tr := openDeclared(t, qc)
+	_, ch := rawChannel(t)
 	// name -> value, and the type the evidence must name.
 	bad := []struct {
 		name string
@@ -109,7 +91,7 @@ func TestRetryCountAMQPFieldTypes(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}), lily.ConsumerOptions{Queue: qc, Concurrency: 2, ReceiveWait: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

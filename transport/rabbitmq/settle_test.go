@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -23,14 +22,8 @@ import (
 // ones must come back, so a combined (multiple) ack never covered them.
 func TestCombinedAcksSkipUnsettled(t *testing.T) {
 	ctx := context.Background()
-	tr := open(t)
-	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("settle.multiack.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ}.WithDefaults()
-	spec := qc.Spec()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{spec}}); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DeleteQueues(ctx, spec)
+	qc := randomQueue("settle.multiack", lily.QueueConfig{})
+	tr := openDeclared(t, qc)
 	msgs := make([]lily.Message, 12)
 	for i := range msgs {
 		msgs[i].Body = []byte(fmt.Sprint(i))
@@ -115,11 +108,8 @@ func TestCombinedAcksSkipUnsettled(t *testing.T) {
 func TestHandOffOfVoidReceiptMakesNoCopy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := open(t)
-	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("settle.void.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
-		RetryAttempts: 1, RetryBackoffMillis: new(int64(50))}.WithDefaults()
-	declared(t, tr, qc)
+	qc := randomQueue("settle.void", lily.QueueConfig{RetryAttempts: 1, RetryBackoffMillis: new(int64(50))})
+	tr := openDeclared(t, qc)
 	cat := tempCatalog(t)
 	acc := catalog.Account(tr, cat)
 	msgs := []lily.Message{{Body: []byte("to retry")}, {Body: []byte("to dead-letter")}}

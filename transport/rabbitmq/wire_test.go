@@ -3,12 +3,7 @@ package rabbitmq_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"log/slog"
 	"math"
-	"math/rand/v2"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -27,46 +22,6 @@ import (
 // This file covers messages published below Lily (a raw amqp091 producer,
 // as other services publish): their header types and sizes, and headers
 // such a producer may set that belong to the broker (issue 12).
-
-// quiet is a logger for consumers whose log the test does not read.
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// rawChannel dials the broker with a plain amqp091 client, as a foreign
-// producer would.
-func rawChannel(t *testing.T) (*amqp.Connection, *amqp.Channel) {
-	t.Helper()
-	conn, err := amqp.Dial(brokerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return conn, ch
-}
-
-// declared declares qc's topology and removes it when the test ends.
-func declared(t *testing.T, tr *rabbitmq.Transport, qc lily.QueueConfig) {
-	t.Helper()
-	ctx := context.Background()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.DeleteQueues(context.Background(), qc.Spec()) })
-}
-
-// tempCatalog opens a catalog in a temporary SQLite file.
-func tempCatalog(t *testing.T) *catalog.Store {
-	t.Helper()
-	cat, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	return cat
-}
 
 // outcomes records what the runtime reported per event ID.
 type outcomes struct {
@@ -176,10 +131,8 @@ func conserveForeign(t *testing.T, tr *rabbitmq.Transport, cat *catalog.Store, q
 func TestForgedDeliveryCountIsNotTrusted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := open(t)
-	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("wire.forged.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ}.WithDefaults()
-	declared(t, tr, qc)
+	qc := randomQueue("wire.forged", lily.QueueConfig{})
+	tr := openDeclared(t, qc)
 	_, ch := rawChannel(t)
 	ids := []string{"forged-99", "forged-4", "plain"}
 	counts := []any{int64(99), int32(4), nil}
@@ -272,10 +225,8 @@ func sameTypes(t *testing.T, where string, got, want amqp.Table) {
 func TestHeaderTypesTravelAsSent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := open(t)
-	defer tr.Close()
-	qc := lily.QueueConfig{Name: fmt.Sprintf("wire.types.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ}.WithDefaults()
-	declared(t, tr, qc)
+	qc := randomQueue("wire.types", lily.QueueConfig{})
+	tr := openDeclared(t, qc)
 	_, ch := rawChannel(t)
 	orig := foreignHeaders()
 	const id = "foreign-typed-1"

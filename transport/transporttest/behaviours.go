@@ -136,10 +136,7 @@ func testRetriesExhausted(t *testing.T, h Harness) {
 	if got := e.callsOf(id); got != 3 {
 		t.Errorf("handler called %d times, want 3 (first processing + 2 retries)", got)
 	}
-	dl, ok := e.deadLetters()[id]
-	if !ok {
-		t.Fatalf("message %s not dead-lettered", id)
-	}
+	dl := e.deadLetter(id)
 	if !bytes.Equal(dl.Body, body) {
 		t.Errorf("dead-letter body %x, want byte-identical %x", dl.Body, body)
 	}
@@ -218,10 +215,7 @@ func testPermanent(t *testing.T, h Harness) {
 	if got := e.callsOf(id); got != 1 {
 		t.Errorf("handler called %d times, want 1 (no retry of a permanent failure)", got)
 	}
-	dl, ok := e.deadLetters()[id]
-	if !ok {
-		t.Fatalf("message %s not dead-lettered", id)
-	}
+	dl := e.deadLetter(id)
 	checkEvidence(t, dl, evidence.ReasonPermanent, "*json.SyntaxError", 0)
 	e.conserve(0)
 }
@@ -237,10 +231,7 @@ func testPermanentAllowList(t *testing.T, h Harness) {
 	if got := e.callsOf(id); got != 1 {
 		t.Errorf("handler called %d times, want 1 (allow-listed permanent type)", got)
 	}
-	dl, ok := e.deadLetters()[id]
-	if !ok {
-		t.Fatalf("message %s not dead-lettered", id)
-	}
+	dl := e.deadLetter(id)
 	checkEvidence(t, dl, evidence.ReasonPermanent, "*json.SyntaxError", 0)
 	e.conserve(0)
 }

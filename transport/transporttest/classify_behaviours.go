@@ -22,32 +22,28 @@ func testDecodeErrorPermanentByDefault(t *testing.T, h Harness) {
 			return json.Unmarshal(d.Body, &v)
 		})
 	}
-	t.Run("default", func(t *testing.T) {
-		e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 3, RetryBackoffMillis: new(int64(20))})
-		id := e.publish(transport.Message{Body: []byte("{broken")})[0]
-		e.consume(decode(e), e.allTerminal)
-		if got := e.callsOf(id); got != 1 {
-			t.Errorf("handler called %d times, want 1: a decode error is permanent by default", got)
-		}
-		dl, ok := e.deadLetters()[id]
-		if !ok {
-			t.Fatalf("message %s not dead-lettered", id)
-		}
-		checkEvidence(t, dl, evidence.ReasonPermanent, "*json.SyntaxError", 0)
-		e.conserve(0)
-	})
-	t.Run("retry_errors", func(t *testing.T) {
-		e := newEnv(t, h, lily.QueueConfig{RetryAttempts: 2, RetryBackoffMillis: new(int64(20)), RetryErrors: []string{"*json.SyntaxError"}})
-		id := e.publish(transport.Message{Body: []byte("{broken")})[0]
-		e.consume(decode(e), e.allTerminal)
-		if got := e.callsOf(id); got != 3 {
-			t.Errorf("handler called %d times, want 3 (retry_errors: retried twice)", got)
-		}
-		dl, ok := e.deadLetters()[id]
-		if !ok {
-			t.Fatalf("message %s not dead-lettered", id)
-		}
-		checkEvidence(t, dl, evidence.ReasonRetriesExhausted, "*json.SyntaxError", 2)
-		e.conserve(0)
-	})
+	for _, c := range []struct {
+		name    string
+		qc      lily.QueueConfig
+		calls   int // handler calls
+		why     string
+		reason  evidence.Reason
+		retries int
+	}{
+		{"default", lily.QueueConfig{RetryAttempts: 3, RetryBackoffMillis: new(int64(20))},
+			1, "a decode error is permanent by default", evidence.ReasonPermanent, 0},
+		{"retry_errors", lily.QueueConfig{RetryAttempts: 2, RetryBackoffMillis: new(int64(20)), RetryErrors: []string{"*json.SyntaxError"}},
+			3, "retry_errors: retried twice", evidence.ReasonRetriesExhausted, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, h, c.qc)
+			id := e.publish(transport.Message{Body: []byte("{broken")})[0]
+			e.consume(decode(e), e.allTerminal)
+			if got := e.callsOf(id); got != c.calls {
+				t.Errorf("handler called %d times, want %d (%s)", got, c.calls, c.why)
+			}
+			checkEvidence(t, e.deadLetter(id), c.reason, "*json.SyntaxError", c.retries)
+			e.conserve(0)
+		})
+	}
 }

@@ -301,10 +301,7 @@ func testRedriveRoundTrip(t *testing.T, h Harness) {
 		return nil
 	})
 	e.consume(handler, e.allTerminal)
-	dl, ok := e.deadLetters()[id]
-	if !ok {
-		t.Fatalf("message %s not dead-lettered", id)
-	}
+	dl := e.deadLetter(id)
 	fixed.Store(true)
 	msg := transport.Message{EventID: dl.EventID, Key: dl.Key, Type: dl.Type, Body: dl.Body, Headers: evidence.RedriveHeaders(dl.Headers)}
 	if err := e.tr.Publish(e.ctx, &transport.PublishParams{Queue: dl.Queue, Messages: []transport.Message{msg}}); err != nil {

@@ -315,13 +315,34 @@ var errForeignPermanent = errors.New("foreign: rejected on purpose")
 func permanent(*lily.Delivery, int) error { return lily.Permanent(errForeignPermanent) }
 func succeed(*lily.Delivery, int) error   { return nil }
 
+// runAcked publishes msgs below Lily and runs a consumer whose handler
+// succeeds until each is acked; each must have been handled once.
+func (f *foreignEnv) runAcked(t *testing.T, msgs []ForeignMessage) {
+	t.Helper()
+	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
+	f.run(succeed, func() bool { return f.kind(lily.EventAcked) >= len(msgs) })
+	f.oncePerMessage(msgs)
+}
+
+// runDeadLettered publishes msgs below Lily and runs a consumer whose
+// handler fails each permanently; each must have been handled once, and
+// the ledger must balance with the catalog holding an entry per message
+// with its exact body. It returns the entries.
+func (f *foreignEnv) runDeadLettered(t *testing.T, msgs []ForeignMessage) []*catalog.Entry {
+	t.Helper()
+	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
+	f.run(permanent, func() bool { return f.kind(lily.EventDeadLettered) >= len(msgs) })
+	f.oncePerMessage(msgs)
+	entries := f.reconcile(0, len(msgs))
+	f.sameBodies(entries, msgs)
+	return entries
+}
+
 // foreignNoIDAcked: messages without any event ID are processed once each,
 // get distinct event IDs, and balance the ledger (accepted on receive).
 func foreignNoIDAcked(t *testing.T, f *foreignEnv) {
 	msgs := foreignBodies(t, 3, "")
-	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
-	f.run(succeed, func() bool { return f.kind(lily.EventAcked) >= len(msgs) })
-	f.oncePerMessage(msgs)
+	f.runAcked(t, msgs)
 	ids := map[string]bool{}
 	f.mu.Lock()
 	for _, s := range f.seen {
@@ -344,11 +365,7 @@ func foreignNoIDAcked(t *testing.T, f *foreignEnv) {
 // catalog must hold five entries with their exact bodies.
 func foreignDeadLettered(t *testing.T, f *foreignEnv) {
 	msgs := append(foreignBodies(t, 3, ""), foreignBodies(t, 2, "shared-"+f.qc.Name)...)
-	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
-	f.run(permanent, func() bool { return f.kind(lily.EventDeadLettered) >= len(msgs) })
-	f.oncePerMessage(msgs)
-	entries := f.reconcile(0, len(msgs))
-	f.sameBodies(entries, msgs)
+	entries := f.runDeadLettered(t, msgs)
 	f.sameIDs(entries)
 }
 
@@ -442,9 +459,7 @@ func (f *foreignEnv) foreignHeaderMessages(t *testing.T) []ForeignMessage {
 // and the messages are acked once each.
 func foreignHeaderTypesAcked(t *testing.T, f *foreignEnv) {
 	msgs := f.foreignHeaderMessages(t)
-	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
-	f.run(succeed, func() bool { return f.kind(lily.EventAcked) >= len(msgs) })
-	f.oncePerMessage(msgs)
+	f.runAcked(t, msgs)
 	f.mu.Lock()
 	hdrs := f.hdrs[string(msgs[0].Body)]
 	f.mu.Unlock()
@@ -456,11 +471,7 @@ func foreignHeaderTypesAcked(t *testing.T, f *foreignEnv) {
 // dead-letter copy into the catalog.
 func foreignHeaderTypesDeadLettered(t *testing.T, f *foreignEnv) {
 	msgs := f.foreignHeaderMessages(t)
-	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
-	f.run(permanent, func() bool { return f.kind(lily.EventDeadLettered) >= len(msgs) })
-	f.oncePerMessage(msgs)
-	entries := f.reconcile(0, len(msgs))
-	f.sameBodies(entries, msgs)
+	entries := f.runDeadLettered(t, msgs)
 	for _, e := range entries {
 		f.checkHeaders("catalog entry "+e.EventID, e.Headers)
 	}
@@ -480,9 +491,7 @@ func (f *foreignEnv) hugeMessages(t *testing.T) []ForeignMessage {
 // foreignHugeAcked: a header near the transport's limit is processed.
 func foreignHugeAcked(t *testing.T, f *foreignEnv) {
 	msgs := f.hugeMessages(t)
-	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
-	f.run(succeed, func() bool { return f.kind(lily.EventAcked) >= len(msgs) })
-	f.oncePerMessage(msgs)
+	f.runAcked(t, msgs)
 	f.reconcile(len(msgs), 0)
 }
 
@@ -491,11 +500,7 @@ func foreignHugeAcked(t *testing.T, f *foreignEnv) {
 // header whole, the handler ran once each.
 func foreignHugeDeadLettered(t *testing.T, f *foreignEnv) {
 	msgs := f.hugeMessages(t)
-	f.h.PublishRaw(f.ctx, t, f.tr, f.qc.Name, msgs)
-	f.run(permanent, func() bool { return f.kind(lily.EventDeadLettered) >= len(msgs) })
-	f.oncePerMessage(msgs)
-	entries := f.reconcile(0, len(msgs))
-	f.sameBodies(entries, msgs)
+	entries := f.runDeadLettered(t, msgs)
 	for _, e := range entries {
 		var n int
 		switch v := e.Headers["x-foreign-huge"].(type) {

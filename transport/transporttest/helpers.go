@@ -1,6 +1,7 @@
 package transporttest
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"sync"
@@ -83,4 +84,26 @@ func (l *BodyLog) Firsts() []string {
 		}
 	}
 	return out
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent use: a log destination
+// (or a command's output) that the test reads while the code under test
+// still writes to it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p to the buffer.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

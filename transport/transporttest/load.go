@@ -137,6 +137,20 @@ func (l *load) exactlyOnce() {
 	}
 }
 
+// ackedOnce waits until every message is acked, stops the consumers
+// and checks the run: each message handled exactly once, the ledger
+// balanced, no goroutine left behind.
+func (l *load) ackedOnce(stops ...func()) {
+	l.t.Helper()
+	l.waitFor("every message acked", l.allTerminal)
+	for _, stop := range stops {
+		stop()
+	}
+	l.exactlyOnce()
+	l.conserve(0)
+	l.goroutinesBack()
+}
+
 // goroutinesBack closes the transport (after Run returned: every consumer
 // has stopped) and waits until the goroutine count is back to its start.
 func (l *load) goroutinesBack() {
@@ -187,13 +201,7 @@ func testCompetingConsumers(t *testing.T, h Harness) {
 	for i := range 4 {
 		stops = append(stops, l.start(handler, func(o *lily.ConsumerOptions) { o.Instance = fmt.Sprintf("compete-%d-%s", i, o.Queue.Name) }))
 	}
-	l.waitFor("every message acked", l.allTerminal)
-	for _, stop := range stops {
-		stop()
-	}
-	l.exactlyOnce()
-	l.conserve(0)
-	l.goroutinesBack()
+	l.ackedOnce(stops...)
 }
 
 // testSlowHandlers: handlers that run longer than a lease, with two
@@ -218,13 +226,7 @@ func testSlowHandlers(t *testing.T, h Harness) {
 			o.Concurrency = 2
 		}))
 	}
-	l.waitFor("every message acked", l.allTerminal)
-	for _, stop := range stops {
-		stop()
-	}
-	l.exactlyOnce()
-	l.conserve(0)
-	l.goroutinesBack()
+	l.ackedOnce(stops...)
 }
 
 // errDown is the hanging dependency's failure, for the probe test.
@@ -391,9 +393,5 @@ func testGracefulHandOver(t *testing.T, h Harness) {
 		return nil
 	})
 	stop2 := l.start(second, func(o *lily.ConsumerOptions) { o.Instance = "second-" + o.Queue.Name })
-	l.waitFor("every message acked", l.allTerminal)
-	stop2()
-	l.exactlyOnce()
-	l.conserve(0)
-	l.goroutinesBack()
+	l.ackedOnce(stop2)
 }

@@ -245,6 +245,17 @@ func (e *env) deadLetters() map[string]DeadLetter {
 	return out
 }
 
+// deadLetter is the dead letter of event id; the test stops if there is
+// none.
+func (e *env) deadLetter(id string) DeadLetter {
+	e.t.Helper()
+	dl, ok := e.deadLetters()[id]
+	if !ok {
+		e.t.Fatalf("message %s not dead-lettered", id)
+	}
+	return dl
+}
+
 // conserve checks that every published message is acknowledged,
 // dead-lettered or still in flight, that nothing else appeared, and that
 // inFlight messages are still held.
