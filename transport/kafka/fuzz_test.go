@@ -34,11 +34,23 @@ func widenIn(v any, nested bool) any {
 		return x
 	case int:
 		return int64(x)
+	// Kafka's own type codes have no unsigned integers: at the top level
+	// they widen. Inside a list or table the value travels as
+	// transport.MarshalHeaders' typed JSON, which keeps its type.
 	case uint8:
+		if nested {
+			return x
+		}
 		return int16(x)
 	case uint16:
+		if nested {
+			return x
+		}
 		return int32(x)
 	case uint32:
+		if nested {
+			return x
+		}
 		return int64(x)
 	case []any:
 		out := make([]any, len(x))

@@ -70,8 +70,8 @@ func holdChild(queue, catalogPath, dir string) int {
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
-	}), lily.ConsumerOptions{Queue: qc, Concurrency: holdCount, Prefetch: 2 * holdCount, // the runtime fetches again once half its window is free ReceiveWait: 20 * time.Millisecond,
-		Logger: quiet()})
+	}), lily.ConsumerOptions{Queue: qc, Concurrency: holdCount, Prefetch: 2 * holdCount, // the runtime fetches again once half its window is free
+		ReceiveWait: 20 * time.Millisecond, Logger: quiet()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
