@@ -42,7 +42,6 @@ func amqpValue(r *fuzzval.Reader, v any) any {
 var amqpNames = []string{evidence.HeaderRetryCount, headerDeliveryCount, evidence.HeaderEventID, evidence.HeaderKey,
 	evidence.HeaderType, "x-death", "tenant", evidence.HeaderSchemaVersion}
 
-
 // checkHeaderTypes fails unless every value of h (recursively) is one of
 // the types transport.Headers documents.
 func checkHeaderTypes(t *testing.T, path string, v any) {
