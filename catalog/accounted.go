@@ -239,7 +239,7 @@ func (s *Store) countMany(ctx context.Context, kind string, byQueue map[string][
 		} else {
 			acked = added
 		}
-		if err := AddCountsTx(ctx, tx, queue, accepted, acked); err != nil {
+		if err := addLedgerCounts(ctx, tx, queue, accepted, acked); err != nil {
 			return err
 		}
 	}
@@ -265,10 +265,10 @@ func (a *Accounted) Declare(ctx context.Context, p *transport.DeclareParams) err
 }
 
 func (s *Store) ensureQueue(ctx context.Context, queue string) error {
-	return withTx(ctx, s.db, func(tx *sql.Tx) error { return AddCountsTx(ctx, tx, queue, 0, 0) })
+	return withTx(ctx, s.db, func(tx *txHandle) error { return addLedgerCounts(ctx, tx, queue, 0, 0) })
 }
 
-func withTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+func withTx(ctx context.Context, db *handle, fn func(*txHandle) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

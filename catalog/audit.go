@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -12,9 +11,10 @@ import (
 	"time"
 )
 
-// auditSchema is the append-only audit log: triggers refuse every UPDATE
-// and DELETE, so a row, once committed, stays as written.
-const auditSchema = `
+// auditTable is the append-only audit log: triggers refuse every UPDATE
+// and DELETE, so a row, once committed, stays as written (auditSchema on
+// SQLite, pgAuditTriggers on PostgreSQL).
+const auditTable = `
 CREATE TABLE IF NOT EXISTS lily_audit (
 	id        INTEGER PRIMARY KEY,
 	op        TEXT    NOT NULL,
@@ -29,6 +29,10 @@ CREATE TABLE IF NOT EXISTS lily_audit (
 	detail    TEXT    NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS lily_audit_at ON lily_audit(at);
+`
+
+// auditSchema is the SQLite audit log with its triggers.
+const auditSchema = auditTable + `
 CREATE TRIGGER IF NOT EXISTS lily_audit_no_update BEFORE UPDATE ON lily_audit
 BEGIN SELECT RAISE(ABORT, 'lily_audit is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS lily_audit_no_delete BEFORE DELETE ON lily_audit
@@ -96,7 +100,7 @@ type AuditRecord struct {
 }
 
 // appendAudit writes r inside tx, setting r.ID and a zero r.At.
-func appendAudit(ctx context.Context, tx *sql.Tx, r *AuditRecord) error {
+func appendAudit(ctx context.Context, tx *txHandle, r *AuditRecord) error {
 	if r.At.IsZero() {
 		r.At = time.Now()
 	}
@@ -108,20 +112,19 @@ func appendAudit(ctx context.Context, tx *sql.Tx, r *AuditRecord) error {
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO lily_audit(op, at, actor, action, selector, dry_run, count, event_ids, outcome, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Op, r.At.UnixMilli(), r.Actor, r.Action, r.Selector, r.DryRun, r.Count,
-		string(ids), r.Outcome, r.Detail)
+	err = tx.QueryRowContext(ctx, `INSERT INTO lily_audit(op, at, actor, action, selector, dry_run, count, event_ids, outcome, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, r.Op, r.At.UnixMilli(), r.Actor, r.Action, r.Selector, boolInt(r.DryRun), r.Count,
+		string(ids), r.Outcome, r.Detail).Scan(&r.ID)
 	if err != nil {
 		return fmt.Errorf("catalog: write audit record: %w", err)
 	}
-	r.ID, err = res.LastInsertId()
-	return err
+	return nil
 }
 
 // AppendAudit appends r to the audit log in its own transaction (for
 // decisions that change no entry, such as a redrive stopped by its sample).
 func (s *Store) AppendAudit(ctx context.Context, r *AuditRecord) error {
-	return withTx(ctx, s.db, func(tx *sql.Tx) error { return appendAudit(ctx, tx, r) })
+	return withTx(ctx, s.db, func(tx *txHandle) error { return appendAudit(ctx, tx, r) })
 }
 
 // AuditFilter selects audit records. Zero fields select everything.
@@ -166,7 +169,7 @@ func (s *Store) EachAudit(ctx context.Context, f AuditFilter, fn func(*AuditReco
 		args = append(args, f.Actor)
 	}
 	if f.EventID != "" {
-		conds = append(conds, "EXISTS (SELECT 1 FROM json_each(event_ids) WHERE value = ?)")
+		conds = append(conds, s.db.d.jsonArrayHas("event_ids"))
 		args = append(args, f.EventID)
 	}
 	where := ""
@@ -189,13 +192,15 @@ func (s *Store) EachAudit(ctx context.Context, f AuditFilter, fn func(*AuditReco
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			r   AuditRecord
-			at  int64
-			ids string
+			r      AuditRecord
+			at     int64
+			dryRun int64
+			ids    string
 		)
-		if err := rows.Scan(&r.ID, &r.Op, &at, &r.Actor, &r.Action, &r.Selector, &r.DryRun, &r.Count, &ids, &r.Outcome, &r.Detail); err != nil {
+		if err := rows.Scan(&r.ID, &r.Op, &at, &r.Actor, &r.Action, &r.Selector, &dryRun, &r.Count, &ids, &r.Outcome, &r.Detail); err != nil {
 			return err
 		}
+		r.DryRun = dryRun != 0
 		r.At = time.UnixMilli(at).UTC()
 		if err := json.Unmarshal([]byte(ids), &r.EventIDs); err != nil {
 			return fmt.Errorf("catalog: audit record %d: event IDs: %w", r.ID, err)

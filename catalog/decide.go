@@ -29,9 +29,10 @@ type EntryRef struct {
 	DeadLetteredAt time.Time `json:"dead_lettered_at"`
 }
 
-// queryer is a *sql.DB or a *sql.Tx.
+// queryer is a *sql.DB or a *txHandle.
 type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	dialect() dialect
 }
 
 // pageRefs returns up to n entries matching f (and the extra SQL
@@ -45,7 +46,7 @@ func pageRefs(ctx context.Context, q queryer, f Filter, extra string, n int) ([]
 			where += " AND " + extra
 		}
 	}
-	rows, err := q.QueryContext(ctx, `SELECT id, queue, event_id, state, redrive_count, dead_lettered_at FROM `+f.table()+
+	rows, err := q.QueryContext(ctx, `SELECT id, queue, event_id, state, redrive_count, dead_lettered_at FROM `+f.table(q.dialect())+
 		where+` ORDER BY id LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: select entries: %w", err)
@@ -179,7 +180,7 @@ func (s *Store) decidePass(ctx context.Context, d decision, f Filter, extra stri
 			n = min(n, p.Limit-res.Count)
 		}
 		var refs []EntryRef
-		err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+		err := withTx(ctx, s.db, func(tx *txHandle) error {
 			pf := f
 			pf.AfterID = last
 			var err error

@@ -144,7 +144,7 @@ const insertSQL = `INSERT INTO lily_dlq_entries
 	 error_message, fingerprint, consumer_version, source, delivery_count, retry_count,
 	 redrive_count, state, dead_lettered_at, updated_at, dl_key, hold_key, source_coords)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT DO NOTHING`
+	ON CONFLICT DO NOTHING RETURNING id`
 
 // Inserter adds entries inside a caller's transaction, reusing one prepared
 // statement; transports use it to dead-letter in the same transaction that
@@ -153,8 +153,13 @@ type Inserter struct {
 	stmt *sql.Stmt
 }
 
-// NewInserter prepares the insert statement on tx.
+// NewInserter prepares the insert statement on tx, a transaction on the
+// SQLite database of the catalog.
 func NewInserter(ctx context.Context, tx *sql.Tx) (*Inserter, error) {
+	return newInserter(ctx, wrapTx(tx))
+}
+
+func newInserter(ctx context.Context, tx *txHandle) (*Inserter, error) {
 	stmt, err := tx.PrepareContext(ctx, insertSQL)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: prepare insert: %w", err)
@@ -174,19 +179,18 @@ func (in *Inserter) Insert(ctx context.Context, e *Entry) error {
 	if e.HoldKey == "" {
 		e.HoldKey = e.Key
 	}
-	res, err := in.stmt.ExecContext(ctx, e.Queue, e.EventID, e.Key, e.Type, e.Body, hdr, e.BodySHA256,
+	err = in.stmt.QueryRowContext(ctx, e.Queue, e.EventID, e.Key, e.Type, e.Body, hdr, e.BodySHA256,
 		e.Reason, e.ErrorType, e.ErrorMessage, e.Fingerprint, e.ConsumerVersion, e.Source,
 		e.DeliveryCount, e.RetryCount, e.RedriveCount, string(e.State),
-		e.DeadLetteredAt.UnixMilli(), e.UpdatedAt.UnixMilli(), nullString(e.DLKey), e.HoldKey, e.SourceCoords)
-	if err != nil {
-		return fmt.Errorf("catalog: insert entry %s: %w", e.EventID, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
+		e.DeadLetteredAt.UnixMilli(), e.UpdatedAt.UnixMilli(), nullString(e.DLKey), e.HoldKey, e.SourceCoords).Scan(&e.ID)
+	if errors.Is(err, sql.ErrNoRows) {
 		e.ID = 0 // already there (same dl_key): nothing added
 		return nil
 	}
-	e.ID, err = res.LastInsertId()
-	return err
+	if err != nil {
+		return fmt.Errorf("catalog: insert entry %s: %w", e.EventID, err)
+	}
+	return nil
 }
 
 func nullString(s string) any {

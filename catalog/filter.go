@@ -179,8 +179,10 @@ func (f Filter) stateCond(args *[]any) []string {
 // lookup (IDs, event IDs, key) lets the planner choose; otherwise, for one
 // state, an index that yields the IDs in order, so that each page reads on
 // from the last instead of sorting every match again.
-func (f Filter) table() string {
+func (f Filter) table(d dialect) string {
 	switch {
+	case d != dialectSQLite:
+		return "lily_dlq_entries" // PostgreSQL's planner picks its index
 	case len(f.IDs) > 0 || len(f.EventIDs) > 0 || f.Key != "" || len(f.States) != 1:
 		return "lily_dlq_entries"
 	case f.Queue != "":

@@ -39,7 +39,7 @@ func (s *Store) Group(ctx context.Context, column string, f Filter) ([]Group, er
 	}
 	where, args := f.where()
 	table := "lily_dlq_entries"
-	if column != "queue" && column != "state" && f.allHeld() {
+	if s.db.d == dialectSQLite && column != "queue" && column != "state" && f.allHeld() {
 		// The grouping column's covering index over held entries, read in
 		// order: no sort, no table access (unless f filters on columns
 		// other than state, queue and time).
@@ -149,7 +149,7 @@ func (s *Store) queueStats(ctx context.Context, q string, now time.Time, retenti
 		}
 	}
 	half := now.Add(-st.Retention / 2).UnixMilli()
-	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*), MIN(dead_lettered_at), COALESCE(SUM(dead_lettered_at < ?), 0)
+	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*), MIN(dead_lettered_at), COALESCE(SUM(CASE WHEN dead_lettered_at < ? THEN 1 ELSE 0 END), 0)
 		FROM lily_dlq_entries WHERE state IN ('pending', 'parked', 'needs_manual') AND queue = ? GROUP BY state`, half, q)
 	if err != nil {
 		return st, fmt.Errorf("catalog: stats of %s: %w", q, err)

@@ -376,7 +376,7 @@ func (s *Store) allowHeads(ctx context.Context, q execer, es []*Entry) error {
 	return nil
 }
 
-// execer is a *sql.DB or a *sql.Tx.
+// execer is a *sql.DB or a *txHandle.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
@@ -385,7 +385,7 @@ type execer interface {
 // or frees the key when none is left.
 func (s *Store) advance(ctx context.Context, d decision, queue, key string, pub Publisher, action string) (free bool, err error) {
 	var next *Entry
-	err = withTx(ctx, s.db, func(tx *sql.Tx) error {
+	err = withTx(ctx, s.db, func(tx *txHandle) error {
 		var err error
 		next, err = s.parkedEntry(ctx, tx, queue, key, "")
 		if err != nil {
@@ -400,7 +400,7 @@ func (s *Store) advance(ctx context.Context, d decision, queue, key string, pub 
 		if err != nil {
 			return err
 		}
-		if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db {
+		if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {
 			return s.releaseTx(ctx, tx, d, next, tp, action)
 		}
 		return nil
@@ -411,7 +411,7 @@ func (s *Store) advance(ctx context.Context, d decision, queue, key string, pub 
 	if next == nil {
 		return true, nil
 	}
-	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db {
+	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {
 		return false, nil // sent in the transaction above
 	}
 	return false, s.release(ctx, d, next, pub, action)
@@ -441,22 +441,22 @@ func (s *Store) parkedEntry(ctx context.Context, q interface {
 // release publishes a parked entry back to its queue and, once confirmed,
 // marks it redriven with its audit record.
 func (s *Store) release(ctx context.Context, d decision, e *Entry, pub Publisher, action string) error {
-	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db {
-		return withTx(ctx, s.db, func(tx *sql.Tx) error { return s.releaseTx(ctx, tx, d, e, tp, action) })
+	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {
+		return withTx(ctx, s.db, func(tx *txHandle) error { return s.releaseTx(ctx, tx, d, e, tp, action) })
 	}
 	if err := pub.Publish(ctx, releaseParams(e)); err != nil {
 		return fmt.Errorf("catalog: release %s to %s: %w", e.EventID, e.Queue, err)
 	}
-	return withTx(context.WithoutCancel(ctx), s.db, func(tx *sql.Tx) error { return markReleased(ctx, tx, d, e, action) })
+	return withTx(context.WithoutCancel(ctx), s.db, func(tx *txHandle) error { return markReleased(ctx, tx, d, e, action) })
 }
 
 // releaseTx is release inside tx, publishing through the catalog's own
 // database.
-func (s *Store) releaseTx(ctx context.Context, tx *sql.Tx, d decision, e *Entry, tp TxPublisher, action string) error {
+func (s *Store) releaseTx(ctx context.Context, tx *txHandle, d decision, e *Entry, tp TxPublisher, action string) error {
 	if err := markReleased(ctx, tx, d, e, action); err != nil {
 		return err
 	}
-	if err := tp.PublishTx(ctx, tx, releaseParams(e)); err != nil {
+	if err := tp.PublishTx(ctx, tx.Tx, releaseParams(e)); err != nil {
 		return fmt.Errorf("catalog: release %s to %s: %w", e.EventID, e.Queue, err)
 	}
 	return nil
@@ -469,7 +469,7 @@ func releaseParams(e *Entry) *transport.PublishParams {
 
 // markReleased marks a parked entry redriven (released, not failed again:
 // its redrive count stays) with its audit record.
-func markReleased(ctx context.Context, tx *sql.Tx, d decision, e *Entry, action string) error {
+func markReleased(ctx context.Context, tx *txHandle, d decision, e *Entry, action string) error {
 	now := d.now().UnixMilli()
 	why := "released in order behind key " + e.Key
 	if _, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET state = 'redriven', decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1

@@ -55,60 +55,61 @@ func park(t *testing.T, s *Store, queue, key, id string) {
 // (ResumeKeys sends it once the grace has passed), and release.
 func TestHeldKeyLifecycle(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	const q = "ledger.postings"
-	if err := s.HoldKey(ctx, q, "acct-1", KeyModePark, KeyHeld, "head-1"); err != nil {
-		t.Fatal(err)
-	}
-	park(t, s, q, "acct-1", "p-1")
-	park(t, s, q, "acct-1", "p-2")
-	park(t, s, q, "acct-2", "other") // another key's entry is not released
-	keys, err := s.HeldKeys(ctx, q)
-	if err != nil || len(keys) != 1 || keys[0].Parked != 2 || keys[0].State != KeyHeld || keys[0].Head != nil {
-		t.Fatalf("held keys = %+v (%v)", keys, err)
-	}
-	pub := &sent{}
-	if free, err := s.AdvanceKey(ctx, q, "acct-1", pub); err != nil || free {
-		t.Fatalf("advance = %v, %v", free, err)
-	}
-	if state, allowed, _, _ := s.KeyState(ctx, q, "acct-1"); state != KeyWaiting || allowed != "p-1" || !slices.Equal(pub.ids, []string{"p-1"}) {
-		t.Fatalf("after advance: %s allowed %s, sent %v", state, allowed, pub.ids)
-	}
-	// The process allows p-2, then dies before sending it.
-	if err := s.HoldKey(ctx, q, "acct-1", KeyModePark, KeyWaiting, "p-2"); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := s.ResumeKeys(ctx, q, pub); err != nil || n != 1 || len(pub.ids) != 1 {
-		t.Fatalf("resume within the grace = %d, %v, sent %v: a live consumer is sending it", n, err, pub.ids)
-	}
-	stale := time.Now().Add(-2 * ResumeGrace).UnixMilli()
-	if _, err := s.db.ExecContext(ctx, `UPDATE lily_held_keys SET updated_at = ?`, stale); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := s.ResumeKeys(ctx, q, pub); err != nil || n != 1 || !slices.Equal(pub.ids, []string{"p-1", "p-2"}) {
-		t.Fatalf("resume after the grace = %d, %v, sent %v", n, err, pub.ids)
-	}
-	if n, err := s.ResumeKeys(ctx, q, pub); err != nil || n != 1 || len(pub.ids) != 2 {
-		t.Fatalf("second resume = %d, %v, sent %v: p-2 was sent already", n, err, pub.ids)
-	}
-	if free, err := s.AdvanceKey(ctx, q, "acct-1", pub); err != nil || !free {
-		t.Fatalf("last advance = %v, %v: nothing is parked, the key is free", free, err)
-	}
-	if keys, err := s.HeldKeys(ctx, q); err != nil || len(keys) != 0 {
-		t.Errorf("held keys at the end = %+v (%v)", keys, err)
-	}
-	released := 0
-	if err := s.EachAudit(ctx, AuditFilter{}, func(r *AuditRecord) error {
-		if r.Action == ActionRelease && r.Outcome == OutcomeReleased {
-			released += r.Count
+	eachStore(t, func(t *testing.T, s *Store) {
+		const q = "ledger.postings"
+		if err := s.HoldKey(ctx, q, "acct-1", KeyModePark, KeyHeld, "head-1"); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if released != 2 {
-		t.Errorf("audit shows %d releases, want 2", released)
-	}
+		park(t, s, q, "acct-1", "p-1")
+		park(t, s, q, "acct-1", "p-2")
+		park(t, s, q, "acct-2", "other") // another key's entry is not released
+		keys, err := s.HeldKeys(ctx, q)
+		if err != nil || len(keys) != 1 || keys[0].Parked != 2 || keys[0].State != KeyHeld || keys[0].Head != nil {
+			t.Fatalf("held keys = %+v (%v)", keys, err)
+		}
+		pub := &sent{}
+		if free, err := s.AdvanceKey(ctx, q, "acct-1", pub); err != nil || free {
+			t.Fatalf("advance = %v, %v", free, err)
+		}
+		if state, allowed, _, _ := s.KeyState(ctx, q, "acct-1"); state != KeyWaiting || allowed != "p-1" || !slices.Equal(pub.ids, []string{"p-1"}) {
+			t.Fatalf("after advance: %s allowed %s, sent %v", state, allowed, pub.ids)
+		}
+		// The process allows p-2, then dies before sending it.
+		if err := s.HoldKey(ctx, q, "acct-1", KeyModePark, KeyWaiting, "p-2"); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.ResumeKeys(ctx, q, pub); err != nil || n != 1 || len(pub.ids) != 1 {
+			t.Fatalf("resume within the grace = %d, %v, sent %v: a live consumer is sending it", n, err, pub.ids)
+		}
+		stale := time.Now().Add(-2 * ResumeGrace).UnixMilli()
+		if _, err := s.db.ExecContext(ctx, `UPDATE lily_held_keys SET updated_at = ?`, stale); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.ResumeKeys(ctx, q, pub); err != nil || n != 1 || !slices.Equal(pub.ids, []string{"p-1", "p-2"}) {
+			t.Fatalf("resume after the grace = %d, %v, sent %v", n, err, pub.ids)
+		}
+		if n, err := s.ResumeKeys(ctx, q, pub); err != nil || n != 1 || len(pub.ids) != 2 {
+			t.Fatalf("second resume = %d, %v, sent %v: p-2 was sent already", n, err, pub.ids)
+		}
+		if free, err := s.AdvanceKey(ctx, q, "acct-1", pub); err != nil || !free {
+			t.Fatalf("last advance = %v, %v: nothing is parked, the key is free", free, err)
+		}
+		if keys, err := s.HeldKeys(ctx, q); err != nil || len(keys) != 0 {
+			t.Errorf("held keys at the end = %+v (%v)", keys, err)
+		}
+		released := 0
+		if err := s.EachAudit(ctx, AuditFilter{}, func(r *AuditRecord) error {
+			if r.Action == ActionRelease && r.Outcome == OutcomeReleased {
+				released += r.Count
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if released != 2 {
+			t.Errorf("audit shows %d releases, want 2", released)
+		}
+	})
 }
 
 // TestBlockedKeyMovesOnWhenItsHeadIsDiscarded: a blocked key whose head is
@@ -116,36 +117,37 @@ func TestHeldKeyLifecycle(t *testing.T) {
 // not — it waits for unpark.
 func TestBlockedKeyMovesOnWhenItsHeadIsDiscarded(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	for _, mode := range []string{KeyModeBlock, KeyModePark} {
-		q := "q." + mode
-		head := NewEntry(q, transport.Message{EventID: "head", Key: "k", Body: []byte("h")},
-			evidenceHeaders(evidence.ReasonPermanent, "*errors.errorString", "bad", "v1", 1, 0, 0), "", testNow)
-		if err := s.Insert(ctx, head); err != nil {
-			t.Fatal(err)
+	eachStore(t, func(t *testing.T, s *Store) {
+		for _, mode := range []string{KeyModeBlock, KeyModePark} {
+			q := "q." + mode
+			head := NewEntry(q, transport.Message{EventID: "head", Key: "k", Body: []byte("h")},
+				evidenceHeaders(evidence.ReasonPermanent, "*errors.errorString", "bad", "v1", 1, 0, 0), "", testNow)
+			if err := s.Insert(ctx, head); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.HoldKey(ctx, q, "k", mode, KeyHeld, "head"); err != nil {
+				t.Fatal(err)
+			}
+			park(t, s, q, "k", "next")
+			park(t, s, q, "k", "after") // sent only once "next" was processed
+			if _, err := s.Discard(ctx, DecideParams{Filter: Filter{IDs: []int64{head.ID}}, Reason: "not valid, ever"}); err != nil {
+				t.Fatal(err)
+			}
+			pub := &sent{}
+			if _, err := s.ResumeKeys(ctx, q, pub); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"next"}
+			if mode == KeyModePark {
+				want = nil
+			}
+			// Polled again while the released entry is on its way: nothing more.
+			if _, err := s.ResumeKeys(ctx, q, pub); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(pub.ids, want) {
+				t.Errorf("%s: sent %v after the head was discarded, want %v", mode, pub.ids, want)
+			}
 		}
-		if err := s.HoldKey(ctx, q, "k", mode, KeyHeld, "head"); err != nil {
-			t.Fatal(err)
-		}
-		park(t, s, q, "k", "next")
-		park(t, s, q, "k", "after") // sent only once "next" was processed
-		if _, err := s.Discard(ctx, DecideParams{Filter: Filter{IDs: []int64{head.ID}}, Reason: "not valid, ever"}); err != nil {
-			t.Fatal(err)
-		}
-		pub := &sent{}
-		if _, err := s.ResumeKeys(ctx, q, pub); err != nil {
-			t.Fatal(err)
-		}
-		want := []string{"next"}
-		if mode == KeyModePark {
-			want = nil
-		}
-		// Polled again while the released entry is on its way: nothing more.
-		if _, err := s.ResumeKeys(ctx, q, pub); err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(pub.ids, want) {
-			t.Errorf("%s: sent %v after the head was discarded, want %v", mode, pub.ids, want)
-		}
-	}
+	})
 }

@@ -47,6 +47,10 @@ func (r LedgerRow) Balanced() bool { return r.Lost == 0 }
 // AddCountsTx adds to a queue's accepted and acked counters inside tx; the
 // transport calls it in the same transaction that enqueues or acknowledges.
 func AddCountsTx(ctx context.Context, tx *sql.Tx, queue string, accepted, acked int64) error {
+	return addLedgerCounts(ctx, wrapTx(tx), queue, accepted, acked)
+}
+
+func addLedgerCounts(ctx context.Context, tx *txHandle, queue string, accepted, acked int64) error {
 	_, err := tx.ExecContext(ctx, addCountsSQL, queue, accepted, acked)
 	if err != nil {
 		return fmt.Errorf("catalog: ledger %s: %w", queue, err)

@@ -9,7 +9,7 @@ import (
 // addCountsSQL adds to a queue's accepted and acked counters (AddCountsTx,
 // CountsAdder).
 const addCountsSQL = `INSERT INTO lily_ledger(queue, accepted, acked) VALUES (?, ?, ?)
-		ON CONFLICT(queue) DO UPDATE SET accepted = accepted + excluded.accepted, acked = acked + excluded.acked`
+		ON CONFLICT(queue) DO UPDATE SET accepted = lily_ledger.accepted + excluded.accepted, acked = lily_ledger.acked + excluded.acked`
 
 // CountsAdder is AddCountsTx with its statement prepared once, for a
 // transport that updates the ledger in every publish and settle

@@ -39,107 +39,110 @@ func states(t *testing.T, s *Store, f Filter) map[string]State {
 
 func TestFilterFields(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	es := seed(t, s)
-	es[0].Key, es[0].Type = "k-e1", "order.created" // as seeded
-	two := 2
-	tests := []struct {
-		name string
-		f    Filter
-		want []string
-	}{
-		{"error type", Filter{ErrorType: "*lily.TimeoutError"}, []string{"e2"}},
-		{"fingerprint", Filter{Fingerprint: evidence.Fingerprint("invalid character 'q' at offset 1")}, []string{"e1", "e3", "e5"}},
-		{"consumer version", Filter{ConsumerVersion: "v9"}, []string{"e6"}},
-		{"source", Filter{Source: "sqlite/orders.created", States: []State{StateParked}}, []string{"e3"}},
-		{"key", Filter{Key: "k-e4"}, []string{"e4"}},
-		{"type", Filter{Type: "order.created", Queue: "payments"}, []string{"e3", "e6"}},
-		{"ids", Filter{IDs: []int64{es[1].ID, es[6].ID}}, []string{"e2", "e7"}},
-		{"event ids", Filter{EventIDs: []string{"e3", "e5", "nope"}}, []string{"e3", "e5"}},
-		{"older than", Filter{DeadLetteredBefore: testNow}, nil},
-		{"newer than", Filter{DeadLetteredAfter: testNow, Queue: "payments"}, []string{"e3", "e6"}},
-		{"redrive count", Filter{RedriveCount: &two}, nil},
-		{"after id", Filter{AfterID: es[4].ID}, []string{"e6", "e7"}},
-		{"held", Filter{States: HeldStates, Queue: "orders.created"}, []string{"e1", "e2"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []string
-			if err := s.Each(ctx, tt.f, func(e *Entry) error { got = append(got, e.EventID); return nil }); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Each(%s) = %v, want %v", tt.f, got, tt.want)
-			}
-		})
-	}
-	if got := (Filter{Queue: "q", Reason: "permanent"}).String(); got != `{"queue":"q","reason":"permanent"}` {
-		t.Errorf("Filter.String = %s", got)
-	}
+	eachStore(t, func(t *testing.T, s *Store) {
+		es := seed(t, s)
+		es[0].Key, es[0].Type = "k-e1", "order.created" // as seeded
+		two := 2
+		tests := []struct {
+			name string
+			f    Filter
+			want []string
+		}{
+			{"error type", Filter{ErrorType: "*lily.TimeoutError"}, []string{"e2"}},
+			{"fingerprint", Filter{Fingerprint: evidence.Fingerprint("invalid character 'q' at offset 1")}, []string{"e1", "e3", "e5"}},
+			{"consumer version", Filter{ConsumerVersion: "v9"}, []string{"e6"}},
+			{"source", Filter{Source: "sqlite/orders.created", States: []State{StateParked}}, []string{"e3"}},
+			{"key", Filter{Key: "k-e4"}, []string{"e4"}},
+			{"type", Filter{Type: "order.created", Queue: "payments"}, []string{"e3", "e6"}},
+			{"ids", Filter{IDs: []int64{es[1].ID, es[6].ID}}, []string{"e2", "e7"}},
+			{"event ids", Filter{EventIDs: []string{"e3", "e5", "nope"}}, []string{"e3", "e5"}},
+			{"older than", Filter{DeadLetteredBefore: testNow}, nil},
+			{"newer than", Filter{DeadLetteredAfter: testNow, Queue: "payments"}, []string{"e3", "e6"}},
+			{"redrive count", Filter{RedriveCount: &two}, nil},
+			{"after id", Filter{AfterID: es[4].ID}, []string{"e6", "e7"}},
+			{"held", Filter{States: HeldStates, Queue: "orders.created"}, []string{"e1", "e2"}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				var got []string
+				if err := s.Each(ctx, tt.f, func(e *Entry) error { got = append(got, e.EventID); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, tt.want) {
+					t.Errorf("Each(%s) = %v, want %v", tt.f, got, tt.want)
+				}
+			})
+		}
+		if got := (Filter{Queue: "q", Reason: "permanent"}).String(); got != `{"queue":"q","reason":"permanent"}` {
+			t.Errorf("Filter.String = %s", got)
+		}
+	})
 }
 
 func TestGroup(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	es := seed(t, s)
-	es[0].DeadLetteredAt = testNow
-	got, err := s.Group(ctx, "fingerprint", Filter{States: HeldStates})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Held: e1, e2 (pending), e3 (parked), e6 (needs_manual). e1 and e3
-	// differ only in the quoted value and the number.
-	if len(got) != 3 || got[0].Count != 2 || got[0].Key != evidence.Fingerprint("invalid character 'x' at offset 12") ||
-		got[0].SampleID != es[2].ID || !got[0].FirstSeen.Equal(testNow) || !got[0].LastSeen.Equal(testNow) {
-		t.Errorf("Group(fingerprint) = %+v", got)
-	}
-	// Largest first, then by key.
-	got, err = s.Group(ctx, "reason", Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, g := range got {
-		keys = append(keys, g.Key)
-	}
-	if !reflect.DeepEqual(keys, []string{"permanent", "delivery_limit", "retries_exhausted"}) || got[0].Count != 5 {
-		t.Errorf("Group(reason) order %v (%+v)", keys, got)
-	}
-	// Non-held states use no partial index; the result is the same shape.
-	got, err = s.Group(ctx, "consumer_version", Filter{States: []State{StateRedriven, StateNeedsManual}})
-	if err != nil || len(got) != 2 {
-		t.Errorf("Group over mixed states = %+v, %v", got, err)
-	}
-	if _, err := s.Group(ctx, "body", Filter{}); err == nil || !strings.Contains(err.Error(), "fingerprint") {
-		t.Errorf("Group(body) = %v, want an error listing the columns", err)
-	}
+	eachStore(t, func(t *testing.T, s *Store) {
+		es := seed(t, s)
+		es[0].DeadLetteredAt = testNow
+		got, err := s.Group(ctx, "fingerprint", Filter{States: HeldStates})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Held: e1, e2 (pending), e3 (parked), e6 (needs_manual). e1 and e3
+		// differ only in the quoted value and the number.
+		if len(got) != 3 || got[0].Count != 2 || got[0].Key != evidence.Fingerprint("invalid character 'x' at offset 12") ||
+			got[0].SampleID != es[2].ID || !got[0].FirstSeen.Equal(testNow) || !got[0].LastSeen.Equal(testNow) {
+			t.Errorf("Group(fingerprint) = %+v", got)
+		}
+		// Largest first, then by key.
+		got, err = s.Group(ctx, "reason", Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, g := range got {
+			keys = append(keys, g.Key)
+		}
+		if !reflect.DeepEqual(keys, []string{"permanent", "delivery_limit", "retries_exhausted"}) || got[0].Count != 5 {
+			t.Errorf("Group(reason) order %v (%+v)", keys, got)
+		}
+		// Non-held states use no partial index; the result is the same shape.
+		got, err = s.Group(ctx, "consumer_version", Filter{States: []State{StateRedriven, StateNeedsManual}})
+		if err != nil || len(got) != 2 {
+			t.Errorf("Group over mixed states = %+v, %v", got, err)
+		}
+		if _, err := s.Group(ctx, "body", Filter{}); err == nil || !strings.Contains(err.Error(), "fingerprint") {
+			t.Errorf("Group(body) = %v, want an error listing the columns", err)
+		}
+	})
 }
 
 func TestStats(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	old := entry("q", "old", evidence.ReasonPermanent, StatePending, "x")
-	old.DeadLetteredAt = testNow.Add(-10 * time.Hour)
-	mid := entry("q", "mid", evidence.ReasonPermanent, StateNeedsManual, "x")
-	mid.DeadLetteredAt = testNow.Add(-3 * time.Hour)
-	recent := entry("q", "recent", evidence.ReasonPermanent, StateRedriven, "x")
-	recent.DeadLetteredAt = testNow.Add(-30 * time.Minute)
-	if err := s.Insert(ctx, old, mid, recent); err != nil {
-		t.Fatal(err)
-	}
-	addCounts(t, s, "empty", 3, 3)
-	got, err := s.Stats(ctx, testNow, func(q string) time.Duration { return 12 * time.Hour })
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []QueueStats{
-		{Queue: "empty", Retention: 12 * time.Hour},
-		{Queue: "q", Depth: 2, Pending: 1, NeedsManual: 1, Oldest: old.DeadLetteredAt, Retention: 12 * time.Hour,
-			Deadline: old.DeadLetteredAt.Add(12 * time.Hour), PastHalfRetention: 1, InflowLastHour: 1},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Stats:\n got %+v\nwant %+v", got, want)
-	}
+	eachStore(t, func(t *testing.T, s *Store) {
+		old := entry("q", "old", evidence.ReasonPermanent, StatePending, "x")
+		old.DeadLetteredAt = testNow.Add(-10 * time.Hour)
+		mid := entry("q", "mid", evidence.ReasonPermanent, StateNeedsManual, "x")
+		mid.DeadLetteredAt = testNow.Add(-3 * time.Hour)
+		recent := entry("q", "recent", evidence.ReasonPermanent, StateRedriven, "x")
+		recent.DeadLetteredAt = testNow.Add(-30 * time.Minute)
+		if err := s.Insert(ctx, old, mid, recent); err != nil {
+			t.Fatal(err)
+		}
+		addCounts(t, s, "empty", 3, 3)
+		got, err := s.Stats(ctx, testNow, func(q string) time.Duration { return 12 * time.Hour })
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []QueueStats{
+			{Queue: "empty", Retention: 12 * time.Hour},
+			{Queue: "q", Depth: 2, Pending: 1, NeedsManual: 1, Oldest: old.DeadLetteredAt, Retention: 12 * time.Hour,
+				Deadline: old.DeadLetteredAt.Add(12 * time.Hour), PastHalfRetention: 1, InflowLastHour: 1},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Stats:\n got %+v\nwant %+v", got, want)
+		}
+	})
 }
 
 // publisher records what a redrive publishes; fail makes it fail.
@@ -163,332 +166,341 @@ func redriveParams(pub *publisher) RedriveParams {
 
 func TestRedrive(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	seed(t, s)
-	// One more pending entry at max_redrives (2).
-	maxed := NewEntry("orders.created", transport.Message{EventID: "e8", Body: []byte("b")},
-		evidenceHeaders(evidence.ReasonPermanent, "T", "m", "v1", 1, 0, 2), "", testNow)
-	if err := s.Insert(ctx, maxed); err != nil {
-		t.Fatal(err)
-	}
-	pub := &publisher{}
-	var seen []string
-	p := redriveParams(pub)
-	p.Filter = Filter{Queue: "orders.created", States: []State{StateDiscarded}} // States is ignored
-	p.OnEntry = func(e EntryRef, outcome string) { seen = append(seen, e.EventID+":"+outcome) }
-	res, err := s.Redrive(ctx, p)
-	if err != nil {
-		t.Fatalf("Redrive: %v", err)
-	}
-	if res.Selected != 3 || res.Redriven != 2 || res.NeedsManual != 1 {
-		t.Errorf("result %+v, want 3 selected, 2 redriven, 1 needs_manual", res)
-	}
-	if !reflect.DeepEqual(seen, []string{"e8:needs_manual", "e1:redriven", "e2:redriven"}) {
-		t.Errorf("OnEntry %v", seen)
-	}
-	// Published once, to the source queue, as a redrive, with the original
-	// identity and body and fresh counters.
-	if len(pub.got) != 1 || pub.got[0].Queue != "orders.created" || !pub.got[0].Redrive || len(pub.got[0].Messages) != 2 {
-		t.Fatalf("published %+v", pub.got)
-	}
-	m := pub.got[0].Messages[0]
-	if m.EventID != "e1" || m.Key != "k-e1" || m.Type != "order.created" || string(m.Body) != `{"id":"e1"}` {
-		t.Errorf("message %+v", m)
-	}
-	if m.Headers[evidence.HeaderRetryCount] != int32(0) || m.Headers[evidence.HeaderRedriveCount] != int32(1) ||
-		m.Headers["app"] == nil || m.Headers["traceparent"] == nil || m.Headers[evidence.HeaderReason] != nil {
-		t.Errorf("headers %v: want x-retry-count 0, redrive count 1, originals kept, evidence removed", m.Headers)
-	}
-	st := states(t, s, Filter{EventIDs: []string{"e1", "e2", "e8"}})
-	if st["e1"] != StateRedriven || st["e2"] != StateRedriven || st["e8"] != StateNeedsManual {
-		t.Errorf("states %v", st)
-	}
-	e, err := s.Get(ctx, 1)
-	if err != nil || e.RedriveCount != 1 || e.DecidedBy != "alice" || !e.DecidedAt.Equal(fixedNow()) || e.Decision != "sent to orders.created" {
-		t.Errorf("redriven entry %+v (%v)", e, err)
-	}
-	recs := audit(t, s, AuditFilter{})
-	if len(recs) != 2 || recs[0].Outcome != OutcomeNeedsManual || recs[1].Outcome != OutcomeRedriven ||
-		!reflect.DeepEqual(recs[1].EventIDs, []string{"e1", "e2"}) || recs[1].Actor != "alice" || recs[0].Op != recs[1].Op ||
-		!strings.Contains(recs[1].Selector, `"queue":"orders.created"`) || !strings.Contains(recs[0].Detail, "max_redrives") {
-		t.Errorf("audit %+v", recs)
-	}
-	// Nothing pending is left: a second run selects nothing and says so.
-	res, err = s.Redrive(ctx, p)
-	if err != nil || res.Selected != 0 {
-		t.Errorf("second Redrive = %+v, %v", res, err)
-	}
-	if recs := audit(t, s, AuditFilter{Op: res.Op}); len(recs) != 1 || recs[0].Outcome != OutcomeEmpty {
-		t.Errorf("empty selection audit %+v", recs)
-	}
+	eachStore(t, func(t *testing.T, s *Store) {
+		seed(t, s)
+		// One more pending entry at max_redrives (2).
+		maxed := NewEntry("orders.created", transport.Message{EventID: "e8", Body: []byte("b")},
+			evidenceHeaders(evidence.ReasonPermanent, "T", "m", "v1", 1, 0, 2), "", testNow)
+		if err := s.Insert(ctx, maxed); err != nil {
+			t.Fatal(err)
+		}
+		pub := &publisher{}
+		var seen []string
+		p := redriveParams(pub)
+		p.Filter = Filter{Queue: "orders.created", States: []State{StateDiscarded}} // States is ignored
+		p.OnEntry = func(e EntryRef, outcome string) { seen = append(seen, e.EventID+":"+outcome) }
+		res, err := s.Redrive(ctx, p)
+		if err != nil {
+			t.Fatalf("Redrive: %v", err)
+		}
+		if res.Selected != 3 || res.Redriven != 2 || res.NeedsManual != 1 {
+			t.Errorf("result %+v, want 3 selected, 2 redriven, 1 needs_manual", res)
+		}
+		if !reflect.DeepEqual(seen, []string{"e8:needs_manual", "e1:redriven", "e2:redriven"}) {
+			t.Errorf("OnEntry %v", seen)
+		}
+		// Published once, to the source queue, as a redrive, with the original
+		// identity and body and fresh counters.
+		if len(pub.got) != 1 || pub.got[0].Queue != "orders.created" || !pub.got[0].Redrive || len(pub.got[0].Messages) != 2 {
+			t.Fatalf("published %+v", pub.got)
+		}
+		m := pub.got[0].Messages[0]
+		if m.EventID != "e1" || m.Key != "k-e1" || m.Type != "order.created" || string(m.Body) != `{"id":"e1"}` {
+			t.Errorf("message %+v", m)
+		}
+		if m.Headers[evidence.HeaderRetryCount] != int32(0) || m.Headers[evidence.HeaderRedriveCount] != int32(1) ||
+			m.Headers["app"] == nil || m.Headers["traceparent"] == nil || m.Headers[evidence.HeaderReason] != nil {
+			t.Errorf("headers %v: want x-retry-count 0, redrive count 1, originals kept, evidence removed", m.Headers)
+		}
+		st := states(t, s, Filter{EventIDs: []string{"e1", "e2", "e8"}})
+		if st["e1"] != StateRedriven || st["e2"] != StateRedriven || st["e8"] != StateNeedsManual {
+			t.Errorf("states %v", st)
+		}
+		e, err := s.Get(ctx, 1)
+		if err != nil || e.RedriveCount != 1 || e.DecidedBy != "alice" || !e.DecidedAt.Equal(fixedNow()) || e.Decision != "sent to orders.created" {
+			t.Errorf("redriven entry %+v (%v)", e, err)
+		}
+		recs := audit(t, s, AuditFilter{})
+		if len(recs) != 2 || recs[0].Outcome != OutcomeNeedsManual || recs[1].Outcome != OutcomeRedriven ||
+			!reflect.DeepEqual(recs[1].EventIDs, []string{"e1", "e2"}) || recs[1].Actor != "alice" || recs[0].Op != recs[1].Op ||
+			!strings.Contains(recs[1].Selector, `"queue":"orders.created"`) || !strings.Contains(recs[0].Detail, "max_redrives") {
+			t.Errorf("audit %+v", recs)
+		}
+		// Nothing pending is left: a second run selects nothing and says so.
+		res, err = s.Redrive(ctx, p)
+		if err != nil || res.Selected != 0 {
+			t.Errorf("second Redrive = %+v, %v", res, err)
+		}
+		if recs := audit(t, s, AuditFilter{Op: res.Op}); len(recs) != 1 || recs[0].Outcome != OutcomeEmpty {
+			t.Errorf("empty selection audit %+v", recs)
+		}
+	})
 }
 
 func TestRedriveDryRun(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	seed(t, s)
-	pub := &publisher{}
-	p := redriveParams(pub)
-	p.DryRun = true
-	p.MaxRedrives = func(q string) int { return 0 } // everything is at max
-	before := states(t, s, Filter{})
-	res, err := s.Redrive(ctx, p)
-	if err != nil || res.Selected != 2 || res.NeedsManual != 2 || res.Redriven != 0 {
-		t.Fatalf("dry run = %+v, %v", res, err)
-	}
-	if len(pub.got) != 0 || !reflect.DeepEqual(states(t, s, Filter{}), before) {
-		t.Errorf("a dry run changed something: published %v", pub.got)
-	}
-	recs := audit(t, s, AuditFilter{})
-	if len(recs) != 1 || !recs[0].DryRun || recs[0].Outcome != OutcomeWouldNeedManual || recs[0].Count != 2 {
-		t.Errorf("dry run audit %+v", recs)
-	}
+	eachStore(t, func(t *testing.T, s *Store) {
+		seed(t, s)
+		pub := &publisher{}
+		p := redriveParams(pub)
+		p.DryRun = true
+		p.MaxRedrives = func(q string) int { return 0 } // everything is at max
+		before := states(t, s, Filter{})
+		res, err := s.Redrive(ctx, p)
+		if err != nil || res.Selected != 2 || res.NeedsManual != 2 || res.Redriven != 0 {
+			t.Fatalf("dry run = %+v, %v", res, err)
+		}
+		if len(pub.got) != 0 || !reflect.DeepEqual(states(t, s, Filter{}), before) {
+			t.Errorf("a dry run changed something: published %v", pub.got)
+		}
+		recs := audit(t, s, AuditFilter{})
+		if len(recs) != 1 || !recs[0].DryRun || recs[0].Outcome != OutcomeWouldNeedManual || recs[0].Count != 2 {
+			t.Errorf("dry run audit %+v", recs)
+		}
+	})
 }
 
 func TestRedriveFailures(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	seed(t, s)
-	before := states(t, s, Filter{})
-	// A queue that no longer exists: nothing is sent or changed.
-	p := redriveParams(&publisher{})
-	p.Target = func(_ context.Context, q string) (Publisher, error) {
-		return nil, errors.New("queue " + q + ": " + transport.ErrUnknownQueue.Error())
-	}
-	_, err := s.Redrive(ctx, p)
-	if err == nil || !strings.Contains(err.Error(), "orders.created") || !strings.Contains(err.Error(), "nothing was sent") {
-		t.Errorf("Redrive to a missing queue = %v", err)
-	}
-	// The publish fails (e.g. nacked): the batch stays pending.
-	pub := &publisher{fail: transport.ErrUnknownQueue}
-	_, err2 := s.Redrive(ctx, redriveParams(pub))
-	if !errors.Is(err2, transport.ErrUnknownQueue) || !strings.Contains(err2.Error(), "still pending") {
-		t.Errorf("Redrive with a failing publish = %v", err2)
-	}
-	if !reflect.DeepEqual(states(t, s, Filter{}), before) {
-		t.Errorf("a failed redrive changed entries")
-	}
-	recs := audit(t, s, AuditFilter{Action: ActionRedrive})
-	if len(recs) != 2 || recs[0].Outcome != OutcomeFailed || recs[1].Outcome != OutcomeFailed ||
-		!reflect.DeepEqual(recs[1].EventIDs, []string{"e1", "e2"}) || !strings.Contains(recs[1].Detail, "unknown queue") {
-		t.Errorf("failure audit %+v", recs)
-	}
-	if _, err := s.Redrive(ctx, RedriveParams{}); err == nil {
-		t.Error("Redrive without a Target accepted")
-	}
+	eachStore(t, func(t *testing.T, s *Store) {
+		seed(t, s)
+		before := states(t, s, Filter{})
+		// A queue that no longer exists: nothing is sent or changed.
+		p := redriveParams(&publisher{})
+		p.Target = func(_ context.Context, q string) (Publisher, error) {
+			return nil, errors.New("queue " + q + ": " + transport.ErrUnknownQueue.Error())
+		}
+		_, err := s.Redrive(ctx, p)
+		if err == nil || !strings.Contains(err.Error(), "orders.created") || !strings.Contains(err.Error(), "nothing was sent") {
+			t.Errorf("Redrive to a missing queue = %v", err)
+		}
+		// The publish fails (e.g. nacked): the batch stays pending.
+		pub := &publisher{fail: transport.ErrUnknownQueue}
+		_, err2 := s.Redrive(ctx, redriveParams(pub))
+		if !errors.Is(err2, transport.ErrUnknownQueue) || !strings.Contains(err2.Error(), "still pending") {
+			t.Errorf("Redrive with a failing publish = %v", err2)
+		}
+		if !reflect.DeepEqual(states(t, s, Filter{}), before) {
+			t.Errorf("a failed redrive changed entries")
+		}
+		recs := audit(t, s, AuditFilter{Action: ActionRedrive})
+		if len(recs) != 2 || recs[0].Outcome != OutcomeFailed || recs[1].Outcome != OutcomeFailed ||
+			!reflect.DeepEqual(recs[1].EventIDs, []string{"e1", "e2"}) || !strings.Contains(recs[1].Detail, "unknown queue") {
+			t.Errorf("failure audit %+v", recs)
+		}
+		if _, err := s.Redrive(ctx, RedriveParams{}); err == nil {
+			t.Error("Redrive without a Target accepted")
+		}
+	})
 }
 
 func TestRedriveRateAndLimit(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	var es []*Entry
-	for i := range 40 {
-		es = append(es, entry("q", "r"+string(rune('A'+i)), evidence.ReasonPermanent, StatePending, "x"))
-	}
-	if err := s.Insert(ctx, es...); err != nil {
-		t.Fatal(err)
-	}
-	pub := &publisher{}
-	p := redriveParams(pub)
-	p.Rate, p.Limit = 200, 30
-	var progress []int
-	p.Progress = func(pr RedriveProgress) { progress = append(progress, pr.Done) }
-	start := time.Now()
-	res, err := s.Redrive(ctx, p)
-	if err != nil || res.Redriven != 30 {
-		t.Fatalf("Redrive = %+v, %v", res, err)
-	}
-	// 200/s in batches of 20 (a tenth of a second), starting with an
-	// empty bucket: 30 messages cannot go out in less than 150ms.
-	if el := time.Since(start); el < 140*time.Millisecond {
-		t.Errorf("30 messages at 200/s took %s", el)
-	}
-	if !reflect.DeepEqual(progress, []int{20, 30}) {
-		t.Errorf("progress %v, want batches of 20", progress)
-	}
-	if n := len(states(t, s, Filter{States: []State{StatePending}})); n != 10 {
-		t.Errorf("%d pending after --limit 30 of 40, want 10", n)
-	}
+	eachStore(t, func(t *testing.T, s *Store) {
+		var es []*Entry
+		for i := range 40 {
+			es = append(es, entry("q", "r"+string(rune('A'+i)), evidence.ReasonPermanent, StatePending, "x"))
+		}
+		if err := s.Insert(ctx, es...); err != nil {
+			t.Fatal(err)
+		}
+		pub := &publisher{}
+		p := redriveParams(pub)
+		p.Rate, p.Limit = 200, 30
+		var progress []int
+		p.Progress = func(pr RedriveProgress) { progress = append(progress, pr.Done) }
+		start := time.Now()
+		res, err := s.Redrive(ctx, p)
+		if err != nil || res.Redriven != 30 {
+			t.Fatalf("Redrive = %+v, %v", res, err)
+		}
+		// 200/s in batches of 20 (a tenth of a second), starting with an
+		// empty bucket: 30 messages cannot go out in less than 150ms.
+		if el := time.Since(start); el < 140*time.Millisecond {
+			t.Errorf("30 messages at 200/s took %s", el)
+		}
+		if !reflect.DeepEqual(progress, []int{20, 30}) {
+			t.Errorf("progress %v, want batches of 20", progress)
+		}
+		if n := len(states(t, s, Filter{States: []State{StatePending}})); n != 10 {
+			t.Errorf("%d pending after --limit 30 of 40, want 10", n)
+		}
+	})
 }
 
 func TestObserve(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	seed(t, s)
-	since, err := s.LastID(ctx)
-	if err != nil || since != 7 {
-		t.Fatalf("LastID = %d, %v", since, err)
-	}
-	back, err := s.Observe(ctx, ObserveParams{Since: since, EventIDs: []string{"e1", "e2"}, Window: 30 * time.Millisecond, Poll: 5 * time.Millisecond})
-	if err != nil || back != nil {
-		t.Errorf("Observe of a quiet catalog = %v, %v", back, err)
-	}
-	ticks := 0
-	back, err = s.Observe(ctx, ObserveParams{Since: since, EventIDs: []string{"e1", "e2"}, Window: time.Minute, Poll: time.Millisecond,
-		Tick: func(ctx context.Context) error {
-			if ticks++; ticks == 3 { // e.g. an ingest brings e2 back
-				return s.Insert(ctx, entry("orders.created", "e2", evidence.ReasonPermanent, StatePending, "again"))
-			}
-			return nil
-		}})
-	if err != nil || len(back) != 1 || back[0].EventID != "e2" || back[0].ID != 8 {
-		t.Fatalf("Observe = %+v, %v", back, err)
-	}
-	err = s.RecordObservation(ctx, "op1", "bob", []string{"e1", "e2"}, time.Minute, back)
-	if err == nil || !strings.Contains(err.Error(), "e2 (entry 8") {
-		t.Errorf("RecordObservation = %v", err)
-	}
-	if err := s.RecordObservation(ctx, "op1", "bob", []string{"e1"}, time.Minute, nil); err != nil {
-		t.Error(err)
-	}
-	recs := audit(t, s, AuditFilter{Op: "op1"})
-	if len(recs) != 2 || recs[0].Outcome != OutcomeStopped || recs[1].Outcome != OutcomeObserved || recs[1].Count != 1 {
-		t.Errorf("observation audit %+v", recs)
-	}
+	eachStore(t, func(t *testing.T, s *Store) {
+		seed(t, s)
+		since, err := s.LastID(ctx)
+		if err != nil || since != 7 {
+			t.Fatalf("LastID = %d, %v", since, err)
+		}
+		back, err := s.Observe(ctx, ObserveParams{Since: since, EventIDs: []string{"e1", "e2"}, Window: 30 * time.Millisecond, Poll: 5 * time.Millisecond})
+		if err != nil || back != nil {
+			t.Errorf("Observe of a quiet catalog = %v, %v", back, err)
+		}
+		ticks := 0
+		back, err = s.Observe(ctx, ObserveParams{Since: since, EventIDs: []string{"e1", "e2"}, Window: time.Minute, Poll: time.Millisecond,
+			Tick: func(ctx context.Context) error {
+				if ticks++; ticks == 3 { // e.g. an ingest brings e2 back
+					return s.Insert(ctx, entry("orders.created", "e2", evidence.ReasonPermanent, StatePending, "again"))
+				}
+				return nil
+			}})
+		if err != nil || len(back) != 1 || back[0].EventID != "e2" || back[0].ID != 8 {
+			t.Fatalf("Observe = %+v, %v", back, err)
+		}
+		err = s.RecordObservation(ctx, "op1", "bob", []string{"e1", "e2"}, time.Minute, back)
+		if err == nil || !strings.Contains(err.Error(), "e2 (entry 8") {
+			t.Errorf("RecordObservation = %v", err)
+		}
+		if err := s.RecordObservation(ctx, "op1", "bob", []string{"e1"}, time.Minute, nil); err != nil {
+			t.Error(err)
+		}
+		recs := audit(t, s, AuditFilter{Op: "op1"})
+		if len(recs) != 2 || recs[0].Outcome != OutcomeStopped || recs[1].Outcome != OutcomeObserved || recs[1].Count != 1 {
+			t.Errorf("observation audit %+v", recs)
+		}
+	})
 }
 
 func TestDiscard(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	seed(t, s)
-	if _, err := s.Discard(ctx, DecideParams{Reason: "  "}); !errors.Is(err, ErrEmptyReason) {
-		t.Errorf("Discard without a reason = %v", err)
-	}
-	if _, err := s.Discard(ctx, DecideParams{Reason: "x", Filter: Filter{States: []State{StateRedriven}}}); err == nil {
-		t.Error("Discard of redriven entries accepted")
-	}
-	var seen []string
-	res, err := s.Discard(ctx, DecideParams{Filter: Filter{Reason: "permanent"}, Reason: "bad schema", Actor: "carol", Now: fixedNow,
-		OnEntry: func(r EntryRef) { seen = append(seen, r.EventID) }})
-	if err != nil || res.Count != 3 {
-		t.Fatalf("Discard = %+v, %v", res, err)
-	}
-	// Held permanent entries: e1 (pending), e3 (parked), e6 (needs_manual), state by state.
-	if !reflect.DeepEqual(seen, []string{"e1", "e3", "e6"}) {
-		t.Errorf("discarded %v", seen)
-	}
-	e, _ := s.Get(ctx, 1)
-	if e.State != StateDiscarded || e.DecidedBy != "carol" || e.Decision != "discarded: bad schema" || e.BodySHA256 == "" || len(e.Body) == 0 {
-		t.Errorf("discarded entry %+v", e)
-	}
-	rows, _ := s.Ledger(ctx, nil)
-	for _, r := range rows {
-		if r.Queue == "payments" && (r.Discarded != 2 || r.DeadLettered != 0) {
-			t.Errorf("ledger after discard %+v", r)
+	eachStore(t, func(t *testing.T, s *Store) {
+		seed(t, s)
+		if _, err := s.Discard(ctx, DecideParams{Reason: "  "}); !errors.Is(err, ErrEmptyReason) {
+			t.Errorf("Discard without a reason = %v", err)
 		}
-	}
-	// A dry run lists and audits, changes nothing; an empty one is audited.
-	res, err = s.Discard(ctx, DecideParams{Reason: "all", DryRun: true})
-	if err != nil || res.Count != 1 {
-		t.Errorf("dry run = %+v, %v", res, err)
-	}
-	if st := states(t, s, Filter{EventIDs: []string{"e2"}}); st["e2"] != StatePending {
-		t.Errorf("a dry run discarded e2")
-	}
-	res, _ = s.Discard(ctx, DecideParams{Reason: "none", Filter: Filter{Queue: "nope"}})
-	recs := audit(t, s, AuditFilter{Action: ActionDiscard})
-	// One record per batch (and per state: pending, parked, needs_manual).
-	if len(recs) != 5 || recs[0].Op != recs[2].Op || recs[2].Count != 1 || recs[3].Outcome != OutcomeWouldDiscard || !recs[3].DryRun ||
-		recs[4].Outcome != OutcomeEmpty || recs[4].Op != res.Op {
-		t.Errorf("discard audit %+v", recs)
-	}
+		if _, err := s.Discard(ctx, DecideParams{Reason: "x", Filter: Filter{States: []State{StateRedriven}}}); err == nil {
+			t.Error("Discard of redriven entries accepted")
+		}
+		var seen []string
+		res, err := s.Discard(ctx, DecideParams{Filter: Filter{Reason: "permanent"}, Reason: "bad schema", Actor: "carol", Now: fixedNow,
+			OnEntry: func(r EntryRef) { seen = append(seen, r.EventID) }})
+		if err != nil || res.Count != 3 {
+			t.Fatalf("Discard = %+v, %v", res, err)
+		}
+		// Held permanent entries: e1 (pending), e3 (parked), e6 (needs_manual), state by state.
+		if !reflect.DeepEqual(seen, []string{"e1", "e3", "e6"}) {
+			t.Errorf("discarded %v", seen)
+		}
+		e, _ := s.Get(ctx, 1)
+		if e.State != StateDiscarded || e.DecidedBy != "carol" || e.Decision != "discarded: bad schema" || e.BodySHA256 == "" || len(e.Body) == 0 {
+			t.Errorf("discarded entry %+v", e)
+		}
+		rows, _ := s.Ledger(ctx, nil)
+		for _, r := range rows {
+			if r.Queue == "payments" && (r.Discarded != 2 || r.DeadLettered != 0) {
+				t.Errorf("ledger after discard %+v", r)
+			}
+		}
+		// A dry run lists and audits, changes nothing; an empty one is audited.
+		res, err = s.Discard(ctx, DecideParams{Reason: "all", DryRun: true})
+		if err != nil || res.Count != 1 {
+			t.Errorf("dry run = %+v, %v", res, err)
+		}
+		if st := states(t, s, Filter{EventIDs: []string{"e2"}}); st["e2"] != StatePending {
+			t.Errorf("a dry run discarded e2")
+		}
+		res, _ = s.Discard(ctx, DecideParams{Reason: "none", Filter: Filter{Queue: "nope"}})
+		recs := audit(t, s, AuditFilter{Action: ActionDiscard})
+		// One record per batch (and per state: pending, parked, needs_manual).
+		if len(recs) != 5 || recs[0].Op != recs[2].Op || recs[2].Count != 1 || recs[3].Outcome != OutcomeWouldDiscard || !recs[3].DryRun ||
+			recs[4].Outcome != OutcomeEmpty || recs[4].Op != res.Op {
+			t.Errorf("discard audit %+v", recs)
+		}
+	})
 }
 
 func TestErase(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	seed(t, s)
-	if _, err := s.Erase(ctx, DecideParams{}); !errors.Is(err, ErrNoSubject) {
-		t.Errorf("Erase without a subject = %v", err)
-	}
-	res, err := s.Erase(ctx, DecideParams{Filter: Filter{EventIDs: []string{"e1", "e4", "e5"}}, Reason: "request 42", Actor: "dpo", Now: fixedNow})
-	if err != nil || res.Count != 3 {
-		t.Fatalf("Erase = %+v, %v", res, err)
-	}
-	want := map[string]State{"e1": StateErased, "e4": StateRedriven, "e5": StateDiscarded}
-	for id, st := range want {
-		var e *Entry
-		s.Each(ctx, Filter{EventIDs: []string{id}}, func(x *Entry) error { e = x; return nil })
-		if e.State != st || e.Body != nil || e.Headers != nil || e.ErrorMessage != "" || e.ErasedAt.IsZero() ||
-			e.BodySHA256 == "" || e.EventID != id || e.DecidedBy != "dpo" || e.Decision != "erased: request 42" {
-			t.Errorf("tombstone %s: %+v", id, e)
+	eachStore(t, func(t *testing.T, s *Store) {
+		seed(t, s)
+		if _, err := s.Erase(ctx, DecideParams{}); !errors.Is(err, ErrNoSubject) {
+			t.Errorf("Erase without a subject = %v", err)
 		}
-	}
-	// Erasing again selects nothing.
-	if res, _ := s.Erase(ctx, DecideParams{Filter: Filter{Key: "k-e1"}}); res.Count != 0 {
-		t.Errorf("second erase = %+v", res)
-	}
+		res, err := s.Erase(ctx, DecideParams{Filter: Filter{EventIDs: []string{"e1", "e4", "e5"}}, Reason: "request 42", Actor: "dpo", Now: fixedNow})
+		if err != nil || res.Count != 3 {
+			t.Fatalf("Erase = %+v, %v", res, err)
+		}
+		want := map[string]State{"e1": StateErased, "e4": StateRedriven, "e5": StateDiscarded}
+		for id, st := range want {
+			var e *Entry
+			s.Each(ctx, Filter{EventIDs: []string{id}}, func(x *Entry) error { e = x; return nil })
+			if e.State != st || e.Body != nil || e.Headers != nil || e.ErrorMessage != "" || e.ErasedAt.IsZero() ||
+				e.BodySHA256 == "" || e.EventID != id || e.DecidedBy != "dpo" || e.Decision != "erased: request 42" {
+				t.Errorf("tombstone %s: %+v", id, e)
+			}
+		}
+		// Erasing again selects nothing.
+		if res, _ := s.Erase(ctx, DecideParams{Filter: Filter{Key: "k-e1"}}); res.Count != 0 {
+			t.Errorf("second erase = %+v", res)
+		}
+	})
 }
 
 func TestExpire(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	old := entry("a", "old", evidence.ReasonPermanent, StatePending, "x")
-	old.DeadLetteredAt = testNow.Add(-50 * time.Hour)
-	oldRedriven := entry("a", "old-redriven", evidence.ReasonPermanent, StateRedriven, "x")
-	oldRedriven.DeadLetteredAt = testNow.Add(-50 * time.Hour)
-	young := entry("a", "young", evidence.ReasonPermanent, StatePending, "x")
-	young.DeadLetteredAt = testNow.Add(-10 * time.Hour)
-	otherQ := entry("b", "b-old", evidence.ReasonPermanent, StateParked, "x")
-	otherQ.DeadLetteredAt = testNow.Add(-50 * time.Hour)
-	if err := s.Insert(ctx, old, oldRedriven, young, otherQ); err != nil {
-		t.Fatal(err)
-	}
-	ret := func(q string) time.Duration {
-		if q == "a" {
-			return 24 * time.Hour
+	eachStore(t, func(t *testing.T, s *Store) {
+		old := entry("a", "old", evidence.ReasonPermanent, StatePending, "x")
+		old.DeadLetteredAt = testNow.Add(-50 * time.Hour)
+		oldRedriven := entry("a", "old-redriven", evidence.ReasonPermanent, StateRedriven, "x")
+		oldRedriven.DeadLetteredAt = testNow.Add(-50 * time.Hour)
+		young := entry("a", "young", evidence.ReasonPermanent, StatePending, "x")
+		young.DeadLetteredAt = testNow.Add(-10 * time.Hour)
+		otherQ := entry("b", "b-old", evidence.ReasonPermanent, StateParked, "x")
+		otherQ.DeadLetteredAt = testNow.Add(-50 * time.Hour)
+		if err := s.Insert(ctx, old, oldRedriven, young, otherQ); err != nil {
+			t.Fatal(err)
 		}
-		return 0 // default: 336h
-	}
-	now := func() time.Time { return testNow }
-	dry, err := s.Expire(ctx, ExpireParams{Retention: ret, DryRun: true, Now: now})
-	if err != nil || dry.Count != 1 || dry.ByQueue["a"] != 1 {
-		t.Fatalf("dry expire = %+v, %v", dry, err)
-	}
-	res, err := s.Expire(ctx, ExpireParams{Retention: ret, Now: now, Actor: "cron"})
-	if err != nil || res.Count != 1 || !reflect.DeepEqual(res.ByQueue, map[string]int{"a": 1}) {
-		t.Fatalf("Expire = %+v, %v", res, err)
-	}
-	e, _ := s.Get(ctx, old.ID)
-	if e.State != StateDiscarded || e.DecidedBy != "cron" || !strings.Contains(e.Decision, "dlq_retention_hours = 24") {
-		t.Errorf("expired entry %+v", e)
-	}
-	if st := states(t, s, Filter{}); st["young"] != StatePending || st["b-old"] != StateParked || st["old-redriven"] != StateRedriven {
-		t.Errorf("states after expire %v", st)
-	}
-	// Nothing left to expire: no audit record (it runs periodically).
-	n := len(audit(t, s, AuditFilter{}))
-	if res, err := s.Expire(ctx, ExpireParams{Retention: ret, Now: now, Queues: []string{"a"}}); err != nil || res.Count != 0 {
-		t.Errorf("second Expire = %+v, %v", res, err)
-	}
-	recs := audit(t, s, AuditFilter{})
-	if len(recs) != n || len(recs) != 2 || recs[0].Outcome != OutcomeWouldExpire || recs[1].Outcome != OutcomeExpired ||
-		!strings.Contains(recs[1].Selector, `"dlq_retention_hours":24`) {
-		t.Errorf("expire audit %+v", recs)
-	}
+		ret := func(q string) time.Duration {
+			if q == "a" {
+				return 24 * time.Hour
+			}
+			return 0 // default: 336h
+		}
+		now := func() time.Time { return testNow }
+		dry, err := s.Expire(ctx, ExpireParams{Retention: ret, DryRun: true, Now: now})
+		if err != nil || dry.Count != 1 || dry.ByQueue["a"] != 1 {
+			t.Fatalf("dry expire = %+v, %v", dry, err)
+		}
+		res, err := s.Expire(ctx, ExpireParams{Retention: ret, Now: now, Actor: "cron"})
+		if err != nil || res.Count != 1 || !reflect.DeepEqual(res.ByQueue, map[string]int{"a": 1}) {
+			t.Fatalf("Expire = %+v, %v", res, err)
+		}
+		e, _ := s.Get(ctx, old.ID)
+		if e.State != StateDiscarded || e.DecidedBy != "cron" || !strings.Contains(e.Decision, "dlq_retention_hours = 24") {
+			t.Errorf("expired entry %+v", e)
+		}
+		if st := states(t, s, Filter{}); st["young"] != StatePending || st["b-old"] != StateParked || st["old-redriven"] != StateRedriven {
+			t.Errorf("states after expire %v", st)
+		}
+		// Nothing left to expire: no audit record (it runs periodically).
+		n := len(audit(t, s, AuditFilter{}))
+		if res, err := s.Expire(ctx, ExpireParams{Retention: ret, Now: now, Queues: []string{"a"}}); err != nil || res.Count != 0 {
+			t.Errorf("second Expire = %+v, %v", res, err)
+		}
+		recs := audit(t, s, AuditFilter{})
+		if len(recs) != n || len(recs) != 2 || recs[0].Outcome != OutcomeWouldExpire || recs[1].Outcome != OutcomeExpired ||
+			!strings.Contains(recs[1].Selector, `"dlq_retention_hours":24`) {
+			t.Errorf("expire audit %+v", recs)
+		}
+	})
 }
 
 func TestAuditAppendOnly(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	r := &AuditRecord{Op: "op", Actor: "a", Action: ActionDiscard, Outcome: OutcomeDiscarded, EventIDs: []string{"x"}, At: testNow}
-	if err := s.AppendAudit(ctx, r); err != nil || r.ID == 0 {
-		t.Fatalf("AppendAudit = %v (id %d)", err, r.ID)
-	}
-	for _, q := range []string{`UPDATE lily_audit SET actor = 'mallory'`, `DELETE FROM lily_audit`} {
-		if _, err := s.DB().ExecContext(ctx, q); err == nil || !strings.Contains(err.Error(), "append-only") {
-			t.Errorf("%s = %v, want refused", q, err)
+	eachStore(t, func(t *testing.T, s *Store) {
+		r := &AuditRecord{Op: "op", Actor: "a", Action: ActionDiscard, Outcome: OutcomeDiscarded, EventIDs: []string{"x"}, At: testNow}
+		if err := s.AppendAudit(ctx, r); err != nil || r.ID == 0 {
+			t.Fatalf("AppendAudit = %v (id %d)", err, r.ID)
 		}
-	}
-	if got := audit(t, s, AuditFilter{Since: testNow.Add(time.Second)}); len(got) != 0 {
-		t.Errorf("Since filter: %+v", got)
-	}
-	if got := audit(t, s, AuditFilter{Since: testNow, Action: ActionDiscard}); len(got) != 1 || got[0].Actor != "a" || !got[0].At.Equal(testNow) {
-		t.Errorf("audit %+v", got)
-	}
-	if DefaultActor() == "" || !strings.Contains(NewOp(testNow), "20261129T120000Z-") {
-		t.Errorf("DefaultActor %q, NewOp %q", DefaultActor(), NewOp(testNow))
-	}
+		for _, q := range []string{`UPDATE lily_audit SET actor = 'mallory'`, `DELETE FROM lily_audit`} {
+			if _, err := s.DB().ExecContext(ctx, q); err == nil || !strings.Contains(err.Error(), "append-only") {
+				t.Errorf("%s = %v, want refused", q, err)
+			}
+		}
+		if got := audit(t, s, AuditFilter{Since: testNow.Add(time.Second)}); len(got) != 0 {
+			t.Errorf("Since filter: %+v", got)
+		}
+		if got := audit(t, s, AuditFilter{Since: testNow, Action: ActionDiscard}); len(got) != 1 || got[0].Actor != "a" || !got[0].At.Equal(testNow) {
+			t.Errorf("audit %+v", got)
+		}
+		if DefaultActor() == "" || !strings.Contains(NewOp(testNow), "20261129T120000Z-") {
+			t.Errorf("DefaultActor %q, NewOp %q", DefaultActor(), NewOp(testNow))
+		}
+	})
 }
 
 func TestMigrateOlderDatabase(t *testing.T) {
@@ -525,22 +537,23 @@ func TestMigrateOlderDatabase(t *testing.T) {
 // Accounted does not count a redrive as accepted again.
 func TestAccountedRedrive(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	a := Account(nopTransport{}, s)
-	msgs := []transport.Message{{EventID: "new"}}
-	if err := a.Publish(ctx, &transport.PublishParams{Queue: "q", Messages: msgs}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Publish(ctx, &transport.PublishParams{Queue: "q", Messages: []transport.Message{{EventID: "back"}}, Redrive: true}); err != nil {
-		t.Fatal(err)
-	}
-	var accepted int64
-	if err := s.DB().QueryRowContext(ctx, `SELECT accepted FROM lily_ledger WHERE queue = 'q'`).Scan(&accepted); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		t.Fatal(err)
-	}
-	if accepted != 1 {
-		t.Errorf("accepted %d, want 1 (the redrive is not a new message)", accepted)
-	}
+	eachStore(t, func(t *testing.T, s *Store) {
+		a := Account(nopTransport{}, s)
+		msgs := []transport.Message{{EventID: "new"}}
+		if err := a.Publish(ctx, &transport.PublishParams{Queue: "q", Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Publish(ctx, &transport.PublishParams{Queue: "q", Messages: []transport.Message{{EventID: "back"}}, Redrive: true}); err != nil {
+			t.Fatal(err)
+		}
+		var accepted int64
+		if err := s.DB().QueryRowContext(ctx, `SELECT accepted FROM lily_ledger WHERE queue = 'q'`).Scan(&accepted); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if accepted != 1 {
+			t.Errorf("accepted %d, want 1 (the redrive is not a new message)", accepted)
+		}
+	})
 }
 
 type nopTransport struct{ transport.Transport }

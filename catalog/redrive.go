@@ -259,7 +259,7 @@ func (s *Store) redriveTargets(ctx context.Context, d decision, f Filter, p Redr
 // page returns up to n entries matching f (with bodies) in ID order.
 func (s *Store) page(ctx context.Context, f Filter, n int) ([]*Entry, error) {
 	where, args := f.where()
-	rows, err := s.db.QueryContext(ctx, `SELECT `+selectCols+` FROM `+f.table()+where+` ORDER BY id LIMIT ?`, append(args, n)...)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+selectCols+` FROM `+f.table(s.db.d)+where+` ORDER BY id LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: select entries: %w", err)
 	}
@@ -334,7 +334,7 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 		msgs[i] = transport.Message{EventID: e.EventID, Key: e.Key, Type: e.Type, Body: e.Body, Headers: evidence.RedriveHeaders(e.Headers)}
 	}
 	pp := &transport.PublishParams{Queue: queue, Messages: msgs, Redrive: true}
-	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db {
+	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {
 		return s.redriveTx(ctx, d, tp, pp, es, p)
 	}
 	if err := s.allowHeads(ctx, s.db, es); err != nil {
@@ -361,7 +361,7 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 // happen or neither, so not even a crash leaves a duplicate.
 func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *transport.PublishParams, es []*Entry, p RedriveParams) (int, error) {
 	var changed []*Entry
-	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := withTx(ctx, s.db, func(tx *txHandle) error {
 		var err error
 		changed, err = markStateTx(ctx, tx, d, es, `state = 'redriven', redrive_count = redrive_count + 1`, OutcomeRedriven, "sent to "+pp.Queue)
 		if err != nil || len(changed) == 0 {
@@ -380,7 +380,7 @@ func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *t
 				msgs = append(msgs, pp.Messages[i])
 			}
 		}
-		if err := tp.PublishTx(ctx, tx, &transport.PublishParams{Queue: pp.Queue, Messages: msgs, Redrive: true}); err != nil {
+		if err := tp.PublishTx(ctx, tx.Tx, &transport.PublishParams{Queue: pp.Queue, Messages: msgs, Redrive: true}); err != nil {
 			return fmt.Errorf("publish %d entries to %s: %w", len(msgs), pp.Queue, err)
 		}
 		return nil
@@ -401,7 +401,7 @@ func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *t
 // is left alone).
 func (s *Store) markState(ctx context.Context, d decision, es []*Entry, set, outcome, why string) ([]*Entry, error) {
 	var changed []*Entry
-	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := withTx(ctx, s.db, func(tx *txHandle) error {
 		var err error
 		changed, err = markStateTx(ctx, tx, d, es, set, outcome, why)
 		return err
@@ -413,7 +413,7 @@ func (s *Store) markState(ctx context.Context, d decision, es []*Entry, set, out
 }
 
 // markStateTx is markState inside tx.
-func markStateTx(ctx context.Context, tx *sql.Tx, d decision, es []*Entry, set, outcome, why string) ([]*Entry, error) {
+func markStateTx(ctx context.Context, tx *txHandle, d decision, es []*Entry, set, outcome, why string) ([]*Entry, error) {
 	var changed []*Entry
 	err := func() error {
 		args := []any{d.now().UnixMilli(), d.actor, why}

@@ -85,7 +85,7 @@ type SchemaVersionCount struct {
 func (s *Store) SchemaVersions(ctx context.Context, f Filter) ([]SchemaVersionCount, error) {
 	where, args := f.where()
 	rows, err := s.db.QueryContext(ctx, `SELECT COALESCE(schema_version, 0), COUNT(*) FROM lily_dlq_entries`+where+
-		` GROUP BY schema_version ORDER BY schema_version`, args...)
+		` GROUP BY schema_version ORDER BY COALESCE(schema_version, 0)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: count schema versions: %w", err)
 	}

@@ -5,19 +5,28 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lily-mq/lily/internal/sqlitedb"
 )
 
-// Store is the SQLite catalog.
+// Store is the catalog: a SQLite file (the embedded default, shared with
+// the SQLite transport) or a PostgreSQL database (for fleets: consumers on
+// many hosts and several 'lily serve' replicas on one catalog). Every
+// operation works the same on both.
 type Store struct {
-	db    *sql.DB
+	db    *handle
 	owned bool
 }
 
-// Open opens the catalog in the SQLite file at path, creating its tables.
-func Open(ctx context.Context, path string) (*Store, error) {
-	db, err := sqlitedb.Open(ctx, path, sqlitedb.Options{})
+// Open opens the catalog at where: a PostgreSQL URL ("postgres://…", see
+// OpenPostgres) or the path of a SQLite file, created with its tables if
+// needed.
+func Open(ctx context.Context, where string) (*Store, error) {
+	if IsPostgresURL(where) {
+		return OpenPostgres(ctx, where)
+	}
+	db, err := sqlitedb.Open(ctx, where, sqlitedb.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -30,17 +39,46 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return s, nil
 }
 
-// New uses an open database handle (e.g. the SQLite transport's), creating
-// the catalog tables if needed. Close does not close db.
+// New uses an open SQLite database handle (e.g. the SQLite transport's),
+// creating the catalog tables if needed. Close does not close db.
 func New(ctx context.Context, db *sql.DB) (*Store, error) {
 	if err := Migrate(ctx, db); err != nil {
 		return nil, err
 	}
-	return &Store{db: db}, nil
+	return &Store{db: &handle{DB: db, d: dialectSQLite}}, nil
 }
 
-// DB returns the underlying database handle.
-func (s *Store) DB() *sql.DB { return s.db }
+// DB returns the underlying database handle. Statements on it are the
+// store's dialect: see Kind.
+func (s *Store) DB() *sql.DB { return s.db.DB }
+
+// Kind names the store: "sqlite" or "postgres".
+func (s *Store) Kind() string { return s.db.d.String() }
+
+// AddCounts adds to queue's accepted and acked ledger counters in a
+// transaction of its own, for a transport that counts outside the
+// catalog's database (in the SQLite transport's own transaction, use
+// AddCountsTx).
+func (s *Store) AddCounts(ctx context.Context, queue string, accepted, acked int64) error {
+	return withTx(ctx, s.db, func(tx *txHandle) error { return addLedgerCounts(ctx, tx, queue, accepted, acked) })
+}
+
+// OldestHeld returns when queue's oldest held entry (pending, parked or
+// needs_manual) was dead-lettered; the zero time when it holds none. It
+// reads the first row of each held state in the (queue, state,
+// dead_lettered_at) index.
+func (s *Store) OldestHeld(ctx context.Context, queue string) (time.Time, error) {
+	var minAt sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT MIN(dead_lettered_at) FROM lily_dlq_entries
+		WHERE queue = ? AND state IN ('pending', 'parked', 'needs_manual')`, queue).Scan(&minAt)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("catalog: oldest held entry of %s: %w", queue, err)
+	}
+	if !minAt.Valid {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(minAt.Int64).UTC(), nil
+}
 
 // Close closes the database if Open opened it.
 func (s *Store) Close() error {
@@ -60,7 +98,7 @@ func (s *Store) Insert(ctx context.Context, entries ...*Entry) error {
 		return fmt.Errorf("catalog: begin: %w", err)
 	}
 	defer tx.Rollback()
-	in, err := NewInserter(ctx, tx)
+	in, err := newInserter(ctx, tx)
 	if err != nil {
 		return err
 	}
@@ -96,7 +134,7 @@ func (s *Store) Insert(ctx context.Context, entries ...*Entry) error {
 // message IDs, or set none — so two dead letters that differ in any of
 // these are both kept. This is the identity the ledger counts by too
 // (ledgerKey: event ID and body), so merging never unbalances it.
-func markDuplicate(ctx context.Context, tx *sql.Tx, e *Entry) (bool, error) {
+func markDuplicate(ctx context.Context, tx *txHandle, e *Entry) (bool, error) {
 	res, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET duplicates = duplicates + 1
 		WHERE id = (SELECT id FROM lily_dlq_entries WHERE queue = ? AND event_id = ? AND redrive_count = ?
 			AND body_sha256 = ? AND source = ? AND source_coords = ?

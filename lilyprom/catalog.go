@@ -224,18 +224,11 @@ func (c *CatalogCollector) ledgerQueues(ctx context.Context, set map[string]bool
 }
 
 // oldestAge returns the age in seconds of queue's oldest held entry, 0
-// when it holds none. The query reads the first row of each held state in
-// the catalog's partial (queue, state, dead_lettered_at) index.
+// when it holds none.
 func (c *CatalogCollector) oldestAge(ctx context.Context, queue string, now time.Time) (float64, error) {
-	var minAt *int64
-	err := c.store.DB().QueryRowContext(ctx, `SELECT MIN(dead_lettered_at) FROM lily_dlq_entries
-		WHERE queue = ? AND state IN ('pending', 'parked', 'needs_manual')`, queue).Scan(&minAt)
-	if err != nil {
-		return 0, fmt.Errorf("oldest held entry of %s: %w", queue, err)
+	oldest, err := c.store.OldestHeld(ctx, queue)
+	if err != nil || oldest.IsZero() {
+		return 0, err
 	}
-	if minAt == nil {
-		return 0, nil
-	}
-	age := now.Sub(time.UnixMilli(*minAt)).Seconds()
-	return max(age, 0), nil
+	return max(now.Sub(oldest).Seconds(), 0), nil
 }

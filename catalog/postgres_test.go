@@ -1,0 +1,115 @@
+package catalog
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lily-mq/lily/internal/pgtest"
+)
+
+// Processes that start at once on a new PostgreSQL catalog migrate it
+// once: every opener succeeds and each step is recorded once.
+func TestPostgresConcurrentMigrations(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	const openers = 6
+	var wg sync.WaitGroup
+	stores := make([]*Store, openers)
+	errs := make([]error, openers)
+	for i := range openers {
+		wg.Go(func() { stores[i], errs[i] = OpenPostgres(ctx, url) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("opener %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	var n, newest int
+	if err := stores[0].DB().QueryRowContext(ctx, `SELECT COUNT(*), MAX(version) FROM lily_schema_migrations`).Scan(&n, &newest); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(pgMigrations) || newest != pgMigrations[len(pgMigrations)-1].version {
+		t.Errorf("lily_schema_migrations has %d rows up to version %d, want %d up to %d", n, newest, len(pgMigrations), pgMigrations[len(pgMigrations)-1].version)
+	}
+	// Every opener works on the one catalog.
+	for i, s := range stores {
+		if err := s.AddCounts(ctx, "q", 1, 1); err != nil {
+			t.Fatalf("store %d: %v", i, err)
+		}
+	}
+	rows, err := stores[0].Ledger(ctx, nil)
+	if err != nil || len(rows) != 1 || rows[0].Accepted != openers || rows[0].Acked != openers {
+		t.Fatalf("ledger %+v, %v; want accepted = acked = %d", rows, err, openers)
+	}
+}
+
+// A catalog newer than this Lily is refused with the fix named.
+func TestPostgresRefusesNewerSchema(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	s, err := OpenPostgres(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO lily_schema_migrations(version, name, applied_at) VALUES (999, 'future', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenPostgres(ctx, url)
+	if err == nil || !strings.Contains(err.Error(), "upgrade Lily") {
+		t.Fatalf("OpenPostgres on a newer schema = %v, want refused", err)
+	}
+}
+
+// On PostgreSQL the audit log refuses TRUNCATE too.
+func TestPostgresAuditRefusesTruncate(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenPostgres(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.AppendAudit(ctx, &AuditRecord{Op: "op", Actor: "a", Action: ActionDiscard, Outcome: OutcomeDiscarded}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().ExecContext(ctx, `TRUNCATE lily_audit`); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("TRUNCATE lily_audit = %v, want refused", err)
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_audit`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("audit rows = %d, %v; want 1", n, err)
+	}
+}
+
+func TestRebind(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`SELECT 1`, `SELECT 1`},
+		{`a = ? AND b = ?`, `a = $1 AND b = $2`},
+		{`x = '?' AND y = ?`, `x = '?' AND y = $1`},
+		{`SET a = ?1, b = ?2 WHERE id IN (?, ?)`, `SET a = $1, b = $2 WHERE id IN ($3, $4)`},
+		{`VALUES (?1, ?2, ?2, ?10) AND ?`, `VALUES ($1, $2, $2, $10) AND $11`},
+		{`"we?ird" = ?`, `"we?ird" = $1`},
+	} {
+		if got := dialectPostgres.rebind(c.in); got != c.want {
+			t.Errorf("rebind(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if got := dialectSQLite.rebind(c.in); got != c.in {
+			t.Errorf("sqlite rebind(%q) = %q, want it unchanged", c.in, got)
+		}
+	}
+}
+
+func TestIsPostgresURL(t *testing.T) {
+	for s, want := range map[string]bool{"postgres://h/db": true, "postgresql://h/db": true, "lily.db": false, "/tmp/postgres.db": false} {
+		if IsPostgresURL(s) != want {
+			t.Errorf("IsPostgresURL(%q) = %v", s, !want)
+		}
+	}
+	if got := redactURL("postgres://u:secret@h:5432/db"); strings.Contains(got, "secret") {
+		t.Errorf("redactURL kept the password: %s", got)
+	}
+}
