@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -47,7 +48,10 @@ func OpenPostgres(ctx context.Context, url string) (*Store, error) {
 
 // redactURL hides a password in a connection URL for error messages.
 func redactURL(u string) string {
-	return regexp.MustCompile(`://([^:/@]+):[^@/]*@`).ReplaceAllString(u, "://$1:xxxxx@")
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return "<invalid URL>"
 }
 
 // pgMigration is one versioned step of the PostgreSQL schema. Steps are

@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -36,6 +37,12 @@ const (
 type Config struct {
 	// DB is the embedded SQLite database file. Defaults to "lily.db".
 	DB string `toml:"db" json:"db"`
+	// CatalogURL is a PostgreSQL catalog ("postgres://…") shared by a
+	// fleet: consumers on many hosts and several 'lily serve' replicas.
+	// Empty keeps the catalog in the SQLite file DB. The queues with
+	// transport "sqlite" keep their dead letters in DB whatever this says
+	// (a dead-lettering there is one SQLite transaction). Defaults to "".
+	CatalogURL string `toml:"catalog_url" json:"catalog_url,omitempty"`
 	// RabbitMQURL is the broker of the queues with transport "rabbitmq":
 	// an amqp:// or amqps:// URL. Defaults to
 	// "amqp://guest:guest@127.0.0.1:5672/".
@@ -106,6 +113,10 @@ func (c Config) Validate() error {
 		if err := ValidateRabbitMQURL(c.RabbitMQURL); err != nil {
 			errs = append(errs, fmt.Errorf("%w: rabbitmq_url = %q: %v", ErrInvalidConfig, redactURL(c.RabbitMQURL), err))
 		}
+	}
+	if c.CatalogURL != "" && !strings.HasPrefix(c.CatalogURL, "postgres://") && !strings.HasPrefix(c.CatalogURL, "postgresql://") {
+		errs = append(errs, fmt.Errorf("%w: catalog_url = %q: want a PostgreSQL URL, e.g. \"postgres://lily@db.internal:5432/lily\" (a SQLite catalog is named by db)",
+			ErrInvalidConfig, redactURL(c.CatalogURL)))
 	}
 	errs = append(errs, c.validateKafka()...)
 	for _, p := range c.RedactPatterns {

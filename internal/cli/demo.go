@@ -26,7 +26,10 @@ func init() { register(newDemoCmd) }
 
 // demoJSON is the --json output of 'lily demo'.
 type demoJSON struct {
-	DB                  string           `json:"db"`
+	DB string `json:"db"`
+	// Catalog is the PostgreSQL catalog of --catalog (password hidden);
+	// DB is then empty.
+	Catalog             string           `json:"catalog,omitempty"`
 	Transport           string           `json:"transport"`
 	Queue               string           `json:"queue"`
 	Messages            int              `json:"messages"`
@@ -49,6 +52,7 @@ type demoJSON struct {
 
 type demoFlags struct {
 	db, transport, url, brokers, queue   string
+	catalog                              string // PostgreSQL catalog URL (--catalog)
 	messages, malformed, flaky, hopeless int
 	crashing, maxRestarts                int
 	seed                                 uint64
@@ -108,6 +112,7 @@ the crashing orders are counted by the attempt counter topic.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.db, "db", "", "SQLite file to create for the demo: the store, or the catalog with --transport rabbitmq (default: a new file in a temporary directory)")
+	fl.StringVar(&f.catalog, "catalog", "", "PostgreSQL catalog URL for the dead letters and the ledger, with --transport rabbitmq or kafka (instead of --db); the catalog must not know the demo's queue yet")
 	fl.StringVar(&f.transport, "transport", lily.TransportSQLite, "where the queue lives: sqlite (embedded, no service), rabbitmq or kafka")
 	fl.StringVar(&f.url, "url", config.DefaultRabbitMQURL, "AMQP URL of the broker, with --transport rabbitmq")
 	fl.StringVar(&f.brokers, "brokers", "", "Kafka seed brokers host:port,..., with --transport kafka (default: an in-process Kafka, kfake)")
@@ -149,6 +154,18 @@ func (f demoFlags) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--transport %q: must be sqlite, rabbitmq or kafka", f.transport))
 	}
+	if f.catalog != "" {
+		switch {
+		case f.db != "":
+			errs = append(errs, fmt.Errorf("--db %s and --catalog: pass one (--catalog for a PostgreSQL catalog, --db for a SQLite file)", f.db))
+		case !catalog.IsPostgresURL(f.catalog):
+			errs = append(errs, fmt.Errorf("--catalog %q: want a PostgreSQL URL such as postgres://postgres@127.0.0.1:5432/test", f.catalog))
+		case f.transport == lily.TransportSQLite:
+			errs = append(errs, errors.New("--catalog with --transport sqlite: the embedded transport keeps its dead letters in its own SQLite file (a dead-lettering there is one transaction); use --transport rabbitmq or kafka with --catalog"))
+		case f.scenario != "" && f.scenario != "poison":
+			errs = append(errs, fmt.Errorf("--catalog with --scenario %s: only the poison scenario runs on a PostgreSQL catalog", f.scenario))
+		}
+	}
 	if sum := f.malformed + f.flaky + f.hopeless + f.crashing; sum > f.messages {
 		errs = append(errs, fmt.Errorf("--malformed + --flaky + --hopeless + --crashing = %d: must be <= --messages (%d)", sum, f.messages))
 	}
@@ -167,7 +184,9 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	}
 	start := time.Now()
 	path := f.db
-	if path == "" {
+	if f.catalog != "" {
+		path = f.catalog // the backend opens the catalog there; the worker too
+	} else if path == "" {
 		dir, err := os.MkdirTemp("", "lily-demo-")
 		if err != nil {
 			return err
@@ -191,6 +210,11 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer b.Close()
+	if f.catalog != "" {
+		if err := demoCatalogFresh(ctx, b.cat, qc.Name); err != nil {
+			return err
+		}
+	}
 	if err := b.declare(ctx); err != nil {
 		return err
 	}
@@ -219,6 +243,9 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	out := demoJSON{DB: path, Transport: f.transport, Queue: qc.Name, Messages: f.messages, WorkerRestarts: restarts}
+	if f.catalog != "" {
+		out.DB, out.Catalog = "", redactedURL(f.catalog)
+	}
 	if err := demoReport(ctx, b, &out, say, stdout, !f.asJSON); err != nil {
 		return err
 	}
@@ -243,8 +270,8 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 			say("")
 			printLedger(stdout, []catalog.LedgerRow{{Queue: out.Queue, Accepted: out.Accepted, Acked: out.Acked,
 				DeadLettered: out.DeadLettered, Discarded: out.Discarded, InFlight: out.InFlight, Lost: out.Lost}})
-			say("\nredriven %d in %d rounds, %d discarded with a record, %d left for a manual decision; every decision: lily audit --db %s",
-				out.Redriven, out.RedriveRounds, r.discarded, out.NeedsManual, path)
+			say("\nredriven %d in %d rounds, %d discarded with a record, %d left for a manual decision; every decision: lily audit %s",
+				out.Redriven, out.RedriveRounds, r.discarded, out.NeedsManual, out.storeArg())
 		}
 	}
 	out.DurationMillis = time.Since(start).Milliseconds()
@@ -304,7 +331,7 @@ func demoReport(ctx context.Context, b *demoBackend, out *demoJSON, say func(str
 	}
 	say("\nworker restarts: %d (each crash-type poison was counted by the %s, not caught in the handler)", out.WorkerRestarts,
 		map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker", lily.TransportKafka: "attempt counter"}[out.Transport])
-	say("inspect it yourself: lily dlq list --db %s; lily reconcile --db %s", out.DB, out.DB)
+	say("inspect it yourself: lily dlq list %s; lily reconcile %s", out.storeArg(), out.storeArg())
 	return nil
 }
 
@@ -442,4 +469,34 @@ func runOutageDemo(ctx context.Context, f demoFlags, stdout io.Writer) error {
 		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo outage: %d messages unaccounted for", out.Lost)}
 	}
 	return nil
+}
+
+// demoCatalogFresh refuses a shared catalog that already knows the demo's
+// queue: its ledger and work list would not be the demo's own.
+func demoCatalogFresh(ctx context.Context, cat *catalog.Store, queue string) error {
+	rows, err := cat.Ledger(ctx, nil)
+	if err != nil {
+		return err
+	}
+	byState, err := cat.CountBy(ctx, "state", catalog.Filter{Queue: queue})
+	if err != nil {
+		return err
+	}
+	known := len(byState) > 0
+	for _, r := range rows {
+		known = known || r.Queue == queue
+	}
+	if known {
+		return usagef("--catalog: the catalog already holds queue %s (ledger or dead letters of an earlier run); the demo needs a catalog without it: "+
+			"pass --queue with a new name, or a fresh database or schema (e.g. add ?search_path=demo2 after creating that schema)", queue)
+	}
+	return nil
+}
+
+// storeArg is the flag that names the demo's catalog to other commands.
+func (o demoJSON) storeArg() string {
+	if o.Catalog != "" {
+		return "--catalog '" + o.Catalog + "'"
+	}
+	return "--db " + o.DB
 }

@@ -17,9 +17,10 @@ import (
 	"github.com/lily-mq/lily/transport/sqlite"
 )
 
-// dlqEnv is what a 'lily dlq' command works on: the catalog in the SQLite
-// file (--db or the config's db), the store's transport on the same file,
-// and the configuration when --config is given.
+// dlqEnv is what a 'lily dlq' command works on: the catalog — in the
+// SQLite file (--db or the config's db) with the store's transport on the
+// same file, or in PostgreSQL (--catalog or catalog_url; sq is nil) — and
+// the configuration when --config is given. path names the catalog.
 type dlqEnv struct {
 	sf     storeFlags
 	path   string
@@ -39,11 +40,11 @@ func openDLQ(ctx context.Context, sf storeFlags) (*dlqEnv, error) {
 		}
 		e.cfg, e.hasCfg = c, true
 	}
-	path, err := sf.path()
+	where, err := sf.where()
 	if err != nil {
 		return nil, err
 	}
-	e.path = path
+	e.path = where
 	if e.sq, e.cat, err = sf.openExisting(ctx); err != nil {
 		return nil, err
 	}
@@ -51,7 +52,7 @@ func openDLQ(ctx context.Context, sf storeFlags) (*dlqEnv, error) {
 }
 
 // Close releases the database.
-func (e *dlqEnv) Close() { e.sq.Close() }
+func (e *dlqEnv) Close() { closeStore(e.sq, e.cat) }
 
 // queue returns a queue's configuration: the config's [[queue]], or the
 // defaults.

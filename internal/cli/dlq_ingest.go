@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lily-mq/lily/catalog"
 )
 
 func init() { registerDLQ(newDLQIngestCmd) }
@@ -54,7 +53,7 @@ Ingesting the same dead letter twice adds one entry.`,
 			if err != nil {
 				return err
 			}
-			path, err := sf.path()
+			path, err := sf.where()
 			if err != nil {
 				return err
 			}
@@ -75,7 +74,7 @@ Ingesting the same dead letter twice adds one entry.`,
 			if len(sources) == 0 {
 				return usagef("--config %s: no [[queue]] has transport = \"rabbitmq\" or \"kafka\": nothing to ingest", sf.config)
 			}
-			cat, err := catalog.Open(ctx, path)
+			cat, err := sf.openCatalog(ctx)
 			if err != nil {
 				return err
 			}

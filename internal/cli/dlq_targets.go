@@ -67,6 +67,10 @@ func (r *redriveTargets) broker(ctx context.Context, q lily.QueueConfig) (broker
 func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publisher, error) {
 	q, ok := r.env.queue(queue)
 	if !ok || !isBroker(q.Transport) {
+		if r.env.sq == nil {
+			return nil, fmt.Errorf("queue %q is not a rabbitmq or kafka [[queue]] of --config, and the catalog %s is not a SQLite store that could hold it: %w (pass the --config that declares it)",
+				queue, r.env.path, transport.ErrUnknownQueue)
+		}
 		qs, err := r.env.sq.Queues(ctx)
 		if err != nil {
 			return nil, err

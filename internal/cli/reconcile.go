@@ -59,12 +59,12 @@ it (once per event ID and body).`,
 			if err != nil {
 				return err
 			}
-			defer tr.Close()
+			defer closeStore(tr, cat)
 			c, err := sf.loadConfig()
 			if err != nil {
 				return err
 			}
-			counters, closeAll, err := ledgerCounters(cmd.Context(), tr, c, "", kbrk)
+			counters, closeAll, err := ledgerCounters(cmd.Context(), sqliteCounter(tr), c, "", kbrk)
 			defer closeAll()
 			if err != nil {
 				return err

@@ -88,7 +88,7 @@ func runServe(cmd *cobra.Command, sf storeFlags, listen, url, brokersArg string)
 	defer env.Close()
 	targets := &redriveTargets{env: env, url: url, brokers: brokersArg}
 	defer targets.Close()
-	counters, closeAll, err := ledgerCounters(ctx, env.sq, env.cfg, url, brokersArg)
+	counters, closeAll, err := ledgerCounters(ctx, sqliteCounter(env.sq), env.cfg, url, brokersArg)
 	defer closeAll()
 	if err != nil {
 		return err

@@ -11,18 +11,22 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
 
 // storeFlags are the flags of every command that reads or writes the
-// embedded store: --db PATH, or --config FILE whose db field names it.
+// catalog: --db PATH (the embedded SQLite file), --catalog URL (a
+// PostgreSQL catalog), or --config FILE whose db or catalog_url names it.
 type storeFlags struct {
-	db     string
-	config string
+	db      string
+	catalog string
+	config  string
 }
 
 func (f *storeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.db, "db", "", "path of the embedded SQLite database (overrides the config's db)")
+	cmd.Flags().StringVar(&f.catalog, "catalog", "", "PostgreSQL catalog URL, e.g. postgres://lily@db:5432/lily (overrides the config's catalog_url; instead of --db)")
 	cmd.Flags().StringVar(&f.config, "config", "", "Lily configuration file (TOML)")
 }
 
@@ -34,13 +38,45 @@ func (f *storeFlags) loadConfig() (config.Config, error) {
 	return config.LoadConfig(f.config)
 }
 
+// catalogURL returns the PostgreSQL catalog to use, "" for the SQLite
+// file: --catalog, else the config's catalog_url unless --db was given.
+func (f *storeFlags) catalogURL() (string, error) {
+	if f.catalog != "" {
+		if f.db != "" {
+			return "", usagef("--db %s and --catalog %s: pass one (--db for the embedded SQLite catalog, --catalog for a PostgreSQL one)", f.db, redactedURL(f.catalog))
+		}
+		if !catalog.IsPostgresURL(f.catalog) {
+			return "", usagef("--catalog %q: want a PostgreSQL URL such as postgres://lily@db:5432/lily (a SQLite file is --db PATH)", f.catalog)
+		}
+		return f.catalog, nil
+	}
+	if f.db != "" || f.config == "" {
+		return "", nil
+	}
+	c, err := f.loadConfig()
+	if err != nil {
+		return "", err
+	}
+	return c.CatalogURL, nil
+}
+
+// where names the catalog for messages: the SQLite path, or the
+// PostgreSQL URL without its password.
+func (f *storeFlags) where() (string, error) {
+	u, err := f.catalogURL()
+	if err != nil || u != "" {
+		return redactedURL(u), err
+	}
+	return f.path()
+}
+
 // path resolves the database path: --db, else the config's db.
 func (f *storeFlags) path() (string, error) {
 	if f.db != "" {
 		return f.db, nil
 	}
 	if f.config == "" {
-		return "", usagef("no database given: pass --db PATH (the file your consumers or 'lily demo --db PATH' use) or --config FILE")
+		return "", usagef("no database given: pass --db PATH (the file your consumers or 'lily demo --db PATH' use), --catalog URL (PostgreSQL) or --config FILE")
 	}
 	c, err := f.loadConfig()
 	if err != nil {
@@ -49,10 +85,36 @@ func (f *storeFlags) path() (string, error) {
 	return c.DB, nil
 }
 
-// openExisting opens the SQLite transport and its catalog on an existing
-// database; it never creates a new file (a typo would otherwise report an
-// empty, perfectly balanced ledger).
+// openCatalog opens the catalog of the flags for a command that creates
+// it if needed (ingest): PostgreSQL, or the SQLite file.
+func (f *storeFlags) openCatalog(ctx context.Context) (*catalog.Store, error) {
+	u, err := f.catalogURL()
+	if err != nil {
+		return nil, err
+	}
+	if u != "" {
+		return catalog.OpenPostgres(ctx, u)
+	}
+	path, err := f.path()
+	if err != nil {
+		return nil, err
+	}
+	return catalog.Open(ctx, path)
+}
+
+// openExisting opens the catalog of the flags. On SQLite it opens the
+// SQLite transport and its catalog on an existing database and never
+// creates a new file (a typo would otherwise report an empty, perfectly
+// balanced ledger); on PostgreSQL the transport is nil.
 func (f *storeFlags) openExisting(ctx context.Context) (*sqlite.Transport, *catalog.Store, error) {
+	u, err := f.catalogURL()
+	if err != nil {
+		return nil, nil, err
+	}
+	if u != "" {
+		cat, err := catalog.OpenPostgres(ctx, u)
+		return nil, cat, err
+	}
 	path, err := f.path()
 	if err != nil {
 		return nil, nil, err
@@ -70,4 +132,23 @@ func (f *storeFlags) openExisting(ctx context.Context) (*sqlite.Transport, *cata
 		return nil, nil, fmt.Errorf("open catalog in %s: %w", path, err)
 	}
 	return tr, cat, nil
+}
+
+// closeStore closes what openExisting opened.
+func closeStore(tr *sqlite.Transport, cat *catalog.Store) {
+	if cat != nil {
+		cat.Close()
+	}
+	if tr != nil {
+		tr.Close()
+	}
+}
+
+// sqliteCounter is tr as the ledger's default in-flight counter: nil (no
+// counter) when the catalog is not in a SQLite file.
+func sqliteCounter(tr *sqlite.Transport) transport.InFlightCounter {
+	if tr == nil {
+		return nil
+	}
+	return tr
 }
