@@ -5,7 +5,6 @@ import (
 	"sort"
 
 	"github.com/spf13/cobra"
-
 )
 
 func init() { registerDLQ(newDLQIngestCmd) }
