@@ -132,7 +132,8 @@ type Consumer struct {
 	inflight int                  // tickets issued and not finished
 	held     map[*ticket]struct{} // the same tickets, when leases are extended
 
-	lease    time.Duration // the transport's lease; 0: none
+	features transport.Features // the transport's, when it tells (transport.Featurer)
+	lease    time.Duration      // the transport's lease; 0: none
 	extender transport.LeaseExtender
 	unrecv   transport.Unreceiver
 	canceler transport.ConsumeCanceller
@@ -167,8 +168,11 @@ func NewConsumer(t transport.Transport, h Handler, o ConsumerOptions) (*Consumer
 		log: o.Logger.With("queue", o.Queue.Name, "consumer", o.Instance), keyQ: map[string][]*ticket{},
 		slots: make(chan struct{}, o.Concurrency)}
 	c.cond = sync.NewCond(&c.mu)
-	if f, ok := t.(transport.Featurer); ok && f.Features().Leases {
-		c.lease = f.Features().VisibilityTimeout
+	if f, ok := t.(transport.Featurer); ok {
+		c.features = f.Features()
+	}
+	if c.features.Leases {
+		c.lease = c.features.VisibilityTimeout
 	}
 	if ex, ok := t.(transport.LeaseExtender); ok && c.lease > 0 {
 		c.extender, c.held = ex, map[*ticket]struct{}{}
@@ -385,13 +389,9 @@ func (c *Consumer) drain(base context.Context, work chan<- *ticket) {
 			}
 			return
 		}
-		ts := c.take(ds, 0, asked)
-		for i, t := range ts {
-			if t.d.DeliveryCount > 1 {
-				c.waitIdle(base, len(ts)-i)
-			}
-			c.dispatch(base, t, work)
-		}
+		// Pushed but seen by no handler: given back uncounted where the
+		// transport can, processed otherwise.
+		c.giveBack(base, c.take(ds, 0, asked), work)
 	}
 }
 

@@ -76,20 +76,18 @@ func (c *Consumer) finish(ts ...*ticket) {
 }
 
 // giveBack returns deliveries that no handler saw. A transport that can
-// (transport.Unreceiver, e.g. SQLite) takes them back uncounted; otherwise
-// they are processed as usual, since giving them back would raise their
-// delivery counts (a broker requeue) or lose the partition's place.
+// (transport.Unreceiver: SQLite in place, RabbitMQ by a confirmed copy to
+// the queue's tail) takes them back uncounted; what it cannot — a broker
+// redelivery, whose count must stay, or anything of an ordered queue whose
+// transport would not put it back in place — is processed as usual, since
+// giving it back otherwise would raise its delivery count (a requeue) or
+// lose its place.
 func (c *Consumer) giveBack(base context.Context, ts []*ticket, work chan<- *ticket) {
 	if len(ts) == 0 {
 		return
 	}
-	if c.unrecv == nil {
-		for i, t := range ts {
-			if t.d.DeliveryCount > 1 {
-				c.waitIdle(base, len(ts)-i)
-			}
-			c.dispatch(base, t, work)
-		}
+	if c.unrecv == nil || (c.ordered() && !c.features.UnreceiveInPlace) {
+		c.processAll(base, ts, work)
 		return
 	}
 	ds := make([]*transport.Delivery, len(ts))
@@ -97,13 +95,46 @@ func (c *Consumer) giveBack(base context.Context, ts []*ticket, work chan<- *tic
 		ds[i] = t.d
 	}
 	err := c.unrecv.Unreceive(base, &transport.UnreceiveParams{Consumer: c.o.Instance, Deliveries: ds})
-	if err != nil {
-		c.log.Warn("giving back deliveries no handler saw failed; they come back after their lease, counted once more",
-			"count", len(ds), "err", err)
-	} else {
+	if err == nil {
 		c.log.Debug("gave back deliveries no handler saw, uncounted", "count", len(ds))
+		c.finish(ts...)
+		return
 	}
-	c.finish(ts...)
+	if errors.Is(err, errors.ErrUnsupported) {
+		c.processAll(base, ts, work)
+		return
+	}
+	var se *transport.SettleError
+	if !errors.As(err, &se) || len(se.Errs) != len(ts) {
+		c.log.Warn("giving back deliveries no handler saw failed; processing them instead", "count", len(ds), "err", err)
+		c.processAll(base, ts, work)
+		return
+	}
+	var back, keep []*ticket
+	for i, t := range ts {
+		switch e := se.Errs[i]; {
+		case e == nil:
+			back = append(back, t)
+		case errors.Is(e, transport.ErrLeaseLost):
+			// Someone else holds it now: neither give back nor process.
+			back = append(back, t)
+		default:
+			keep = append(keep, t)
+		}
+	}
+	c.log.Debug("gave back deliveries no handler saw, uncounted; processing the rest", "given_back", len(back), "processed", len(keep))
+	c.finish(back...)
+	c.processAll(base, keep, work)
+}
+
+// processAll dispatches ts to the workers in order, a redelivery alone.
+func (c *Consumer) processAll(base context.Context, ts []*ticket, work chan<- *ticket) {
+	for i, t := range ts {
+		if t.d.DeliveryCount > 1 {
+			c.waitIdle(base, len(ts)-i)
+		}
+		c.dispatch(base, t, work)
+	}
 }
 
 // dispatch hands t to a worker, or queues it behind its key.

@@ -326,6 +326,17 @@ func (a *Accounted) CancelConsume(ctx context.Context, p *transport.StopParams) 
 	return fmt.Errorf("cancel consume: %w: %w", ErrUnsupported, errors.ErrUnsupported)
 }
 
+// Unreceive forwards to the wrapped transport (transport.Unreceiver);
+// without one it reports errors.ErrUnsupported and the runtime processes
+// what it received. A given-back delivery was counted accepted on receipt
+// and will be again, once, by its identity.
+func (a *Accounted) Unreceive(ctx context.Context, p *transport.UnreceiveParams) error {
+	if u, ok := a.Transport.(transport.Unreceiver); ok {
+		return u.Unreceive(ctx, p)
+	}
+	return fmt.Errorf("unreceive: %w: %w", ErrUnsupported, errors.ErrUnsupported)
+}
+
 // Features are the wrapped transport's, with CatalogParking.
 func (a *Accounted) Features() transport.Features {
 	var f transport.Features

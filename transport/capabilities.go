@@ -76,6 +76,11 @@ type Features struct {
 	// dead-letter queue to ingest first). Ordering "park" and "block"
 	// need it.
 	CatalogParking bool
+	// UnreceiveInPlace: Unreceiver puts a delivery back where it was in
+	// its queue (SQLite: its row becomes visible again). Without it a
+	// given-back delivery goes to the tail (a broker republish), so a
+	// consumer of an ordered queue processes what it received instead.
+	UnreceiveInPlace bool
 }
 
 // Featurer is implemented by transports that describe their Features.

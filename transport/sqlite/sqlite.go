@@ -144,7 +144,7 @@ func (t *Transport) Close() error {
 
 // Features describes the transport.
 func (t *Transport) Features() transport.Features {
-	return transport.Features{DelayedRetry: true, Leases: true, VisibilityTimeout: t.opts.VisibilityTimeout, CatalogParking: true}
+	return transport.Features{DelayedRetry: true, Leases: true, VisibilityTimeout: t.opts.VisibilityTimeout, CatalogParking: true, UnreceiveInPlace: true}
 }
 
 func (t *Transport) now() int64 { return t.opts.Now().UnixMilli() }
