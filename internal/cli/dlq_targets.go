@@ -150,6 +150,7 @@ type progressBar struct {
 }
 
 func newProgressBar(w io.Writer) *progressBar {
+	w = rawWriter(w)
 	f, ok := w.(*os.File)
 	return &progressBar{w: w, on: ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))}
 }

@@ -39,6 +39,10 @@ func (e *ExitError) Error() string { return e.Msg }
 // writing output to stdout and diagnostics to stderr. It returns the process
 // exit code: 0 on success, 1 on failure, 2 on bad usage.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	out, errw := newSafeWriter(stdout), newSafeWriter(stderr)
+	defer out.Flush()
+	defer errw.Flush()
+	stdout, stderr = out, errw
 	root := newRoot()
 	root.SetArgs(args)
 	root.SetOut(stdout)
