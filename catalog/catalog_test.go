@@ -124,6 +124,10 @@ func TestInsertGetRoundTrip(t *testing.T) {
 		want := *e
 		want.DeadLetteredAt = e.DeadLetteredAt.Truncate(time.Millisecond)
 		want.UpdatedAt = e.UpdatedAt.Truncate(time.Millisecond)
+		want.BodySize, want.HeadersSize = int64(len(e.Body)), got.HeadersSize
+		if got.HeadersSize < 100 {
+			t.Errorf("HeadersSize %d: want the stored headers' size", got.HeadersSize)
+		}
 		if !reflect.DeepEqual(got, &want) {
 			t.Errorf("Get:\n got %+v\nwant %+v", got, &want)
 		}

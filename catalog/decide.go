@@ -98,10 +98,19 @@ type DecideResult struct {
 	DryRun bool `json:"dry_run"`
 }
 
+// removeData is the assignment that ends an entry's data (discard, expire,
+// erase): the body and headers go, their sizes and the removal time
+// (erased_at, ?1) stay with the record. An UPDATE reads the old row, so the
+// sizes are those of the data removed.
+const removeData = `body_size = COALESCE(body_size, LENGTH(body), 0), headers_size = COALESCE(headers_size, LENGTH(headers), 0),
+		 body = NULL, headers = NULL, erased_at = COALESCE(erased_at, ?1)`
+
 // Discard marks the selected held entries discarded: they leave the work
-// list with a record (event ID, body hash, who, when, why). The body is kept
-// until retention or an erase. Each batch is one transaction that changes
-// the entries and appends the audit record together.
+// list with a record (event ID, reason and evidence columns, body hash and
+// sizes, who, when, why) and lose their body and headers in the same
+// transaction — a dead letter holds personal data, and a discard is its
+// end of life. Each batch is one transaction that changes the entries and
+// appends the audit record together.
 func (s *Store) Discard(ctx context.Context, p DecideParams) (DecideResult, error) {
 	if strings.TrimSpace(p.Reason) == "" {
 		return DecideResult{}, ErrEmptyReason
@@ -112,7 +121,7 @@ func (s *Store) Discard(ctx context.Context, p DecideParams) (DecideResult, erro
 	}
 	d := newDecision(p.Op, p.Actor, f.String(), p.Now)
 	return s.decide(ctx, d, f, "", p, ActionDiscard, OutcomeDiscarded, OutcomeWouldDiscard,
-		`state = 'discarded', decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1`, "discarded: "+p.Reason)
+		`state = 'discarded', `+removeData+`, decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1`, "discarded: "+p.Reason)
 }
 
 // Erase removes the bodies, headers and error messages of the selected
@@ -130,8 +139,10 @@ func (s *Store) Erase(ctx context.Context, p DecideParams) (DecideResult, error)
 		why += ": " + p.Reason
 	}
 	d := newDecision(p.Op, p.Actor, f.String(), p.Now)
-	return s.decide(ctx, d, f, "erased_at IS NULL", p, ActionErase, OutcomeErased, OutcomeWouldErase,
-		`body = NULL, headers = NULL, error_message = '', fingerprint = '', erased_at = ?1,
+	// Not yet wholly erased: a discarded or expired entry has lost its
+	// body and headers but keeps its (redacted) error message.
+	return s.decide(ctx, d, f, "(body IS NOT NULL OR headers IS NOT NULL OR error_message <> '' OR fingerprint <> '')", p, ActionErase, OutcomeErased, OutcomeWouldErase,
+		removeData+`, error_message = '', fingerprint = '',
 		 state = CASE WHEN state IN ('pending', 'parked', 'needs_manual') THEN 'erased' ELSE state END,
 		 decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1`, why)
 }
@@ -301,7 +312,7 @@ func (s *Store) decideQuiet(ctx context.Context, d decision, f Filter, p DecideP
 		return 0, err
 	}
 	res, err := s.decide(ctx, d, f, "", p, ActionExpire, OutcomeExpired, OutcomeWouldExpire,
-		`state = 'discarded', decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1`, why)
+		`state = 'discarded', `+removeData+`, decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1`, why)
 	return res.Count, err
 }
 

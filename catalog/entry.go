@@ -66,9 +66,14 @@ type Entry struct {
 	DecidedAt time.Time
 	DecidedBy string
 	Decision  string
-	// ErasedAt is set when the body and headers were erased; the entry is
-	// then a tombstone (event ID, body hash, who and when).
+	// ErasedAt is set when the body and headers were removed — by an
+	// erase, a discard or the retention's expiry, in the same transaction
+	// as the decision: the entry is then a record without its data (event
+	// ID, reason and evidence columns, body hash and sizes, who, when, why).
 	ErasedAt time.Time
+	// BodySize and HeadersSize are the sizes in bytes of the body and of
+	// the stored headers (typed JSON), kept when they are removed.
+	BodySize, HeadersSize int64
 	// HoldKey is, for a parked entry, the held key it waits behind: its
 	// message key, or "partition:N" when ordering block holds a partition
 	// of a log. Defaults to Key.
@@ -206,7 +211,7 @@ func (in *Inserter) Close() error { return in.stmt.Close() }
 const selectCols = `id, queue, event_id, msg_key, msg_type, body, headers, body_sha256, reason,
 	error_type, error_message, fingerprint, consumer_version, source, delivery_count,
 	retry_count, redrive_count, state, dead_lettered_at, updated_at, decided_at, decided_by, decision,
-	erased_at, hold_key, source_coords`
+	erased_at, hold_key, source_coords, COALESCE(body_size, LENGTH(body), 0), COALESCE(headers_size, LENGTH(headers), 0)`
 
 type scanner interface {
 	Scan(dest ...any) error
@@ -223,7 +228,7 @@ func scanEntry(r scanner) (*Entry, error) {
 	if err := r.Scan(&e.ID, &e.Queue, &e.EventID, &e.Key, &e.Type, &e.Body, &hdr, &e.BodySHA256,
 		&e.Reason, &e.ErrorType, &e.ErrorMessage, &e.Fingerprint, &e.ConsumerVersion, &e.Source,
 		&e.DeliveryCount, &e.RetryCount, &e.RedriveCount, &state, &dlAt, &updAt, &decAt, &e.DecidedBy,
-		&e.Decision, &erAt, &e.HoldKey, &e.SourceCoords); err != nil {
+		&e.Decision, &erAt, &e.HoldKey, &e.SourceCoords, &e.BodySize, &e.HeadersSize); err != nil {
 		return nil, err
 	}
 	if hdr != nil { // nil: erased

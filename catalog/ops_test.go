@@ -376,9 +376,13 @@ func TestDiscard(t *testing.T) {
 			t.Errorf("discarded %v", seen)
 		}
 		e, _ := s.Get(ctx, 1)
-		if e.State != StateDiscarded || e.DecidedBy != "carol" || e.Decision != "discarded: bad schema" || e.BodySHA256 == "" || len(e.Body) == 0 {
+		// The record stays, the data goes, in the same transaction.
+		if e.State != StateDiscarded || e.DecidedBy != "carol" || e.Decision != "discarded: bad schema" || e.BodySHA256 == "" ||
+			e.Body != nil || e.Headers != nil || e.BodySize != 11 || e.HeadersSize < 100 || !e.ErasedAt.Equal(fixedNow()) ||
+			e.ErrorType == "" || e.Reason != "permanent" {
 			t.Errorf("discarded entry %+v", e)
 		}
+		noData(t, s, 1)
 		rows, _ := s.Ledger(ctx, nil)
 		for _, r := range rows {
 			if r.Queue == "payments" && (r.Discarded != 2 || r.DeadLettered != 0) {
@@ -460,9 +464,11 @@ func TestExpire(t *testing.T) {
 			t.Fatalf("Expire = %+v, %v", res, err)
 		}
 		e, _ := s.Get(ctx, old.ID)
-		if e.State != StateDiscarded || e.DecidedBy != "cron" || !strings.Contains(e.Decision, "dlq_retention_hours = 24") {
+		if e.State != StateDiscarded || e.DecidedBy != "cron" || !strings.Contains(e.Decision, "dlq_retention_hours = 24") ||
+			e.Body != nil || e.BodySize == 0 || e.ErasedAt.IsZero() {
 			t.Errorf("expired entry %+v", e)
 		}
+		noData(t, s, old.ID)
 		if st := states(t, s, Filter{}); st["young"] != StatePending || st["b-old"] != StateParked || st["old-redriven"] != StateRedriven {
 			t.Errorf("states after expire %v", st)
 		}
@@ -559,3 +565,17 @@ func TestAccountedRedrive(t *testing.T) {
 type nopTransport struct{ transport.Transport }
 
 func (nopTransport) Publish(context.Context, *transport.PublishParams) error { return nil }
+
+// noData reads the raw table: entry id keeps no body and no headers.
+func noData(t *testing.T, s *Store, id int64) {
+	t.Helper()
+	var body, headers []byte
+	var bodySize int64
+	if err := s.db.QueryRowContext(context.Background(), `SELECT body, headers, body_size FROM lily_dlq_entries WHERE id = ?`, id).
+		Scan(&body, &headers, &bodySize); err != nil {
+		t.Fatal(err)
+	}
+	if body != nil || headers != nil || bodySize == 0 {
+		t.Errorf("entry %d in the table: body %q, headers %q, body_size %d; want no data and its size", id, body, headers, bodySize)
+	}
+}

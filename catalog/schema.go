@@ -57,7 +57,12 @@ CREATE TABLE IF NOT EXISTS lily_dlq_entries (
 	-- transport has coordinates ("p<partition>/o<offset>" on a log; empty
 	-- on a queue). With the event ID, the body hash and the source it
 	-- decides whether two dead letters are the same dead-lettering.
-	source_coords    TEXT    NOT NULL DEFAULT ''
+	source_coords    TEXT    NOT NULL DEFAULT '',
+	-- body_size and headers_size keep the sizes in bytes when the body and
+	-- headers are removed (erase, discard, expire); NULL while they are
+	-- there (their LENGTH is the size).
+	body_size        INTEGER,
+	headers_size     INTEGER
 );
 CREATE TABLE IF NOT EXISTS lily_ledger (
 	queue    TEXT PRIMARY KEY,
@@ -91,6 +96,9 @@ var addedColumns = []struct{ name, decl string }{
 	// coordinates), not by the event ID alone: entries of an older file
 	// get '' (no coordinates), which only ever keeps more entries apart.
 	{"source_coords", "TEXT NOT NULL DEFAULT ''"},
+	// Discard and expire remove the data and keep its sizes.
+	{"body_size", "INTEGER"},
+	{"headers_size", "INTEGER"},
 }
 
 // indexes serve the work-list queries: paging by queue and state (redrive,

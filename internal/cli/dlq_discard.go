@@ -88,9 +88,11 @@ func newDLQDiscardCmd() *cobra.Command {
 		Use:   "discard --reason TEXT [filters]",
 		Short: "Take entries out of the work list for good, with a record: who, when, why",
 		Long: `Mark the selected held entries (pending, parked, needs_manual) discarded. The
-record keeps the event ID, the body's SHA-256, who (--actor or the OS user),
-when and why (--reason, required); the body stays until retention or 'lily
-dlq erase'. The ledger counts them as discarded.
+record keeps the event ID, the reason and evidence columns, the body's
+SHA-256 and size, who (--actor or the OS user), when and why (--reason,
+required); the body and headers are removed in the same transaction (a dead
+letter holds personal data: a discard is its end of life). The ledger
+counts them as discarded.
 
 Filters are those of 'lily dlq redrive', except that the dead-letter reason
 filter is --dead-letter-reason (--reason is the decision's reason). A

@@ -44,7 +44,7 @@ func printEntry(w io.Writer, v entryJSON, now time.Time) {
 		kv("decision", fmt.Sprintf("%s — by %s at %s", v.Decision, v.DecidedBy, v.DecidedAt.Format(time.RFC3339)))
 	}
 	if v.ErasedAt != nil {
-		kv("erased", v.ErasedAt.Format(time.RFC3339)+" (tombstone: body, headers and error message removed)")
+		kv("data removed", fmt.Sprintf("%s (record only: body of %d bytes and headers of %d bytes removed)", v.ErasedAt.Format(time.RFC3339), v.BodySize, v.HeadersSize))
 	}
 	kv("body sha256", v.BodySHA256)
 	printEvidence(w, v.Evidence, "    ")

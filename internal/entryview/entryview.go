@@ -23,32 +23,36 @@ import (
 type Entry struct {
 	// Location is "catalog", or "broker_dlq" for a dead letter still in a
 	// broker's DLQ (not ingested yet; it has no ID).
-	Location        string            `json:"location"`
-	ID              int64             `json:"id,omitempty"`
-	Queue           string            `json:"queue"`
-	EventID         string            `json:"event_id"`
-	Key             string            `json:"key,omitempty"`
-	Type            string            `json:"type,omitempty"`
-	State           catalog.State     `json:"state,omitempty"`
-	Reason          string            `json:"reason"`
-	ErrorType       string            `json:"error_type,omitempty"`
-	ErrorMessage    string            `json:"error_message,omitempty"`
-	Fingerprint     string            `json:"fingerprint,omitempty"`
-	ConsumerVersion string            `json:"consumer_version,omitempty"`
-	Source          string            `json:"source,omitempty"`
-	DeliveryCount   int               `json:"delivery_count"`
-	RetryCount      int               `json:"retry_count"`
-	RedriveCount    int               `json:"redrive_count"`
-	DeadLetteredAt  time.Time         `json:"dead_lettered_at"`
-	UpdatedAt       *time.Time        `json:"updated_at,omitempty"`
-	DecidedAt       *time.Time        `json:"decided_at,omitempty"`
-	DecidedBy       string            `json:"decided_by,omitempty"`
-	Decision        string            `json:"decision,omitempty"`
-	ErasedAt        *time.Time        `json:"erased_at,omitempty"`
-	BodySHA256      string            `json:"body_sha256"`
-	Evidence        Evidence          `json:"evidence"`
-	Headers         map[string]string `json:"headers"`
-	Body            Body              `json:"body"`
+	Location        string        `json:"location"`
+	ID              int64         `json:"id,omitempty"`
+	Queue           string        `json:"queue"`
+	EventID         string        `json:"event_id"`
+	Key             string        `json:"key,omitempty"`
+	Type            string        `json:"type,omitempty"`
+	State           catalog.State `json:"state,omitempty"`
+	Reason          string        `json:"reason"`
+	ErrorType       string        `json:"error_type,omitempty"`
+	ErrorMessage    string        `json:"error_message,omitempty"`
+	Fingerprint     string        `json:"fingerprint,omitempty"`
+	ConsumerVersion string        `json:"consumer_version,omitempty"`
+	Source          string        `json:"source,omitempty"`
+	DeliveryCount   int           `json:"delivery_count"`
+	RetryCount      int           `json:"retry_count"`
+	RedriveCount    int           `json:"redrive_count"`
+	DeadLetteredAt  time.Time     `json:"dead_lettered_at"`
+	UpdatedAt       *time.Time    `json:"updated_at,omitempty"`
+	DecidedAt       *time.Time    `json:"decided_at,omitempty"`
+	DecidedBy       string        `json:"decided_by,omitempty"`
+	Decision        string        `json:"decision,omitempty"`
+	ErasedAt        *time.Time    `json:"erased_at,omitempty"`
+	BodySHA256      string        `json:"body_sha256"`
+	// BodySize and HeadersSize are the sizes in bytes, kept when the data
+	// was removed (erase, discard, expire).
+	BodySize    int64             `json:"body_size"`
+	HeadersSize int64             `json:"headers_size"`
+	Evidence    Evidence          `json:"evidence"`
+	Headers     map[string]string `json:"headers"`
+	Body        Body              `json:"body"`
 }
 
 // New renders catalog entry e; location is "catalog", or "broker_dlq" for
@@ -60,6 +64,7 @@ func New(e *catalog.Entry, location, bodyFormat string) Entry {
 		ConsumerVersion: e.ConsumerVersion, Source: e.Source, DeliveryCount: e.DeliveryCount, RetryCount: e.RetryCount,
 		RedriveCount: e.RedriveCount, DeadLetteredAt: e.DeadLetteredAt, DecidedAt: TimePtr(e.DecidedAt), DecidedBy: e.DecidedBy,
 		Decision: e.Decision, ErasedAt: TimePtr(e.ErasedAt), BodySHA256: e.BodySHA256,
+		BodySize: e.BodySize, HeadersSize: e.HeadersSize,
 		Evidence: DecodeEvidence(e.Headers), Headers: HeaderText(e.Headers),
 		Body: RenderBody(e.Body, bodyFormat, !e.ErasedAt.IsZero())}
 	if location == "catalog" {
