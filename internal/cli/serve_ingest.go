@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/lilyprom"
+	"github.com/lily-mq/lily/transport"
+)
+
+// Defaults of the continuous ingest of 'lily serve'.
+const (
+	defaultIngestInterval = 5 * time.Second
+	defaultIngestLeaseTTL = 30 * time.Second
+	// ingestLeasePrefix names the ingest leases: "ingest/<queue>".
+	ingestLeasePrefix = "ingest/"
+	// ingestBatch is the most dead letters committed in one transaction;
+	// each batch renews the lease.
+	ingestBatch = 256
+)
+
+// ingestOptions are the flags of the continuous ingest.
+type ingestOptions struct {
+	off      bool          // --no-ingest
+	interval time.Duration // --ingest-interval
+	leaseTTL time.Duration // --ingest-lease-ttl
+}
+
+func (o ingestOptions) validate() error {
+	if o.off {
+		return nil
+	}
+	switch {
+	case o.interval < 10*time.Millisecond:
+		return usagef("--ingest-interval %s: must be at least 10ms (default %s)", o.interval, defaultIngestInterval)
+	case o.leaseTTL < 2*o.interval:
+		return usagef("--ingest-lease-ttl %s: must be at least twice --ingest-interval %s, so that the holder renews its lease before it runs out (default %s)",
+			o.leaseTTL, o.interval, defaultIngestLeaseTTL)
+	}
+	return nil
+}
+
+// ingestLoop drains the broker DLQ of every configured broker queue into
+// the catalog, continuously: one goroutine per queue passes every
+// interval. A pass first takes (or renews) the queue's lease in the
+// catalog, "ingest/<queue>", so that of several 'lily serve' replicas on
+// one catalog exactly one drains each queue at a time; every batch it
+// commits renews the lease in the batch's own transaction (a replica that
+// lost its lease commits nothing). A replica that stops releases its
+// leases; one that dies hands over when its leases expire (leaseTTL).
+type ingestLoop struct {
+	cat      *catalog.Store
+	sources  map[string]transport.DeadLetterDrainer
+	holder   string
+	interval time.Duration
+	ttl      time.Duration
+	log      *slog.Logger
+	metrics  *lilyprom.IngestMetrics
+	hook     *lilyprom.Hook // counts broker-made dead letters in the inflow; may be nil
+	now      func() time.Time
+}
+
+// queues returns the queue names, sorted.
+func (l *ingestLoop) queues() []string {
+	qs := make([]string, 0, len(l.sources))
+	for q := range l.sources {
+		qs = append(qs, q)
+	}
+	sort.Strings(qs)
+	return qs
+}
+
+// run drains until ctx ends, then releases the leases it holds.
+func (l *ingestLoop) run(ctx context.Context) {
+	if l.now == nil {
+		l.now = time.Now
+	}
+	l.metrics.Init(l.queues()...)
+	var wg sync.WaitGroup
+	for _, q := range l.queues() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.queueLoop(ctx, q)
+		}()
+	}
+	wg.Wait()
+}
+
+func (l *ingestLoop) queueLoop(ctx context.Context, queue string) {
+	t := time.NewTicker(l.interval)
+	defer t.Stop()
+	st := leaseUnknown
+	for {
+		st = l.pass(ctx, queue, st)
+		select {
+		case <-ctx.Done():
+			if st == leaseHeld {
+				l.release(ctx, queue)
+			}
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// leaseState is what a queue's loop knows of its lease.
+type leaseState int
+
+const (
+	leaseUnknown leaseState = iota // before the first pass
+	leaseHeld
+	leaseOther // held by another replica, or not taken (catalog error)
+)
+
+// pass takes or renews queue's lease and, holding it, drains the queue's
+// broker DLQ to the end. prev is what the previous pass left; pass
+// returns what this one leaves.
+func (l *ingestLoop) pass(ctx context.Context, queue string, prev leaseState) leaseState {
+	lease := ingestLeasePrefix + queue
+	ok, err := l.cat.TakeLease(ctx, lease, l.holder, l.ttl, l.now())
+	if err != nil {
+		if ctx.Err() == nil {
+			l.metrics.Failed(queue)
+			l.log.Warn("ingest: take the lease", "queue", queue, "lease", lease, "err", err)
+		}
+		ok = false
+	}
+	if now := stateOf(ok); now != prev {
+		l.metrics.LeaseHeld(queue, ok)
+		if ok {
+			l.log.Info("ingest: lease taken: this replica drains the queue's broker DLQ", "queue", queue, "lease", lease, "holder", l.holder, "ttl", l.ttl)
+		} else if err == nil {
+			l.log.Info("ingest: lease held by another replica: it drains the queue", "queue", queue, "lease", lease)
+		}
+	}
+	if !ok {
+		return leaseOther
+	}
+	var added, brokerMade int
+	p := catalog.IngestParams{Queue: queue, Batch: ingestBatch, Lease: lease, Holder: l.holder, TTL: l.ttl, Now: l.now,
+		OnEntry: func(e *catalog.Entry, isNew, byBroker bool) {
+			if !isNew {
+				return
+			}
+			added++
+			if byBroker {
+				brokerMade++
+				if l.hook != nil {
+					l.hook.BrokerDeadLettered(queue, e.Reason)
+				}
+			}
+		}}
+	n, err := l.cat.IngestWith(ctx, l.sources[queue], p)
+	if n > 0 {
+		l.metrics.Drained(queue, n)
+		l.log.Info("ingest: drained dead letters into the catalog", "queue", queue, "drained", n, "added", added, "broker_made", brokerMade)
+	}
+	switch {
+	case err == nil:
+		l.metrics.Succeeded(queue, l.now())
+		return leaseHeld
+	case ctx.Err() != nil:
+		return leaseHeld // stopping: the batch in flight stays in the broker
+	case errors.Is(err, catalog.ErrLeaseLost):
+		l.metrics.LeaseHeld(queue, false)
+		l.log.Warn("ingest: lease lost mid-drain: another replica took it over; the uncommitted batch stays in the broker", "queue", queue, "lease", lease, "err", err)
+		return leaseOther
+	}
+	l.metrics.Failed(queue)
+	l.log.Warn("ingest: drain the broker DLQ", "queue", queue, "drained", n, "err", err)
+	return leaseHeld
+}
+
+func stateOf(held bool) leaseState {
+	if held {
+		return leaseHeld
+	}
+	return leaseOther
+}
+
+// release gives up queue's lease as the server stops, so that another
+// replica takes over at its next pass instead of after the lease's TTL.
+func (l *ingestLoop) release(ctx context.Context, queue string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	lease := ingestLeasePrefix + queue
+	if err := l.cat.ReleaseLease(ctx, lease, l.holder); err != nil {
+		l.log.Warn("ingest: release the lease (another replica takes over when it expires)", "queue", queue, "lease", lease, "err", err)
+		return
+	}
+	l.metrics.LeaseHeld(queue, false)
+	l.log.Info("ingest: lease released", "queue", queue, "lease", lease)
+}
+
+// describe is the line 'lily serve' prints about the ingest.
+func (l *ingestLoop) describe() string {
+	return fmt.Sprintf("lily serve: ingesting the broker DLQs of %d queue(s) every %s (lease %s<queue>, ttl %s, holder %s)",
+		len(l.sources), l.interval, ingestLeasePrefix, l.ttl, l.holder)
+}
