@@ -100,13 +100,19 @@ func renewLease(ctx context.Context, db execer, name, holder string, ttl time.Du
 }
 
 // ReleaseLease gives up a lease holder holds, so that another process
-// takes it at once instead of after its expiry. Releasing a lease held by
-// another holder (or by nobody) does nothing.
-func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM lily_leases WHERE name = ? AND holder = ?`, name, holder); err != nil {
-		return fmt.Errorf("catalog: release lease %q for %s: %w", name, holder, err)
+// takes it at once instead of after its expiry, and reports whether
+// holder held it. Releasing a lease held by another holder (or by nobody)
+// does nothing.
+func (s *Store) ReleaseLease(ctx context.Context, name, holder string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM lily_leases WHERE name = ? AND holder = ?`, name, holder)
+	if err != nil {
+		return false, fmt.Errorf("catalog: release lease %q for %s: %w", name, holder, err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("catalog: release lease %q: %w", name, err)
+	}
+	return n == 1, nil
 }
 
 // Leases returns the leases whose names start with prefix ("" for all),

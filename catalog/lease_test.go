@@ -59,15 +59,15 @@ func TestLeaseTakeRenewRelease(t *testing.T) {
 	if renew(a, testNow.Add(5*time.Second+ttl)) {
 		t.Fatal("a renewed a lease b took over")
 	}
-	if err := s.ReleaseLease(ctx, name, a); err != nil { // not a's: nothing happens
-		t.Fatal(err)
+	if ok, err := s.ReleaseLease(ctx, name, a); ok || err != nil { // not a's: nothing happens
+		t.Fatal(ok, err)
 	}
 	ls, err := s.Leases(ctx, "ingest/")
 	if err != nil || len(ls) != 1 || ls[0].Holder != b || !ls[0].Expires.Equal(testNow.Add(5*time.Second+2*ttl)) {
 		t.Fatalf("leases %+v %v: want b's, expiring at 5s+2*ttl", ls, err)
 	}
-	if err := s.ReleaseLease(ctx, name, b); err != nil {
-		t.Fatal(err)
+	if ok, err := s.ReleaseLease(ctx, name, b); !ok || err != nil {
+		t.Fatal(ok, err)
 	}
 	if renew(b, testNow.Add(16*time.Second)) {
 		t.Fatal("b renewed a released lease")
@@ -179,8 +179,8 @@ func TestIngestFencedByLease(t *testing.T) {
 	if c := countEntries(t, s, "orders"); c != 0 {
 		t.Fatalf("%d entries stored without the lease", c)
 	}
-	if err := s.ReleaseLease(ctx, lease, other); err != nil {
-		t.Fatal(err)
+	if ok, err := s.ReleaseLease(ctx, lease, other); !ok || err != nil {
+		t.Fatal(ok, err)
 	}
 	if ok, err := s.TakeLease(ctx, lease, me, ttl, testNow); !ok || err != nil {
 		t.Fatal(ok, err)

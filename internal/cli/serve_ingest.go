@@ -101,9 +101,10 @@ func (l *ingestLoop) queueLoop(ctx context.Context, queue string) {
 		st = l.pass(ctx, queue, st)
 		select {
 		case <-ctx.Done():
-			if st == leaseHeld {
-				l.release(ctx, queue)
-			}
+			// Release whatever the last pass saw: a pass cut short by
+			// the stop may not know it still held the lease (releasing
+			// a lease of another holder does nothing).
+			l.release(ctx, queue)
 			return
 		case <-t.C:
 		}
@@ -126,10 +127,11 @@ func (l *ingestLoop) pass(ctx context.Context, queue string, prev leaseState) le
 	lease := ingestLeasePrefix + queue
 	ok, err := l.cat.TakeLease(ctx, lease, l.holder, l.ttl, l.now())
 	if err != nil {
-		if ctx.Err() == nil {
-			l.metrics.Failed(queue)
-			l.log.Warn("ingest: take the lease", "queue", queue, "lease", lease, "err", err)
+		if ctx.Err() != nil {
+			return prev // stopping
 		}
+		l.metrics.Failed(queue)
+		l.log.Warn("ingest: take the lease", "queue", queue, "lease", lease, "err", err)
 		ok = false
 	}
 	if now := stateOf(ok); now != prev {
@@ -191,12 +193,15 @@ func (l *ingestLoop) release(ctx context.Context, queue string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	lease := ingestLeasePrefix + queue
-	if err := l.cat.ReleaseLease(ctx, lease, l.holder); err != nil {
+	held, err := l.cat.ReleaseLease(ctx, lease, l.holder)
+	if err != nil {
 		l.log.Warn("ingest: release the lease (another replica takes over when it expires)", "queue", queue, "lease", lease, "err", err)
 		return
 	}
 	l.metrics.LeaseHeld(queue, false)
-	l.log.Info("ingest: lease released", "queue", queue, "lease", lease)
+	if held {
+		l.log.Info("ingest: lease released", "queue", queue, "lease", lease)
+	}
 }
 
 // describe is the line 'lily serve' prints about the ingest.
