@@ -112,8 +112,8 @@ func TestAlertsBrokerDLQNotIngestedFires(t *testing.T) {
 				{`lily_ingest_total{queue="payments.captured",instance="a"}`, "0+20x30"},
 			},
 			AlertTests: []promAlertTest{
-				{"5m", alert, none},  // the 5m increase window still sees the last drain
-				{"9m", alert, none},  // pending: the condition holds since 7m
+				{"5m", alert, none}, // the 5m increase window still sees the last drain
+				{"9m", alert, none}, // pending: the condition holds since 7m
 				{"13m", alert, []promExpAlerts{firing("orders.created", "3")}},
 				{"25m", alert, []promExpAlerts{firing("orders.created", "3")}},
 			},
