@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -384,5 +386,96 @@ func TestServeIngestFlags(t *testing.T) {
 	s := serveProcess(t, "--db", db, "--listen", "127.0.0.1:0", "--no-ingest")
 	if strings.Contains(s.out.String(), "ingesting") {
 		t.Errorf("--no-ingest: %q", s.out.String())
+	}
+}
+
+// child is 'lily serve' in a child process (the test binary, see
+// TestMain).
+type child struct {
+	cmd       *exec.Cmd
+	out, errb *transporttest.SyncBuffer
+	holder    string
+}
+
+// serveChild starts 'lily serve args...' in a child process and waits
+// until it printed its ingest lease holder.
+func serveChild(t *testing.T, args ...string) *child {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &child{out: &transporttest.SyncBuffer{}, errb: &transporttest.SyncBuffer{}}
+	c.cmd = exec.Command(exe, append([]string{"serve"}, args...)...)
+	c.cmd.Env = append(os.Environ(), childEnv+"=1")
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.errb
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			c.cmd.Process.Kill()
+			c.cmd.Wait()
+		}
+	})
+	re := regexp.MustCompile(`holder (\S+)\)`)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(c.out.String()); m != nil {
+			c.holder = m[1]
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve child printed no ingest holder: %q %q", c.out.String(), c.errb.String())
+		}
+	}
+}
+
+// TestServeReplicaKilledHandsOver runs two 'lily serve' processes on one
+// catalog file and kills the lease holder with SIGKILL (no release): the
+// other takes the lease over once it expired and drains what the broker
+// dead-letters since; every dead letter is in the catalog once.
+func TestServeReplicaKilledHandsOver(t *testing.T) {
+	t.Setenv("LILY_TOKENS", "")
+	url := needRabbit(t)
+	qc, cfg, tr := brokerQueue(t, url)
+	db, cat := newCatalogFile(t)
+	args := []string{"--config", cfg, "--db", db, "--listen", "127.0.0.1:0", "--ingest-interval", "50ms", "--ingest-lease-ttl", "2s"}
+	a, b := serveChild(t, args...), serveChild(t, args...)
+	brokerDeadLetter(t, tr, qc, 0, 4)
+	waitEntries(t, cat, qc.Name, 4)
+	holder, other := a, b
+	if leaseHolder(t, cat, qc.Name) == b.holder {
+		holder, other = b, a
+	}
+	if h := leaseHolder(t, cat, qc.Name); h != holder.holder {
+		t.Fatalf("lease holder %q is neither child (%q, %q)", h, a.holder, b.holder)
+	}
+	if err := holder.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	holder.cmd.Wait()
+	ls, err := cat.Leases(context.Background(), ingestLeasePrefix+qc.Name)
+	if err != nil || len(ls) != 1 || ls[0].Holder != holder.holder {
+		t.Fatalf("after SIGKILL the lease is %+v (%v), want the dead holder's, unreleased", ls, err)
+	}
+	expires := ls[0].Expires
+	brokerDeadLetter(t, tr, qc, 4, 4)
+	waitEntries(t, cat, qc.Name, 8)
+	if h := leaseHolder(t, cat, qc.Name); h != other.holder {
+		t.Errorf("lease holder %q after the kill, want the surviving child %q", h, other.holder)
+	}
+	var lastAt int64
+	if err := cat.DB().QueryRow(`SELECT MIN(updated_at) FROM lily_dlq_entries WHERE queue = ? AND event_id IN ('evt-4','evt-5','evt-6','evt-7')`,
+		qc.Name).Scan(&lastAt); err != nil {
+		t.Fatal(err)
+	}
+	if time.UnixMilli(lastAt).Before(expires) {
+		t.Errorf("the survivor ingested at %s, before the killed holder's lease expired at %s", time.UnixMilli(lastAt).UTC(), expires)
+	}
+	if !strings.Contains(other.errb.String(), "ingest: lease taken") {
+		t.Errorf("the survivor's log does not say it took the lease:\n%s", other.errb.String())
+	}
+	if n, err := tr.DeadLetterDepth(context.Background(), qc.Name); err != nil || n != 0 {
+		t.Errorf("the broker DLQ holds %d (%v), want 0", n, err)
 	}
 }
