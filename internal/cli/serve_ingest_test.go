@@ -242,6 +242,14 @@ func TestServeIngestsBrokerDeadLetters(t *testing.T) {
 	qc, cfg, tr := brokerQueue(t, url)
 	db, cat := newCatalogFile(t)
 	brokerDeadLetter(t, tr, qc, 0, 3) // waiting in the DLQ before the server starts
+	idle := serveProcess(t, "--config", cfg, "--db", db, "--listen", "127.0.0.1:0", "--no-ingest")
+	if got := idle.metric(t, fmt.Sprintf(`lily_broker_dlq_messages{queue=%q}`, qc.Name)); got != 3 {
+		t.Errorf("--no-ingest: lily_broker_dlq_messages = %g, want the 3 dead letters in the broker", got)
+	}
+	idle.stop(t)
+	if n, _ := entriesOf(t, cat, qc.Name); n != 0 {
+		t.Fatalf("--no-ingest ingested %d", n)
+	}
 	s := serveProcess(t, "--config", cfg, "--db", db, "--listen", "127.0.0.1:0", "--ingest-interval", "50ms", "--ingest-lease-ttl", "2s")
 	waitEntries(t, cat, qc.Name, 3)
 	brokerDeadLetter(t, tr, qc, 3, 2) // made while it runs
