@@ -96,9 +96,9 @@ func (l *ingestLoop) run(ctx context.Context) {
 func (l *ingestLoop) queueLoop(ctx context.Context, queue string) {
 	t := time.NewTicker(l.interval)
 	defer t.Stop()
-	st := leaseUnknown
+	st := &queueState{lease: leaseUnknown}
 	for {
-		st = l.pass(ctx, queue, st)
+		l.pass(ctx, queue, st)
 		select {
 		case <-ctx.Done():
 			// Release whatever the last pass saw: a pass cut short by
@@ -120,21 +120,49 @@ const (
 	leaseOther // held by another replica, or not taken (catalog error)
 )
 
+// queueState is what a queue's loop carries from one pass to the next.
+type queueState struct {
+	lease   leaseState
+	lastErr string // the last pass's error, "" when it succeeded
+}
+
+// failed logs a pass's failure: a warning when it differs from the
+// previous pass's, else at debug level (a broker down is said once per
+// change, not every interval).
+func (l *ingestLoop) failed(st *queueState, msg string, err error, args ...any) {
+	args = append(args, "err", err)
+	if err.Error() == st.lastErr {
+		l.log.Debug(msg, args...)
+		return
+	}
+	st.lastErr = err.Error()
+	l.log.Warn(msg, args...)
+}
+
+// recovered logs the first good pass after failures.
+func (l *ingestLoop) recovered(st *queueState, queue string) {
+	if st.lastErr != "" {
+		l.log.Info("ingest: working again", "queue", queue, "after", st.lastErr)
+		st.lastErr = ""
+	}
+}
+
 // pass takes or renews queue's lease and, holding it, drains the queue's
-// broker DLQ to the end. prev is what the previous pass left; pass
-// returns what this one leaves.
-func (l *ingestLoop) pass(ctx context.Context, queue string, prev leaseState) leaseState {
+// broker DLQ to the end; st carries what the previous pass left.
+func (l *ingestLoop) pass(ctx context.Context, queue string, st *queueState) {
 	lease := ingestLeasePrefix + queue
 	ok, err := l.cat.TakeLease(ctx, lease, l.holder, l.ttl, l.now())
 	if err != nil {
 		if ctx.Err() != nil {
-			return prev // stopping
+			return // stopping
 		}
 		l.metrics.Failed(queue)
-		l.log.Warn("ingest: take the lease", "queue", queue, "lease", lease, "err", err)
+		l.failed(st, "ingest: take the lease", err, "queue", queue, "lease", lease)
 		ok = false
 	}
-	if now := stateOf(ok); now != prev {
+	prev := st.lease
+	st.lease = stateOf(ok)
+	if st.lease != prev {
 		l.metrics.LeaseHeld(queue, ok)
 		if ok {
 			l.log.Info("ingest: lease taken: this replica drains the queue's broker DLQ", "queue", queue, "lease", lease, "holder", l.holder, "ttl", l.ttl)
@@ -143,7 +171,10 @@ func (l *ingestLoop) pass(ctx context.Context, queue string, prev leaseState) le
 		}
 	}
 	if !ok {
-		return leaseOther
+		if err == nil {
+			l.recovered(st, queue)
+		}
+		return
 	}
 	var added, brokerMade int
 	p := catalog.IngestParams{Queue: queue, Batch: ingestBatch, Lease: lease, Holder: l.holder, TTL: l.ttl, Now: l.now,
@@ -167,17 +198,17 @@ func (l *ingestLoop) pass(ctx context.Context, queue string, prev leaseState) le
 	switch {
 	case err == nil:
 		l.metrics.Succeeded(queue, l.now())
-		return leaseHeld
+		l.recovered(st, queue)
 	case ctx.Err() != nil:
-		return leaseHeld // stopping: the batch in flight stays in the broker
+		// stopping: the batch in flight stays in the broker
 	case errors.Is(err, catalog.ErrLeaseLost):
+		st.lease = leaseOther
 		l.metrics.LeaseHeld(queue, false)
 		l.log.Warn("ingest: lease lost mid-drain: another replica took it over; the uncommitted batch stays in the broker", "queue", queue, "lease", lease, "err", err)
-		return leaseOther
+	default:
+		l.metrics.Failed(queue)
+		l.failed(st, "ingest: drain the broker DLQ (the dead letters stay in the broker; retried every interval)", err, "queue", queue, "drained", n)
 	}
-	l.metrics.Failed(queue)
-	l.log.Warn("ingest: drain the broker DLQ", "queue", queue, "drained", n, "err", err)
-	return leaseHeld
 }
 
 func stateOf(held bool) leaseState {
