@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -17,17 +18,124 @@ import (
 // Ingesting the same dead letter twice (a crash between the two) adds one
 // entry. It returns how many dead letters were drained.
 func (s *Store) Ingest(ctx context.Context, d transport.DeadLetterDrainer, queue string) (int, error) {
-	return d.DrainDeadLetters(ctx, &transport.DrainParams{Queue: queue}, func(ctx context.Context, ds []*transport.Delivery) error {
-		now := time.Now()
+	return s.IngestWith(ctx, d, IngestParams{Queue: queue})
+}
+
+// IngestParams are the arguments of Store.IngestWith.
+type IngestParams struct {
+	// Queue is the source queue whose dead letters are drained. Required.
+	Queue string
+	// Batch is the most dead letters committed in one transaction.
+	// Defaults to the drainer's (256).
+	Batch int
+	// Limit stops after this many dead letters; 0 drains all.
+	Limit int
+	// Lease, when not empty, fences the ingest: every batch's transaction
+	// first renews the lease of this name for Holder (to now+TTL) and
+	// commits only if Holder still held it; otherwise the batch is not
+	// stored, stays in the broker, and IngestWith returns ErrLeaseLost.
+	// Take the lease first (Store.TakeLease).
+	Lease  string
+	Holder string
+	TTL    time.Duration
+	// Now returns the current time, for entries and the lease. Defaults
+	// to time.Now.
+	Now func() time.Time
+	// OnEntry, if set, is called after each batch's commit (before the
+	// broker ack) for every dead letter of the batch: its entry, whether
+	// it was added to the catalog (false: it was there already, e.g.
+	// ingested before a crash), and whether the broker made it by itself
+	// (no Lily evidence: delivery limit, expiry, overflow, rejection).
+	OnEntry func(e *Entry, added, brokerMade bool)
+}
+
+// IngestWith drains p.Queue's dead letters from a broker into the catalog
+// like Ingest, with the options of p. It returns how many dead letters
+// were drained (stored and removed from the broker).
+func (s *Store) IngestWith(ctx context.Context, d transport.DeadLetterDrainer, p IngestParams) (int, error) {
+	if p.Queue == "" {
+		return 0, errors.New("catalog: ingest: empty queue name")
+	}
+	if p.Lease != "" {
+		if err := checkLease(p.Lease, p.Holder, p.TTL); err != nil {
+			return 0, err
+		}
+	}
+	if p.Now == nil {
+		p.Now = time.Now
+	}
+	dp := &transport.DrainParams{Queue: p.Queue, Batch: p.Batch, Limit: p.Limit}
+	return d.DrainDeadLetters(ctx, dp, func(ctx context.Context, ds []*transport.Delivery) error {
+		now := p.Now()
 		entries := make([]*Entry, len(ds))
 		for i, dl := range ds {
-			entries[i] = EntryFromDeadLetter(queue, dl, now)
+			entries[i] = EntryFromDeadLetter(p.Queue, dl, now)
 		}
-		if err := s.Insert(ctx, entries...); err != nil {
-			return fmt.Errorf("catalog: ingest %s: %w", queue, err)
+		if err := s.ingestBatch(ctx, p, now, entries); err != nil {
+			return err
+		}
+		if p.OnEntry != nil {
+			for i, e := range entries {
+				rec, _ := evidence.Decode(ds[i].Headers)
+				p.OnEntry(e, e.ID != 0, rec.Reason == "")
+			}
 		}
 		return nil
 	})
+}
+
+// ingestBatch stores one batch in one transaction, renewing p's lease
+// first when there is one.
+func (s *Store) ingestBatch(ctx context.Context, p IngestParams, now time.Time, entries []*Entry) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("catalog: ingest %s: begin: %w", p.Queue, err)
+	}
+	defer tx.Rollback()
+	if p.Lease != "" {
+		held, err := renewLease(ctx, tx, p.Lease, p.Holder, p.TTL, now)
+		if err != nil {
+			return fmt.Errorf("catalog: ingest %s: %w", p.Queue, err)
+		}
+		if !held {
+			return fmt.Errorf("catalog: ingest %s: lease %q no longer held by %s (another process took it over after it expired; the batch stays in the broker): %w",
+				p.Queue, p.Lease, p.Holder, ErrLeaseLost)
+		}
+	}
+	if err := insertEntries(ctx, tx, entries); err != nil {
+		return fmt.Errorf("catalog: ingest %s: %w", p.Queue, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("catalog: ingest %s: commit: %w", p.Queue, err)
+	}
+	return nil
+}
+
+// insertEntries adds entries in tx as Store.Insert does: an entry with a
+// DLKey inserted before is skipped, one repeating a held dead-lettering
+// is counted as its duplicate; both are left with ID 0.
+func insertEntries(ctx context.Context, tx *txHandle, entries []*Entry) error {
+	in, err := newInserter(ctx, tx)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	for _, e := range entries {
+		if e.DLKey != "" {
+			dup, err := markDuplicate(ctx, tx, e)
+			if err != nil {
+				return err
+			}
+			if dup {
+				e.ID = 0
+				continue
+			}
+		}
+		if err := in.Insert(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // EntryFromDeadLetter builds the catalog entry of a dead letter read from a

@@ -65,10 +65,11 @@ type pgMigration struct {
 }
 
 // pgMigrations is the PostgreSQL schema's history. Append only: a step,
-// once released, never changes.
+// once released, never changes (step 1 is the schema of the first release
+// with a PostgreSQL store).
 var pgMigrations = []pgMigration{
 	{1, "catalog tables, indexes, append-only audit", func() string {
-		return pgSchemaVersionFunc + pgDDL(schema) + pgDDL(indexes) + pgDDL(auditTable) + pgAuditTriggers + pgDDL(keySchema) +
+		return pgSchemaVersionFunc + pgDDL(schema) + pgDDL(indexes) + pgDDL(auditTable) + pgAuditTriggers + pgDDL(keySchema) + pgDDL(leaseSchema) +
 			`ALTER TABLE lily_dlq_entries ADD COLUMN schema_version INTEGER GENERATED ALWAYS AS (lily_schema_version(headers)) STORED;` +
 			schemaVersionIndex
 	}},

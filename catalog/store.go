@@ -98,25 +98,8 @@ func (s *Store) Insert(ctx context.Context, entries ...*Entry) error {
 		return fmt.Errorf("catalog: begin: %w", err)
 	}
 	defer tx.Rollback()
-	in, err := newInserter(ctx, tx)
-	if err != nil {
+	if err := insertEntries(ctx, tx, entries); err != nil {
 		return err
-	}
-	defer in.Close()
-	for _, e := range entries {
-		if e.DLKey != "" {
-			dup, err := markDuplicate(ctx, tx, e)
-			if err != nil {
-				return err
-			}
-			if dup {
-				e.ID = 0
-				continue
-			}
-		}
-		if err := in.Insert(ctx, e); err != nil {
-			return err
-		}
 	}
 	return tx.Commit()
 }

@@ -350,11 +350,27 @@ func (ss *sessions) remove(id string) {
 
 // startSession logs a principal in to the console: a new session and its
 // cookie (HttpOnly, SameSite=Strict).
-func (s *Server) startSession(w http.ResponseWriter, name, role string, showBodies bool) {
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, name, role string, showBodies bool) {
 	sess := &session{name: name, role: role, showBodies: showBodies, csrf: randomHex(32), expires: s.o.Now().Add(s.o.SessionTTL)}
 	id := s.sessions.add(sess)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: s.o.SecureCookies, Expires: sess.expires})
+		Secure: s.secureCookie(r), Expires: sess.expires})
+}
+
+// secureCookie reports whether the session cookie of a response to r is
+// marked Secure: always with Options.SecureCookies, else when r came over
+// TLS, or through a trusted proxy that received it over TLS
+// (Options.TrustProxy and X-Forwarded-Proto: https).
+func (s *Server) secureCookie(r *http.Request) bool {
+	if s.o.SecureCookies || r.TLS != nil {
+		return true
+	}
+	if !s.o.TrustProxy {
+		return false
+	}
+	// The first value is the one the client-facing proxy set.
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(proto), "https")
 }
 
 // handleLogin takes the console's login form (field "token"): a known
@@ -373,7 +389,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request, _ *principa
 		http.Redirect(w, r, "/?login=failed", http.StatusSeeOther)
 		return
 	}
-	s.startSession(w, t.Name, t.Role, t.ShowBodies)
+	s.startSession(w, r, t.Name, t.Role, t.ShowBodies)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -388,7 +404,8 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request, _ *princip
 		c, _ := r.Cookie(sessionCookie)
 		s.sessions.remove(c.Value)
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: s.secureCookie(r)})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 

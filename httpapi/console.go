@@ -46,7 +46,7 @@ func (s *Server) mountConsole() {
 	s.mux.Handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.local() {
 			if _, err := s.authenticateSession(r); err != nil {
-				s.startSession(w, LocalActor, config.RoleAdmin, true)
+				s.startSession(w, r, LocalActor, config.RoleAdmin, true)
 			}
 		}
 		w.Header().Set("Content-Security-Policy", contentSecurityPolicy)

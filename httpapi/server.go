@@ -76,9 +76,17 @@ type Options struct {
 	// Logger receives request errors and job outcomes. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
-	// SecureCookies marks the session cookie Secure (serve behind TLS).
-	// Defaults to false.
+	// SecureCookies marks the session cookie Secure on every response
+	// (serve behind TLS). Defaults to false: the cookie is Secure when the
+	// request came over TLS (r.TLS), or, with TrustProxy, when the proxy
+	// in front says it did.
 	SecureCookies bool
+	// TrustProxy trusts the X-Forwarded-Proto header of requests: "https"
+	// means a TLS-terminating proxy in front received the request over
+	// TLS, so the session cookie is marked Secure. Set it only when every
+	// request comes through such a proxy (a client could send the header
+	// itself). Defaults to false: the header is ignored.
+	TrustProxy bool
 	// SessionTTL is how long a console login lasts. Defaults to 12h.
 	SessionTTL time.Duration
 	// Now returns the current time. Defaults to time.Now.

@@ -40,8 +40,10 @@
 //	    Messages this process dead-lettered, by reason: permanent,
 //	    retries_exhausted, delivery_limit, invalid_retry_count (exported at
 //	    zero from the start), parked, expired, maxlen, unroutable, rejected,
-//	    other. Dead letters a broker made by itself reach the catalog through
-//	    'lily dlq ingest' and show in lily_dlq_entries, not here.
+//	    other. Dead letters a broker made by itself (no Lily evidence) are
+//	    counted by the process that ingests them into the catalog, once
+//	    each (Hook.BrokerDeadLettered; 'lily serve' does, as it drains the
+//	    broker DLQs continuously).
 //	lily_breaker_state{queue}                    gauge
 //	    The consumer's circuit breaker: 0 closed, 1 half_open (one probe in
 //	    flight), 2 open (fetching stopped). 0 for a queue without a breaker.
@@ -86,6 +88,29 @@
 //	lily_catalog_up                              gauge
 //	    1 when every catalog query of the scrape succeeded, else 0 (the error
 //	    is also reported to the registry).
+//
+// From the IngestMetrics (a continuous ingest of broker DLQs, as 'lily
+// serve' runs it; per process):
+//
+//	lily_ingest_total{queue}                     counter
+//	    Dead letters drained from the queue's broker DLQ into the catalog
+//	    (catalog commit, then broker ack), duplicates absorbed included.
+//	lily_ingest_errors_total{queue}              counter
+//	    Ingest passes that failed; the dead letters stay in the broker.
+//	lily_ingest_lease_held{queue}                gauge
+//	    1 while this process holds the queue's ingest lease: with several
+//	    replicas on one catalog exactly one drains each queue at a time.
+//	lily_ingest_last_success_timestamp_seconds{queue} gauge
+//	    When this process last drained the queue's broker DLQ to the end.
+//
+// From the BrokerDLQCollector (the broker as it is at each scrape):
+//
+//	lily_broker_dlq_messages{queue}              gauge
+//	    Dead letters still in the broker, not in the catalog yet: RabbitMQ
+//	    the ready messages of <queue>.dlq.v2, Kafka the dead-letter topic's
+//	    records past the drain group's offsets. Near 0 while an ingest
+//	    runs; a value that stays up means nobody ingests (alert
+//	    LilyBrokerDLQNotIngested).
 //
 // # Cost of a scrape
 //

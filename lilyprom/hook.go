@@ -80,7 +80,7 @@ func NewHook(reg prometheus.Registerer) (*Hook, error) {
 		}, []string{LabelQueue}),
 		inflow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricDLQInflow,
-			Help: "Messages dead-lettered by this process's consumers, by dead-letter reason.",
+			Help: "Messages dead-lettered by this process's consumers, by dead-letter reason; in 'lily serve', also the dead letters a broker made by itself, counted as they are ingested.",
 		}, []string{LabelQueue, LabelReason}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: MetricBreakerState,
@@ -191,6 +191,16 @@ func (h *Hook) Redrive(queue, outcome string) {
 	}
 	s := h.series(queue)
 	h.counter(&s.redrive, h.redrive, queue, outcome).Inc()
+}
+
+// BrokerDeadLettered counts a dead letter of queue that a broker made by
+// itself (no Lily evidence: RabbitMQ's delivery limit, expiry, overflow,
+// rejection), when it is ingested into the catalog for the first time:
+// no consumer's Hook saw it. reason is the catalog entry's reason (outside
+// the known reasons: "other").
+func (h *Hook) BrokerDeadLettered(queue, reason string) {
+	s := h.series(queue)
+	h.counter(&s.inflow, h.inflow, queue, reasonLabel(reason)).Inc()
 }
 
 // counter returns the child of vec for (queue, label), cached in m.

@@ -142,7 +142,7 @@ lily_messages_total{outcome="parked",queue="payments.captured"} 0
 lily_messages_total{outcome="released",queue="payments.captured"} 0
 lily_messages_total{outcome="retried",queue="payments.captured"} 0
 lily_messages_total{outcome="settle_failed",queue="payments.captured"} 0
-# HELP lily_dlq_inflow_total Messages dead-lettered by this process's consumers, by dead-letter reason.
+# HELP lily_dlq_inflow_total Messages dead-lettered by this process's consumers, by dead-letter reason; in 'lily serve', also the dead letters a broker made by itself, counted as they are ingested.
 # TYPE lily_dlq_inflow_total counter
 lily_dlq_inflow_total{queue="orders.created",reason="delivery_limit"} 0
 lily_dlq_inflow_total{queue="orders.created",reason="invalid_retry_count"} 1
@@ -290,7 +290,7 @@ lily_messages_total{outcome="parked",queue="orders.created"} 0
 lily_messages_total{outcome="released",queue="orders.created"} 1
 lily_messages_total{outcome="retried",queue="orders.created"} 0
 lily_messages_total{outcome="settle_failed",queue="orders.created"} 1
-# HELP lily_dlq_inflow_total Messages dead-lettered by this process's consumers, by dead-letter reason.
+# HELP lily_dlq_inflow_total Messages dead-lettered by this process's consumers, by dead-letter reason; in 'lily serve', also the dead letters a broker made by itself, counted as they are ingested.
 # TYPE lily_dlq_inflow_total counter
 lily_dlq_inflow_total{queue="orders.created",reason="delivery_limit"} 0
 lily_dlq_inflow_total{queue="orders.created",reason="invalid_retry_count"} 0

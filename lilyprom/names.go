@@ -21,6 +21,11 @@ const (
 	MetricLedgerUnaccounted = "lily_ledger_unaccounted"
 	MetricCatalogUp         = "lily_catalog_up"
 	MetricHeldKeys          = "lily_held_keys"
+	MetricBrokerDLQMessages = "lily_broker_dlq_messages"
+	MetricIngested          = "lily_ingest_total"
+	MetricIngestErrors      = "lily_ingest_errors_total"
+	MetricIngestLeaseHeld   = "lily_ingest_lease_held"
+	MetricIngestLastSuccess = "lily_ingest_last_success_timestamp_seconds"
 )
 
 // Label names.

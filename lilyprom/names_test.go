@@ -19,7 +19,8 @@ func TestMetricNamesDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := []string{MetricMessages, MetricHandlerDuration, MetricDLQInflow, MetricBreakerState, MetricAbandoned, MetricRedrive,
-		MetricDLQEntries, MetricDLQOldestAge, MetricLedgerUnaccounted, MetricCatalogUp}
+		MetricDLQEntries, MetricDLQOldestAge, MetricLedgerUnaccounted, MetricCatalogUp,
+		MetricBrokerDLQMessages, MetricIngested, MetricIngestErrors, MetricIngestLeaseHeld, MetricIngestLastSuccess}
 	for _, n := range names {
 		if !strings.Contains(string(doc), n) {
 			t.Errorf("%s is not in the package documentation (doc.go)", n)

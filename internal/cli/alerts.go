@@ -26,6 +26,7 @@ type alertOptions struct {
 	spikeMin    int           // ... and at least this many dead letters in the window
 	breakerFor  time.Duration // LilyBreakerOpenTooLong fires after this long not closed
 	keyHeldFor  time.Duration // LilyKeysHeld fires after a key was held this long
+	brokerFor   time.Duration // LilyBrokerDLQNotIngested: dead letters in the broker, none ingested, this long
 }
 
 // Windows of the inflow-spike rule: the recent window is compared with the
@@ -102,6 +103,12 @@ annotations summary, description and runbook (the lily command to run first).
   LilyKeysHeld                   warning   a key parked or blocked for
                                            --key-held-for (queues with ordering
                                            park or block only)
+  LilyBrokerDLQNotIngested       critical  dead letters waiting in the broker's
+                                           DLQ (lily_broker_dlq_messages > 0)
+                                           and none ingested for
+                                           --broker-dlq-for: the continuous
+                                           ingest of 'lily serve' stopped
+                                           (queues on RabbitMQ or Kafka only)
   LilyDLQMetricsAbsent           warning   no lily_dlq_entries of the queue for
                                            15m: the DLQ alerts above are blind
 
@@ -160,6 +167,8 @@ Regenerate it when the configuration changes (retention, owner, breaker).`,
 	fl.IntVar(&o.spikeMin, "spike-min", 10, "LilyDLQInflowSpike: and at least this many dead letters in the last 10m (>= 1)")
 	fl.DurationVar(&o.breakerFor, "breaker-open-for", 15*time.Minute, "LilyBreakerOpenTooLong: how long the breaker may stay open or half-open")
 	fl.DurationVar(&o.keyHeldFor, "key-held-for", 10*time.Minute, "LilyKeysHeld: how long a key may stay parked or blocked")
+	fl.DurationVar(&o.brokerFor, "broker-dlq-for", 5*time.Minute,
+		"LilyBrokerDLQNotIngested: how long dead letters may wait in a broker DLQ with none ingested (>= 2m)")
 	fl.BoolVar(&asJSON, "json", false, "write the rules as JSON (the same structure; Prometheus reads it too)")
 	return cmd
 }
@@ -178,6 +187,8 @@ func (o alertOptions) validate() error {
 		return usagef("--breaker-open-for %s: must be whole seconds, at least 1m (Prometheus evaluates rules every 15s-1m)", o.breakerFor)
 	case o.keyHeldFor < time.Minute || o.keyHeldFor%time.Second != 0:
 		return usagef("--key-held-for %s: must be whole seconds, at least 1m (Prometheus evaluates rules every 15s-1m)", o.keyHeldFor)
+	case o.brokerFor < 2*time.Minute || o.brokerFor%time.Second != 0:
+		return usagef("--broker-dlq-for %s: must be whole seconds, at least 2m (the rule's increase() needs two scrapes in the window)", o.brokerFor)
 	}
 	return nil
 }
@@ -301,6 +312,25 @@ func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
 					"messages wait, parked in order, until the head is dealt with. Nothing is lost, but those messages are not processed. Owner: %s.",
 					q.Ordering, owner),
 				Runbook: fmt.Sprintf("lily dlq parked --config %s --queue %s (the head of each key); lily dlq show ID for the head's evidence; %s", cf, name, fix),
+			},
+		})
+	}
+	if isBroker(q.Transport) {
+		w := promDuration(o.brokerFor)
+		rules = append(rules, alertRule{
+			Alert: "LilyBrokerDLQNotIngested",
+			Expr: fmt.Sprintf("max by (%s) (%s%s) > 0\nunless on (%s)\nsum by (%s) (increase(%s%s[%s])) > 0",
+				lilyprom.LabelQueue, lilyprom.MetricBrokerDLQMessages, sel, lilyprom.LabelQueue, lilyprom.LabelQueue, lilyprom.MetricIngested, sel, w),
+			For:    w,
+			Labels: labels("critical"),
+			Annotations: alertAnnotation{
+				Summary: fmt.Sprintf("{{ $value | humanize }} dead letters of %s wait in the broker's DLQ and are not ingested", name),
+				Description: fmt.Sprintf("For %s the broker (%s) has held dead letters of %s that no 'lily serve' replica drained into the catalog: "+
+					"the continuous ingest stopped (no replica runs, all run with --no-ingest, or the ingest fails). Until it runs again these "+
+					"dead letters are missing from lily_dlq_entries, lily_dlq_inflow_total and the alerts on them. Owner: %s.", w, q.Transport, name, owner),
+				Runbook: fmt.Sprintf("check that lily serve --config %s runs (without --no-ingest) and its log for \"ingest:\" warnings; "+
+					"lily_ingest_lease_held{queue=%q} shows the replica holding the queue's lease, lily_ingest_errors_total its failures; "+
+					"meanwhile drain it by hand: lily dlq ingest --config %s --queue %s", cf, name, cf, name),
 			},
 		})
 	}

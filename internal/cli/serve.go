@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,8 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/httpapi"
 	"github.com/lily-mq/lily/lilyprom"
+	"github.com/lily-mq/lily/transport"
 )
 
 func init() { register(newServeCmd) }
@@ -22,16 +25,23 @@ func init() { register(newServeCmd) }
 // defaultListen is where 'lily serve' listens unless told otherwise.
 const defaultListen = "127.0.0.1:8080"
 
+// serveOptions are the flags of 'lily serve'.
+type serveOptions struct {
+	sf         storeFlags
+	listen     string
+	url        string
+	kbrk       string
+	tlsCert    string
+	tlsKey     string
+	trustProxy bool
+	ingest     ingestOptions
+}
+
 func newServeCmd() *cobra.Command {
-	var (
-		sf     storeFlags
-		listen string
-		url    string
-		kbrk   string
-	)
+	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve (--config FILE | --db PATH) [--listen 127.0.0.1:8080]",
-		Short: "Serve the web console, the JSON API, /metrics and /healthz over the catalog",
+		Short: "Serve the web console, the JSON API, /metrics and /healthz over the catalog; ingest broker DLQs continuously",
 		Long: `Serve the dead-letter work list over HTTP until interrupted:
 
   /              the web console: queues, groups, entries with their evidence,
@@ -41,6 +51,23 @@ func newServeCmd() *cobra.Command {
   /metrics       Prometheus metrics (lily_dlq_entries, ...; see lilyprom)
   /healthz       "ok", or "degraded" with the reasons when a dead-letter queue
                  holds entries or is past its deadline (still HTTP 200)
+
+Continuous ingest: every --ingest-interval (default 5s) the server drains the
+broker DLQ of every [[queue]] on RabbitMQ (<queue>.dlq.v2) or Kafka (its
+dead-letter topic) into the catalog, as 'lily dlq ingest' does (catalog
+commit, then broker ack), so that a dead letter the broker made by itself is
+in the catalog, lily_dlq_inflow_total and the alerts within seconds. Several
+replicas may serve one catalog: a lease per queue in the catalog
+(lily_leases, "ingest/<queue>") lets exactly one drain each queue at a time;
+every batch renews it in the batch's transaction. A replica that stops
+releases its leases; one that dies hands over when they expire
+(--ingest-lease-ttl, default 30s). The log says which replica took which
+lease and what it drained; /metrics exports lily_ingest_total,
+lily_ingest_errors_total, lily_ingest_lease_held and
+lily_ingest_last_success_timestamp_seconds per queue, and
+lily_broker_dlq_messages: what is still in the broker (alert
+LilyBrokerDLQNotIngested of 'lily alerts'). --no-ingest turns the loop off
+(the gauge stays).
 
 Access: named tokens with a role — viewer (read; bodies masked unless
 show_bodies), operator (also redrive, discard, unpark), admin (also erase,
@@ -52,20 +79,61 @@ request refused for its role.
 
 Without any token the server runs in local mode: every request acts as
 "local" with the admin role, so it listens on a loopback address only
-(--listen 0.0.0.0:8080 is refused until tokens are configured).`,
+(--listen 0.0.0.0:8080 is refused until tokens are configured).
+
+TLS: --tls-cert FILE --tls-key FILE (PEM) serve HTTPS; the session cookie is
+then Secure. Behind a TLS-terminating proxy, --trust-proxy marks the cookie
+Secure for requests the proxy forwards with X-Forwarded-Proto: https (set it
+only when every request comes through that proxy). Listening on a
+non-loopback address without --tls-cert logs a warning: tokens and session
+cookies would cross the network in clear text.`,
+		Example: `  lily serve --config lily.toml --listen 127.0.0.1:8080
+  lily serve --config lily.toml --listen 0.0.0.0:8443 --tls-cert /etc/lily/cert.pem --tls-key /etc/lily/key.pem
+  lily serve --config lily.toml --ingest-interval 2s --ingest-lease-ttl 20s`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, sf, listen, url, kbrk) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, o) },
 	}
-	sf.add(cmd)
-	cmd.Flags().StringVar(&listen, "listen", defaultListen, "address to listen on, host:port")
-	cmd.Flags().StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
-	brokersFlag(cmd, &kbrk)
+	o.sf.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&o.listen, "listen", defaultListen, "address to listen on, host:port")
+	fl.StringVar(&o.url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	brokersFlag(cmd, &o.kbrk)
+	fl.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain) file; needs --tls-key")
+	fl.StringVar(&o.tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
+	fl.BoolVar(&o.trustProxy, "trust-proxy", false, "trust X-Forwarded-Proto from a TLS-terminating proxy: \"https\" marks the session cookie Secure")
+	fl.BoolVar(&o.ingest.off, "no-ingest", false, "do not drain the broker DLQs continuously (the default drains them every --ingest-interval)")
+	fl.DurationVar(&o.ingest.interval, "ingest-interval", defaultIngestInterval, "how often each broker DLQ is drained into the catalog")
+	fl.DurationVar(&o.ingest.leaseTTL, "ingest-lease-ttl", defaultIngestLeaseTTL,
+		"how long a replica's ingest lease of a queue lasts unrenewed: after it dies, another replica takes over within this (>= 2x --ingest-interval)")
 	return cmd
 }
 
-func runServe(cmd *cobra.Command, sf storeFlags, listen, url, brokersArg string) error {
+// tlsConfig loads --tls-cert and --tls-key; nil without them.
+func (o serveOptions) tlsConfig() (*tls.Config, error) {
+	if o.tlsCert == "" && o.tlsKey == "" {
+		return nil, nil
+	}
+	if o.tlsCert == "" || o.tlsKey == "" {
+		return nil, usagef("--tls-cert and --tls-key go together: give both PEM files (certificate and its private key), or neither for plain HTTP")
+	}
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --tls-cert %s --tls-key %s: %w (both PEM: the certificate chain and its unencrypted private key)", o.tlsCert, o.tlsKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+func runServe(cmd *cobra.Command, o serveOptions) error {
+	sf, listen, url, brokersArg := o.sf, o.listen, o.url, o.kbrk
 	if _, _, err := net.SplitHostPort(listen); err != nil {
 		return usagef("--listen %q: want host:port, e.g. --listen 127.0.0.1:8080", listen)
+	}
+	if err := o.ingest.validate(); err != nil {
+		return err
+	}
+	tlsCfg, err := o.tlsConfig()
+	if err != nil {
+		return err
 	}
 	cfg, err := sf.loadConfig()
 	if err != nil {
@@ -79,6 +147,10 @@ func runServe(cmd *cobra.Command, sf storeFlags, listen, url, brokersArg string)
 		return usagef("--listen %s: refused: no token is configured, so anyone who reaches this address would act as admin "+
 			"(redrive, discard, erase). Add [[token]] entries (name, role, secret_env) to --config or set %s=\"name:role:secret,...\", "+
 			"or listen on a loopback address such as --listen 127.0.0.1:8080", listen, httpapi.TokensEnv)
+	}
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	if tlsCfg == nil && !httpapi.LoopbackAddr(listen) {
+		logger.Warn(plainNetworkWarning, "listen", listen)
 	}
 	ctx := cmd.Context()
 	env, err := openDLQ(ctx, sf)
@@ -98,14 +170,25 @@ func runServe(cmd *cobra.Command, sf storeFlags, listen, url, brokersArg string)
 	if err != nil {
 		return err
 	}
-	var names []string
+	var names, brokerQueues []string
 	for _, q := range env.cfg.Queues {
 		names = append(names, q.Name)
+		if isBroker(q.Transport) {
+			brokerQueues = append(brokerQueues, q.Name)
+		}
 	}
 	reg.MustRegister(lilyprom.NewCatalogCollector(env.cat, counters, lilyprom.CatalogOptions{Queues: names}))
-	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	if len(brokerQueues) > 0 {
+		reg.MustRegister(lilyprom.NewBrokerDLQCollector(counters, brokerQueues, 0))
+	}
+	loop, closeLoop, err := newIngestLoop(ctx, o, env, reg, hook, logger)
+	defer closeLoop()
+	if err != nil {
+		return err
+	}
 	srv, err := httpapi.New(httpapi.Options{Store: env.cat, Config: env.cfg, Tokens: tokens, Target: targets.target,
-		Tick: targets.ingest, InFlight: counters, Metrics: lilyprom.Handler(reg), Redrives: hook, Logger: logger})
+		Tick: targets.ingest, InFlight: counters, Metrics: lilyprom.Handler(reg), Redrives: hook, Logger: logger,
+		SecureCookies: tlsCfg != nil, TrustProxy: o.trustProxy})
 	if err != nil {
 		return err
 	}
@@ -114,18 +197,47 @@ func runServe(cmd *cobra.Command, sf storeFlags, listen, url, brokersArg string)
 	if err != nil {
 		return fmt.Errorf("serve: --listen %s: %w", listen, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		TLSConfig: tlsCfg}
 	mode := fmt.Sprintf("%d token(s)", len(tokens))
 	if len(tokens) == 0 {
 		mode = "local mode: no tokens, every request acts as \"local\" (admin)"
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "lily serve: console and API on http://%s/ (%s; catalog %s)\n", ln.Addr(), mode, env.path)
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "lily serve: console and API on %s://%s/ (%s; catalog %s)\n", scheme, ln.Addr(), mode, env.path)
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	defer stopLoop()
+	loopDone := make(chan struct{})
+	if loop != nil {
+		fmt.Fprintln(cmd.OutOrStdout(), loop.describe())
+		go func() {
+			defer close(loopDone)
+			loop.run(loopCtx)
+		}()
+	} else {
+		close(loopDone)
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if tlsCfg != nil {
+			errc <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
+	var serveErr error
 	select {
 	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
+		serveErr = fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+	}
+	stopLoop()
+	<-loopDone // the leases are released
+	if serveErr != nil {
+		return serveErr
 	}
 	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -134,4 +246,39 @@ func runServe(cmd *cobra.Command, sf storeFlags, listen, url, brokersArg string)
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), "lily serve: stopped")
 	return nil
+}
+
+// plainNetworkWarning is logged for a non-loopback --listen without TLS.
+const plainNetworkWarning = "serve: listening on a non-loopback address without TLS: bearer tokens and session cookies cross the network in clear text; " +
+	"give --tls-cert and --tls-key, or listen on loopback behind a TLS-terminating proxy (with --trust-proxy)"
+
+// newIngestLoop returns the continuous ingest of the configuration's
+// broker queues, its metrics registered with reg; nil when --no-ingest or
+// when no queue lives on a broker. The returned function closes its broker
+// connections (after the loop stopped).
+func newIngestLoop(ctx context.Context, o serveOptions, env *dlqEnv, reg prometheus.Registerer, hook *lilyprom.Hook, logger *slog.Logger) (*ingestLoop, func(), error) {
+	if o.ingest.off {
+		return nil, func() {}, nil
+	}
+	brk, err := newBrokers(env.cfg, o.url, o.kbrk)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	srcs, err := brk.sources(ctx)
+	if err != nil {
+		return nil, brk.Close, err
+	}
+	if len(srcs) == 0 {
+		return nil, brk.Close, nil
+	}
+	m, err := lilyprom.NewIngestMetrics(reg)
+	if err != nil {
+		return nil, brk.Close, err
+	}
+	l := &ingestLoop{cat: env.cat, sources: map[string]transport.DeadLetterDrainer{}, holder: catalog.LeaseHolder(),
+		interval: o.ingest.interval, ttl: o.ingest.leaseTTL, log: logger, metrics: m, hook: hook}
+	for q, s := range srcs {
+		l.sources[q] = s
+	}
+	return l, brk.Close, nil
 }
