@@ -188,6 +188,13 @@ func (s *Store) watchSample(ctx context.Context, r *jobRun, p JobRunParams) (sam
 				return sampleVerdict{}, fmt.Errorf("observe: %w", err)
 			}
 		}
+		// The queue first, the catalog second: a message that left the
+		// queue by being dead-lettered again is in the catalog by then (the
+		// SQLite transport does both in one transaction).
+		c, err := s.sampleStatus(ctx, j, inspectors)
+		if err != nil {
+			return sampleVerdict{}, err
+		}
 		back, err := s.Returned(ctx, j.sinceID, ids)
 		if err != nil {
 			return sampleVerdict{}, err
@@ -195,10 +202,6 @@ func (s *Store) watchSample(ctx context.Context, r *jobRun, p JobRunParams) (sam
 		if len(back) > 0 {
 			return sampleVerdict{returned: back, detail: "sampled messages were dead-lettered again within " + window + ": " +
 				describeRefs(back, 10) + rest}, nil
-		}
-		c, err := s.sampleStatus(ctx, j, inspectors)
-		if err != nil {
-			return sampleVerdict{}, err
 		}
 		switch {
 		case c.retried > 0:
