@@ -286,7 +286,9 @@ func direct(tr *sqlite.Transport, _ *catalog.Store) func(context.Context, *trans
 // broker-like target whose sample is judged by the ledger's ack events.
 type plain struct{ tr *sqlite.Transport }
 
-func (p plain) Publish(ctx context.Context, pp *transport.PublishParams) error { return p.tr.Publish(ctx, pp) }
+func (p plain) Publish(ctx context.Context, pp *transport.PublishParams) error {
+	return p.tr.Publish(ctx, pp)
+}
 
 func TestSampleProvesSuccess(t *testing.T) {
 	self := func(tr *sqlite.Transport) catalog.Publisher { return tr }
