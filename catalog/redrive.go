@@ -38,7 +38,8 @@ type TxPublisher interface {
 // RedriveParams are the arguments of Redrive.
 type RedriveParams struct {
 	// Filter selects the entries; only pending ones are redriven (States
-	// is ignored).
+	// is ignored). AfterID, if set, starts the selection after that entry
+	// ID (a resumed job's cursor).
 	Filter Filter
 	// Limit caps the number of entries; 0 means all that match.
 	Limit int

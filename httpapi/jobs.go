@@ -126,7 +126,7 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *princi
 	}
 	j, err := s.o.Store.CreateJob(r.Context(), catalog.JobSpec{Filter: f, Limit: req.Limit, Rate: req.Rate, Sample: req.Sample,
 		Observe: observe, IncludeCrashers: req.IncludeCrashers, NewConsumerVersion: req.NewConsumerVersion, Actor: p.name, Op: op,
-		Holder: s.jobs.holder, Lease: s.jobs.lease, Now: s.o.Now})
+		Holder: s.jobs.holder, Lease: s.jobs.lease}) // leases on the real clock, as every runner's
 	var conflict *catalog.JobConflictError
 	if errors.As(err, &conflict) {
 		writeError(w, http.StatusConflict, apiError{Error: err.Error(), Field: "filter"})
