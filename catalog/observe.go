@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -112,4 +113,201 @@ func (s *Store) RecordObservation(ctx context.Context, op, actor string, sampled
 		return err
 	}
 	return errors.New("redrive stopped: " + detail)
+}
+
+// MessageStatus is what a transport's queue knows of a message it holds.
+type MessageStatus int
+
+// Message statuses (QueueInspector).
+const (
+	// MessageWaiting: in the queue, not received by any consumer yet.
+	MessageWaiting MessageStatus = iota + 1
+	// MessageReceived: received by a consumer, not settled yet.
+	MessageReceived
+	// MessageRetried: a retry copy — a consumer failed on it at least once.
+	MessageRetried
+)
+
+// QueueInspector is implemented by a transport whose queues the catalog can
+// look into (the SQLite transport). MessageStatuses reports the status of
+// each of eventIDs still in queue; an event ID missing from the map is no
+// longer there: acked, unless it was dead-lettered again (a new catalog
+// entry). Without it, a sample's acks are read from the ledger's events
+// (kind "acked", which Accounted records before each broker ack).
+type QueueInspector interface {
+	MessageStatuses(ctx context.Context, queue string, eventIDs []string) (map[string]MessageStatus, error)
+}
+
+// sampleVerdict is what watching a sample proved.
+type sampleVerdict struct {
+	clean    bool
+	detail   string
+	returned []EntryRef
+}
+
+// sampleCounts are the sampled messages by what became of them.
+type sampleCounts struct {
+	acked, received, retried int
+	retriedIDs               []string
+}
+
+// watchSample watches the job's sample until every message was acked (the
+// sample passes), one was dead-lettered again or retried (it fails at
+// once), or the window ends with some not acked (it fails: a sample nobody
+// processed proves nothing). It renews the job's lease at each look.
+func (s *Store) watchSample(ctx context.Context, r *jobRun, p JobRunParams) (sampleVerdict, error) {
+	j := r.job
+	poll := p.Poll
+	if poll <= 0 {
+		poll = 200 * time.Millisecond
+	}
+	var queues []string
+	seen := map[string]bool{}
+	for _, m := range j.Sampled {
+		if !seen[m.Queue] {
+			seen[m.Queue] = true
+			queues = append(queues, m.Queue)
+		}
+	}
+	inspectors := map[string]QueueInspector{}
+	if p.Target != nil {
+		for _, q := range queues {
+			if t, err := p.Target(ctx, q); err == nil {
+				if qi, ok := t.(QueueInspector); ok {
+					inspectors[q] = qi
+				}
+			}
+		}
+	}
+	ids := sampledIDs(j.Sampled)
+	n, window := len(j.Sampled), j.Observe.String()
+	rest := "; the rest of the selection was not redriven (it stays pending)"
+	for {
+		if p.Tick != nil {
+			if err := p.Tick(ctx, queues); err != nil {
+				return sampleVerdict{}, fmt.Errorf("observe: %w", err)
+			}
+		}
+		// The queue first, the catalog second: a message that left the
+		// queue by being dead-lettered again is in the catalog by then (the
+		// SQLite transport does both in one transaction).
+		c, err := s.sampleStatus(ctx, j, inspectors)
+		if err != nil {
+			return sampleVerdict{}, err
+		}
+		back, err := s.Returned(ctx, j.sinceID, ids)
+		if err != nil {
+			return sampleVerdict{}, err
+		}
+		if len(back) > 0 {
+			return sampleVerdict{returned: back, detail: "sampled messages were dead-lettered again within " + window + ": " +
+				describeRefs(back, 10) + rest}, nil
+		}
+		switch {
+		case c.retried > 0:
+			return sampleVerdict{detail: fmt.Sprintf("%d of the %d sampled messages were retried within %s (a consumer failed on them: %s)%s",
+				c.retried, n, window, strings.Join(c.retriedIDs[:min(10, len(c.retriedIDs))], ", "), rest)}, nil
+		case c.acked == n:
+			return sampleVerdict{clean: true, detail: fmt.Sprintf("all %d sampled messages were acked within %s", n, window)}, nil
+		}
+		left := j.SampleUntil.Sub(p.Now())
+		if left <= 0 {
+			if c.acked == 0 && c.received == 0 {
+				return sampleVerdict{detail: fmt.Sprintf("no consumer acked the sample within %s: is a consumer running? "+
+					"(none of the %d sampled messages was acked, retried or dead-lettered again)%s", window, n, rest)}, nil
+			}
+			return sampleVerdict{detail: fmt.Sprintf("%d of the %d sampled messages were acked within %s; the others were neither acked nor "+
+				"dead-lettered again (still in process, or being retried)%s", c.acked, n, window, rest)}, nil
+		}
+		if err := r.check(ctx, s.db); err != nil {
+			return sampleVerdict{}, err
+		}
+		select {
+		case <-ctx.Done():
+			return sampleVerdict{}, ctx.Err()
+		case <-time.After(min(poll, left)):
+		}
+	}
+}
+
+// sampleStatus counts the job's sampled messages by what became of them:
+// from the queue itself (QueueInspector) or from the ledger's ack events
+// recorded since the sample was sent.
+func (s *Store) sampleStatus(ctx context.Context, j *Job, inspectors map[string]QueueInspector) (sampleCounts, error) {
+	var c sampleCounts
+	byQueue := map[string][]SampledMessage{}
+	var order []string
+	for _, m := range j.Sampled {
+		if _, ok := byQueue[m.Queue]; !ok {
+			order = append(order, m.Queue)
+		}
+		byQueue[m.Queue] = append(byQueue[m.Queue], m)
+	}
+	for _, q := range order {
+		ms := byQueue[q]
+		if qi, ok := inspectors[q]; ok {
+			st, err := qi.MessageStatuses(ctx, q, sampledIDs(ms))
+			if err != nil {
+				return c, fmt.Errorf("observe %s: %w", q, err)
+			}
+			for _, m := range ms {
+				switch st[m.EventID] {
+				case 0:
+					c.acked++
+				case MessageReceived:
+					c.received++
+				case MessageRetried:
+					c.retried++
+					c.retriedIDs = append(c.retriedIDs, m.EventID)
+				}
+			}
+			continue
+		}
+		for start := 0; start < len(ms); start += decisionBatch {
+			chunk := ms[start:min(start+decisionBatch, len(ms))]
+			args := []any{q, j.sampleAt}
+			for _, m := range chunk {
+				args = append(args, m.LedgerKey)
+			}
+			var n int
+			if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_ledger_events WHERE queue = ? AND kind = 'acked' AND at >= ?
+				AND event_id IN (`+qmarks(len(chunk))+`)`, args...).Scan(&n); err != nil {
+				return c, fmt.Errorf("catalog: sample acks in %s: %w", q, err)
+			}
+			c.acked += n
+		}
+	}
+	return c, nil
+}
+
+// recordVerdict stores and audits what the sample proved.
+func (s *Store) recordVerdict(ctx context.Context, r *jobRun, v sampleVerdict) error {
+	j := r.job
+	d := newDecision(j.Op, j.Actor, fmt.Sprintf(`{"job":%d,"observe":%q}`, j.ID, j.Observe.String()), nil)
+	if v.clean {
+		if err := s.jobUpdate(ctx, r, `sample_clean = 1, state = 'running'`); err != nil {
+			return err
+		}
+		j.SampleClean, j.State = true, JobRunning
+		return s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeObserved, false, sampledIDs(j.Sampled), v.detail))
+	}
+	returned, err := json.Marshal(v.returned)
+	if err != nil {
+		return err
+	}
+	if v.returned == nil {
+		returned = []byte("[]")
+	}
+	if err := s.jobUpdate(ctx, r, `returned = ?`, string(returned)); err != nil {
+		return err
+	}
+	j.Returned = v.returned
+	ids := sampledIDs(j.Sampled)
+	if len(v.returned) > 0 {
+		ids = make([]string, len(v.returned))
+		for i, e := range v.returned {
+			ids[i] = e.EventID
+		}
+	}
+	return s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeStopped, false, ids, v.detail))
 }

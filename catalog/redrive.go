@@ -38,7 +38,8 @@ type TxPublisher interface {
 // RedriveParams are the arguments of Redrive.
 type RedriveParams struct {
 	// Filter selects the entries; only pending ones are redriven (States
-	// is ignored).
+	// is ignored). AfterID, if set, starts the selection after that entry
+	// ID (a resumed job's cursor).
 	Filter Filter
 	// Limit caps the number of entries; 0 means all that match.
 	Limit int
@@ -73,6 +74,92 @@ type RedriveParams struct {
 	OnEntry func(e EntryRef, outcome string)
 	// Progress, if set, is called after each batch.
 	Progress func(RedriveProgress)
+	// IncludeCrashers lets delivery_limit entries (crash-type poison: the
+	// consumer died on the message, DESIGN §9) into a bulk redrive. Without
+	// it, or NewConsumerVersion, they are held back (RedriveResult.HeldBack)
+	// unless the filter names entries by ID or event ID.
+	IncludeCrashers bool
+	// NewConsumerVersion names the consumer version now running, which
+	// fixes the crash: delivery_limit entries dead-lettered by another
+	// version (or by an unrecorded one) go; those of this very version are
+	// still held back.
+	NewConsumerVersion string
+
+	// job, if set, ties the redrive to a stored job (RunJob).
+	job *jobRun
+}
+
+// crasherHold says which delivery_limit entries a redrive holds back.
+type crasherHold struct {
+	include bool
+	version string
+}
+
+func (p RedriveParams) hold() crasherHold {
+	return crasherHold{include: p.IncludeCrashers || explicitPick(p.Filter), version: p.NewConsumerVersion}
+}
+
+// keep is the SQL condition of the entries a redrive may send ("" for
+// all).
+func (h crasherHold) keep() (string, []any) {
+	switch {
+	case h.include:
+		return "", nil
+	case h.version != "":
+		return "NOT (reason = 'delivery_limit' AND consumer_version = ?)", []any{h.version}
+	}
+	return "reason <> 'delivery_limit'", nil
+}
+
+// held is the SQL condition of the entries held back ("" for none).
+func (h crasherHold) held() (string, []any) {
+	switch {
+	case h.include:
+		return "", nil
+	case h.version != "":
+		return "reason = 'delivery_limit' AND consumer_version = ?", []any{h.version}
+	}
+	return "reason = 'delivery_limit'", nil
+}
+
+// whereAnd is f's WHERE clause with cond added.
+func whereAnd(f Filter, cond string, cargs []any) (string, []any) {
+	where, args := f.where()
+	switch {
+	case cond == "":
+		return where, args
+	case where == "":
+		return " WHERE " + cond, cargs
+	}
+	return where + " AND " + cond, append(args, cargs...)
+}
+
+func (s *Store) countWhere(ctx context.Context, where string, args []any) (int, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_dlq_entries`+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("catalog: count entries: %w", err)
+	}
+	return int(n), nil
+}
+
+// planCounts counts what a redrive of f would handle (capped at limit)
+// and the crashers it holds back.
+func (s *Store) planCounts(ctx context.Context, f Filter, h crasherHold, limit int) (total, heldBack int, err error) {
+	keep, kargs := h.keep()
+	w, a := whereAnd(f, keep, kargs)
+	if total, err = s.countWhere(ctx, w, a); err != nil {
+		return 0, 0, err
+	}
+	if limit > 0 {
+		total = min(total, limit)
+	}
+	if held, hargs := h.held(); held != "" {
+		w, a := whereAnd(f, held, hargs)
+		if heldBack, err = s.countWhere(ctx, w, a); err != nil {
+			return 0, 0, err
+		}
+	}
+	return total, heldBack, nil
 }
 
 // RedriveProgress is reported after each batch.
@@ -95,6 +182,9 @@ type RedriveResult struct {
 	Redriven int `json:"redriven"`
 	// NeedsManual entries were at max_redrives and not sent.
 	NeedsManual int `json:"needs_manual"`
+	// HeldBack are the delivery_limit entries of the selection left
+	// pending (RedriveParams.IncludeCrashers).
+	HeldBack int `json:"held_back"`
 	// Elapsed is how long the sending took.
 	Elapsed time.Duration `json:"-"`
 }
@@ -118,6 +208,15 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 	f.States = []State{StatePending}
 	f.AfterID = 0
 	selector := fmt.Sprintf(`{"filter":%s,"limit":%d,"rate":%g`, f.String(), p.Limit, p.Rate)
+	if p.IncludeCrashers {
+		selector += `,"include_crashers":true`
+	}
+	if p.NewConsumerVersion != "" {
+		selector += fmt.Sprintf(`,"new_consumer_version":%q`, p.NewConsumerVersion)
+	}
+	if p.job != nil {
+		selector += fmt.Sprintf(`,"job":%d`, p.job.job.ID)
+	}
 	if p.Options != "" {
 		selector += "," + p.Options
 	}
@@ -126,18 +225,17 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 	if p.Target == nil && !p.DryRun {
 		return res, errors.New("catalog: redrive needs a Target for the source queues")
 	}
-	total64, err := s.countMatching(ctx, f, "")
+	f.AfterID = p.Filter.AfterID // a resumed job goes on after its cursor
+	hold := p.hold()
+	total, heldBack, err := s.planCounts(ctx, f, hold, p.Limit)
 	if err != nil {
 		return res, err
 	}
-	total := int(total64)
-	if p.Limit > 0 {
-		total = min(total, p.Limit)
-	}
+	res.HeldBack = heldBack
 	if total == 0 {
 		return res, s.AppendAudit(ctx, d.record(ActionRedrive, OutcomeEmpty, p.DryRun, nil, ""))
 	}
-	targets, err := s.redriveTargets(ctx, d, f, p)
+	targets, err := s.redriveTargets(ctx, d, f, hold, p)
 	if err != nil {
 		return res, err
 	}
@@ -162,11 +260,16 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 	}
 	start := time.Now()
 	defer func() { res.Elapsed = time.Since(start) }()
-	done, last := 0, int64(0)
+	done, last := 0, f.AfterID
 	for done < total {
+		if p.job != nil {
+			if err := p.job.check(ctx, s.db); err != nil {
+				return res, fmt.Errorf("redrive stopped after %d redriven, %d marked needs_manual: %w", res.Redriven, res.NeedsManual, err)
+			}
+		}
 		pf := f
 		pf.AfterID = last
-		page, err := s.redrivePage(ctx, pf, min(batch, total-done), p.DryRun)
+		page, err := s.redrivePage(ctx, pf, hold, min(batch, total-done), p.DryRun)
 		if err != nil {
 			return res, err
 		}
@@ -190,15 +293,43 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 			}
 			byQueue[e.Queue] = append(byQueue[e.Queue], e)
 		}
+		// The sub-batches in the order they run: the refusals, then the
+		// sends, one per queue. A job's cursor after each is below every
+		// entry of the page not handled yet, so that a resumed job skips
+		// nothing.
+		type sub struct {
+			queue  string
+			es     []*Entry
+			refuse bool
+		}
+		var subs []sub
 		for _, q := range refusedOrder {
-			n, err := s.refuse(ctx, d, q, refused[q], maxRedrives(q), p)
-			res.NeedsManual += n
-			if err != nil {
-				return res, err
-			}
+			subs = append(subs, sub{q, refused[q], true})
 		}
 		for _, q := range order {
-			n, err := s.redriveBatch(ctx, d, targets[q], q, byQueue[q], lim, p)
+			subs = append(subs, sub{q, byQueue[q], false})
+		}
+		cursors := make([]int64, len(subs))
+		c := last
+		for i := len(subs) - 1; i >= 0; i-- {
+			cursors[i] = c
+			for _, e := range subs[i].es {
+				c = min(c, e.ID-1)
+			}
+		}
+		for i, b := range subs {
+			if p.job != nil {
+				p.job.cursor = cursors[i]
+			}
+			if b.refuse {
+				n, err := s.refuse(ctx, d, b.queue, b.es, maxRedrives(b.queue), p)
+				res.NeedsManual += n
+				if err != nil {
+					return res, err
+				}
+				continue
+			}
+			n, err := s.redriveBatch(ctx, d, targets[b.queue], b.queue, b.es, lim, p)
 			res.Redriven += n
 			if err != nil {
 				return res, fmt.Errorf("redrive stopped after %d redriven, %d marked needs_manual: %w (the failed batch and every entry after it are still pending)",
@@ -216,8 +347,9 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 // redriveTargets resolves the transport of every queue in the selection
 // before anything is sent, so that a queue that no longer exists stops the
 // redrive with nothing changed. The failure is audited.
-func (s *Store) redriveTargets(ctx context.Context, d decision, f Filter, p RedriveParams) (map[string]Publisher, error) {
-	where, args := f.where()
+func (s *Store) redriveTargets(ctx context.Context, d decision, f Filter, h crasherHold, p RedriveParams) (map[string]Publisher, error) {
+	keep, kargs := h.keep()
+	where, args := whereAnd(f, keep, kargs)
 	rows, err := s.db.QueryContext(ctx, `SELECT queue, COUNT(*) FROM lily_dlq_entries`+where+` GROUP BY queue ORDER BY queue`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: redrive: %w", err)
@@ -258,7 +390,13 @@ func (s *Store) redriveTargets(ctx context.Context, d decision, f Filter, p Redr
 
 // page returns up to n entries matching f (with bodies) in ID order.
 func (s *Store) page(ctx context.Context, f Filter, n int) ([]*Entry, error) {
-	where, args := f.where()
+	return s.pageHeld(ctx, f, crasherHold{include: true}, n)
+}
+
+// pageHeld is page without the crashers h holds back.
+func (s *Store) pageHeld(ctx context.Context, f Filter, h crasherHold, n int) ([]*Entry, error) {
+	keep, kargs := h.keep()
+	where, args := whereAnd(f, keep, kargs)
 	rows, err := s.db.QueryContext(ctx, `SELECT `+selectCols+` FROM `+f.table(s.db.d)+where+` ORDER BY id LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: select entries: %w", err)
@@ -277,19 +415,30 @@ func (s *Store) page(ctx context.Context, f Filter, n int) ([]*Entry, error) {
 
 // redrivePage returns the next page of the selection: whole entries to
 // send, or, for a dry run, only what the plan needs.
-func (s *Store) redrivePage(ctx context.Context, f Filter, n int, light bool) ([]*Entry, error) {
+func (s *Store) redrivePage(ctx context.Context, f Filter, h crasherHold, n int, light bool) ([]*Entry, error) {
 	if !light {
-		return s.page(ctx, f, n)
+		return s.pageHeld(ctx, f, h, n)
 	}
-	refs, err := pageRefs(ctx, s.db, f, "", n)
+	keep, kargs := h.keep()
+	where, args := whereAnd(f, keep, kargs)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, queue, event_id, state, redrive_count, dead_lettered_at FROM `+f.table(s.db.d)+
+		where+` ORDER BY id LIMIT ?`, append(args, n)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("catalog: select entries: %w", err)
 	}
-	out := make([]*Entry, len(refs))
-	for i, r := range refs {
-		out[i] = &Entry{ID: r.ID, Queue: r.Queue, EventID: r.EventID, State: r.State, RedriveCount: r.RedriveCount, DeadLetteredAt: r.DeadLetteredAt}
+	defer rows.Close()
+	var out []*Entry
+	for rows.Next() {
+		var e Entry
+		var st string
+		var at int64
+		if err := rows.Scan(&e.ID, &e.Queue, &e.EventID, &st, &e.RedriveCount, &at); err != nil {
+			return nil, err
+		}
+		e.State, e.DeadLetteredAt = State(st), time.UnixMilli(at).UTC()
+		out = append(out, &e)
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 func ref(e *Entry) EntryRef {
@@ -308,7 +457,7 @@ func (s *Store) refuse(ctx context.Context, d decision, queue string, es []*Entr
 		notify(p, es, OutcomeWouldNeedManual)
 		return len(es), nil
 	}
-	changed, err := s.markState(ctx, d, es, `state = 'needs_manual'`, OutcomeNeedsManual, why)
+	changed, err := s.markState(ctx, d, es, `state = 'needs_manual'`, OutcomeNeedsManual, why, p.job)
 	notify(p, changed, OutcomeNeedsManual)
 	return len(changed), err
 }
@@ -337,6 +486,11 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {
 		return s.redriveTx(ctx, d, tp, pp, es, p)
 	}
+	if p.job != nil {
+		if err := p.job.check(ctx, s.db); err != nil {
+			return 0, err
+		}
+	}
 	if err := s.allowHeads(ctx, s.db, es); err != nil {
 		return 0, err
 	}
@@ -351,7 +505,7 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 	// Confirmed: from here on the state change must be recorded even if
 	// ctx is cancelled, or a later redrive would only add duplicates.
 	changed, err := s.markState(context.WithoutCancel(ctx), d, es,
-		`state = 'redriven', redrive_count = redrive_count + 1`, OutcomeRedriven, "sent to "+queue)
+		`state = 'redriven', redrive_count = redrive_count + 1`, OutcomeRedriven, "sent to "+queue, p.job)
 	notify(p, changed, OutcomeRedriven)
 	return len(changed), err
 }
@@ -362,8 +516,13 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *transport.PublishParams, es []*Entry, p RedriveParams) (int, error) {
 	var changed []*Entry
 	err := withTx(ctx, s.db, func(tx *txHandle) error {
+		if p.job != nil {
+			if err := p.job.check(ctx, tx); err != nil {
+				return err
+			}
+		}
 		var err error
-		changed, err = markStateTx(ctx, tx, d, es, `state = 'redriven', redrive_count = redrive_count + 1`, OutcomeRedriven, "sent to "+pp.Queue)
+		changed, err = markStateTx(ctx, tx, d, es, `state = 'redriven', redrive_count = redrive_count + 1`, OutcomeRedriven, "sent to "+pp.Queue, p.job)
 		if err != nil || len(changed) == 0 {
 			return err
 		}
@@ -386,6 +545,9 @@ func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *t
 		return nil
 	})
 	if err != nil {
+		if errors.Is(err, ErrJobCancelled) || errors.Is(err, ErrJobLeaseLost) {
+			return 0, err // nothing was tried: no failure to audit
+		}
 		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(d.redriveAction(), OutcomeFailed, false, eventIDs(es), err.Error())); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
@@ -399,11 +561,11 @@ func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *t
 // and appends the audit record naming those, in one transaction. It
 // returns the entries changed (an entry decided meanwhile by someone else
 // is left alone).
-func (s *Store) markState(ctx context.Context, d decision, es []*Entry, set, outcome, why string) ([]*Entry, error) {
+func (s *Store) markState(ctx context.Context, d decision, es []*Entry, set, outcome, why string, job *jobRun) ([]*Entry, error) {
 	var changed []*Entry
 	err := withTx(ctx, s.db, func(tx *txHandle) error {
 		var err error
-		changed, err = markStateTx(ctx, tx, d, es, set, outcome, why)
+		changed, err = markStateTx(ctx, tx, d, es, set, outcome, why, job)
 		return err
 	})
 	if err != nil {
@@ -412,8 +574,9 @@ func (s *Store) markState(ctx context.Context, d decision, es []*Entry, set, out
 	return changed, nil
 }
 
-// markStateTx is markState inside tx.
-func markStateTx(ctx context.Context, tx *txHandle, d decision, es []*Entry, set, outcome, why string) ([]*Entry, error) {
+// markStateTx is markState inside tx; with a job, the job's progress is
+// recorded in tx too.
+func markStateTx(ctx context.Context, tx *txHandle, d decision, es []*Entry, set, outcome, why string, job *jobRun) ([]*Entry, error) {
 	var changed []*Entry
 	err := func() error {
 		args := []any{d.now().UnixMilli(), d.actor, why}
@@ -443,7 +606,13 @@ func markStateTx(ctx context.Context, tx *txHandle, d decision, es []*Entry, set
 		if len(changed) < len(es) {
 			detail += fmt.Sprintf(" (%d entries were decided by someone else meanwhile and left as they were)", len(es)-len(changed))
 		}
-		return appendAudit(ctx, tx, d.record(d.redriveAction(), outcome, false, eventIDs(changed), detail))
+		if err := appendAudit(ctx, tx, d.record(d.redriveAction(), outcome, false, eventIDs(changed), detail)); err != nil {
+			return err
+		}
+		if job != nil {
+			return job.record(ctx, tx, changed, outcome)
+		}
+		return nil
 	}()
 	return changed, err
 }

@@ -92,7 +92,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	do("open the group's redrive",
 		chromedp.Click(chromedp.CSS(`tr[data-key="retries_exhausted"] a.redrive-link`)),
 		chromedp.WaitVisible(chromedp.ID("dry-run")),
-		chromedp.SetValue(chromedp.ID("observe"), "200ms"),
+		chromedp.SetValue(chromedp.ID("observe"), "1m"),
 		chromedp.SetValue(chromedp.ID("rate"), "100"),
 	)
 	if st := f.states(); st["pending"] != 13 {
@@ -105,7 +105,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	if st := f.states(); st["pending"] != 13 {
 		t.Fatalf("the dry run changed states: %v", st)
 	}
-	do("confirm and wait for the job", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.CSS(`#job-state .job-succeeded`)))
+	f.consume("orders.created") // the sample passes only when a consumer acks it
+	do("confirm and wait for the job", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.CSS(`#job-state .job-done`)))
 	if state := text("#job-state"); !strings.Contains(state, "redriven 3, needs manual 1, failed 0 of 4") {
 		t.Errorf("job state %q", state)
 	}

@@ -209,23 +209,47 @@ func (f *fixture) call(method, path string, tok *Token, body any, out any) int {
 	return resp.StatusCode
 }
 
-// waitJob polls a redrive job until it is no longer running.
-func (f *fixture) waitJob(id string, tok *Token) jobJSON {
+// waitJob polls a redrive job until it is no longer active.
+func (f *fixture) waitJob(id int64, tok *Token) jobJSON {
 	f.t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var j jobJSON
-		if code := f.call("GET", "/api/redrives/"+id, tok, nil, &j); code != http.StatusOK {
-			f.t.Fatalf("GET job %s: %d", id, code)
+		if code := f.call("GET", "/api/redrives/"+itoa(id), tok, nil, &j); code != http.StatusOK {
+			f.t.Fatalf("GET job %d: %d", id, code)
 		}
-		if j.State != jobRunning {
+		if !j.State.Active() {
 			return j
 		}
 		if time.Now().After(deadline) {
-			f.t.Fatalf("job %s still running after a minute: %+v", id, j)
+			f.t.Fatalf("job %d still running after a minute: %+v", id, j)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// consume acks every message that arrives in queue until the test ends:
+// a consumer that works.
+func (f *fixture) consume(queue string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	f.t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			ds, err := f.tr.Receive(ctx, &transport.ReceiveParams{Queue: queue, Max: 10, Consumer: "test-consumer", Wait: 20 * time.Millisecond})
+			if err != nil {
+				return
+			}
+			var ss []transport.Settlement
+			for _, d := range ds {
+				ss = append(ss, transport.Settlement{Delivery: d, Action: transport.Ack})
+			}
+			if len(ss) > 0 {
+				_ = f.tr.Settle(ctx, &transport.SettleParams{Settlements: ss})
+			}
+		}
+	}()
 }
 
 func itoa(n int64) string { return fmt.Sprint(n) }

@@ -1,12 +1,12 @@
 package httpapi
 
 import (
-	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
-	"sync"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
@@ -24,6 +24,12 @@ type redriveRequest struct {
 	Observe string `json:"observe"`
 	// Rate is the most messages per second for the rest; 0: no limit.
 	Rate float64 `json:"rate"`
+	// IncludeCrashers also sends delivery_limit entries (crash-type
+	// poison), held back from a bulk redrive otherwise.
+	IncludeCrashers bool `json:"include_crashers"`
+	// NewConsumerVersion is the consumer version now running, which fixes
+	// the crash: delivery_limit entries of other versions are sent.
+	NewConsumerVersion string `json:"new_consumer_version"`
 }
 
 // validate checks the request as 'lily dlq redrive' checks its flags.
@@ -47,6 +53,8 @@ func (q redriveRequest) validate() (time.Duration, error) {
 		return 0, badField("rate", "rate %g: must be > 0 messages per second (0: no limit)", q.Rate)
 	case q.Sample > 0 && q.Limit > 0 && q.Sample > q.Limit:
 		return 0, badField("sample", "sample %d: must be <= limit %d", q.Sample, q.Limit)
+	case q.IncludeCrashers && q.NewConsumerVersion != "":
+		return 0, badField("new_consumer_version", "include_crashers and new_consumer_version %q: give one (include_crashers sends every delivery_limit entry)", q.NewConsumerVersion)
 	}
 	return observe, nil
 }
@@ -58,6 +66,7 @@ type dryRunAnswer struct {
 	Selected    int           `json:"selected"`
 	Redriven    int           `json:"would_redrive"`
 	NeedsManual int           `json:"would_need_manual"`
+	HeldBack    int           `json:"held_back"`
 	Entries     []plannedJSON `json:"entries"`
 	Truncated   bool          `json:"truncated"`
 }
@@ -69,7 +78,8 @@ type plannedJSON struct {
 }
 
 // handleRedrive plans (dry_run) or starts a redrive job: 200 with the
-// plan, or 202 with the job (Location: /api/redrives/{id}).
+// plan, or 202 with the job (Location: /api/redrives/{id}); 409 when the
+// queue already has an active job.
 func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *principal) {
 	var req redriveRequest
 	if err := decodeBody(r, &req); err != nil {
@@ -86,13 +96,14 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *princi
 		s.fail(w, r, err)
 		return
 	}
-	params := catalog.RedriveParams{Filter: f, Limit: req.Limit, DryRun: req.DryRun, Rate: req.Rate, MaxRedrives: s.maxRedrives,
-		Target: s.o.Target, Actor: p.name, Op: catalog.NewOp(s.o.Now())}
-	if req.Sample > 0 {
-		params.Options = fmt.Sprintf(`"sample":%d,"observe":%q`, req.Sample, observe.String())
-	}
+	op := catalog.NewOp(s.o.Now())
 	if req.DryRun {
-		out := dryRunAnswer{Op: params.Op, DryRun: true, Entries: []plannedJSON{}}
+		params := catalog.RedriveParams{Filter: f, Limit: req.Limit, DryRun: true, Rate: req.Rate, MaxRedrives: s.maxRedrives,
+			Target: s.o.Target, Actor: p.name, Op: op, IncludeCrashers: req.IncludeCrashers, NewConsumerVersion: req.NewConsumerVersion}
+		if req.Sample > 0 {
+			params.Options = fmt.Sprintf(`"sample":%d,"observe":%q`, req.Sample, observe.String())
+		}
+		out := dryRunAnswer{Op: op, DryRun: true, Entries: []plannedJSON{}}
 		params.OnEntry = func(e catalog.EntryRef, outcome string) {
 			if len(out.Entries) < maxListed {
 				out.Entries = append(out.Entries, plannedJSON{EntryRef: e, Outcome: outcome})
@@ -105,7 +116,7 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *princi
 			s.fail(w, r, err)
 			return
 		}
-		out.Selected, out.Redriven, out.NeedsManual = res.Selected, res.Redriven, res.NeedsManual
+		out.Selected, out.Redriven, out.NeedsManual, out.HeldBack = res.Selected, res.Redriven, res.NeedsManual, res.HeldBack
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
@@ -113,213 +124,182 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *princi
 		writeError(w, http.StatusNotImplemented, apiError{Error: "this server has no redrive target (Options.Target): only dry runs are possible", Field: "dry_run"})
 		return
 	}
-	counts, err := s.o.Store.CountBy(r.Context(), "state", catalog.Filter{Queue: f.Queue, Reason: f.Reason, ErrorType: f.ErrorType,
-		Fingerprint: f.Fingerprint, ConsumerVersion: f.ConsumerVersion, Source: f.Source, Key: f.Key, Type: f.Type, IDs: f.IDs,
-		EventIDs: f.EventIDs, DeadLetteredBefore: f.DeadLetteredBefore, DeadLetteredAfter: f.DeadLetteredAfter,
-		RedriveCount: f.RedriveCount, States: []catalog.State{catalog.StatePending}})
+	j, err := s.o.Store.CreateJob(r.Context(), catalog.JobSpec{Filter: f, Limit: req.Limit, Rate: req.Rate, Sample: req.Sample,
+		Observe: observe, IncludeCrashers: req.IncludeCrashers, NewConsumerVersion: req.NewConsumerVersion, Actor: p.name, Op: op,
+		Holder: s.jobs.holder, Lease: s.jobs.lease}) // leases on the real clock, as every runner's
+	var conflict *catalog.JobConflictError
+	if errors.As(err, &conflict) {
+		writeError(w, http.StatusConflict, apiError{Error: err.Error(), Field: "filter"})
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	total := int(counts[string(catalog.StatePending)])
-	if req.Limit > 0 {
-		total = min(total, req.Limit)
-	}
-	j := s.jobs.add(&job{v: jobJSON{Op: params.Op, Actor: p.name, State: jobRunning, Total: total, Request: req, StartedAt: s.o.Now().UTC()}})
 	s.wg.Add(1)
-	go s.runJob(j, catalog.StagedRedriveParams{RedriveParams: params, Sample: req.Sample, Observe: observe, Tick: s.o.Tick})
-	w.Header().Set("Location", "/api/redrives/"+j.v.ID)
-	writeJSON(w, http.StatusAccepted, j.snapshot())
+	go s.runJob(j)
+	w.Header().Set("Location", "/api/redrives/"+strconv.FormatInt(j.ID, 10))
+	writeJSON(w, http.StatusAccepted, toJobJSON(j))
 }
 
-// Job states.
-const (
-	jobRunning   = "running"
-	jobSucceeded = "succeeded"
-	jobStopped   = "stopped" // the sample came back: the rest was not sent
-	jobFailed    = "failed"
-	jobCancelled = "cancelled"
-)
-
-// job is one redrive running in the background; v is guarded by mu.
-type job struct {
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	v      jobJSON
-}
-
-// jobJSON is a redrive job as GET /api/redrives/{id} shows it.
+// jobJSON is a redrive job as the API shows it (GET /api/redrives/{id}).
 type jobJSON struct {
-	ID    string `json:"id"`
+	ID    int64  `json:"id"`
 	Op    string `json:"op"`
+	Queue string `json:"queue"`
 	Actor string `json:"actor"`
-	// State is running, succeeded, stopped (the sample was dead-lettered
-	// again; the rest stays pending), failed or cancelled.
-	State string `json:"state"`
-	// Stage is sample, observe or rest while running.
+	// State is queued, running, sampling, done, stopped (the sample did not
+	// prove the fix; the rest stays pending), failed or cancelled.
+	State catalog.JobState `json:"state"`
+	// Stage is sample, observe or rest while active.
 	Stage string `json:"stage,omitempty"`
-	// Total is the pending entries selected when the job started.
+	// Total is the plan: the pending entries selected when the job was
+	// created.
 	Total       int `json:"total"`
 	Done        int `json:"done"`
 	Redriven    int `json:"redriven"`
 	NeedsManual int `json:"needs_manual"`
 	// Failed entries were selected but not confirmed; they stay pending.
-	Failed      int                `json:"failed"`
+	Failed int `json:"failed"`
+	// HeldBack are the delivery_limit entries left out.
+	HeldBack    int                `json:"held_back"`
+	Cursor      int64              `json:"cursor"`
 	Sampled     []string           `json:"sampled,omitempty"`
 	SampleClean bool               `json:"sample_clean"`
 	Returned    []catalog.EntryRef `json:"returned,omitempty"`
 	Error       string             `json:"error,omitempty"`
-	Request     redriveRequest     `json:"request"`
-	StartedAt   time.Time          `json:"started_at"`
-	FinishedAt  *time.Time         `json:"finished_at,omitempty"`
+	Filter      json.RawMessage    `json:"filter"`
+	Limit       int                `json:"limit"`
+	Rate        float64            `json:"rate"`
+	Sample      int                `json:"sample"`
+	Observe     string             `json:"observe,omitempty"`
+	// Holder is the runner holding an active job until LeaseUntil.
+	Holder     string     `json:"holder,omitempty"`
+	LeaseUntil *time.Time `json:"lease_until,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
-func (j *job) snapshot() jobJSON {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	v := j.v
-	v.Sampled = append([]string(nil), v.Sampled...)
-	v.Returned = append([]catalog.EntryRef(nil), v.Returned...)
+func toJobJSON(j *catalog.Job) jobJSON {
+	v := jobJSON{ID: j.ID, Op: j.Op, Queue: j.Queue, Actor: j.Actor, State: j.State, Total: j.Total, Done: j.Done(),
+		Redriven: j.Sent, NeedsManual: j.Refused, Failed: j.Failed, HeldBack: j.HeldBack, Cursor: j.Cursor,
+		SampleClean: j.SampleClean, Returned: j.Returned, Error: j.Error, Filter: j.Selector, Limit: j.Limit, Rate: j.Rate,
+		Sample: j.Sample, Observe: j.ObserveText, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt,
+		FinishedAt: j.FinishedAt}
+	for _, m := range j.Sampled {
+		v.Sampled = append(v.Sampled, m.EventID)
+	}
+	if j.State.Active() {
+		v.Holder, v.LeaseUntil = j.Holder, j.LeaseUntil
+	}
+	switch {
+	case j.State == catalog.JobSampling && !j.SampleDone:
+		v.Stage = catalog.StageSample
+	case j.State == catalog.JobSampling:
+		v.Stage = catalog.StageObserve
+	case j.State == catalog.JobRunning:
+		v.Stage = catalog.StageRest
+	}
 	return v
 }
 
-// runJob runs a redrive job to its end.
-func (s *Server) runJob(j *job, p catalog.StagedRedriveParams) {
-	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
-	j.mu.Lock()
-	j.cancel = cancel
-	j.mu.Unlock()
-	p.OnStage = func(stage string, _ []string) {
-		j.mu.Lock()
-		j.v.Stage = stage
-		j.mu.Unlock()
-	}
-	p.OnEntry = func(e catalog.EntryRef, outcome string) {
-		j.mu.Lock()
-		switch outcome {
-		case catalog.OutcomeRedriven:
-			j.v.Redriven++
-		case catalog.OutcomeNeedsManual:
-			j.v.NeedsManual++
-		}
-		j.v.Done++
-		j.mu.Unlock()
-		if s.o.Redrives != nil {
-			s.o.Redrives.Redrive(e.Queue, outcome)
-		}
-	}
-	res, err := s.o.Store.RedriveStaged(ctx, p)
-	now := s.o.Now().UTC()
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.v.FinishedAt, j.v.Stage = &now, ""
-	j.v.Sampled, j.v.SampleClean, j.v.Returned = res.Sampled, res.SampleClean, res.Returned
-	j.v.Redriven, j.v.NeedsManual = res.Total.Redriven, res.Total.NeedsManual
-	j.v.Done = j.v.Redriven + j.v.NeedsManual
-	switch {
-	case err == nil:
-		j.v.State = jobSucceeded
-	case res.Stopped:
-		j.v.State, j.v.Error = jobStopped, err.Error()
-	case errors.Is(err, context.Canceled):
-		j.v.State, j.v.Error = jobCancelled, "cancelled: "+err.Error()
-	default:
-		j.v.State, j.v.Error = jobFailed, err.Error()
-	}
-	if err != nil && !res.Stopped {
-		j.v.Failed = res.Total.Selected - res.Total.Redriven - res.Total.NeedsManual
-		if s.o.Redrives != nil && j.v.Failed > 0 && p.Filter.Queue != "" {
-			for range j.v.Failed {
-				s.o.Redrives.Redrive(p.Filter.Queue, catalog.OutcomeFailed)
-			}
-		}
-	}
-	s.o.Logger.Info("httpapi: redrive job ended", "job", j.v.ID, "op", j.v.Op, "actor", j.v.Actor, "state", j.v.State,
-		"redriven", j.v.Redriven, "needs_manual", j.v.NeedsManual, "failed", j.v.Failed, "err", j.v.Error)
-}
-
-// jobs holds the redrive jobs of this process (the most recent 200).
+// jobs is this server's identity as a job runner: the jobs themselves are
+// rows of the catalog (catalog.Store.CreateJob), shared with the CLI and
+// other servers.
 type jobs struct {
-	mu   sync.Mutex
-	n    int
-	byID map[string]*job
+	holder string
+	lease  time.Duration
 }
 
-func newJobs() *jobs { return &jobs{byID: map[string]*job{}} }
+func newJobs() *jobs {
+	host, _ := os.Hostname()
+	return &jobs{holder: fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), randomHex(4)), lease: catalog.DefaultJobLease}
+}
 
-const maxJobs = 200
-
-func (js *jobs) add(j *job) *job {
-	js.mu.Lock()
-	defer js.mu.Unlock()
-	js.n++
-	j.v.ID = fmt.Sprintf("r%d-%s", js.n, randomHex(4))
-	js.byID[j.v.ID] = j
-	if len(js.byID) > maxJobs { // forget the oldest finished job
-		var oldest *job
-		for _, o := range js.byID {
-			o.mu.Lock()
-			done := o.v.State != jobRunning
-			o.mu.Unlock()
-			if done && (oldest == nil || o.v.StartedAt.Before(oldest.v.StartedAt)) {
-				oldest = o
+// runJob runs a job this server created to its end. When the server is
+// closed first, the job is released, not cancelled: the next runner (a
+// 'lily serve' replica, this one restarted) resumes it.
+func (s *Server) runJob(j *catalog.Job) {
+	defer s.wg.Done()
+	p := catalog.JobRunParams{Holder: s.jobs.holder, Lease: s.jobs.lease, Target: s.o.Target, MaxRedrives: s.maxRedrives}
+	if s.o.Tick != nil {
+		p.Tick = s.o.Tick
+	}
+	if s.o.Redrives != nil {
+		p.OnEntry = func(e catalog.EntryRef, outcome string) { s.o.Redrives.Redrive(e.Queue, outcome) }
+	}
+	out, err := s.o.Store.RunJob(s.ctx, j, p)
+	if s.o.Redrives != nil && out.State == catalog.JobFailed {
+		q := out.Queue
+		if q == catalog.AllQueues {
+			q = ""
+		}
+		if q != "" {
+			for range out.Failed {
+				s.o.Redrives.Redrive(q, catalog.OutcomeFailed)
 			}
 		}
-		if oldest != nil {
-			delete(js.byID, oldest.v.ID)
-		}
 	}
-	return j
+	s.o.Logger.Info("httpapi: redrive job ended", "job", out.ID, "op", out.Op, "actor", out.Actor, "state", out.State,
+		"redriven", out.Sent, "needs_manual", out.Refused, "failed", out.Failed, "err", err)
 }
 
-func (js *jobs) get(id string) *job {
-	js.mu.Lock()
-	defer js.mu.Unlock()
-	return js.byID[id]
+func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request, _ *principal) {
+	js, err := s.o.Store.Jobs(r.Context(), catalog.JobQuery{Queue: r.URL.Query().Get("queue"), Limit: 200})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := make([]jobJSON, len(js))
+	for i, j := range js {
+		out[i] = toJobJSON(j)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"redrives": out})
 }
 
-func (js *jobs) list() []jobJSON {
-	js.mu.Lock()
-	all := make([]*job, 0, len(js.byID))
-	for _, j := range js.byID {
-		all = append(all, j)
+// jobByPath returns the job named by the path's {id}, or answers 404.
+func (s *Server) jobByPath(w http.ResponseWriter, r *http.Request) (*catalog.Job, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no redrive job %q: job IDs are numbers (GET /api/redrives lists them)", r.PathValue("id")), Field: "id"})
+		return nil, false
 	}
-	js.mu.Unlock()
-	out := make([]jobJSON, len(all))
-	for i, j := range all {
-		out[i] = j.snapshot()
+	j, err := s.o.Store.Job(r.Context(), id)
+	if errors.Is(err, catalog.ErrNoJob) {
+		writeError(w, http.StatusNotFound, apiError{Error: err.Error(), Field: "id"})
+		return nil, false
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].StartedAt.After(out[b].StartedAt) })
-	return out
-}
-
-func (s *Server) handleJobs(w http.ResponseWriter, _ *http.Request, _ *principal) {
-	writeJSON(w, http.StatusOK, map[string]any{"redrives": s.jobs.list()})
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return j, true
 }
 
 func (s *Server) handleJob(w http.ResponseWriter, r *http.Request, _ *principal) {
-	j := s.jobs.get(r.PathValue("id"))
-	if j == nil {
-		writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no redrive job %q in this process (jobs live in memory; GET /api/redrives lists them, the audit log keeps every redrive)", r.PathValue("id")), Field: "id"})
-		return
+	if j, ok := s.jobByPath(w, r); ok {
+		writeJSON(w, http.StatusOK, toJobJSON(j))
 	}
-	writeJSON(w, http.StatusOK, j.snapshot())
 }
 
-// handleCancel stops a running job after its current batch; what was
-// confirmed stays redriven, the rest stays pending.
-func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, _ *principal) {
-	j := s.jobs.get(r.PathValue("id"))
-	if j == nil {
-		writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no redrive job %q in this process", r.PathValue("id")), Field: "id"})
+// handleCancel cancels an active job wherever it runs: its runner stops
+// before the next batch; what was confirmed stays redriven, the rest stays
+// pending. 409 when the job already ended.
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, p *principal) {
+	j, ok := s.jobByPath(w, r)
+	if !ok {
 		return
 	}
-	j.mu.Lock()
-	if j.cancel != nil {
-		j.cancel()
+	j, err := s.o.Store.CancelJob(r.Context(), j.ID, p.name)
+	if errors.Is(err, catalog.ErrJobEnded) {
+		writeError(w, http.StatusConflict, apiError{Error: err.Error(), Field: "id"})
+		return
 	}
-	j.mu.Unlock()
-	writeJSON(w, http.StatusAccepted, j.snapshot())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, toJobJSON(j))
 }

@@ -3,9 +3,13 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/lily-mq/lily/catalog"
 )
 
 // TestOpenAPICoversRoutes checks that every route the server registers is
@@ -80,4 +84,48 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 		}
 	}
 	walk(doc)
+}
+
+// TestOpenAPISchemasMatchTheCode checks that the documented redrive schemas
+// have exactly the JSON fields the server reads and writes, and that the
+// Job state enum lists every job state of the catalog.
+func TestOpenAPISchemasMatchTheCode(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Enum []string `json:"enum"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openapiJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]any{"Job": jobJSON{}, "RedriveRequest": redriveRequest{}, "DryRun": dryRunAnswer{}} {
+		var fields []string
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			if tag, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ","); tag != "" && tag != "-" {
+				fields = append(fields, tag)
+			}
+		}
+		var documented []string
+		for p := range doc.Components.Schemas[name].Properties {
+			documented = append(documented, p)
+		}
+		sort.Strings(fields)
+		sort.Strings(documented)
+		if strings.Join(fields, " ") != strings.Join(documented, " ") {
+			t.Errorf("schema %s documents %v; the code has %v", name, documented, fields)
+		}
+	}
+	states := doc.Components.Schemas["Job"].Properties["state"].Enum
+	for _, st := range []catalog.JobState{catalog.JobQueued, catalog.JobRunning, catalog.JobSampling, catalog.JobDone,
+		catalog.JobStopped, catalog.JobFailed, catalog.JobCancelled} {
+		if !slices.Contains(states, string(st)) {
+			t.Errorf("Job state enum %v lacks %s", states, st)
+		}
+	}
 }

@@ -151,8 +151,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Close cancels the redrive jobs still running and waits for them (each
-// stops after its current batch; what was confirmed stays recorded).
+// Close stops the redrive jobs this server runs and waits for them: each
+// stops after its current batch and is released, not cancelled, so that
+// another runner ('lily serve') resumes it after its last handled entry.
 func (s *Server) Close() error {
 	s.cancel()
 	s.wg.Wait()

@@ -429,8 +429,14 @@ function options(params) {
       "redrive this many first and watch them"),
     field("observe", "Watch the sample for", {value: params.get("observe") || "30s", "aria-describedby": "observe-help"},
       "a duration: 500ms, 30s, 5m"),
-    field("rate", "Rate for the rest (messages/s, 0: no limit)", {type: "number", min: 0, step: "any", value: params.get("rate") || "50"}));
+    field("rate", "Rate for the rest (messages/s, 0: no limit)", {type: "number", min: 0, step: "any", value: params.get("rate") || "50"}),
+    field("new_consumer_version", "Consumer version now running (fixes a crash)", {value: params.get("new_consumer_version") || "", "aria-describedby": "new_consumer_version-help"},
+      "delivery_limit entries of other versions are sent too"),
+    h("div", {}, h("label", {}, h("input", {type: "checkbox", id: "include_crashers", name: "include_crashers"}),
+      " Include every delivery_limit entry (crash-type poison)")));
 }
+
+const activeJob = st => st === "queued" || st === "running" || st === "sampling";
 
 async function redrive(params) {
   const f = filterFrom(params, false);
@@ -440,11 +446,14 @@ async function redrive(params) {
     const sample = parseInt(form.elements.sample.value || "0", 10);
     const b = {filter: f, dry_run: dry, limit: parseInt(form.elements.limit.value || "0", 10), rate: parseFloat(form.elements.rate.value || "0")};
     if (sample > 0) { b.sample = sample; b.observe = form.elements.observe.value.trim(); }
+    const v = form.elements.new_consumer_version.value.trim();
+    if (v) b.new_consumer_version = v;
+    if (form.elements.include_crashers.checked) b.include_crashers = true;
     return b;
   };
   const result = twoStep(form, () => api("POST", "/api/redrives", body(true)), (p, area) => {
     const b = body(false);
-    const how = b.sample ? `a sample of ${b.sample} watched for ${b.observe}, then the rest` : "all at once";
+    const how = b.sample ? `a sample of ${b.sample}, which a consumer must ack within ${b.observe}, then the rest` : "all at once";
     const btn = h("button", {type: "button", id: "confirm", disabled: p.would_redrive === 0}, `Confirm: redrive ${p.would_redrive}`);
     area.replaceChildren(h("div", {id: "dry-result", class: "plan"},
       h("h2", {tabindex: "-1"}, "Dry run"),
@@ -454,15 +463,22 @@ async function redrive(params) {
         h("td", {class: "num"}, h("a", {href: "#/entry/" + e.id}, e.id)), h("td", {}, e.queue), h("td", {class: "mono"}, e.event_id),
         h("td", {class: "num"}, e.redrive_count), h("td", {}, e.outcome === "would_need_manual" ? "needs manual (at max_redrives)" : "redrive")))) : null,
       p.truncated ? h("p", {class: "muted"}, "The first 100 are listed.") : null,
+      p.held_back ? notice("warn", `Held back: ${p.held_back} delivery_limit entries (crash-type poison: the consumer died on them). They stay pending; to send them, name the consumer version now running, or tick "Include every delivery_limit entry".`) : null,
       h("p", {}, `Confirming sends them back to their source queues: ${how}${b.rate ? " at " + b.rate + " per second" : ""}.`), btn));
     area.querySelector("h2").focus();
     return btn;
   }, async (_, area) => {
     const job = await api("POST", "/api/redrives", body(false));
     const prog = h("progress", {id: "job-progress", max: Math.max(1, job.total), value: 0});
-    const state = h("p", {id: "job-state", role: "status"}, "running");
-    area.append(h("section", {class: "job"}, h("h2", {}, "Redrive " + job.id), prog, state));
+    const state = h("p", {id: "job-state", role: "status"}, job.state);
+    const cancel = h("button", {type: "button", id: "job-cancel"}, "Cancel the job");
+    cancel.addEventListener("click", async () => {
+      cancel.disabled = true;
+      try { await api("POST", "/api/redrives/" + job.id + "/cancel"); } catch (e) { area.append(failure(e)); }
+    });
+    area.append(h("section", {class: "job"}, h("h2", {}, "Redrive job " + job.id), prog, state, cancel));
     await follow(job, prog, state);
+    cancel.remove();
   });
   page("Redrive", h("p", {}, "Send pending dead letters back to their source queue, after the fix. A dry run comes first; you confirm what it shows."),
     h("h2", {}, "Selection"), selection(f), form, result);
@@ -474,14 +490,15 @@ async function follow(job, prog, state) {
     prog.value = job.done;
     prog.max = Math.max(1, job.total);
     const counts = `redriven ${job.redriven}, needs manual ${job.needs_manual}, failed ${job.failed} of ${job.total}`;
-    if (job.state === "running") {
-      state.textContent = `running${job.stage ? " (" + job.stage + ")" : ""}: ${counts}`;
+    if (activeJob(job.state)) {
+      state.textContent = `${job.state}${job.stage ? " (" + job.stage + ")" : ""}: ${counts}`;
       await new Promise(r => setTimeout(r, 400));
       job = await api("GET", "/api/redrives/" + job.id);
       continue;
     }
     state.replaceChildren(h("strong", {class: "job-" + job.state}, job.state), `: ${counts}.`,
-      job.sample_clean ? ` The sample of ${job.sampled.length} was not dead-lettered again.` : "",
+      job.sample_clean ? ` The sample of ${job.sampled.length} was acked by a consumer.` : "",
+      job.held_back ? ` ${job.held_back} delivery_limit entries were held back.` : "",
       job.error ? h("span", {class: "bad"}, " " + job.error) : "", " ",
       h("a", {id: "job-audit", href: link("/audit", {op: job.op})}, "See it in the audit log"));
     return job;
@@ -489,17 +506,28 @@ async function follow(job, prog, state) {
 }
 
 function jobTable(jobs) {
-  return table(["Job", "Actor", "State", "Redriven", "Needs manual", "Failed", "Total", "Started", "Audit"], jobs.map(j => h("tr", {},
-    h("td", {class: "mono"}, j.id), h("td", {}, j.actor), h("td", {}, j.state + (j.stage ? " (" + j.stage + ")" : "")),
-    [j.redriven, j.needs_manual, j.failed, j.total].map(n => h("td", {class: "num"}, n)), h("td", {}, time(j.started_at)),
-    h("td", {}, h("a", {href: link("/audit", {op: j.op})}, j.op)))));
+  return table(["Job", "Queue", "Actor", "State", "Redriven", "Needs manual", "Failed", "Held back", "Total", "Created", "Audit", ""], jobs.map(j => {
+    let cancel = null;
+    if (can("redrive") && activeJob(j.state)) {
+      cancel = h("button", {type: "button", class: "job-cancel", "data-job": j.id}, "Cancel");
+      cancel.addEventListener("click", async () => {
+        cancel.disabled = true;
+        try { await api("POST", "/api/redrives/" + j.id + "/cancel"); cancel.replaceWith("cancelled"); } catch (e) { cancel.replaceWith(failure(e)); }
+      });
+    }
+    return h("tr", {"data-job": j.id},
+      h("td", {class: "mono"}, j.id), h("td", {}, j.queue), h("td", {}, j.actor),
+      h("td", {}, j.state + (j.stage ? " (" + j.stage + ")" : ""), j.error ? h("small", {class: "bad"}, " " + j.error) : null),
+      [j.redriven, j.needs_manual, j.failed, j.held_back, j.total].map(n => h("td", {class: "num"}, n)), h("td", {}, time(j.created_at)),
+      h("td", {}, h("a", {href: link("/audit", {op: j.op})}, j.op)), h("td", {}, cancel));
+  }));
 }
 
 async function redrives(_, gen) {
   const data = await api("GET", "/api/redrives");
   if (gen !== generation) return;
-  page("Redrives", h("p", {}, "Redrive jobs of this server process (every redrive, from here or the CLI, is in the audit log)."),
-    data.redrives.length ? jobTable(data.redrives) : notice("info", "No redrive has run since the server started."));
+  page("Redrives", h("p", {}, "Redrive jobs kept in the catalog, newest first: from this console, the API or 'lily dlq redrive', on any server. A job whose runner died is resumed by a 'lily serve' after its last handled entry; one job per queue runs at a time."),
+    data.redrives.length ? jobTable(data.redrives) : notice("info", "No redrive job yet."));
 }
 
 async function discard(params) {

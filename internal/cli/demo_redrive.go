@@ -65,7 +65,9 @@ func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(s
 	out.discarded = dis.Count
 	say("  lily dlq discard --dead-letter-reason permanent --reason %q: %d discarded", "malformed ...", dis.Count)
 
-	base := catalog.RedriveParams{Filter: catalog.Filter{Queue: q}, Target: target, MaxRedrives: maxRedrives, Actor: actor}
+	// The fixed version is named: the crash-type poison goes back too.
+	base := catalog.RedriveParams{Filter: catalog.Filter{Queue: q}, Target: target, MaxRedrives: maxRedrives, Actor: actor,
+		NewConsumerVersion: demoFixedVersion}
 	dry := base
 	dry.DryRun = true
 	plan, err := b.cat.Redrive(ctx, dry)

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,11 +16,17 @@ func init() { registerDLQ(newDLQRedriveCmd) }
 // redriveJSON is the --json output of 'lily dlq redrive' (after the
 // streamed "entries" of a dry run).
 type redriveJSON struct {
-	Op             string             `json:"op"`
-	DryRun         bool               `json:"dry_run"`
-	Selected       int                `json:"selected"`
-	Redriven       int                `json:"redriven"`
-	NeedsManual    int                `json:"needs_manual"`
+	// Job is the redrive job's ID in the catalog ('lily dlq jobs'); 0 for
+	// a dry run, which makes no job.
+	Job         int64  `json:"job,omitempty"`
+	Op          string `json:"op"`
+	DryRun      bool   `json:"dry_run"`
+	Selected    int    `json:"selected"`
+	Redriven    int    `json:"redriven"`
+	NeedsManual int    `json:"needs_manual"`
+	// HeldBack are the delivery_limit entries left pending
+	// (--include-crashers, --new-consumer-version).
+	HeldBack       int                `json:"held_back"`
 	Sample         *sampleJSON        `json:"sample,omitempty"`
 	Rate           float64            `json:"rate,omitempty"`
 	AchievedRate   float64            `json:"achieved_rate,omitempty"`
@@ -60,6 +67,10 @@ type redriveFlags struct {
 	rate    float64
 	asJSON  bool
 	force   bool
+	// crashers
+	newVersion      string
+	includeCrashers bool
+	lease           time.Duration
 }
 
 func newDLQRedriveCmd() *cobra.Command {
@@ -83,10 +94,18 @@ command again can make duplicates (same event ID), never lose a message.
   --dry-run            list what would happen; change nothing (still audited)
   --sample N --observe D
                        redrive N entries first and watch their event IDs for
-                       D (ingesting broker DLQs meanwhile); if any is
-                       dead-lettered again, stop, report it and exit 1 — the
+                       D (ingesting broker DLQs meanwhile). The sample passes
+                       only when every sampled message was acked by a consumer
+                       within D (the ledger, or the SQLite queue, knows); if one
+                       is dead-lettered again or retried, or D passes with some
+                       not acked ("no consumer acked the sample within D: is a
+                       consumer running?"), stop, report it and exit 1 — the
                        rest stays pending. Otherwise go on with the rest.
   --rate R             at most R messages per second (token bucket)
+  --include-crashers   also send delivery_limit entries (see below)
+  --new-consumer-version V
+                       the consumer version now running fixes the crash: send the
+                       delivery_limit entries dead-lettered by another version
   --schema-version N   only entries of message schema version N ('none': without one)
   --force              redrive entries of a schema version the queue's consumers
                        do not read (see below)
@@ -98,6 +117,21 @@ command says which versions and how many — unless --force is given; the dry
 run shows the same warning. Without schema_versions the command warns (and
 goes on) when the selection holds versions older than the newest version
 among the queue's dead letters. Entries without a version are not compared.
+
+A redrive is a job stored in the catalog ('lily dlq jobs'): it runs here, in
+the foreground, and if this process dies (kill -9, a lost host) the job is
+resumed after its last handled entry once its lease runs out, by 'lily
+serve' or 'lily dlq resume JOB' — nothing is sent twice but the one batch in
+flight. Ctrl-C cancels the job; so does 'lily dlq cancel JOB' from anywhere.
+One job per queue runs at a time: a second redrive of the queue is refused
+with the running job's ID.
+
+Crash-type poison: entries dead-lettered with reason delivery_limit (the
+consumer died on the message, again and again) are held back from a bulk
+redrive — the command says how many — unless --new-consumer-version V names
+the consumer version now running (entries dead-lettered by V itself stay
+held back) or --include-crashers is given. Entries picked by --id or
+--event-id are never held back.
 
 Queues come from --config ([[queue]] transport); a queue not in it is a queue
 of the SQLite store at --db. On Kafka the message is produced to the source
@@ -122,6 +156,10 @@ decision is in 'lily audit'.`,
 	actorFlag(cmd, &f.actor)
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
 	fl.BoolVar(&f.force, "force", false, "redrive even entries of a schema version the queue's consumers do not read (schema_versions)")
+	fl.BoolVar(&f.includeCrashers, "include-crashers", false, "also redrive delivery_limit entries (crash-type poison), held back otherwise")
+	fl.StringVar(&f.newVersion, "new-consumer-version", "", "the consumer version now running, which fixes the crash: redrive the delivery_limit entries of other versions")
+	fl.DurationVar(&f.lease, "job-lease", catalog.DefaultJobLease, "how long the job stays this process's between renewals (another runner resumes it after)")
+	_ = fl.MarkHidden("job-lease")
 	return cmd
 }
 
@@ -141,6 +179,10 @@ func (f redriveFlags) validate() error {
 		return usagef("--rate %g: must be > 0 messages per second (0: no limit)", f.rate)
 	case f.sample > 0 && f.sel.limit > 0 && f.sample > f.sel.limit:
 		return usagef("--sample %d: must be <= --limit %d", f.sample, f.sel.limit)
+	case f.includeCrashers && f.newVersion != "":
+		return usagef("--include-crashers and --new-consumer-version %q: give one (--include-crashers sends every delivery_limit entry)", f.newVersion)
+	case f.lease <= 0:
+		return usagef("--job-lease %s: must be > 0", f.lease)
 	}
 	return nil
 }
@@ -174,6 +216,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	p := catalog.RedriveParams{
 		Filter: filter, Limit: f.sel.limit, DryRun: f.dryRun, Rate: f.rate, MaxRedrives: env.maxRedrives,
 		Target: targets.target, Actor: actor, Op: op, Progress: bar.update,
+		IncludeCrashers: f.includeCrashers, NewConsumerVersion: f.newVersion,
 	}
 	if f.sample > 0 {
 		p.Options = fmt.Sprintf(`"sample":%d,"observe":%q`, f.sample, f.observe.String())
@@ -195,36 +238,55 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	if f.dryRun {
 		return dryRunRedrive(cmd, env.cat, p, out, f.asJSON)
 	}
-	sp := catalog.StagedRedriveParams{RedriveParams: p, Sample: f.sample, Observe: f.observe,
-		Tick: targets.ingest,
+	holder := runnerName("cli")
+	job, err := env.cat.CreateJob(ctx, catalog.JobSpec{Filter: filter, Limit: f.sel.limit, Rate: f.rate, Sample: f.sample, Observe: f.observe,
+		NewConsumerVersion: f.newVersion, IncludeCrashers: f.includeCrashers, Actor: actor, Op: op, Holder: holder, Lease: f.lease})
+	if err != nil {
+		return err
+	}
+	out.Job = job.ID
+	if !f.asJSON {
+		fmt.Fprintf(w, "redrive job %d: %d pending entries planned\n", job.ID, job.Total)
+	}
+	var restAt time.Time
+	restFrom := 0
+	job, runErr := env.cat.RunJob(ctx, job, catalog.JobRunParams{Holder: holder, Lease: f.lease, Target: targets.target,
+		MaxRedrives: env.maxRedrives, Tick: targets.ingest, Progress: bar.update, CancelOnStop: true,
 		OnStage: func(stage string, sampled []string) {
-			if stage == catalog.StageObserve {
+			switch stage {
+			case catalog.StageObserve:
 				bar.finish()
 				if !f.asJSON {
-					fmt.Fprintf(w, "sample: %d redriven; watching their event IDs for %s ...\n", len(sampled), f.observe)
+					fmt.Fprintf(w, "sample: %d redriven; waiting up to %s for a consumer to ack them ...\n", len(sampled), f.observe)
 				}
+			case catalog.StageRest:
+				restAt = time.Now()
 			}
 		},
-	}
-	res, runErr := env.cat.RedriveStaged(ctx, sp)
-	total, paced := res.Total, res.Rest
+		OnEntry: func(_ catalog.EntryRef, outcome string) {
+			if restAt.IsZero() && outcome == catalog.OutcomeRedriven {
+				restFrom++
+			}
+		},
+	})
+	out.HeldBack = job.HeldBack
 	if f.sample > 0 {
-		out.Sample = &sampleJSON{Size: f.sample, Observe: f.observe.String(), EventIDs: res.Sampled, Clean: res.SampleClean}
-		if out.Sample.EventIDs == nil {
-			out.Sample.EventIDs = []string{}
+		out.Sample = &sampleJSON{Size: f.sample, Observe: f.observe.String(), EventIDs: []string{}, Clean: job.SampleClean}
+		for _, m := range job.Sampled {
+			out.Sample.EventIDs = append(out.Sample.EventIDs, m.EventID)
 		}
-		out.Stopped, out.Returned = res.Stopped, res.Returned
-		if runErr == nil && len(res.Sampled) == 0 && total.Selected > 0 && !f.asJSON {
+		out.Stopped, out.Returned = job.State == catalog.JobStopped, job.Returned
+		if runErr == nil && len(job.Sampled) == 0 && job.Done() > 0 && !f.asJSON {
 			// Every sampled entry was at max_redrives: nothing was tried.
 			fmt.Fprintln(w, "the sample sent nothing (its entries were at max_redrives and are now needs_manual); run again to sample the next entries")
 		}
 	}
 	bar.finish()
 	elapsed := time.Since(start)
-	out.Selected, out.Redriven, out.NeedsManual = total.Selected, total.Redriven, total.NeedsManual
+	out.Selected, out.Redriven, out.NeedsManual = job.Done()+job.Failed, job.Sent, job.Refused
 	out.DurationMillis = elapsed.Milliseconds()
-	if f.rate > 0 && paced.Redriven > 0 {
-		out.AchievedRate = float64(paced.Redriven) / paced.Elapsed.Seconds()
+	if f.rate > 0 && !restAt.IsZero() && job.Sent > restFrom {
+		out.AchievedRate = float64(job.Sent-restFrom) / time.Since(restAt).Seconds()
 	}
 	if f.asJSON {
 		if err := writeJSON(w, out); err != nil {
@@ -252,10 +314,11 @@ func printRedriveSummary(w io.Writer, out redriveJSON, ok bool) {
 			fmt.Fprintf(w, "\nnote: the transport confirmed fewer messages per second than --rate asked; the rate was not the limit")
 		}
 	}
-	fmt.Fprintf(w, "\noperation %s (see 'lily audit')\n", out.Op)
+	fmt.Fprintf(w, "\noperation %s (see 'lily audit'), job %d\n", out.Op, out.Job)
 	if out.Sample != nil && out.Sample.Clean {
-		fmt.Fprintf(w, "sample of %d: none dead-lettered again within %s\n", len(out.Sample.EventIDs), out.Sample.Observe)
+		fmt.Fprintf(w, "sample of %d: every message acked within %s\n", len(out.Sample.EventIDs), out.Sample.Observe)
 	}
+	printHeldBack(w, out.HeldBack)
 	for _, r := range out.Returned {
 		fmt.Fprintf(w, "dead-lettered again: %s (new entry %d in %s)\n", r.EventID, r.ID, r.Queue)
 	}
@@ -283,7 +346,7 @@ func dryRunRedrive(cmd *cobra.Command, cat *catalog.Store, p catalog.RedrivePara
 		fmt.Fprintf(w, "  entry %-8d %-40s redrives %d  %s\n", e.ID, e.EventID, e.RedriveCount, what)
 	}
 	res, err := cat.Redrive(cmd.Context(), p)
-	out.Selected, out.Redriven, out.NeedsManual = res.Selected, res.Redriven, res.NeedsManual
+	out.Selected, out.Redriven, out.NeedsManual, out.HeldBack = res.Selected, res.Redriven, res.NeedsManual, res.HeldBack
 	out.DurationMillis = res.Elapsed.Milliseconds()
 	if asJSON {
 		if jerr := js.end(out); jerr != nil {
@@ -294,6 +357,7 @@ func dryRunRedrive(cmd *cobra.Command, cat *catalog.Store, p catalog.RedrivePara
 	if err != nil {
 		return err
 	}
+	printHeldBack(w, res.HeldBack)
 	if res.Selected == 0 {
 		fmt.Fprintln(w, "nothing to redrive: no pending entry matches the selection")
 		return nil
@@ -301,4 +365,21 @@ func dryRunRedrive(cmd *cobra.Command, cat *catalog.Store, p catalog.RedrivePara
 	fmt.Fprintf(w, "would redrive %d and mark %d needs_manual, of %d selected (operation %s, audited as a dry run)\n",
 		res.Redriven, res.NeedsManual, res.Selected, out.Op)
 	return nil
+}
+
+// printHeldBack says how many crashers a redrive left out and how to
+// include them.
+func printHeldBack(w io.Writer, n int) {
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(w, "held back %d delivery_limit entries (crash-type poison: the consumer died on them; they stay pending): "+
+		"to redrive them name the fixed consumer version with --new-consumer-version V, or pass --include-crashers\n", n)
+}
+
+// runnerName names a job runner for its lease: kind, host, process and a
+// random suffix.
+func runnerName(kind string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%s-%d-%s", kind, host, os.Getpid(), catalog.NewOp(time.Now())[17:])
 }

@@ -64,36 +64,33 @@ func TestDLQRedriveSQLite(t *testing.T) {
 	if len(dry.Entries) != 3 || dry.Entries[0].Outcome != catalog.OutcomeWouldRedrive || !dry.DryRun || dry.Selected != 3 {
 		t.Errorf("dry run JSON %+v", dry)
 	}
-	if code, out, _ := run(t, "dlq", "redrive", "--db", db, "--dry-run"); code != 0 || !strings.Contains(out, "would redrive 6 and mark 0 needs_manual") {
+	// The delivery_limit entry (crash-type poison) is held back, and said so.
+	if code, out, _ := run(t, "dlq", "redrive", "--db", db, "--dry-run"); code != 0 || !strings.Contains(out, "would redrive 5 and mark 0 needs_manual") ||
+		!strings.Contains(out, "held back 1 delivery_limit entries") || !strings.Contains(out, "--new-consumer-version V, or pass --include-crashers") {
 		t.Errorf("human dry run: %s", out)
 	}
 	if st := entryStates(t, db); st["pending"] != 6 {
 		t.Fatalf("states after dry runs: %v", st)
 	}
 
-	// A sample, watched (no consumer runs, so nothing comes back), then the rest at a rate.
-	code, out, errOut = run(t, "dlq", "redrive", "--db", db, "--reason", "permanent", "--sample", "1", "--observe", "50ms", "--rate", "100", "--actor", "alice", "--json")
+	// A sample, acked by the fixed consumer, then the rest at a rate.
+	received := ackConsumer(t, db)
+	code, out, errOut = run(t, "dlq", "redrive", "--db", db, "--reason", "permanent", "--sample", "1", "--observe", "1m", "--rate", "100", "--actor", "alice", "--json")
 	if code != 0 {
 		t.Fatalf("redrive: %d %s\n%s", code, errOut, out)
 	}
 	var res redriveJSON
 	mustJSON(t, out, &res)
-	if res.Redriven != 3 || res.Sample == nil || !res.Sample.Clean || len(res.Sample.EventIDs) != 1 || res.Sample.EventIDs[0] != "evt-1" || res.Stopped {
+	if res.Redriven != 3 || res.Sample == nil || !res.Sample.Clean || len(res.Sample.EventIDs) != 1 || res.Sample.EventIDs[0] != "evt-1" || res.Stopped || res.Job == 0 {
 		t.Errorf("redrive JSON %+v (sample %+v)", res, res.Sample)
 	}
 	if st := entryStates(t, db); st["pending"] != 3 || st["redriven"] != 3 {
 		t.Errorf("states %v", st)
 	}
-	// The messages are back in their source queue, with their event IDs.
-	ctx := context.Background()
-	tr, err := sqlite.Open(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: dlqQueue, Max: 10, Consumer: "check"})
-	if err != nil || len(ds) != 3 {
-		t.Fatalf("queue holds %d (%v), want 3", len(ds), err)
+	// The messages went back to their source queue, with their event IDs.
+	ds := waitReceived(received, 3)
+	if len(ds) != 3 {
+		t.Fatalf("the consumer received %d, want 3", len(ds))
 	}
 	for i, d := range ds {
 		if d.EventID != fmt.Sprintf("evt-%d", i+1) || d.Headers[evidence.HeaderRedriveCount] != int32(1) || d.Headers[evidence.HeaderRetryCount] != int32(0) ||
@@ -101,7 +98,7 @@ func TestDLQRedriveSQLite(t *testing.T) {
 			t.Errorf("redriven message %s headers %v", d.EventID, d.Headers)
 		}
 	}
-	if code, out, _ := run(t, "reconcile", "--db", db, "--json"); code != 0 || !strings.Contains(out, `"in_flight": 3`) {
+	if code, out, _ := run(t, "reconcile", "--db", db, "--json"); code != 0 || !strings.Contains(out, `"in_flight": 0`) {
 		t.Errorf("reconcile after the redrive: %d %s", code, out)
 	}
 	// An empty selection is not an error.
@@ -110,7 +107,7 @@ func TestDLQRedriveSQLite(t *testing.T) {
 		t.Errorf("empty redrive: %d %s", code, out)
 	}
 	got := auditOutcomes(t, db)
-	want := map[string]int{"redrive/would_redrive/dry": 9, "redrive/redriven": 3, "redrive/observed_clean": 1, "redrive/nothing_selected": 0}
+	want := map[string]int{"redrive/would_redrive/dry": 8, "redrive/redriven": 3, "redrive/observed_clean": 1, "redrive/nothing_selected": 0}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("audit %v, want %v", got, want)
 	}
@@ -460,7 +457,7 @@ func TestDLQRedriveRabbitMQ(t *testing.T) {
 	if err := rmq.DeleteQueues(ctx, qc.Spec()); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut = run(t, "dlq", "redrive", "--config", cfg)
+	code, _, errOut = run(t, "dlq", "redrive", "--config", cfg, "--include-crashers")
 	if code != 1 || !strings.Contains(errOut, "no longer exists on the broker") {
 		t.Errorf("redrive into a deleted queue: %d %s", code, errOut)
 	}

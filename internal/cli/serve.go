@@ -193,6 +193,7 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 		return err
 	}
 	defer srv.Close()
+	defer startJobRunner(ctx, env, targets, hook, logger)()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("serve: --listen %s: %w", listen, err)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -128,13 +129,16 @@ func TestServeLifecycle(t *testing.T) {
 	if code := getJSON(t, "POST", base+"/api/redrives", sel+`,"dry_run":true}`, &plan); code != 200 || plan.WouldRedrive != 2 {
 		t.Errorf("dry run: %d %+v", code, plan)
 	}
-	var job struct{ ID, State string }
-	if code := getJSON(t, "POST", base+"/api/redrives", sel+`,"sample":1,"observe":"50ms","rate":100}`, &job); code != http.StatusAccepted {
+	var job struct {
+		ID    int64
+		State string
+	}
+	if code := getJSON(t, "POST", base+"/api/redrives", sel+`,"rate":100}`, &job); code != http.StatusAccepted {
 		t.Fatalf("redrive: %d %+v", code, job)
 	}
-	for deadline := time.Now().Add(time.Minute); job.State != "succeeded"; time.Sleep(20 * time.Millisecond) {
-		getJSON(t, "GET", base+"/api/redrives/"+job.ID, "", &job)
-		if job.State != "running" && job.State != "succeeded" || time.Now().After(deadline) {
+	for deadline := time.Now().Add(time.Minute); job.State != "done"; time.Sleep(20 * time.Millisecond) {
+		getJSON(t, "GET", base+"/api/redrives/"+fmt.Sprint(job.ID), "", &job)
+		if job.State != "running" && job.State != "done" || time.Now().After(deadline) {
 			t.Fatalf("job %+v", job)
 		}
 	}

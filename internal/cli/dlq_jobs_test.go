@@ -1,0 +1,256 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/sqlite"
+)
+
+// ackConsumer acks every message of orders.created in db until the test
+// ends; the returned function returns the deliveries acked so far, in the
+// order received.
+func ackConsumer(t *testing.T, db string) func() []*transport.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tr, err := sqlite.Open(ctx, db, sqlite.Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []*transport.Delivery
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: dlqQueue, Max: 10, Consumer: "fixed", Wait: 20 * time.Millisecond})
+			if err != nil {
+				return
+			}
+			var ss []transport.Settlement
+			for _, d := range ds {
+				ss = append(ss, transport.Settlement{Delivery: d, Action: transport.Ack})
+			}
+			if len(ss) > 0 && tr.Settle(ctx, &transport.SettleParams{Settlements: ss}) == nil {
+				mu.Lock()
+				got = append(got, ds...)
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		tr.Close()
+	})
+	return func() []*transport.Delivery {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]*transport.Delivery(nil), got...)
+	}
+}
+
+// waitReceived polls received until it holds n deliveries (or a minute
+// passed) and returns them.
+func waitReceived(received func() []*transport.Delivery, n int) []*transport.Delivery {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if ds := received(); len(ds) >= n || time.Now().After(deadline) {
+			return ds
+		}
+	}
+}
+
+// waitJobState polls the catalog until the job satisfies ok.
+func waitJobState(t *testing.T, db string, id int64, ok func(*catalog.Job) bool) *catalog.Job {
+	t.Helper()
+	cat := openCatalog(t, db)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		j, err := cat.Job(context.Background(), id)
+		if err != nil && !errors.Is(err, catalog.ErrNoJob) { // not created yet: wait
+			t.Fatal(err)
+		}
+		if err == nil && ok(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d: still %+v after a minute", id, j)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDLQRedriveSampleNobodyAcks(t *testing.T) {
+	t.Parallel()
+	db := seedDLQ(t)
+	code, out, errOut := run(t, "dlq", "redrive", "--db", db, "--reason", "permanent", "--sample", "1", "--observe", "100ms", "--json")
+	if code != 1 || !strings.Contains(errOut, "no consumer acked the sample within 100ms: is a consumer running?") {
+		t.Fatalf("exit %d\n%s\n%s", code, errOut, out)
+	}
+	var res redriveJSON
+	mustJSON(t, out, &res)
+	if !res.Stopped || res.Sample == nil || res.Sample.Clean || res.Redriven != 1 || res.Job == 0 {
+		t.Errorf("JSON %+v", res)
+	}
+	if st := entryStates(t, db); st["redriven"] != 1 || st["pending"] != 5 {
+		t.Errorf("states %v, want the sample redriven and the rest pending", st)
+	}
+	var jobs jobsJSON
+	if code, out, _ := run(t, "dlq", "jobs", "--db", db, "--json"); code != 0 {
+		t.Fatalf("jobs: %d", code)
+	} else {
+		mustJSON(t, out, &jobs)
+	}
+	if len(jobs.Jobs) != 1 || jobs.Jobs[0].ID != res.Job || jobs.Jobs[0].State != catalog.JobStopped || jobs.Jobs[0].Sent != 1 {
+		t.Errorf("jobs %+v", jobs.Jobs)
+	}
+}
+
+func TestDLQJobsOnePerQueueAndCancel(t *testing.T) {
+	t.Parallel()
+	db := seedDLQ(t)
+	type result struct {
+		code     int
+		out, err string
+	}
+	first := make(chan result, 1)
+	go func() { // waits an hour for an ack nobody sends
+		code, out, errOut := run(t, "dlq", "redrive", "--db", db, "--queue", dlqQueue, "--sample", "1", "--observe", "1h", "--json", "--actor", "alice")
+		first <- result{code, out, errOut}
+	}()
+	// The first job exists once its sample is out.
+	var id int64
+	cat := openCatalog(t, db)
+	for deadline := time.Now().Add(time.Minute); id == 0; time.Sleep(20 * time.Millisecond) {
+		js, err := cat.Jobs(context.Background(), catalog.JobQuery{Active: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(js) == 1 && js[0].SampleDone {
+			id = js[0].ID
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no sampling job after a minute")
+		}
+	}
+	code, out, errOut := run(t, "dlq", "redrive", "--db", db, "--reason", "permanent")
+	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("redrive job %d (sampling, by alice", id)) || !strings.Contains(errOut, fmt.Sprintf("lily dlq cancel %d", id)) {
+		t.Errorf("second redrive: %d %s %s", code, out, errOut)
+	}
+	if code, out, _ := run(t, "dlq", "jobs", "--db", db); code != 0 || !strings.Contains(out, "sampling") || !strings.Contains(out, "alice") {
+		t.Errorf("jobs: %d %s", code, out)
+	}
+	if code, out, errOut := run(t, "dlq", "cancel", fmt.Sprint(id), "--db", db, "--actor", "carol"); code != 0 || !strings.Contains(out, "cancelled") {
+		t.Errorf("cancel: %d %s %s", code, out, errOut)
+	}
+	r := <-first
+	if r.code != 1 || !strings.Contains(r.err, "cancelled") {
+		t.Errorf("the cancelled redrive: exit %d\n%s\n%s", r.code, r.err, r.out)
+	}
+	var res redriveJSON
+	mustJSON(t, r.out, &res)
+	if res.Job != id || res.Redriven != 1 {
+		t.Errorf("cancelled redrive JSON %+v", res)
+	}
+	if code, _, errOut := run(t, "dlq", "cancel", fmt.Sprint(id), "--db", db); code != 1 || !strings.Contains(errOut, "nothing to cancel") {
+		t.Errorf("cancel again: %d %s", code, errOut)
+	}
+	if st := entryStates(t, db); st["redriven"] != 1 || st["pending"] != 5 {
+		t.Errorf("states %v", st)
+	}
+}
+
+// A 'lily dlq redrive' killed with SIGKILL mid-job leaves its job behind;
+// once its lease ran out 'lily dlq resume' finishes it after the cursor:
+// every entry sent exactly once (the SQLite store publishes in the
+// catalog's transaction), and the ledger balances.
+func TestDLQRedriveSurvivesKill(t *testing.T) {
+	t.Parallel()
+	db := seedDLQ(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	cmd := exec.Command(exe, "dlq", "redrive", "--db", db, "--rate", "4", "--job-lease", "500ms", "--include-crashers")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJobState(t, db, 1, func(j *catalog.Job) bool { return j.Sent >= 2 })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if j.Total != 6 || j.State != catalog.JobRunning {
+		t.Fatalf("job before the kill: %+v\n%s%s", j, out.String(), errb.String())
+	}
+	received := ackConsumer(t, db)
+	// The killed runner's lease (500ms) has to run out first.
+	var code int
+	var rout, rerr string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		code, rout, rerr = run(t, "dlq", "resume", "1", "--db", db, "--json")
+		if !strings.Contains(rerr, "is held by runner") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != 0 {
+		t.Fatalf("resume: %d %s %s", code, rout, rerr)
+	}
+	var done catalog.Job
+	mustJSON(t, rout, &done)
+	if done.State != catalog.JobDone || done.Sent != 6 || done.Done() != done.Total {
+		t.Errorf("resumed job %+v", done)
+	}
+	// Each entry's message once: the consumer got all six, none twice.
+	seen := map[string]int{}
+	for _, d := range waitReceived(received, 6) {
+		seen[d.EventID]++
+	}
+	for i := 1; i <= 6; i++ {
+		if id := fmt.Sprintf("evt-%d", i); seen[id] != 1 {
+			t.Errorf("%s redriven %d times, want once", id, seen[id])
+		}
+	}
+	if st := entryStates(t, db); st["redriven"] != 6 {
+		t.Errorf("states %v", st)
+	}
+	if code, out, errOut := run(t, "reconcile", "--db", db); code != 0 {
+		t.Errorf("reconcile: %d %s %s", code, out, errOut)
+	}
+}
+
+// 'lily serve' runs the jobs nobody holds: one left by a dead runner is
+// finished after its cursor.
+func TestServeRunsOrphanedJobs(t *testing.T) {
+	t.Parallel()
+	db := seedDLQ(t)
+	cat := openCatalog(t, db)
+	j, err := cat.CreateJob(context.Background(), catalog.JobSpec{Filter: catalog.Filter{Queue: dlqQueue}, Actor: "alice",
+		Holder: "a-runner-that-died", Lease: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := ackConsumer(t, db)
+	startServe(t, "--db", db, "--listen", "127.0.0.1:0")
+	done := waitJobState(t, db, j.ID, func(j *catalog.Job) bool { return !j.State.Active() })
+	if done.State != catalog.JobDone || done.Sent != 5 || done.HeldBack != 1 {
+		t.Errorf("job %+v", done)
+	}
+	if n := len(waitReceived(received, 5)); n != 5 {
+		t.Errorf("the consumer received %d, want the 5 redriven", n)
+	}
+}

@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/httpapi"
+)
+
+// startJobRunner runs, until the returned stop is called, the redrive job
+// runner of 'lily serve': it takes the queued jobs and those a dead
+// process left behind (their lease ran out) and runs them to their end,
+// after their last handled entry (catalog.Store.RunJobs). Several serve
+// replicas share the jobs; each runs one at a time. On stop the job in hand
+// is released, not cancelled, so that the next runner resumes it at once.
+func startJobRunner(ctx context.Context, env *dlqEnv, targets *redriveTargets, redrives httpapi.RedriveObserver, logger *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p := catalog.RunnerParams{Logger: logger, JobRunParams: catalog.JobRunParams{
+			Holder: runnerName("serve"), Target: targets.target, MaxRedrives: env.maxRedrives, Tick: targets.ingest,
+		}}
+		if redrives != nil {
+			p.OnEntry = func(e catalog.EntryRef, outcome string) { redrives.Redrive(e.Queue, outcome) }
+		}
+		_ = env.cat.RunJobs(ctx, p)
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
