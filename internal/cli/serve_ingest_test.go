@@ -17,6 +17,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -193,14 +194,36 @@ func newCatalogFile(t *testing.T) (string, *catalog.Store) {
 	return db, cat
 }
 
-// entriesOf counts queue's catalog entries and their distinct event IDs.
-func entriesOf(t *testing.T, cat *catalog.Store, queue string) (entries, distinct int) {
+// replicaCatalog creates an empty catalog for replicas to share: a SQLite
+// file, or a PostgreSQL schema; it returns the flag that names it.
+func replicaCatalog(t *testing.T, kind string) ([]string, *catalog.Store) {
 	t.Helper()
-	err := cat.DB().QueryRow(`SELECT COUNT(*), COUNT(DISTINCT event_id) FROM lily_dlq_entries WHERE queue = ?`, queue).Scan(&entries, &distinct)
+	if kind == "sqlite" {
+		db, cat := newCatalogFile(t)
+		return []string{"--db", db}, cat
+	}
+	url := pgtest.URL(t)
+	cat, err := catalog.OpenPostgres(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return entries, distinct
+	t.Cleanup(func() { cat.Close() })
+	return []string{"--catalog", url}, cat
+}
+
+// entriesOf counts queue's catalog entries and their distinct event IDs.
+func entriesOf(t *testing.T, cat *catalog.Store, queue string) (entries, distinct int) {
+	t.Helper()
+	ids := map[string]bool{}
+	err := cat.Each(context.Background(), catalog.Filter{Queue: queue}, func(e *catalog.Entry) error {
+		entries++
+		ids[e.EventID] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries, len(ids)
 }
 
 // waitEntries waits until queue has want entries in the catalog, and
@@ -297,10 +320,16 @@ func TestServeIngestsBrokerDeadLetters(t *testing.T) {
 // catalog once, and the two servers drained as many as were made.
 func TestServeReplicasDrainOneAtATime(t *testing.T) {
 	t.Setenv("LILY_TOKENS", "")
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) { replicasDrainOneAtATime(t, kind) })
+	}
+}
+
+func replicasDrainOneAtATime(t *testing.T, kind string) {
 	url := needRabbit(t)
 	qc, cfg, tr := brokerQueue(t, url)
-	db, cat := newCatalogFile(t)
-	args := []string{"--config", cfg, "--db", db, "--listen", "127.0.0.1:0", "--ingest-interval", "50ms", "--ingest-lease-ttl", "2s"}
+	store, cat := replicaCatalog(t, kind)
+	args := append([]string{"--config", cfg, "--listen", "127.0.0.1:0", "--ingest-interval", "50ms", "--ingest-lease-ttl", "2s"}, store...)
 	a, b := serveProcess(t, args...), serveProcess(t, args...)
 	made := 0
 	for round := range 3 {
@@ -444,10 +473,16 @@ func serveChild(t *testing.T, args ...string) *child {
 // dead-letters since; every dead letter is in the catalog once.
 func TestServeReplicaKilledHandsOver(t *testing.T) {
 	t.Setenv("LILY_TOKENS", "")
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) { replicaKilledHandsOver(t, kind) })
+	}
+}
+
+func replicaKilledHandsOver(t *testing.T, kind string) {
 	url := needRabbit(t)
 	qc, cfg, tr := brokerQueue(t, url)
-	db, cat := newCatalogFile(t)
-	args := []string{"--config", cfg, "--db", db, "--listen", "127.0.0.1:0", "--ingest-interval", "50ms", "--ingest-lease-ttl", "2s"}
+	store, cat := replicaCatalog(t, kind)
+	args := append([]string{"--config", cfg, "--listen", "127.0.0.1:0", "--ingest-interval", "50ms", "--ingest-lease-ttl", "2s"}, store...)
 	a, b := serveChild(t, args...), serveChild(t, args...)
 	brokerDeadLetter(t, tr, qc, 0, 4)
 	waitEntries(t, cat, qc.Name, 4)
@@ -472,13 +507,17 @@ func TestServeReplicaKilledHandsOver(t *testing.T) {
 	if h := leaseHolder(t, cat, qc.Name); h != other.holder {
 		t.Errorf("lease holder %q after the kill, want the surviving child %q", h, other.holder)
 	}
-	var lastAt int64
-	if err := cat.DB().QueryRow(`SELECT MIN(updated_at) FROM lily_dlq_entries WHERE queue = ? AND event_id IN ('evt-4','evt-5','evt-6','evt-7')`,
-		qc.Name).Scan(&lastAt); err != nil {
+	var firstAt time.Time
+	if err := cat.Each(context.Background(), catalog.Filter{Queue: qc.Name, EventIDs: []string{"evt-4", "evt-5", "evt-6", "evt-7"}}, func(e *catalog.Entry) error {
+		if firstAt.IsZero() || e.UpdatedAt.Before(firstAt) {
+			firstAt = e.UpdatedAt
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if time.UnixMilli(lastAt).Before(expires) {
-		t.Errorf("the survivor ingested at %s, before the killed holder's lease expired at %s", time.UnixMilli(lastAt).UTC(), expires)
+	if firstAt.Before(expires.Truncate(time.Millisecond)) {
+		t.Errorf("the survivor ingested at %s, before the killed holder's lease expired at %s", firstAt, expires)
 	}
 	if !strings.Contains(other.errb.String(), "ingest: lease taken") {
 		t.Errorf("the survivor's log does not say it took the lease:\n%s", other.errb.String())
