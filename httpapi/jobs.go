@@ -213,9 +213,12 @@ type jobs struct {
 	lease  time.Duration
 }
 
-func newJobs() *jobs {
+func newJobs(lease time.Duration) *jobs {
+	if lease <= 0 {
+		lease = catalog.DefaultJobLease
+	}
 	host, _ := os.Hostname()
-	return &jobs{holder: fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), randomHex(4)), lease: catalog.DefaultJobLease}
+	return &jobs{holder: fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), randomHex(4)), lease: lease}
 }
 
 // runJob runs a job this server created to its end. When the server is

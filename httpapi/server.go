@@ -46,6 +46,10 @@ type RedriveObserver interface {
 type Options struct {
 	// Store is the dead-letter catalog. Required.
 	Store *catalog.Store
+	// JobLease is how long the runner lease of a redrive job this server
+	// runs lasts unrenewed: when the server dies mid-job, another runner
+	// resumes the job after it. Defaults to catalog.DefaultJobLease.
+	JobLease time.Duration
 	// Config supplies each queue's owner, dlq_retention_hours and
 	// max_redrives; a queue not in it has the defaults. Defaults to an
 	// empty configuration.
@@ -127,7 +131,7 @@ func New(o Options) (*Server, error) {
 		o.SessionTTL = 12 * time.Hour
 	}
 	o.Config = o.Config.WithDefaults()
-	s := &Server{o: o, mux: http.NewServeMux(), tokens: o.Tokens, sessions: newSessions(), jobs: newJobs()}
+	s := &Server{o: o, mux: http.NewServeMux(), tokens: o.Tokens, sessions: newSessions(), jobs: newJobs(o.JobLease)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.routes = s.apiRoutes()
 	for _, rt := range s.routes {

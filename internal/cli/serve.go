@@ -35,6 +35,7 @@ type serveOptions struct {
 	tlsKey     string
 	trustProxy bool
 	ingest     ingestOptions
+	jobLease   time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -105,6 +106,8 @@ cookies would cross the network in clear text.`,
 	fl.DurationVar(&o.ingest.interval, "ingest-interval", defaultIngestInterval, "how often each broker DLQ is drained into the catalog")
 	fl.DurationVar(&o.ingest.leaseTTL, "ingest-lease-ttl", defaultIngestLeaseTTL,
 		"how long a replica's ingest lease of a queue lasts unrenewed: after it dies, another replica takes over within this (>= 2x --ingest-interval)")
+	fl.DurationVar(&o.jobLease, "job-lease", catalog.DefaultJobLease,
+		"how long a redrive job's runner lease lasts unrenewed: after a replica dies mid-job, another resumes the job within this (>= 1s)")
 	return cmd
 }
 
@@ -148,6 +151,9 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 			"(redrive, discard, erase). Add [[token]] entries (name, role, secret_env) to --config or set %s=\"name:role:secret,...\", "+
 			"or listen on a loopback address such as --listen 127.0.0.1:8080", listen, httpapi.TokensEnv)
 	}
+	if o.jobLease < time.Second {
+		return usagef("--job-lease %s: must be at least 1s (default %s): a runner renews its lease before every batch", o.jobLease, catalog.DefaultJobLease)
+	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	if tlsCfg == nil && !httpapi.LoopbackAddr(listen) {
 		logger.Warn(plainNetworkWarning, "listen", listen)
@@ -188,12 +194,12 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	}
 	srv, err := httpapi.New(httpapi.Options{Store: env.cat, Config: env.cfg, Tokens: tokens, Target: targets.target,
 		Tick: targets.ingest, InFlight: counters, Metrics: lilyprom.Handler(reg), Redrives: hook, Logger: logger,
-		SecureCookies: tlsCfg != nil, TrustProxy: o.trustProxy})
+		SecureCookies: tlsCfg != nil, TrustProxy: o.trustProxy, JobLease: o.jobLease})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	defer startJobRunner(ctx, env, targets, hook, logger)()
+	defer startJobRunner(ctx, env, targets, hook, logger, o.jobLease)()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("serve: --listen %s: %w", listen, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/httpapi"
@@ -15,14 +16,15 @@ import (
 // after their last handled entry (catalog.Store.RunJobs). Several serve
 // replicas share the jobs; each runs one at a time. On stop the job in hand
 // is released, not cancelled, so that the next runner resumes it at once.
-func startJobRunner(ctx context.Context, env *dlqEnv, targets *redriveTargets, redrives httpapi.RedriveObserver, logger *slog.Logger) (stop func()) {
+func startJobRunner(ctx context.Context, env *dlqEnv, targets *redriveTargets, redrives httpapi.RedriveObserver, logger *slog.Logger, lease time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		p := catalog.RunnerParams{Logger: logger, JobRunParams: catalog.JobRunParams{
-			Holder: runnerName("serve"), Target: targets.target, MaxRedrives: env.maxRedrives, Tick: targets.ingest,
+		// Look for orphaned jobs at least as often as a lease runs out.
+		p := catalog.RunnerParams{Logger: logger, Interval: min(2*time.Second, lease/2), JobRunParams: catalog.JobRunParams{
+			Holder: runnerName("serve"), Lease: lease, Target: targets.target, MaxRedrives: env.maxRedrives, Tick: targets.ingest,
 		}}
 		if redrives != nil {
 			p.OnEntry = func(e catalog.EntryRef, outcome string) { redrives.Redrive(e.Queue, outcome) }

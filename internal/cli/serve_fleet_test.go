@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/transport"
+)
+
+// childBase is the console URL a serve child printed.
+func childBase(t *testing.T, c *child) string {
+	t.Helper()
+	m := regexp.MustCompile(`on (https?)://\S+:(\d+)/`).FindStringSubmatch(c.out.String())
+	if m == nil {
+		t.Fatalf("serve child printed no address: %q", c.out.String())
+	}
+	return m[1] + "://127.0.0.1:" + m[2]
+}
+
+// TestServeKilledMidJob: a redrive job started over the API of one 'lily
+// serve' process, which is killed with SIGKILL halfway; a second replica
+// (on the same catalog: SQLite file or PostgreSQL) resumes it after the
+// job's lease ran out and finishes it. Every dead letter reaches its
+// source queue — at most the batch in flight twice — every entry is
+// redriven once in the catalog, and the job finished once.
+func TestServeKilledMidJob(t *testing.T) {
+	t.Setenv("LILY_TOKENS", "")
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) { serveKilledMidJob(t, kind) })
+	}
+}
+
+func serveKilledMidJob(t *testing.T, kind string) {
+	ctx := context.Background()
+	url := needRabbit(t)
+	qc, cfg, tr := brokerQueue(t, url)
+	store, cat := replicaCatalog(t, kind)
+	args := append([]string{"--config", cfg, "--listen", "127.0.0.1:0", "--ingest-interval", "50ms", "--ingest-lease-ttl", "2s", "--job-lease", "2s"}, store...)
+	const n = 40
+	brokerDeadLetter(t, tr, qc, 0, n)
+	a := serveChild(t, args...)
+	waitEntries(t, cat, qc.Name, n)
+	base := childBase(t, a)
+	var job struct {
+		ID    int64
+		State string
+		Done  int `json:"done"`
+	}
+	req := fmt.Sprintf(`{"filter":{"queue":%q},"rate":10,"include_crashers":true}`, qc.Name)
+	if code := getJSON(t, "POST", base+"/api/redrives", req, &job); code != http.StatusAccepted {
+		t.Fatalf("redrive over the API: %d %+v\n%s", code, job, a.errb.String())
+	}
+	for deadline := time.Now().Add(30 * time.Second); job.Done < 8; time.Sleep(20 * time.Millisecond) {
+		getJSON(t, "GET", base+"/api/redrives/"+fmt.Sprint(job.ID), "", &job)
+		if time.Now().After(deadline) || job.State == "done" {
+			var raw map[string]any
+			getJSON(t, "GET", base+"/api/redrives/"+fmt.Sprint(job.ID), "", &raw)
+			t.Fatalf("job %+v before the kill: %v", job, raw)
+		}
+	}
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	a.cmd.Wait()
+	b := serveChild(t, args...)
+	var j *catalog.Job
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, err := cat.Job(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State == catalog.JobDone {
+			j = got
+			break
+		}
+		if time.Now().After(deadline) || got.State != catalog.JobRunning {
+			t.Fatalf("job after the kill: %+v\n--- survivor ---\n%s", got, b.errb.String())
+		}
+	}
+	if j.Sent != n {
+		t.Errorf("job sent %d, want %d", j.Sent, n)
+	}
+	// What reached the source queue: every dead letter, at most once more.
+	seen := map[string]int{}
+	for deadline := time.Now().Add(30 * time.Second); len(seen) < n && time.Now().Before(deadline); {
+		ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 50, Wait: 100 * time.Millisecond, Consumer: "check"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ss []transport.Settlement
+		for _, d := range ds {
+			seen[d.EventID]++
+			ss = append(ss, transport.Settlement{Delivery: d, Action: transport.Ack})
+		}
+		if len(ss) > 0 {
+			if err := tr.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	twice := 0
+	for i := range n {
+		switch c := seen[fmt.Sprintf("evt-%d", i)]; {
+		case c == 0 || c > 2:
+			t.Errorf("evt-%d reached the queue %d times", i, c)
+		case c == 2:
+			twice++
+		}
+	}
+	if twice > 20 {
+		t.Errorf("%d messages sent twice: more than the batch in flight", twice)
+	}
+	if st, _ := cat.CountBy(ctx, "state", catalog.Filter{Queue: qc.Name}); st["redriven"] != n {
+		t.Errorf("entry states %v, want %d redriven", st, n)
+	}
+	js, err := cat.Jobs(ctx, catalog.JobQuery{})
+	if err != nil || len(js) != 1 {
+		t.Errorf("jobs %+v, %v: want the one job", js, err)
+	}
+	t.Logf("%s: job %d finished by the survivor after the kill; %d of %d sent twice (the batch in flight)", kind, j.ID, twice, n)
+}
