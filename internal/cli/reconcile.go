@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
 )
@@ -26,6 +28,7 @@ func newReconcileCmd() *cobra.Command {
 		sf     storeFlags
 		kbrk   string
 		asJSON bool
+		settle time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "reconcile",
@@ -45,7 +48,9 @@ in_flight_retrying, in_flight_unacked, in_flight_dlx):
     delivered to any consumer and not acknowledged (unacked, the management
     API's messages_unacknowledged); dead-lettered by the broker and not yet
     in the DLQ (dlx, messages_dlx). The management API samples these every
-    5 s by default: right after deliveries change hands, run it again.
+    5 s by default, so right after deliveries change hands its figures lag:
+    a RabbitMQ queue that does not balance is read again every half second
+    for up to --settle (default 12s) before reconcile fails.
   Kafka: records past the group's committed offsets of the topic (ready,
     fetched by a consumer or not) and of its retry topics (retrying).
 Dead letters not ingested yet from the DLQ or dead-letter topic count as
@@ -69,9 +74,30 @@ it (once per event ID and body).`,
 			if err != nil {
 				return err
 			}
-			rows, err := reconcile(cmd.Context(), cat, counters)
-			if err != nil {
-				return err
+			if settle < 0 {
+				return usagef("--settle %s: must be >= 0 (0: one reading)", settle)
+			}
+			lagging := func(rows []catalog.LedgerRow) bool { // an unbalanced queue whose figures come from sampled statistics
+				for _, r := range rows {
+					if q, ok := c.Queue(r.Queue); !r.Balanced() && ok && q.Transport == lily.TransportRabbitMQ {
+						return true
+					}
+				}
+				return false
+			}
+			var rows []catalog.LedgerRow
+			for deadline := time.Now().Add(settle); ; {
+				if rows, err = reconcile(cmd.Context(), cat, counters); err != nil {
+					return err
+				}
+				if !lagging(rows) || time.Now().After(deadline) {
+					break
+				}
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-time.After(500 * time.Millisecond):
+				}
 			}
 			out := cmd.OutOrStdout()
 			balanced := true
@@ -97,6 +123,7 @@ it (once per event ID and body).`,
 	sf.add(cmd)
 	brokersFlag(cmd, &kbrk)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().DurationVar(&settle, "settle", 12*time.Second, "how long an unbalanced RabbitMQ queue is read again while the management API's sampled statistics catch up (0: one reading)")
 	return cmd
 }
 
