@@ -14,93 +14,95 @@ import (
 )
 
 func TestReadRoutes(t *testing.T) {
-	t.Parallel()
-	reg := prometheus.NewRegistry()
-	f := newFixture(t, nil, func(o *Options) {
-		reg.MustRegister(lilyprom.NewCatalogCollector(o.Store, o.InFlight, lilyprom.CatalogOptions{}))
-		o.Metrics = lilyprom.Handler(reg)
-	})
+	eachStore(t, func(t *testing.T, mk fixtureMaker) {
+		t.Parallel()
+		reg := prometheus.NewRegistry()
+		f := mk(t, nil, func(o *Options) {
+			reg.MustRegister(lilyprom.NewCatalogCollector(o.Store, o.InFlight, lilyprom.CatalogOptions{}))
+			o.Metrics = lilyprom.Handler(reg)
+		})
 
-	var health healthJSON
-	if code := f.call("GET", "/healthz", nil, nil, &health); code != http.StatusOK || health.Status != "degraded" {
-		t.Fatalf("healthz: %d %+v, want 200 degraded", code, health)
-	}
-	if len(health.Reasons) != 2 || !strings.Contains(health.Reasons[0], "orders.created: 10 dead letters held") {
-		t.Errorf("health reasons = %q", health.Reasons)
-	}
-
-	var queues struct{ Queues []queueJSON }
-	if code := f.call("GET", "/api/queues", nil, nil, &queues); code != http.StatusOK || len(queues.Queues) != 2 {
-		t.Fatalf("queues: %d %+v", code, queues)
-	}
-	q := queues.Queues[0]
-	if q.Queue.Queue != "orders.created" || q.Depth != 10 || q.Owner != "team-checkout" || q.RetentionHours != 72 || q.Oldest == nil ||
-		len(q.Inflow) != inflowBuckets || q.PastDeadline {
-		t.Errorf("orders.created = %+v", q)
-	}
-	var sum int64
-	for _, n := range q.Inflow {
-		sum += n
-	}
-	if sum != 10 || q.Inflow[inflowBuckets-1] == 0 {
-		t.Errorf("inflow %v: want the 10 entries, the newest in the last bucket", q.Inflow)
-	}
-
-	var entries struct {
-		Entries     []entrySummary
-		NextAfterID int64 `json:"next_after_id"`
-	}
-	if code := f.call("GET", "/api/entries?queue=orders.created&reason=permanent&limit=4", nil, nil, &entries); code != http.StatusOK ||
-		len(entries.Entries) != 4 || entries.NextAfterID == 0 {
-		t.Fatalf("entries page 1: %d %+v", code, entries)
-	}
-	after := entries.NextAfterID
-	entries.NextAfterID = 0
-	f.call("GET", "/api/entries?queue=orders.created&reason=permanent&limit=4&after_id="+itoa(after), nil, nil, &entries)
-	if len(entries.Entries) != 2 || entries.NextAfterID != 0 {
-		t.Errorf("entries page 2: %+v", entries)
-	}
-
-	var e entryview.Entry
-	if code := f.call("GET", "/api/entries/"+itoa(entries.Entries[0].ID)+"?body=text", nil, nil, &e); code != http.StatusOK {
-		t.Fatalf("entry: %d", code)
-	}
-	if e.Evidence.Lily.ErrorType != "*json.SyntaxError" || e.Body.Format != "text" || e.Evidence.Lily.ConsumerVersion != "1.4.2" {
-		t.Errorf("entry = %+v", e)
-	}
-	var pay struct{ Entries []entrySummary }
-	f.call("GET", "/api/entries?queue=payments.captured", nil, nil, &pay)
-	f.call("GET", "/api/entries/"+itoa(pay.Entries[0].ID), nil, nil, &e)
-	if len(e.Evidence.Foreign) != 1 || e.Evidence.Foreign[0].Reason != "delivery_limit" || e.Body.Format != "hex" {
-		t.Errorf("foreign evidence / hex body: %+v %+v", e.Evidence.Foreign, e.Body)
-	}
-
-	var groups struct {
-		By     string
-		Total  int64
-		Groups []catalog.Group
-	}
-	f.call("GET", "/api/groups?by=fingerprint&queue=orders.created", nil, nil, &groups)
-	if groups.Total != 10 || len(groups.Groups) != 2 || groups.Groups[0].Count != 6 || groups.Groups[0].SampleID == 0 {
-		t.Errorf("groups by fingerprint = %+v", groups)
-	}
-
-	var ledger struct{ Balanced bool }
-	if f.call("GET", "/api/ledger", nil, nil, &ledger); !ledger.Balanced {
-		t.Error("ledger does not balance")
-	}
-
-	resp, err := http.Get(f.ts.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := readAll(t, resp)
-	for _, want := range []string{`lily_dlq_entries{queue="orders.created",state="pending"} 10`, "lily_dlq_oldest_entry_age_seconds", "lily_ledger_unaccounted"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %q", want)
+		var health healthJSON
+		if code := f.call("GET", "/healthz", nil, nil, &health); code != http.StatusOK || health.Status != "degraded" {
+			t.Fatalf("healthz: %d %+v, want 200 degraded", code, health)
 		}
-	}
-	f.conserved()
+		if len(health.Reasons) != 2 || !strings.Contains(health.Reasons[0], "orders.created: 10 dead letters held") {
+			t.Errorf("health reasons = %q", health.Reasons)
+		}
+
+		var queues struct{ Queues []queueJSON }
+		if code := f.call("GET", "/api/queues", nil, nil, &queues); code != http.StatusOK || len(queues.Queues) != 2 {
+			t.Fatalf("queues: %d %+v", code, queues)
+		}
+		q := queues.Queues[0]
+		if q.Queue.Queue != "orders.created" || q.Depth != 10 || q.Owner != "team-checkout" || q.RetentionHours != 72 || q.Oldest == nil ||
+			len(q.Inflow) != inflowBuckets || q.PastDeadline {
+			t.Errorf("orders.created = %+v", q)
+		}
+		var sum int64
+		for _, n := range q.Inflow {
+			sum += n
+		}
+		if sum != 10 || q.Inflow[inflowBuckets-1] == 0 {
+			t.Errorf("inflow %v: want the 10 entries, the newest in the last bucket", q.Inflow)
+		}
+
+		var entries struct {
+			Entries     []entrySummary
+			NextAfterID int64 `json:"next_after_id"`
+		}
+		if code := f.call("GET", "/api/entries?queue=orders.created&reason=permanent&limit=4", nil, nil, &entries); code != http.StatusOK ||
+			len(entries.Entries) != 4 || entries.NextAfterID == 0 {
+			t.Fatalf("entries page 1: %d %+v", code, entries)
+		}
+		after := entries.NextAfterID
+		entries.NextAfterID = 0
+		f.call("GET", "/api/entries?queue=orders.created&reason=permanent&limit=4&after_id="+itoa(after), nil, nil, &entries)
+		if len(entries.Entries) != 2 || entries.NextAfterID != 0 {
+			t.Errorf("entries page 2: %+v", entries)
+		}
+
+		var e entryview.Entry
+		if code := f.call("GET", "/api/entries/"+itoa(entries.Entries[0].ID)+"?body=text", nil, nil, &e); code != http.StatusOK {
+			t.Fatalf("entry: %d", code)
+		}
+		if e.Evidence.Lily.ErrorType != "*json.SyntaxError" || e.Body.Format != "text" || e.Evidence.Lily.ConsumerVersion != "1.4.2" {
+			t.Errorf("entry = %+v", e)
+		}
+		var pay struct{ Entries []entrySummary }
+		f.call("GET", "/api/entries?queue=payments.captured", nil, nil, &pay)
+		f.call("GET", "/api/entries/"+itoa(pay.Entries[0].ID), nil, nil, &e)
+		if len(e.Evidence.Foreign) != 1 || e.Evidence.Foreign[0].Reason != "delivery_limit" || e.Body.Format != "hex" {
+			t.Errorf("foreign evidence / hex body: %+v %+v", e.Evidence.Foreign, e.Body)
+		}
+
+		var groups struct {
+			By     string
+			Total  int64
+			Groups []catalog.Group
+		}
+		f.call("GET", "/api/groups?by=fingerprint&queue=orders.created", nil, nil, &groups)
+		if groups.Total != 10 || len(groups.Groups) != 2 || groups.Groups[0].Count != 6 || groups.Groups[0].SampleID == 0 {
+			t.Errorf("groups by fingerprint = %+v", groups)
+		}
+
+		var ledger struct{ Balanced bool }
+		if f.call("GET", "/api/ledger", nil, nil, &ledger); !ledger.Balanced {
+			t.Error("ledger does not balance")
+		}
+
+		resp, err := http.Get(f.ts.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, resp)
+		for _, want := range []string{`lily_dlq_entries{queue="orders.created",state="pending"} 10`, "lily_dlq_oldest_entry_age_seconds", "lily_ledger_unaccounted"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
+		f.conserved()
+	})
 }
 
 func TestBadInputNamesTheField(t *testing.T) {
@@ -145,62 +147,64 @@ func TestBadInputNamesTheField(t *testing.T) {
 }
 
 func TestRedriveJob(t *testing.T) {
-	t.Parallel()
-	reg := prometheus.NewRegistry()
-	hook, err := lilyprom.NewHook(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFixture(t, allTokens, func(o *Options) { o.Redrives = hook })
-	sel := map[string]any{"queue": "orders.created", "reason": "retries_exhausted"}
-
-	var plan dryRunAnswer
-	if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "dry_run": true}, &plan); code != http.StatusOK {
-		t.Fatalf("dry run: %d", code)
-	}
-	if plan.Selected != 4 || plan.Redriven != 3 || plan.NeedsManual != 1 || len(plan.Entries) != 4 {
-		t.Errorf("plan = %+v", plan)
-	}
-	if st := f.states(); st["pending"] != 13 {
-		t.Fatalf("the dry run changed states: %v", st)
-	}
-
-	f.consume("orders.created") // the fixed consumer acks the sample
-	var j jobJSON
-	code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "sample": 1, "observe": "1m", "rate": 100}, &j)
-	if code != http.StatusAccepted || j.ID == 0 || j.Total != 4 || j.Queue != "orders.created" {
-		t.Fatalf("start: %d %+v", code, j)
-	}
-	j = f.waitJob(j.ID, &viewerToken)
-	if j.State != catalog.JobDone || j.Redriven != 3 || j.NeedsManual != 1 || j.Failed != 0 || j.Done != 4 || len(j.Sampled) != 1 || !j.SampleClean {
-		t.Errorf("job = %+v", j)
-	}
-	st := f.states()
-	if st["redriven"] != 3 || st["needs_manual"] != 1 || st["pending"] != 9 {
-		t.Errorf("states after the redrive: %v", st)
-	}
-	var audit struct{ Records []catalog.AuditRecord }
-	f.call("GET", "/api/audit?op="+j.Op, &viewerToken, nil, &audit)
-	outcomes := map[string]bool{}
-	for _, r := range audit.Records {
-		if r.Actor != "otto" {
-			t.Errorf("audit record by %q, want the token's name otto: %+v", r.Actor, r)
+	eachStore(t, func(t *testing.T, mk fixtureMaker) {
+		t.Parallel()
+		reg := prometheus.NewRegistry()
+		hook, err := lilyprom.NewHook(reg)
+		if err != nil {
+			t.Fatal(err)
 		}
-		outcomes[r.Outcome] = true
-	}
-	for _, want := range []string{catalog.OutcomeRedriven, catalog.OutcomeNeedsManual, catalog.OutcomeObserved} {
-		if !outcomes[want] {
-			t.Errorf("no %s record in the job's audit: %+v", want, audit.Records)
+		f := mk(t, allTokens, func(o *Options) { o.Redrives = hook })
+		sel := map[string]any{"queue": "orders.created", "reason": "retries_exhausted"}
+
+		var plan dryRunAnswer
+		if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "dry_run": true}, &plan); code != http.StatusOK {
+			t.Fatalf("dry run: %d", code)
 		}
-	}
-	var jobs struct{ Redrives []jobJSON }
-	if f.call("GET", "/api/redrives", &viewerToken, nil, &jobs); len(jobs.Redrives) != 1 {
-		t.Errorf("jobs = %+v", jobs)
-	}
-	if body := scrape(t, reg); !strings.Contains(body, `lily_redrive_total{outcome="redriven",queue="orders.created"} 3`) {
-		t.Errorf("redrive metric not counted:\n%s", body)
-	}
-	f.conserved()
+		if plan.Selected != 4 || plan.Redriven != 3 || plan.NeedsManual != 1 || len(plan.Entries) != 4 {
+			t.Errorf("plan = %+v", plan)
+		}
+		if st := f.states(); st["pending"] != 13 {
+			t.Fatalf("the dry run changed states: %v", st)
+		}
+
+		f.consume("orders.created") // the fixed consumer acks the sample
+		var j jobJSON
+		code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "sample": 1, "observe": "1m", "rate": 100}, &j)
+		if code != http.StatusAccepted || j.ID == 0 || j.Total != 4 || j.Queue != "orders.created" {
+			t.Fatalf("start: %d %+v", code, j)
+		}
+		j = f.waitJob(j.ID, &viewerToken)
+		if j.State != catalog.JobDone || j.Redriven != 3 || j.NeedsManual != 1 || j.Failed != 0 || j.Done != 4 || len(j.Sampled) != 1 || !j.SampleClean {
+			t.Errorf("job = %+v", j)
+		}
+		st := f.states()
+		if st["redriven"] != 3 || st["needs_manual"] != 1 || st["pending"] != 9 {
+			t.Errorf("states after the redrive: %v", st)
+		}
+		var audit struct{ Records []catalog.AuditRecord }
+		f.call("GET", "/api/audit?op="+j.Op, &viewerToken, nil, &audit)
+		outcomes := map[string]bool{}
+		for _, r := range audit.Records {
+			if r.Actor != "otto" {
+				t.Errorf("audit record by %q, want the token's name otto: %+v", r.Actor, r)
+			}
+			outcomes[r.Outcome] = true
+		}
+		for _, want := range []string{catalog.OutcomeRedriven, catalog.OutcomeNeedsManual, catalog.OutcomeObserved} {
+			if !outcomes[want] {
+				t.Errorf("no %s record in the job's audit: %+v", want, audit.Records)
+			}
+		}
+		var jobs struct{ Redrives []jobJSON }
+		if f.call("GET", "/api/redrives", &viewerToken, nil, &jobs); len(jobs.Redrives) != 1 {
+			t.Errorf("jobs = %+v", jobs)
+		}
+		if body := scrape(t, reg); !strings.Contains(body, `lily_redrive_total{outcome="redriven",queue="orders.created"} 3`) {
+			t.Errorf("redrive metric not counted:\n%s", body)
+		}
+		f.conserved()
+	})
 }
 
 func TestRedriveJobFails(t *testing.T) {
@@ -221,38 +225,40 @@ func TestRedriveJobFails(t *testing.T) {
 }
 
 func TestDecisions(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, allTokens)
-	var ans decideAnswer
-	sel := map[string]any{"queue": "orders.created", "reason": "permanent"}
-	if code := f.call("POST", "/api/discard", &operatorToken, map[string]any{"filter": sel, "reason": "malformed", "dry_run": true}, &ans); code != 200 || ans.Count != 6 {
-		t.Fatalf("discard dry run: %d %+v", code, ans)
-	}
-	if st := f.states(); st["discarded"] != 0 {
-		t.Fatalf("dry run discarded: %v", st)
-	}
-	if code := f.call("POST", "/api/discard", &operatorToken, map[string]any{"filter": sel, "reason": "malformed", "limit": 5}, &ans); code != 200 || ans.Count != 5 || len(ans.Entries) != 5 {
-		t.Fatalf("discard: %d %+v", code, ans)
-	}
-	if code := f.call("POST", "/api/erase", &adminToken, map[string]any{"key": "customer-1", "reason": "GDPR-42"}, &ans); code != 200 || ans.Count == 0 {
-		t.Fatalf("erase: %d %+v", code, ans)
-	}
-	if code := f.call("POST", "/api/expire", &adminToken, map[string]any{"dry_run": true}, &ans); code != 200 || ans.Count != 0 {
-		t.Fatalf("expire: %d %+v", code, ans)
-	}
-	var audit struct{ Records []catalog.AuditRecord }
-	f.call("GET", "/api/audit?action=erase", &viewerToken, nil, &audit)
-	if len(audit.Records) == 0 || audit.Records[0].Actor != "ada" || !strings.Contains(audit.Records[0].Detail, "GDPR-42") {
-		t.Errorf("erase audit = %+v", audit.Records)
-	}
-	var erased entryview.Entry
-	f.call("GET", "/api/entries/1", &adminToken, nil, &erased)
-	var hist struct{ Records []catalog.AuditRecord }
-	f.call("GET", "/api/audit?event_id="+erased.EventID, &viewerToken, nil, &hist)
-	if len(hist.Records) == 0 {
-		t.Errorf("no audit history for %s", erased.EventID)
-	}
-	f.conserved()
+	eachStore(t, func(t *testing.T, mk fixtureMaker) {
+		t.Parallel()
+		f := mk(t, allTokens)
+		var ans decideAnswer
+		sel := map[string]any{"queue": "orders.created", "reason": "permanent"}
+		if code := f.call("POST", "/api/discard", &operatorToken, map[string]any{"filter": sel, "reason": "malformed", "dry_run": true}, &ans); code != 200 || ans.Count != 6 {
+			t.Fatalf("discard dry run: %d %+v", code, ans)
+		}
+		if st := f.states(); st["discarded"] != 0 {
+			t.Fatalf("dry run discarded: %v", st)
+		}
+		if code := f.call("POST", "/api/discard", &operatorToken, map[string]any{"filter": sel, "reason": "malformed", "limit": 5}, &ans); code != 200 || ans.Count != 5 || len(ans.Entries) != 5 {
+			t.Fatalf("discard: %d %+v", code, ans)
+		}
+		if code := f.call("POST", "/api/erase", &adminToken, map[string]any{"key": "customer-1", "reason": "GDPR-42"}, &ans); code != 200 || ans.Count == 0 {
+			t.Fatalf("erase: %d %+v", code, ans)
+		}
+		if code := f.call("POST", "/api/expire", &adminToken, map[string]any{"dry_run": true}, &ans); code != 200 || ans.Count != 0 {
+			t.Fatalf("expire: %d %+v", code, ans)
+		}
+		var audit struct{ Records []catalog.AuditRecord }
+		f.call("GET", "/api/audit?action=erase", &viewerToken, nil, &audit)
+		if len(audit.Records) == 0 || audit.Records[0].Actor != "ada" || !strings.Contains(audit.Records[0].Detail, "GDPR-42") {
+			t.Errorf("erase audit = %+v", audit.Records)
+		}
+		var erased entryview.Entry
+		f.call("GET", "/api/entries/1", &adminToken, nil, &erased)
+		var hist struct{ Records []catalog.AuditRecord }
+		f.call("GET", "/api/audit?event_id="+erased.EventID, &viewerToken, nil, &hist)
+		if len(hist.Records) == 0 {
+			t.Errorf("no audit history for %s", erased.EventID)
+		}
+		f.conserved()
+	})
 }
 
 func TestViewerBodiesMasked(t *testing.T) {

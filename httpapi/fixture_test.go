@@ -21,6 +21,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -32,6 +33,9 @@ type fixture struct {
 	t   testing.TB
 	tr  *sqlite.Transport
 	cat *catalog.Store
+	// broker is what publishes and consumes: tr itself on SQLite, tr
+	// accounted in the PostgreSQL catalog's ledger otherwise.
+	broker transport.Transport
 	srv *Server
 	ts  *httptest.Server
 }
@@ -54,13 +58,43 @@ var (
 
 func newFixture(t testing.TB, tokens []Token, tweak ...func(*Options)) *fixture {
 	t.Helper()
+	return newFixtureOn(t, "sqlite", tokens, tweak...)
+}
+
+// fixtureMaker makes a fixture on one catalog store.
+type fixtureMaker func(t testing.TB, tokens []Token, tweak ...func(*Options)) *fixture
+
+// eachStore runs fn on a fixture over each catalog store: the SQLite file
+// of the transport, and a PostgreSQL catalog (its own schema) beside a
+// SQLite transport that stands for the broker.
+func eachStore(t *testing.T, fn func(t *testing.T, mk fixtureMaker)) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			fn(t, func(t testing.TB, tokens []Token, tweak ...func(*Options)) *fixture {
+				t.Helper()
+				return newFixtureOn(t, kind, tokens, tweak...)
+			})
+		})
+	}
+}
+
+func newFixtureOn(t testing.TB, kind string, tokens []Token, tweak ...func(*Options)) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	tr, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "lily.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	cat, err := catalog.New(ctx, tr.DB())
+	var cat *catalog.Store
+	if kind == "postgres" {
+		cat, err = catalog.OpenPostgres(ctx, pgtest.URL(t))
+		if err == nil {
+			t.Cleanup(func() { cat.Close() })
+		}
+	} else {
+		cat, err = catalog.New(ctx, tr.DB())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +107,22 @@ func newFixture(t testing.TB, tokens []Token, tweak ...func(*Options)) *fixture 
 		t.Fatal(err)
 	}
 	seedCatalog(t, tr.DB(), cat, time.Now())
+	var broker transport.Transport = tr
+	if kind == "postgres" {
+		// A broker's consumers count in the catalog's ledger: each
+		// message once, by identity, as lily.Publish recorded it.
+		broker = catalog.Account(tr, cat)
+		err := cat.Each(ctx, catalog.Filter{}, func(e *catalog.Entry) error {
+			_, err := cat.DB().ExecContext(ctx, `INSERT INTO lily_ledger_events(queue, kind, event_id, at) VALUES ($1, 'accepted', $2, $3)`,
+				e.Queue, e.EventID, e.DeadLetteredAt.UnixMilli())
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	o := Options{Store: cat, Config: cfg, Tokens: tokens, InFlight: tr, Logger: slog.New(slog.DiscardHandler),
-		Target: func(context.Context, string) (catalog.Publisher, error) { return tr, nil }}
+		Target: func(context.Context, string) (catalog.Publisher, error) { return broker, nil }}
 	for _, f := range tweak {
 		f(&o)
 	}
@@ -87,7 +135,7 @@ func newFixture(t testing.TB, tokens []Token, tweak ...func(*Options)) *fixture 
 		ts.Close()
 		srv.Close()
 	})
-	return &fixture{t: t, tr: tr, cat: cat, srv: srv, ts: ts}
+	return &fixture{t: t, tr: tr, cat: cat, srv: srv, ts: ts, broker: broker}
 }
 
 // seedCatalog adds the dead letters: in orders.created 6 malformed bodies
@@ -134,18 +182,10 @@ func seedCatalog(t testing.TB, db *sql.DB, cat *catalog.Store, now time.Time) {
 	if err := cat.Insert(ctx, es...); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
 	for q, n := range map[string]int64{"orders.created": 10, "payments.captured": 3} {
-		if err := catalog.AddCountsTx(ctx, tx, q, n, 0); err != nil {
+		if err := cat.AddCounts(ctx, q, n, 0); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -237,7 +277,7 @@ func (f *fixture) consume(queue string) {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			ds, err := f.tr.Receive(ctx, &transport.ReceiveParams{Queue: queue, Max: 10, Consumer: "test-consumer", Wait: 20 * time.Millisecond})
+			ds, err := f.broker.Receive(ctx, &transport.ReceiveParams{Queue: queue, Max: 10, Consumer: "test-consumer", Wait: 20 * time.Millisecond})
 			if err != nil {
 				return
 			}
@@ -246,7 +286,7 @@ func (f *fixture) consume(queue string) {
 				ss = append(ss, transport.Settlement{Delivery: d, Action: transport.Ack})
 			}
 			if len(ss) > 0 {
-				_ = f.tr.Settle(ctx, &transport.SettleParams{Settlements: ss})
+				_ = f.broker.Settle(ctx, &transport.SettleParams{Settlements: ss})
 			}
 		}
 	}()

@@ -13,58 +13,62 @@ import (
 // A job holds its queue: a second redrive of the queue is refused naming
 // it, until it is cancelled.
 func TestRedriveJobConflictAndCancel(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, allTokens)
-	sel := map[string]any{"queue": "orders.created", "reason": "permanent"}
-	// No consumer and an hour to ack the sample: the job waits.
-	var j jobJSON
-	if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "sample": 1, "observe": "1h"}, &j); code != http.StatusAccepted {
-		t.Fatalf("start: %d %+v", code, j)
-	}
-	waitStage(t, f, j.ID, catalog.StageObserve) // the sample went out
-	var e apiError
-	if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": map[string]any{"queue": "orders.created"}}, &e); code != http.StatusConflict ||
-		!strings.Contains(e.Error, "redrive job "+itoa(j.ID)) || !strings.Contains(e.Error, "lily dlq cancel "+itoa(j.ID)) {
-		t.Errorf("second job: %d %+v", code, e)
-	}
-	var c jobJSON
-	if code := f.call("POST", "/api/redrives/"+itoa(j.ID)+"/cancel", &operatorToken, nil, &c); code != http.StatusAccepted || c.State != catalog.JobCancelled {
-		t.Fatalf("cancel: %d %+v", code, c)
-	}
-	j = f.waitJob(j.ID, &viewerToken)
-	if j.State != catalog.JobCancelled || j.Error != "cancelled by otto" || j.Redriven != 1 {
-		t.Errorf("job after cancel = %+v", j)
-	}
-	if code := f.call("POST", "/api/redrives/"+itoa(j.ID)+"/cancel", &operatorToken, nil, &e); code != http.StatusConflict {
-		t.Errorf("cancelling again: %d %+v", code, e)
-	}
-	if st := f.states(); st["redriven"] != 1 || st["pending"] != 12 {
-		t.Errorf("states %v: want the sample redriven, the rest pending", st)
-	}
-	if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "dry_run": true}, &e); code != http.StatusOK {
-		t.Errorf("dry run after the cancel: %d", code)
-	}
+	eachStore(t, func(t *testing.T, mk fixtureMaker) {
+		t.Parallel()
+		f := mk(t, allTokens)
+		sel := map[string]any{"queue": "orders.created", "reason": "permanent"}
+		// No consumer and an hour to ack the sample: the job waits.
+		var j jobJSON
+		if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "sample": 1, "observe": "1h"}, &j); code != http.StatusAccepted {
+			t.Fatalf("start: %d %+v", code, j)
+		}
+		waitStage(t, f, j.ID, catalog.StageObserve) // the sample went out
+		var e apiError
+		if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": map[string]any{"queue": "orders.created"}}, &e); code != http.StatusConflict ||
+			!strings.Contains(e.Error, "redrive job "+itoa(j.ID)) || !strings.Contains(e.Error, "lily dlq cancel "+itoa(j.ID)) {
+			t.Errorf("second job: %d %+v", code, e)
+		}
+		var c jobJSON
+		if code := f.call("POST", "/api/redrives/"+itoa(j.ID)+"/cancel", &operatorToken, nil, &c); code != http.StatusAccepted || c.State != catalog.JobCancelled {
+			t.Fatalf("cancel: %d %+v", code, c)
+		}
+		j = f.waitJob(j.ID, &viewerToken)
+		if j.State != catalog.JobCancelled || j.Error != "cancelled by otto" || j.Redriven != 1 {
+			t.Errorf("job after cancel = %+v", j)
+		}
+		if code := f.call("POST", "/api/redrives/"+itoa(j.ID)+"/cancel", &operatorToken, nil, &e); code != http.StatusConflict {
+			t.Errorf("cancelling again: %d %+v", code, e)
+		}
+		if st := f.states(); st["redriven"] != 1 || st["pending"] != 12 {
+			t.Errorf("states %v: want the sample redriven, the rest pending", st)
+		}
+		if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "dry_run": true}, &e); code != http.StatusOK {
+			t.Errorf("dry run after the cancel: %d", code)
+		}
+	})
 }
 
 // delivery_limit entries are held back unless the request lets them in.
 func TestRedriveHoldsBackCrashers(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
-	sel := map[string]any{"queue": "payments.captured"}
-	var plan dryRunAnswer
-	if code := f.call("POST", "/api/redrives", nil, map[string]any{"filter": sel, "dry_run": true}, &plan); code != http.StatusOK ||
-		plan.HeldBack != 3 || plan.Selected != 0 {
-		t.Errorf("bulk plan: %d %+v", code, plan)
-	}
-	if code := f.call("POST", "/api/redrives", nil, map[string]any{"filter": sel, "dry_run": true, "include_crashers": true}, &plan); code != http.StatusOK ||
-		plan.HeldBack != 0 || plan.Selected != 3 {
-		t.Errorf("plan with include_crashers: %d %+v", code, plan)
-	}
-	var e apiError
-	if code := f.call("POST", "/api/redrives", nil, map[string]any{"filter": sel, "include_crashers": true, "new_consumer_version": "v2"}, &e); code != http.StatusBadRequest ||
-		e.Field != "new_consumer_version" {
-		t.Errorf("both: %d %+v", code, e)
-	}
+	eachStore(t, func(t *testing.T, mk fixtureMaker) {
+		t.Parallel()
+		f := mk(t, nil)
+		sel := map[string]any{"queue": "payments.captured"}
+		var plan dryRunAnswer
+		if code := f.call("POST", "/api/redrives", nil, map[string]any{"filter": sel, "dry_run": true}, &plan); code != http.StatusOK ||
+			plan.HeldBack != 3 || plan.Selected != 0 {
+			t.Errorf("bulk plan: %d %+v", code, plan)
+		}
+		if code := f.call("POST", "/api/redrives", nil, map[string]any{"filter": sel, "dry_run": true, "include_crashers": true}, &plan); code != http.StatusOK ||
+			plan.HeldBack != 0 || plan.Selected != 3 {
+			t.Errorf("plan with include_crashers: %d %+v", code, plan)
+		}
+		var e apiError
+		if code := f.call("POST", "/api/redrives", nil, map[string]any{"filter": sel, "include_crashers": true, "new_consumer_version": "v2"}, &e); code != http.StatusBadRequest ||
+			e.Field != "new_consumer_version" {
+			t.Errorf("both: %d %+v", code, e)
+		}
+	})
 }
 
 // A server that closes mid-job releases the job (it is not cancelled): the
