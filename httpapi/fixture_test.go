@@ -36,8 +36,8 @@ type fixture struct {
 	// broker is what publishes and consumes: tr itself on SQLite, tr
 	// accounted in the PostgreSQL catalog's ledger otherwise.
 	broker transport.Transport
-	srv *Server
-	ts  *httptest.Server
+	srv    *Server
+	ts     *httptest.Server
 }
 
 // testConfig configures the fixture's queues.
