@@ -11,6 +11,15 @@ import (
 const addCountsSQL = `INSERT INTO lily_ledger(queue, accepted, acked) VALUES (?, ?, ?)
 		ON CONFLICT(queue) DO UPDATE SET accepted = accepted + excluded.accepted, acked = acked + excluded.acked`
 
+// countEventSQL records one event row (queue, kind, key, at) unless the
+// key or its bare event ID (queue, kind, legacy: a row of an older Lily)
+// is recorded already; RowsAffected tells whether it did. The select list
+// is cast so that PostgreSQL knows the parameters' types.
+const countEventSQL = `INSERT INTO lily_ledger_events(queue, kind, event_id, at)
+		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT)
+		WHERE NOT EXISTS (SELECT 1 FROM lily_ledger_events WHERE queue = ? AND kind = ? AND event_id = ?)
+		ON CONFLICT DO NOTHING`
+
 // CountsAdder is AddCountsTx with its statement prepared once, for a
 // transport that updates the ledger in every publish and settle
 // transaction. It must be prepared on the *sql.DB itself (not a Conn or a

@@ -11,8 +11,9 @@ import (
 
 // Store is the SQLite catalog.
 type Store struct {
-	db    *sql.DB
-	owned bool
+	db     *sql.DB
+	owned  bool
+	ledger ledgerSettings // ledger_prune.go
 }
 
 // Open opens the catalog in the SQLite file at path, creating its tables.
