@@ -27,7 +27,7 @@ func (b *streamBroker) Receive(_ context.Context, p *transport.ReceiveParams) ([
 	return ds, nil
 }
 func (*streamBroker) Settle(context.Context, *transport.SettleParams) error { return nil }
-func (*streamBroker) Close() error                                         { return nil }
+func (*streamBroker) Close() error                                          { return nil }
 
 // BenchmarkLedgerSteadyStream measures the bounded ledger (docs/ledger.md,
 // docs/benchmarks.md "Session 4: bounded ledger"): b.N messages, each
@@ -35,9 +35,10 @@ func (*streamBroker) Close() error                                         { ret
 // SQLite catalog file, in batches of 100, while a simulated clock advances
 // at LEDGER_BENCH_RATE messages per second (default 1000) with a horizon
 // of LEDGER_BENCH_HORIZON (default 60s) and automatic pruning every 10000
-// rows. It reports the most per-event rows seen (sampled every 10000
-// messages), the rows at the end, and the bound 2 × horizon × rate (two
-// rows per message). Run it as
+// rows. It reports the most per-event rows held after any batch, the rows
+// at the end, and the bound 2 × horizon × rate (two
+// rows per message), and the database's size. LEDGER_BENCH_NOPRUNE=1
+// disables pruning, for comparison. Run it as
 //
 //	go test ./catalog/ -run '^$' -bench LedgerSteadyStream -benchtime 1000000x
 func BenchmarkLedgerSteadyStream(b *testing.B) {
@@ -65,7 +66,11 @@ func BenchmarkLedgerSteadyStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	clk := &clock{now: testNow}
-	a := AccountWith(&streamBroker{}, s, AccountOptions{Now: clk.Now})
+	o := AccountOptions{Now: clk.Now}
+	if os.Getenv("LEDGER_BENCH_NOPRUNE") == "1" {
+		o.PruneEvery = -1 // the unbounded ledger, for comparison
+	}
+	a := AccountWith(&streamBroker{}, s, o)
 	const batch = 100
 	perMessage := time.Second / time.Duration(rate)
 	var maxRows int64
@@ -75,6 +80,15 @@ func BenchmarkLedgerSteadyStream(b *testing.B) {
 			b.Fatal(err)
 		}
 		return n
+	}
+	// The rows held after each batch: two per message recorded, less what
+	// was pruned (a one-row sum; checked against COUNT(*) at the end).
+	held := func(done int) int64 {
+		var pruned int64
+		if err := s.DB().QueryRowContext(ctx, `SELECT COALESCE(SUM(events), 0) FROM lily_ledger_pruned`).Scan(&pruned); err != nil {
+			b.Fatal(err)
+		}
+		return 2*int64(done) - pruned
 	}
 	b.ResetTimer()
 	for done := 0; done < b.N; {
@@ -91,17 +105,23 @@ func BenchmarkLedgerSteadyStream(b *testing.B) {
 			b.Fatal(err)
 		}
 		clk.advance(time.Duration(n) * perMessage)
-		before := done
 		done += n
-		if done/10000 != before/10000 {
-			b.StopTimer()
-			maxRows = max(maxRows, rows())
-			b.StartTimer()
-		}
+		b.StopTimer()
+		maxRows = max(maxRows, held(done))
+		b.StartTimer()
 	}
 	b.StopTimer()
 	final := rows()
-	maxRows = max(maxRows, final)
+	if h := held(b.N); h != final {
+		b.Errorf("%d rows counted, but %d recorded less %d pruned", final, 2*b.N, 2*int64(b.N)-h)
+	}
+	if _, err := s.DB().ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		b.Fatal(err)
+	}
+	var pages, pageSize int64
+	if err := s.DB().QueryRowContext(ctx, `SELECT page_count, page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&pages, &pageSize); err != nil {
+		b.Fatal(err)
+	}
 	bound := 2 * int64(horizon/perMessage)
 	ls, err := s.Ledger(ctx, nil)
 	if err != nil || len(ls) != 1 {
@@ -111,12 +131,13 @@ func BenchmarkLedgerSteadyStream(b *testing.B) {
 	if r.Accepted != int64(b.N) || r.Acked != int64(b.N) || !r.Balanced() {
 		b.Errorf("ledger %+v, want %d accepted and acked, balanced", r, b.N)
 	}
-	if b.N >= 100000 && maxRows > bound+DefaultPruneEvery+2*batch {
+	if o.PruneEvery > 0 && b.N >= 100000 && maxRows > bound+DefaultPruneEvery+2*batch {
 		b.Errorf("at most %d per-event rows, want at most 2 × horizon × rate (%d) + PruneEvery (%d) + one batch", maxRows, bound, DefaultPruneEvery)
 	}
 	b.ReportMetric(float64(maxRows), "max-rows")
 	b.ReportMetric(float64(final), "final-rows")
 	b.ReportMetric(float64(bound), "bound-rows")
-	b.Logf("%d messages at %d/s simulated (%v), horizon %v: at most %d per-event rows (bound 2×horizon×rate = %d), %d at the end; ledger accepted %d acked %d lost %d",
-		b.N, rate, time.Duration(b.N)*perMessage, horizon, maxRows, bound, final, r.Accepted, r.Acked, r.Lost)
+	b.ReportMetric(float64(pages*pageSize), "db-bytes")
+	b.Logf("%d messages at %d/s simulated (%v), horizon %v: at most %d per-event rows (bound 2×horizon×rate = %d), %d at the end, database %d bytes; ledger accepted %d acked %d lost %d",
+		b.N, rate, time.Duration(b.N)*perMessage, horizon, maxRows, bound, final, pages*pageSize, r.Accepted, r.Acked, r.Lost)
 }

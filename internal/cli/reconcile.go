@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,40 @@ func init() { register(newReconcileCmd) }
 type reconcileJSON struct {
 	Queues   []catalog.LedgerRow `json:"queues"`
 	Balanced bool                `json:"balanced"`
+	// LedgerEvents is the ledger's deduplication memory (docs/ledger.md).
+	LedgerEvents ledgerEventsJSON `json:"ledger_events"`
+}
+
+// ledgerEventsJSON sums catalog.LedgerEvents over the queues.
+type ledgerEventsJSON struct {
+	// Kept: per-event rows held; Pruned: rows folded into the counters so
+	// far (by every pruner); PrunedNow: rows this run folded (--prune).
+	Kept         int64 `json:"kept"`
+	Pruned       int64 `json:"pruned"`
+	PrunedNow    int64 `json:"pruned_now"`
+	HorizonHours int64 `json:"horizon_hours"`
+}
+
+// ledgerEvents prunes the ledger when prune is set, then sums its
+// deduplication memory.
+func ledgerEvents(ctx context.Context, cat *catalog.Store, prune bool) (ledgerEventsJSON, error) {
+	out := ledgerEventsJSON{HorizonHours: int64(cat.LedgerHorizon() / time.Hour)}
+	if prune {
+		res, err := cat.PruneLedger(ctx, time.Now())
+		if err != nil {
+			return out, fmt.Errorf("reconcile --prune: %w", err)
+		}
+		out.PrunedNow = res.Events
+	}
+	st, err := cat.LedgerEvents(ctx)
+	if err != nil {
+		return out, fmt.Errorf("reconcile: %w", err)
+	}
+	for _, e := range st {
+		out.Kept += e.Kept
+		out.Pruned += e.Pruned
+	}
+	return out, nil
 }
 
 func newReconcileCmd() *cobra.Command {
@@ -26,6 +61,7 @@ func newReconcileCmd() *cobra.Command {
 		sf     storeFlags
 		kbrk   string
 		asJSON bool
+		prune  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "reconcile",
@@ -50,6 +86,9 @@ in_flight_retrying, in_flight_unacked, in_flight_dlx):
     fetched by a consumer or not) and of its retry topics (retrying).
 Dead letters not ingested yet from the DLQ or dead-letter topic count as
 dead-lettered. lost is only what nobody holds.
+On a broker, each message is counted once by the ledger's per-event rows,
+kept for ledger_horizon_hours (default 720) and then folded into the
+counters (docs/ledger.md); --prune folds the rows past the horizon now.
 A queue fed by other services' producers balances too: a message is
 accepted when lily.Publish confirms it or when the runtime first receives
 it (once per event ID and body).`,
@@ -69,7 +108,14 @@ it (once per event ID and body).`,
 			if err != nil {
 				return err
 			}
+			if err := cat.SetLedgerHorizon(c.LedgerHorizon()); err != nil {
+				return err
+			}
 			rows, err := reconcile(cmd.Context(), cat, counters)
+			if err != nil {
+				return err
+			}
+			events, err := ledgerEvents(cmd.Context(), cat, prune)
 			if err != nil {
 				return err
 			}
@@ -79,11 +125,17 @@ it (once per event ID and body).`,
 				balanced = balanced && r.Balanced()
 			}
 			if asJSON {
-				if err := writeJSON(out, reconcileJSON{Queues: rows, Balanced: balanced}); err != nil {
+				if err := writeJSON(out, reconcileJSON{Queues: rows, Balanced: balanced, LedgerEvents: events}); err != nil {
 					return err
 				}
 			} else {
 				printLedger(out, rows)
+				if prune {
+					fmt.Fprintf(out, "pruned %d ledger event rows older than %d h\n", events.PrunedNow, events.HorizonHours)
+				}
+				if events.Kept > 0 || events.Pruned > 0 {
+					fmt.Fprintf(out, "ledger memory: %d per-event rows kept (horizon %d h), %d folded into the counters\n", events.Kept, events.HorizonHours, events.Pruned)
+				}
 			}
 			if !balanced {
 				return &ExitError{Code: 1, Msg: "reconcile: messages unaccounted for (see the lost column)"}
@@ -97,6 +149,7 @@ it (once per event ID and body).`,
 	sf.add(cmd)
 	brokersFlag(cmd, &kbrk)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&prune, "prune", false, "first fold the ledger's per-event rows older than ledger_horizon_hours into its counters (they change nothing but the table's size)")
 	return cmd
 }
 
