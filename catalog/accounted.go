@@ -30,6 +30,13 @@ import (
 // A message that is then dead-lettered instead would be counted both acked
 // and dead-lettered — reconcile shows it as lost < 0 — never the reverse, so
 // a loss is never hidden.
+//
+// "At most once" holds within the deduplication horizon
+// (Store.SetLedgerHorizon, default 30 days): the per-event rows that
+// remember what was counted are pruned after it (Store.PruneLedger, which
+// an Accounted runs on its own every AccountOptions.PruneEvery rows or
+// PruneInterval), so the ledger's size is bounded by horizon × rate;
+// docs/ledger.md explains how the horizon is chosen.
 type Accounted struct {
 	transport.Transport
 	store *Store

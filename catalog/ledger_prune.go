@@ -60,8 +60,10 @@ CREATE TABLE IF NOT EXISTS lily_ledger_pruned (
 
 // pruneBatch is the most rows one pruning transaction deletes, so that a
 // first prune of a large, never-pruned ledger does not hold the write lock
-// for long.
-const pruneBatch = 5000
+// for long: between two batches PruneLedger pauses as long as the last
+// batch took, so that other writers (consumers counting their messages,
+// another pruner) get the lock at least half of the time.
+const pruneBatch = 1000
 
 // ledgerSettings is the Store's ledger configuration (a Store field).
 type ledgerSettings struct {
@@ -99,13 +101,14 @@ type PruneResult struct {
 
 // PruneLedger folds the per-event ledger rows recorded before now minus
 // the horizon into the per-queue counters, that is deletes them (the
-// counters hold them already), in transactions of at most pruneBatch rows,
+// counters hold them already), in transactions of at most pruneBatch rows (paced, see pruneBatch),
 // each adding what it deleted to lily_ledger_pruned. It is safe to run from
 // several processes at once on one catalog.
 func (s *Store) PruneLedger(ctx context.Context, now time.Time) (PruneResult, error) {
 	cutoff := now.Add(-s.LedgerHorizon())
 	res := PruneResult{Cutoff: cutoff}
 	for {
+		began := time.Now()
 		n, err := s.pruneBatch(ctx, cutoff.UnixMilli())
 		res.Events += n
 		if err != nil {
@@ -113,6 +116,13 @@ func (s *Store) PruneLedger(ctx context.Context, now time.Time) (PruneResult, er
 		}
 		if n < pruneBatch {
 			return res, nil
+		}
+		pause := time.NewTimer(time.Since(began))
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return res, ctx.Err()
+		case <-pause.C:
 		}
 	}
 }
