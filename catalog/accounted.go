@@ -63,9 +63,10 @@ var ErrUnsupported = errors.New("not supported by the transport")
 
 // AccountOptions tune an Accounted; the zero value is the defaults.
 type AccountOptions struct {
-	// PruneEvery prunes the ledger (Store.PruneLedger) after this many
-	// per-event rows were recorded through this Accounted. Defaults to
-	// 10000; negative disables automatic pruning (by count and by time).
+	// PruneEvery prunes the ledger (Store.PruneLedger, in the background:
+	// Close waits for it) after this many per-event rows were recorded
+	// through this Accounted. Defaults to 10000; negative disables
+	// automatic pruning (by count and by time).
 	PruneEvery int
 	// PruneInterval prunes the ledger when this long has passed since the
 	// last prune and some row was recorded since. Defaults to 10 minutes.
@@ -119,6 +120,7 @@ func AccountWith(t transport.Transport, store *Store, o AccountOptions) *Account
 	}
 	a := &Accounted{Transport: t, store: store, o: o}
 	a.prune.last.Store(o.Now().UnixNano())
+	a.prune.ctx, a.prune.cancel = context.WithCancel(context.Background())
 	return a
 }
 
@@ -137,7 +139,7 @@ func (a *Accounted) Publish(ctx context.Context, p *transport.PublishParams) err
 		keys[i] = ledgerKey(m.EventID, m.Body)
 	}
 	n, err := a.store.countMany(ctx, "accepted", map[string][]string{p.Queue: keys}, a.o.Now())
-	a.recorded(ctx, n)
+	a.recorded(n)
 	return err
 }
 
@@ -211,7 +213,7 @@ func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error
 	if err != nil {
 		return fmt.Errorf("catalog: record acks before settling: %w", err)
 	}
-	a.recorded(ctx, n)
+	a.recorded(n)
 	if len(parked) > 0 {
 		if err := a.store.Insert(ctx, parked...); err != nil {
 			return fmt.Errorf("catalog: park before settling: %w", err)

@@ -94,7 +94,7 @@ func (a *Accounted) countOrHold(ctx context.Context, k holdKey, hb *heldBatch) (
 			a.o.Log.Warn("catalog answers again: the held deliveries are counted and handed out",
 				"queue", k.queue, "consumer", k.consumer, "count", len(hb.ds), "held_for", now.Sub(hb.since))
 		}
-		a.recorded(ctx, n)
+		a.recorded(n)
 		return hb.ds, nil
 	}
 	if hb.since.IsZero() {
@@ -175,13 +175,19 @@ type pruneTrigger struct {
 	since   atomic.Int64 // rows recorded since the last prune
 	last    atomic.Int64 // Unix ns of the last prune
 	running atomic.Bool
+	mu      sync.Mutex // orders wg.Add before Close's wg.Wait
+	closed  bool
+	wg      sync.WaitGroup
+	ctx     context.Context // cancelled by Close
+	cancel  context.CancelFunc
 }
 
-// recorded notes n rows recorded and prunes the ledger when
-// AccountOptions.PruneEvery rows or PruneInterval passed since the last
-// prune. One caller prunes at a time; the others go on. A failed prune is
-// logged, never the caller's error.
-func (a *Accounted) recorded(ctx context.Context, n int64) {
+// recorded notes n rows recorded and, when AccountOptions.PruneEvery rows
+// or PruneInterval passed since the last prune, prunes the ledger in the
+// background (one prune at a time; Close waits for it), so that no
+// Receive or Settle waits for a prune. A failed prune is logged, never the
+// caller's error.
+func (a *Accounted) recorded(n int64) {
 	if n <= 0 || a.o.PruneEvery < 0 {
 		return
 	}
@@ -193,15 +199,36 @@ func (a *Accounted) recorded(ctx context.Context, n int64) {
 	if !a.prune.running.CompareAndSwap(false, true) {
 		return
 	}
-	defer a.prune.running.Store(false)
-	a.prune.since.Store(0)
-	a.prune.last.Store(now.UnixNano())
-	res, err := a.store.PruneLedger(context.WithoutCancel(ctx), now)
-	if err != nil {
-		a.o.Log.Error("pruning the ledger failed; its per-event rows grow until a prune succeeds", "err", err, "horizon", a.store.LedgerHorizon())
+	a.prune.mu.Lock()
+	if a.prune.closed {
+		a.prune.mu.Unlock()
+		a.prune.running.Store(false)
 		return
 	}
-	if res.Events > 0 {
-		a.o.Log.Debug("pruned the ledger", "events", res.Events, "cutoff", res.Cutoff.UTC().Format(time.RFC3339))
-	}
+	a.prune.wg.Add(1)
+	a.prune.mu.Unlock()
+	a.prune.since.Store(0)
+	a.prune.last.Store(now.UnixNano())
+	go func() {
+		defer a.prune.wg.Done()
+		defer a.prune.running.Store(false)
+		res, err := a.store.PruneLedger(a.prune.ctx, now)
+		switch {
+		case err != nil && a.prune.ctx.Err() == nil:
+			a.o.Log.Error("pruning the ledger failed; its per-event rows grow until a prune succeeds", "err", err, "horizon", a.store.LedgerHorizon())
+		case res.Events > 0:
+			a.o.Log.Debug("pruned the ledger", "events", res.Events, "cutoff", res.Cutoff.UTC().Format(time.RFC3339))
+		}
+	}()
+}
+
+// Close stops a prune in progress (what it folded stays folded), waits for
+// it, and closes the wrapped transport.
+func (a *Accounted) Close() error {
+	a.prune.mu.Lock()
+	a.prune.closed = true
+	a.prune.mu.Unlock()
+	a.prune.cancel()
+	a.prune.wg.Wait()
+	return a.Transport.Close()
 }

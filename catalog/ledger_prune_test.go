@@ -260,6 +260,7 @@ func TestAccountedPrunesAutomatically(t *testing.T) {
 			b.queued = append(b.queued, delivery("q", fmt.Sprintf("m%d-%d", m, i), "x"))
 		}
 		receiveAck(t, a, "q")
+		a.prune.wg.Wait() // the background prune, if one started
 		clk.advance(time.Minute)
 	}
 	// At most the last hour's rows, plus what arrived since the last prune.
