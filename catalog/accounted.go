@@ -165,7 +165,12 @@ const ledgerKeySep = "\x1f"
 // nothing is written; the others are counted in one transaction.
 // It returns how many rows it recorded.
 func (s *Store) countDeliveries(ctx context.Context, kind string, ds []*transport.Delivery, now time.Time) (int64, error) {
-	stmt, err := s.db.PrepareContext(ctx, `SELECT 1 FROM lily_ledger_events WHERE queue = ? AND kind = ? AND event_id IN (?, ?)`)
+	// An acked message was accepted too (ledger_stmt.go: one row per message).
+	kinds := []any{kind, kind}
+	if kind == "accepted" {
+		kinds = []any{"accepted", "acked"}
+	}
+	stmt, err := s.db.PrepareContext(ctx, `SELECT 1 FROM lily_ledger_events WHERE queue = ? AND kind IN (?, ?) AND event_id IN (?, ?)`)
 	if err != nil {
 		return 0, fmt.Errorf("catalog: ledger: %w", err)
 	}
@@ -174,7 +179,7 @@ func (s *Store) countDeliveries(ctx context.Context, kind string, ds []*transpor
 	for _, d := range ds {
 		key := ledgerKey(d.EventID, d.Body)
 		var one int
-		switch err := stmt.QueryRowContext(ctx, d.Queue, kind, key, d.EventID).Scan(&one); {
+		switch err := stmt.QueryRowContext(ctx, d.Queue, kinds[0], kinds[1], key, d.EventID).Scan(&one); {
 		case errors.Is(err, sql.ErrNoRows):
 			byQueue[d.Queue] = append(byQueue[d.Queue], key)
 		case err != nil:
@@ -258,18 +263,38 @@ func (s *Store) countMany(ctx context.Context, kind string, byQueue map[string][
 		return 0, fmt.Errorf("catalog: ledger: %w", err)
 	}
 	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, countEventSQL)
+	var insert, ack *sql.Stmt
+	if kind == "accepted" {
+		insert, err = tx.PrepareContext(ctx, countAcceptedSQL)
+	} else {
+		insert, err = tx.PrepareContext(ctx, countAckedSQL)
+		if err == nil {
+			if ack, err = tx.PrepareContext(ctx, ackAcceptedSQL); err == nil {
+				defer ack.Close()
+			}
+		}
+	}
 	if err != nil {
 		return 0, fmt.Errorf("catalog: ledger: %w", err)
 	}
-	defer stmt.Close()
+	defer insert.Close()
 	at := now.UnixMilli()
 	var total int64
 	for queue, keys := range byQueue {
 		var added int64
 		for _, key := range keys {
 			legacy, _, _ := strings.Cut(key, ledgerKeySep)
-			res, err := stmt.ExecContext(ctx, queue, kind, key, at, queue, kind, legacy)
+			if ack != nil {
+				res, err := ack.ExecContext(ctx, at, queue, key, queue, key, legacy)
+				if err != nil {
+					return 0, fmt.Errorf("catalog: ledger %s %s: %w", queue, kind, err)
+				}
+				if n, _ := res.RowsAffected(); n > 0 {
+					added += n
+					continue
+				}
+			}
+			res, err := insert.ExecContext(ctx, queue, key, at, queue, key, legacy)
 			if err != nil {
 				return 0, fmt.Errorf("catalog: ledger %s %s: %w", queue, kind, err)
 			}

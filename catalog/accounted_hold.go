@@ -97,19 +97,26 @@ func (a *Accounted) countOrHold(ctx context.Context, k holdKey, hb *heldBatch) (
 		a.recorded(n)
 		return hb.ds, nil
 	}
+	if ctx.Err() != nil {
+		// The consumer is stopping, not the catalog failing: keep the batch
+		// for StopConsumer to give back.
+		a.hold.put(k, hb)
+		return nil, ctx.Err()
+	}
 	if hb.since.IsZero() {
 		hb.since, hb.reported = now, now
 		a.o.Log.Error("catalog cannot count received messages as accepted: holding them unacknowledged (no release, no delivery count raised) and fetching nothing more until it answers",
 			"queue", k.queue, "consumer", k.consumer, "count", len(hb.ds), "hold_for", a.o.HoldFor, "err", err)
 	}
 	if now.Sub(hb.since) >= a.o.HoldFor {
-		how, gerr := a.giveBack(ctx, k.consumer, hb.ds)
+		how, left, gerr := a.giveBack(ctx, k.consumer, hb.ds)
+		hb.ds = left
 		switch {
 		case gerr == nil:
 			a.o.Log.Error("catalog still down: gave the held deliveries back without raising their delivery count",
 				"queue", k.queue, "consumer", k.consumer, "count", len(hb.ds), "how", how, "held_for", now.Sub(hb.since), "err", err)
-			return nil, fmt.Errorf("catalog: count received messages as accepted: %w: %w (gave %d deliveries back by %s after %v)",
-				ErrCatalogUnavailable, err, len(hb.ds), how, now.Sub(hb.since).Round(time.Second))
+			return nil, fmt.Errorf("catalog: count received messages as accepted: %w: %w (gave the held deliveries back by %s after %v)",
+				ErrCatalogUnavailable, err, how, now.Sub(hb.since).Round(time.Second))
 		case now.Sub(hb.reported) >= a.o.HoldFor:
 			hb.reported = now
 			a.o.Log.Error("catalog still down: still holding the deliveries unacknowledged (the transport cannot give them back uncounted; set AccountOptions.HoldDelay to a retry bucket to give them back as new copies)",
@@ -126,29 +133,43 @@ func (a *Accounted) countOrHold(ctx context.Context, k holdKey, hb *heldBatch) (
 var errCannotGiveBack = errors.New("no way to give deliveries back uncounted: the transport is no transport.Unreceiver, and no retry bucket is known (AccountOptions.HoldDelay)")
 
 // giveBack returns ds to the transport without raising their delivery
-// count, and says how.
-func (a *Accounted) giveBack(ctx context.Context, consumer string, ds []*transport.Delivery) (string, error) {
+// count, says how, and returns those it could not give back (all of them,
+// or, when the transport applied some settlements, the others).
+func (a *Accounted) giveBack(ctx context.Context, consumer string, ds []*transport.Delivery) (string, []*transport.Delivery, error) {
 	if len(ds) == 0 {
-		return "nothing", nil
+		return "nothing", nil, nil
 	}
 	if u, ok := a.Transport.(transport.Unreceiver); ok {
-		return "unreceive", u.Unreceive(ctx, &transport.UnreceiveParams{Consumer: consumer, Deliveries: ds})
+		if err := u.Unreceive(ctx, &transport.UnreceiveParams{Consumer: consumer, Deliveries: ds}); err != nil {
+			return "unreceive", ds, err
+		}
+		return "unreceive", nil, nil
 	}
 	if !a.Features().DelayedRetry || a.o.HoldDelay == nil {
-		return "", errCannotGiveBack
+		return "", ds, errCannotGiveBack
 	}
 	ss := make([]transport.Settlement, len(ds))
 	for i, d := range ds {
 		delay := a.o.HoldDelay(d.Queue)
 		if delay <= 0 {
-			return "", fmt.Errorf("%w (HoldDelay(%q) = %v)", errCannotGiveBack, d.Queue, delay)
+			return "", ds, fmt.Errorf("%w (HoldDelay(%q) = %v)", errCannotGiveBack, d.Queue, delay)
 		}
 		// A new copy in a bucket with the headers as received: x-retry-count
 		// unchanged, its delivery count starting again; it is counted as
 		// accepted when it comes back (it was not counted now).
 		ss[i] = transport.Settlement{Delivery: d, Action: transport.Retry, Delay: delay, Headers: transport.CloneHeaders(d.Headers)}
 	}
-	return "retry bucket", a.Transport.Settle(ctx, &transport.SettleParams{Settlements: ss})
+	err := a.Transport.Settle(ctx, &transport.SettleParams{Settlements: ss})
+	if err == nil {
+		return "retry bucket", nil, nil
+	}
+	var left []*transport.Delivery
+	for i, e := range transport.SettleErrors(err, len(ds)) {
+		if e != nil {
+			left = append(left, ds[i])
+		}
+	}
+	return "retry bucket", left, err
 }
 
 // StopConsumer gives back what this Accounted still holds for the consumer
@@ -157,9 +178,9 @@ func (a *Accounted) giveBack(ctx context.Context, consumer string, ds []*transpo
 func (a *Accounted) StopConsumer(ctx context.Context, p *transport.StopParams) error {
 	var errs []error
 	if hb := a.hold.take(holdKey{queue: p.Queue, consumer: p.Consumer}); hb != nil {
-		how, err := a.giveBack(ctx, p.Consumer, hb.ds)
+		how, left, err := a.giveBack(ctx, p.Consumer, hb.ds)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("catalog: give back %d uncounted deliveries of %s at stop: %w (they come back when the consumer's session ends, counted once more)", len(hb.ds), p.Queue, err))
+			errs = append(errs, fmt.Errorf("catalog: give back %d uncounted deliveries of %s at stop: %w (they come back when the consumer's session ends, counted once more)", len(left), p.Queue, err))
 		} else {
 			a.o.Log.Warn("gave back uncounted deliveries at stop", "queue", p.Queue, "consumer", p.Consumer, "count", len(hb.ds), "how", how)
 		}

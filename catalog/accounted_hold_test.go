@@ -148,7 +148,7 @@ func TestReceiveGivesBackThroughBucket(t *testing.T) {
 	}
 	clk.advance(time.Minute)
 	_, err := a.Receive(ctx, recv)
-	if !errors.Is(err, ErrCatalogUnavailable) || !strings.Contains(err.Error(), "gave 3 deliveries back by retry bucket") {
+	if !errors.Is(err, ErrCatalogUnavailable) || !strings.Contains(err.Error(), "gave the held deliveries back by retry bucket") {
 		t.Fatalf("receive past HoldFor: %v, want the batch given back by retry bucket", err)
 	}
 	if len(b.settled) != 3 {
@@ -234,4 +234,30 @@ func TestStopConsumerGivesBackHeld(t *testing.T) {
 		t.Fatalf("settled %d at stop, want 3 retry copies", len(b.settled))
 	}
 	noRelease(t, b.fakeBroker)
+}
+
+// TestReceiveKeepsHoldingWhenGiveBackFails: a give-back the broker
+// refuses leaves the batch held (never released), and it is counted once
+// when the catalog answers.
+func TestReceiveKeepsHoldingWhenGiveBackFails(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	clk := &clock{now: testNow}
+	b := &holdBroker{fakeBroker: &fakeBroker{queued: threeDeliveries(), failSettle: true}}
+	a := AccountWith(b, s, AccountOptions{Now: clk.Now, HoldFor: time.Minute,
+		HoldDelay: func(string) time.Duration { return time.Second }})
+	repair := breakCatalog(t, s)
+	a.Receive(ctx, recv)
+	clk.advance(time.Minute)
+	if _, err := a.Receive(ctx, recv); !errors.Is(err, ErrCatalogUnavailable) || !strings.Contains(err.Error(), "holding 3 deliveries") {
+		t.Fatalf("receive with the give-back refused: %v, want the 3 still held", err)
+	}
+	b.failSettle = false
+	repair()
+	if ds, err := a.Receive(ctx, recv); err != nil || len(ds) != 3 {
+		t.Fatalf("receive after recovery: %d, %v; want the 3 held", len(ds), err)
+	}
+	if r := ledgerOf(t, s, "q"); r.Accepted != 3 || len(b.settled) != 0 {
+		t.Errorf("accepted %d, settled %d; want 3 and 0", r.Accepted, len(b.settled))
+	}
 }

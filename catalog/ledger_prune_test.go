@@ -97,20 +97,20 @@ func TestPruneLedgerFoldsExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := eventRows(t, s); got != 41 {
-		t.Fatalf("event rows %d, want 41 (20 accepted, 20 acked, 1 accepted)", got)
+	if got := eventRows(t, s); got != 21 {
+		t.Fatalf("event rows %d, want 21 (one per message: 20 acked, 1 accepted)", got)
 	}
 	// Prune 8 h later (testNow+13h) with the 10 h horizon: the cutoff is
-	// testNow+3h, so the rows of hours 0, 1 and 2 (24 rows) are folded.
+	// testNow+3h, so the rows of hours 0, 1 and 2 (12 rows) are folded.
 	res, err := s.PruneLedger(ctx, clk.Now().Add(8*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := testNow.Add(3 * time.Hour); !res.Cutoff.Equal(want) || res.Events != 24 {
-		t.Errorf("pruned %d rows before %v, want 24 before %v", res.Events, res.Cutoff, want)
+	if want := testNow.Add(3 * time.Hour); !res.Cutoff.Equal(want) || res.Events != 12 {
+		t.Errorf("pruned %d rows before %v, want 12 before %v", res.Events, res.Cutoff, want)
 	}
-	if got := eventRows(t, s); got != 17 {
-		t.Errorf("event rows %d after the prune, want 17", got)
+	if got := eventRows(t, s); got != 9 {
+		t.Errorf("event rows %d after the prune, want 9", got)
 	}
 	after, err := s.Ledger(ctx, nil)
 	if err != nil {
@@ -136,8 +136,8 @@ func TestPruneLedgerFoldsExactly(t *testing.T) {
 			t.Errorf("%s pruned through %v, want %v", e.Queue, e.PrunedThrough, res.Cutoff)
 		}
 	}
-	if kept != 17 || pruned != 24 {
-		t.Errorf("LedgerEvents kept %d pruned %d, want 17 and 24: %+v", kept, pruned, st)
+	if kept != 9 || pruned != 12 {
+		t.Errorf("LedgerEvents kept %d pruned %d, want 9 and 12: %+v", kept, pruned, st)
 	}
 	// A second prune at the same time finds nothing.
 	if res, err := s.PruneLedger(ctx, clk.Now().Add(8*time.Hour)); err != nil || res.Events != 0 {
@@ -231,8 +231,8 @@ func TestRedeliveryWithinHorizon(t *testing.T) {
 		t.Errorf("within the horizon: ledger %+v, want 1 accepted, 1 acked", r)
 	}
 	clk.advance(2 * time.Hour)
-	if res, err := s.PruneLedger(ctx, clk.Now()); err != nil || res.Events != 2 {
-		t.Fatalf("prune past the horizon: %d rows, %v; want 2", res.Events, err)
+	if res, err := s.PruneLedger(ctx, clk.Now()); err != nil || res.Events != 1 {
+		t.Fatalf("prune past the horizon: %d rows, %v; want 1 (the message's acked row)", res.Events, err)
 	}
 	if r := ledgerOf(t, s, "q"); r.Accepted != 1 || r.Acked != 1 {
 		t.Errorf("after the prune: ledger %+v, want 1 accepted, 1 acked (pruning folds, changes nothing)", r)
@@ -263,8 +263,9 @@ func TestAccountedPrunesAutomatically(t *testing.T) {
 		a.prune.wg.Wait() // the background prune, if one started
 		clk.advance(time.Minute)
 	}
-	// At most the last hour's rows, plus what arrived since the last prune.
-	if got, limit := eventRows(t, s), int64(60*10*2+50); got > limit {
+	// At most the last hour's messages (one row each), plus what arrived
+	// since the last prune.
+	if got, limit := eventRows(t, s), int64(60*10+50); got > limit {
 		t.Errorf("%d event rows, want at most %d (horizon × rate + PruneEvery)", got, limit)
 	}
 	if r := ledgerOf(t, s, "q"); r.Accepted != 1800 || r.Acked != 1800 {
@@ -283,5 +284,49 @@ func TestSetLedgerHorizon(t *testing.T) {
 	}
 	if err := s.SetLedgerHorizon(36 * time.Hour); err != nil || s.LedgerHorizon() != 36*time.Hour {
 		t.Errorf("SetLedgerHorizon(36h): %v, horizon %v", err, s.LedgerHorizon())
+	}
+}
+
+// TestOneRowPerMessage: the ack turns a message's accepted row into its
+// acked row (one row per message); a redelivered ack adds nothing, also
+// on rows of the two-row layout written before; an ack without an
+// accepted row gets a row of its own and is counted.
+func TestOneRowPerMessage(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	clk := &clock{now: testNow}
+	b := &fakeBroker{queued: []*transport.Delivery{delivery("q", "m1", "x")}}
+	a := AccountWith(b, s, AccountOptions{PruneEvery: -1, Now: clk.Now})
+	receiveAck(t, a, "q")
+	var kind string
+	var at int64
+	if err := s.DB().QueryRow(`SELECT kind, at FROM lily_ledger_events`).Scan(&kind, &at); err != nil || kind != "acked" || at != testNow.UnixMilli() {
+		t.Fatalf("row %q at %d (%v), want the one acked row", kind, at, err)
+	}
+	// Two-row layout: m2 accepted and acked in rows of their own.
+	k2 := ledgerKey("m2", []byte("y"))
+	for _, kind := range []string{"accepted", "acked"} {
+		if _, err := s.DB().Exec(`INSERT INTO lily_ledger_events(queue, kind, event_id, at) VALUES ('q', ?, ?, 1)`, kind, k2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := withTx(ctx, s.DB(), func(tx *sql.Tx) error { return AddCountsTx(ctx, tx, "q", 1, 1) }); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(time.Minute)
+	b.queued = []*transport.Delivery{delivery("q", "m1", "x"), delivery("q", "m2", "y")}
+	receiveAck(t, a, "q")
+	if r := ledgerOf(t, s, "q"); r.Accepted != 2 || r.Acked != 2 {
+		t.Errorf("after redeliveries: ledger %+v, want 2 accepted, 2 acked", r)
+	}
+	// m3 was accepted elsewhere (its row pruned): its ack is counted.
+	if err := a.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: delivery("q", "m3", "z"), Action: transport.Ack}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := ledgerOf(t, s, "q"); r.Acked != 3 {
+		t.Errorf("acked %d, want 3", r.Acked)
+	}
+	if got := eventRows(t, s); got != 4 {
+		t.Errorf("%d rows, want 4 (m1, m2's two, m3)", got)
 	}
 }
