@@ -64,8 +64,8 @@ var ErrUnsupported = errors.New("not supported by the transport")
 // AccountOptions tune an Accounted; the zero value is the defaults.
 type AccountOptions struct {
 	// PruneEvery prunes the ledger (Store.PruneLedger, in the background:
-	// Close waits for it) after this many per-event rows were recorded
-	// through this Accounted. Defaults to 10000; negative disables
+	// Close waits for it) after this many events (rows inserted, or
+	// turned acked) were recorded through this Accounted. Defaults to 10000; negative disables
 	// automatic pruning (by count and by time).
 	PruneEvery int
 	// PruneInterval prunes the ledger when this long has passed since the

@@ -14,11 +14,12 @@ import (
 // The bounded ledger (DESIGN §9, docs/ledger.md).
 //
 // For a broker transport the ledger remembers every message identity it
-// counted (lily_ledger_events: one row when a message is accepted, one when
-// it is acked), so that a redelivery, a retry copy back from its bucket or
-// a redriven message is not counted again. The counts themselves are not
-// computed from those rows: lily_ledger.accepted and lily_ledger.acked are
-// running counters, raised in the same transaction that inserts the row.
+// counted (lily_ledger_events: one row per message, kind "accepted",
+// turned "acked" when it is acked; ledger_stmt.go), so that a redelivery,
+// a retry copy back from its bucket or a redriven message is not counted
+// again. The counts themselves are not computed from those rows:
+// lily_ledger.accepted and lily_ledger.acked are running counters, raised
+// in the same transaction that inserts or turns the row.
 // So a row is only deduplication memory, and it is needed only as long as
 // the same message can come back: the deduplication horizon. PruneLedger
 // deletes the rows older than the horizon; the counters already hold them
@@ -28,10 +29,11 @@ import (
 // is added to lily_ledger_pruned in that same transaction, so the record
 // of what was pruned is exact under concurrency too.
 //
-// The trade-off: a message seen again after its rows were pruned is
-// counted again — accepted (lost shows > 0) or acked (lost shows < 0); a
-// loss is then visible as a false alarm, and could hide a real loss of
-// another message of the same queue. The horizon is therefore chosen
+// The trade-off: a message seen again after its row was pruned is counted
+// again — accepted and, if acked again, acked too (the ledger still
+// balances, its totals one too high), or accepted alone (lost shows > 0, a
+// false alarm that could also hide a real loss of another message of the
+// same queue). The horizon is therefore chosen
 // longer than any way the same message can come back within Lily's
 // bounds: a broker redelivery, the retry span, and up to max_redrives
 // redrives, each within dlq_retention_hours (config.LedgerHorizonFloor).
