@@ -225,7 +225,7 @@ func (s *Store) LedgerEvents(ctx context.Context) ([]LedgerEventStats, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := scan(`SELECT queue, SUM(events), MAX(through) FROM lily_ledger_pruned GROUP BY queue`, func(r *sql.Rows) error {
+	if err := scan(`SELECT queue, CAST(SUM(events) AS BIGINT), MAX(through) FROM lily_ledger_pruned GROUP BY queue`, func(r *sql.Rows) error {
 		var q string
 		var n, through int64
 		if err := r.Scan(&q, &n, &through); err != nil {
