@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -328,5 +329,34 @@ func TestOneRowPerMessage(t *testing.T) {
 	}
 	if got := eventRows(t, s); got != 4 {
 		t.Errorf("%d rows, want 4 (m1, m2's two, m3)", got)
+	}
+}
+
+// TestRunLedgerPruner: the loop for lily serve prunes at once, then every
+// interval, until its context ends; a non-positive interval is refused.
+func TestRunLedgerPruner(t *testing.T) {
+	s := openStore(t)
+	if err := RunLedgerPruner(context.Background(), s, 0, nil); err == nil {
+		t.Error("interval 0 accepted")
+	}
+	if _, err := s.countMany(context.Background(), "accepted", map[string][]string{"q": {"old"}}, time.Now().Add(-DefaultLedgerHorizon-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- RunLedgerPruner(ctx, s, time.Hour, nil) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for eventRows(t, s) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the pruner did not prune the old row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("RunLedgerPruner returned %v, want context.Canceled", err)
+	}
+	if r := ledgerOf(t, s, "q"); r.Accepted != 1 {
+		t.Errorf("accepted %d, want 1", r.Accepted)
 	}
 }
