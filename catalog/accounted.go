@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,9 +30,19 @@ import (
 // A message that is then dead-lettered instead would be counted both acked
 // and dead-lettered — reconcile shows it as lost < 0 — never the reverse, so
 // a loss is never hidden.
+//
+// "At most once" holds within the deduplication horizon
+// (Store.SetLedgerHorizon, default 30 days): the per-event rows that
+// remember what was counted are pruned after it (Store.PruneLedger, which
+// an Accounted runs on its own every AccountOptions.PruneEvery rows or
+// PruneInterval), so the ledger's size is bounded by horizon × rate;
+// docs/ledger.md explains how the horizon is chosen.
 type Accounted struct {
 	transport.Transport
 	store *Store
+	o     AccountOptions
+	prune pruneTrigger
+	hold  holder
 }
 
 var (
@@ -50,9 +61,67 @@ var (
 // transport does not have.
 var ErrUnsupported = errors.New("not supported by the transport")
 
-// Account wraps t, counting into store's ledger.
+// AccountOptions tune an Accounted; the zero value is the defaults.
+type AccountOptions struct {
+	// PruneEvery prunes the ledger (Store.PruneLedger, in the background:
+	// Close waits for it) after this many events (rows inserted, or
+	// turned acked) were recorded through this Accounted. Defaults to 10000; negative disables
+	// automatic pruning (by count and by time).
+	PruneEvery int
+	// PruneInterval prunes the ledger when this long has passed since the
+	// last prune and some row was recorded since. Defaults to 10 minutes.
+	PruneInterval time.Duration
+	// HoldFor bounds how long Receive holds a batch it could not count
+	// (the catalog is down) before it gives the batch back in a way that
+	// does not raise its delivery count (see Receive). Defaults to 5
+	// minutes.
+	HoldFor time.Duration
+	// HoldDelay returns, for a queue, a retry bucket delay of its topology
+	// (e.g. its shortest bucket, retry.Policy.Buckets) through which a
+	// batch held past HoldFor is given back as new copies; 0 or nil: none,
+	// and the batch stays held.
+	HoldDelay func(queue string) time.Duration
+	// Now is the clock of the ledger rows and of the bounds above.
+	// Defaults to time.Now.
+	Now func() time.Time
+	// Log receives the reports of a catalog outage and of pruning.
+	// Defaults to slog.Default().
+	Log *slog.Logger
+}
+
+// Defaults of AccountOptions.
+const (
+	DefaultPruneEvery    = 10000
+	DefaultPruneInterval = 10 * time.Minute
+	DefaultHoldFor       = 5 * time.Minute
+)
+
+// Account wraps t, counting into store's ledger, with the default options.
 func Account(t transport.Transport, store *Store) *Accounted {
-	return &Accounted{Transport: t, store: store}
+	return AccountWith(t, store, AccountOptions{})
+}
+
+// AccountWith wraps t, counting into store's ledger, with options o.
+func AccountWith(t transport.Transport, store *Store, o AccountOptions) *Accounted {
+	if o.PruneEvery == 0 {
+		o.PruneEvery = DefaultPruneEvery
+	}
+	if o.PruneInterval <= 0 {
+		o.PruneInterval = DefaultPruneInterval
+	}
+	if o.HoldFor <= 0 {
+		o.HoldFor = DefaultHoldFor
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	a := &Accounted{Transport: t, store: store, o: o}
+	a.prune.last.Store(o.Now().UnixNano())
+	a.prune.ctx, a.prune.cancel = context.WithCancel(context.Background())
+	return a
 }
 
 // Publish publishes through the wrapped transport and counts the confirmed
@@ -69,35 +138,9 @@ func (a *Accounted) Publish(ctx context.Context, p *transport.PublishParams) err
 	for i, m := range p.Messages {
 		keys[i] = ledgerKey(m.EventID, m.Body)
 	}
-	return a.store.count(ctx, p.Queue, "accepted", keys)
-}
-
-// Receive receives through the wrapped transport and counts every delivery
-// as accepted the first time its message is seen (once per ledgerKey), in
-// one catalog transaction per batch, before any delivery is handed out:
-// so a queue fed by producers other than lily.Publish (another service's
-// AMQP or Kafka client) balances, and a loss shows. A message published by
-// lily.Publish, a redelivery, a retry copy back from its bucket and a
-// redriven message are already counted and add nothing.
-//
-// When the count cannot be written, the batch is released back to the
-// broker (not handed out uncounted) and the error returned.
-func (a *Accounted) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
-	ds, err := a.Transport.Receive(ctx, p)
-	if err != nil || len(ds) == 0 {
-		return ds, err
-	}
-	if err := a.store.countDeliveries(ctx, "accepted", ds); err != nil {
-		rel := make([]transport.Settlement, len(ds))
-		for i, d := range ds {
-			rel[i] = transport.Settlement{Delivery: d, Action: transport.Release}
-		}
-		if rerr := a.Transport.Settle(ctx, &transport.SettleParams{Settlements: rel}); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("release the uncounted batch: %w", rerr))
-		}
-		return nil, fmt.Errorf("catalog: count received messages as accepted: %w", err)
-	}
-	return ds, nil
+	n, err := a.store.countMany(ctx, "accepted", map[string][]string{p.Queue: keys}, a.o.Now())
+	a.recorded(n)
+	return err
 }
 
 // ledgerKey is the identity the ledger counts a broker message by: its
@@ -120,24 +163,30 @@ const ledgerKeySep = "\x1f"
 // up without a write lock: in the common case (messages published by
 // lily.Publish, redeliveries, retry copies) all were counted before and
 // nothing is written; the others are counted in one transaction.
-func (s *Store) countDeliveries(ctx context.Context, kind string, ds []*transport.Delivery) error {
-	stmt, err := s.db.PrepareContext(ctx, `SELECT 1 FROM lily_ledger_events WHERE queue = ? AND kind = ? AND event_id IN (?, ?)`)
+// It returns how many rows it recorded.
+func (s *Store) countDeliveries(ctx context.Context, kind string, ds []*transport.Delivery, now time.Time) (int64, error) {
+	// An acked message was accepted too (ledger_stmt.go: one row per message).
+	kinds := []any{kind, kind}
+	if kind == "accepted" {
+		kinds = []any{"accepted", "acked"}
+	}
+	stmt, err := s.db.PrepareContext(ctx, `SELECT 1 FROM lily_ledger_events WHERE queue = ? AND kind IN (?, ?) AND event_id IN (?, ?)`)
 	if err != nil {
-		return fmt.Errorf("catalog: ledger: %w", err)
+		return 0, fmt.Errorf("catalog: ledger: %w", err)
 	}
 	defer stmt.Close()
 	byQueue := map[string][]string{}
 	for _, d := range ds {
 		key := ledgerKey(d.EventID, d.Body)
 		var one int
-		switch err := stmt.QueryRowContext(ctx, d.Queue, kind, key, d.EventID).Scan(&one); {
+		switch err := stmt.QueryRowContext(ctx, d.Queue, kinds[0], kinds[1], key, d.EventID).Scan(&one); {
 		case errors.Is(err, sql.ErrNoRows):
 			byQueue[d.Queue] = append(byQueue[d.Queue], key)
 		case err != nil:
-			return fmt.Errorf("catalog: ledger %s %s: %w", d.Queue, kind, err)
+			return 0, fmt.Errorf("catalog: ledger %s %s: %w", d.Queue, kind, err)
 		}
 	}
-	return s.countMany(ctx, kind, byQueue)
+	return s.countMany(ctx, kind, byQueue, now)
 }
 
 // Settle counts the acknowledgements, then settles through the wrapped
@@ -165,9 +214,11 @@ func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error
 			ss[i] = transport.Settlement{Delivery: s.Delivery, Action: transport.Ack}
 		}
 	}
-	if err := a.store.countMany(ctx, "acked", byQueue); err != nil {
+	n, err := a.store.countMany(ctx, "acked", byQueue, a.o.Now())
+	if err != nil {
 		return fmt.Errorf("catalog: record acks before settling: %w", err)
 	}
+	a.recorded(n)
 	if len(parked) > 0 {
 		if err := a.store.Insert(ctx, parked...); err != nil {
 			return fmt.Errorf("catalog: park before settling: %w", err)
@@ -188,44 +239,64 @@ func parkedKey(e *Entry) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// count records events of kind for queue, adding to the ledger counter only
-// the keys (ledgerKey) not recorded before.
+// count records events of kind for queue now, adding to the ledger counter
+// only the keys (ledgerKey) not recorded before.
 func (s *Store) count(ctx context.Context, queue, kind string, keys []string) error {
-	return s.countMany(ctx, kind, map[string][]string{queue: keys})
+	_, err := s.countMany(ctx, kind, map[string][]string{queue: keys}, time.Now())
+	return err
 }
 
 // countMany records events of kind for every queue of byQueue in one
-// transaction, adding to each queue's counter only the keys not recorded
-// before (nor, for a key with a body digest, its bare event ID, recorded by
-// an older Lily).
-func (s *Store) countMany(ctx context.Context, kind string, byQueue map[string][]string) error {
+// transaction, at now, adding to each queue's counter only the keys not
+// recorded before (nor, for a key with a body digest, its bare event ID,
+// recorded by an older Lily). It returns how many rows it added.
+func (s *Store) countMany(ctx context.Context, kind string, byQueue map[string][]string, now time.Time) (int64, error) {
 	empty := true
 	for _, keys := range byQueue {
 		empty = empty && len(keys) == 0
 	}
 	if empty {
-		return nil
+		return 0, nil
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("catalog: ledger: %w", err)
+		return 0, fmt.Errorf("catalog: ledger: %w", err)
 	}
 	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO lily_ledger_events(queue, kind, event_id, at)
-		SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (SELECT 1 FROM lily_ledger_events WHERE queue = ?1 AND kind = ?2 AND event_id = ?5)
-		ON CONFLICT DO NOTHING`)
-	if err != nil {
-		return fmt.Errorf("catalog: ledger: %w", err)
+	var insert, ack *sql.Stmt
+	if kind == "accepted" {
+		insert, err = tx.PrepareContext(ctx, countAcceptedSQL)
+	} else {
+		insert, err = tx.PrepareContext(ctx, countAckedSQL)
+		if err == nil {
+			if ack, err = tx.PrepareContext(ctx, ackAcceptedSQL); err == nil {
+				defer ack.Close()
+			}
+		}
 	}
-	defer stmt.Close()
-	now := time.Now().UnixMilli()
+	if err != nil {
+		return 0, fmt.Errorf("catalog: ledger: %w", err)
+	}
+	defer insert.Close()
+	at := now.UnixMilli()
+	var total int64
 	for queue, keys := range byQueue {
 		var added int64
 		for _, key := range keys {
 			legacy, _, _ := strings.Cut(key, ledgerKeySep)
-			res, err := stmt.ExecContext(ctx, queue, kind, key, now, legacy)
+			if ack != nil {
+				res, err := ack.ExecContext(ctx, at, queue, key, queue, key, legacy)
+				if err != nil {
+					return 0, fmt.Errorf("catalog: ledger %s %s: %w", queue, kind, err)
+				}
+				if n, _ := res.RowsAffected(); n > 0 {
+					added += n
+					continue
+				}
+			}
+			res, err := insert.ExecContext(ctx, queue, key, at, queue, key, legacy)
 			if err != nil {
-				return fmt.Errorf("catalog: ledger %s %s: %w", queue, kind, err)
+				return 0, fmt.Errorf("catalog: ledger %s %s: %w", queue, kind, err)
 			}
 			n, _ := res.RowsAffected()
 			added += n
@@ -240,10 +311,14 @@ func (s *Store) countMany(ctx context.Context, kind string, byQueue map[string][
 			acked = added
 		}
 		if err := addLedgerCounts(ctx, tx, queue, accepted, acked); err != nil {
-			return err
+			return 0, err
 		}
+		total += added
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("catalog: ledger: %w", err)
+	}
+	return total, nil
 }
 
 // Declare declares through the wrapped transport and registers the queues
@@ -306,14 +381,6 @@ func (a *Accounted) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 		return 0, fmt.Errorf("recover leases: %w", ErrUnsupported)
 	}
 	return r.RecoverLeases(ctx, p)
-}
-
-// StopConsumer delegates to the wrapped transport (a no-op without one).
-func (a *Accounted) StopConsumer(ctx context.Context, p *transport.StopParams) error {
-	if s, ok := a.Transport.(transport.ConsumerStopper); ok {
-		return s.StopConsumer(ctx, p)
-	}
-	return nil
 }
 
 // CancelConsume delegates to the wrapped transport

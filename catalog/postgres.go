@@ -69,7 +69,7 @@ type pgMigration struct {
 // with a PostgreSQL store).
 var pgMigrations = []pgMigration{
 	{1, "catalog tables, indexes, append-only audit", func() string {
-		return pgSchemaVersionFunc + pgDDL(schema) + pgDDL(indexes) + pgDDL(auditTable) + pgAuditTriggers + pgDDL(keySchema) + pgDDL(leaseSchema) + pgDDL(jobsSchema) +
+		return pgSchemaVersionFunc + pgDDL(schema) + pgDDL(indexes) + pgDDL(auditTable) + pgAuditTriggers + pgDDL(keySchema) + pgDDL(leaseSchema) + pgDDL(jobsSchema) + pgDDL(ledgerPruneSchema) +
 			`ALTER TABLE lily_dlq_entries ADD COLUMN schema_version INTEGER GENERATED ALWAYS AS (lily_schema_version(headers)) STORED;` +
 			schemaVersionIndex
 	}},

@@ -15,8 +15,9 @@ import (
 // many hosts and several 'lily serve' replicas on one catalog). Every
 // operation works the same on both.
 type Store struct {
-	db    *handle
-	owned bool
+	db     *handle
+	owned  bool
+	ledger ledgerSettings // ledger_prune.go
 }
 
 // Open opens the catalog at where: a PostgreSQL URL ("postgres://…", see

@@ -65,6 +65,12 @@ type Config struct {
 	// in error messages and stacks. Defaults to none (the built-in
 	// patterns always apply).
 	RedactPatterns []string `toml:"redact_patterns" json:"redact_patterns,omitempty"`
+	// LedgerHorizonHours is how long the ledger keeps the per-event rows
+	// that count each broker message once (docs/ledger.md), 1..87600; nil
+	// means unset. Read it with LedgerHorizonHoursValue. Defaults to 720
+	// (30 days), or what the queues need if longer (LedgerHorizonFloor);
+	// a value shorter than a queue needs is refused.
+	LedgerHorizonHours *int `toml:"ledger_horizon_hours" json:"ledger_horizon_hours,omitempty"`
 	// Queues are the [[queue]] entries. A configuration without any is
 	// valid (the catalog and the console need none), but 'lily lint'
 	// reports it. Defaults to none.
@@ -119,6 +125,7 @@ func (c Config) Validate() error {
 			ErrInvalidConfig, redactURL(c.CatalogURL)))
 	}
 	errs = append(errs, c.validateKafka()...)
+	errs = append(errs, c.validateLedger()...)
 	for _, p := range c.RedactPatterns {
 		if _, err := evidence.NewRedactor(p); err != nil {
 			errs = append(errs, fmt.Errorf("%w: redact_patterns: %q: %v", ErrInvalidConfig, p, err))

@@ -48,6 +48,12 @@ func openDLQ(ctx context.Context, sf storeFlags) (*dlqEnv, error) {
 	if e.sq, e.cat, err = sf.openExisting(ctx); err != nil {
 		return nil, err
 	}
+	if e.hasCfg {
+		if err := e.cat.SetLedgerHorizon(e.cfg.LedgerHorizon()); err != nil {
+			closeStore(e.sq, e.cat)
+			return nil, err
+		}
+	}
 	return e, nil
 }
 

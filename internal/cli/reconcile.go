@@ -21,6 +21,40 @@ func init() { register(newReconcileCmd) }
 type reconcileJSON struct {
 	Queues   []catalog.LedgerRow `json:"queues"`
 	Balanced bool                `json:"balanced"`
+	// LedgerEvents is the ledger's deduplication memory (docs/ledger.md).
+	LedgerEvents ledgerEventsJSON `json:"ledger_events"`
+}
+
+// ledgerEventsJSON sums catalog.LedgerEvents over the queues.
+type ledgerEventsJSON struct {
+	// Kept: per-event rows held; Pruned: rows folded into the counters so
+	// far (by every pruner); PrunedNow: rows this run folded (--prune).
+	Kept         int64 `json:"kept"`
+	Pruned       int64 `json:"pruned"`
+	PrunedNow    int64 `json:"pruned_now"`
+	HorizonHours int64 `json:"horizon_hours"`
+}
+
+// ledgerEvents prunes the ledger when prune is set, then sums its
+// deduplication memory.
+func ledgerEvents(ctx context.Context, cat *catalog.Store, prune bool) (ledgerEventsJSON, error) {
+	out := ledgerEventsJSON{HorizonHours: int64(cat.LedgerHorizon() / time.Hour)}
+	if prune {
+		res, err := cat.PruneLedger(ctx, time.Now())
+		if err != nil {
+			return out, fmt.Errorf("reconcile --prune: %w", err)
+		}
+		out.PrunedNow = res.Events
+	}
+	st, err := cat.LedgerEvents(ctx)
+	if err != nil {
+		return out, fmt.Errorf("reconcile: %w", err)
+	}
+	for _, e := range st {
+		out.Kept += e.Kept
+		out.Pruned += e.Pruned
+	}
+	return out, nil
 }
 
 func newReconcileCmd() *cobra.Command {
@@ -29,6 +63,7 @@ func newReconcileCmd() *cobra.Command {
 		kbrk   string
 		asJSON bool
 		settle time.Duration
+		prune  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "reconcile",
@@ -55,6 +90,9 @@ in_flight_retrying, in_flight_unacked, in_flight_dlx):
     fetched by a consumer or not) and of its retry topics (retrying).
 Dead letters not ingested yet from the DLQ or dead-letter topic count as
 dead-lettered. lost is only what nobody holds.
+On a broker, each message is counted once by the ledger's per-event rows,
+kept for ledger_horizon_hours (default 720) and then folded into the
+counters (docs/ledger.md); --prune folds the rows past the horizon now.
 A queue fed by other services' producers balances too: a message is
 accepted when lily.Publish confirms it or when the runtime first receives
 it (once per event ID and body).`,
@@ -72,6 +110,9 @@ it (once per event ID and body).`,
 			counters, closeAll, err := ledgerCounters(cmd.Context(), sqliteCounter(tr), c, "", kbrk)
 			defer closeAll()
 			if err != nil {
+				return err
+			}
+			if err := cat.SetLedgerHorizon(c.LedgerHorizon()); err != nil {
 				return err
 			}
 			if settle < 0 {
@@ -99,17 +140,27 @@ it (once per event ID and body).`,
 				case <-time.After(500 * time.Millisecond):
 				}
 			}
+			events, err := ledgerEvents(cmd.Context(), cat, prune)
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			balanced := true
 			for _, r := range rows {
 				balanced = balanced && r.Balanced()
 			}
 			if asJSON {
-				if err := writeJSON(out, reconcileJSON{Queues: rows, Balanced: balanced}); err != nil {
+				if err := writeJSON(out, reconcileJSON{Queues: rows, Balanced: balanced, LedgerEvents: events}); err != nil {
 					return err
 				}
 			} else {
 				printLedger(out, rows)
+				if prune {
+					fmt.Fprintf(out, "pruned %d ledger event rows older than %d h\n", events.PrunedNow, events.HorizonHours)
+				}
+				if events.Kept > 0 || events.Pruned > 0 {
+					fmt.Fprintf(out, "ledger memory: %d per-event rows kept (horizon %d h), %d folded into the counters\n", events.Kept, events.HorizonHours, events.Pruned)
+				}
 			}
 			if !balanced {
 				return &ExitError{Code: 1, Msg: "reconcile: messages unaccounted for (see the lost column)"}
@@ -124,6 +175,7 @@ it (once per event ID and body).`,
 	brokersFlag(cmd, &kbrk)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().DurationVar(&settle, "settle", 12*time.Second, "how long an unbalanced RabbitMQ queue is read again while the management API's sampled statistics catch up (0: one reading)")
+	cmd.Flags().BoolVar(&prune, "prune", false, "first fold the ledger's per-event rows older than ledger_horizon_hours into its counters (they change nothing but the table's size)")
 	return cmd
 }
 

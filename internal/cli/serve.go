@@ -200,6 +200,15 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	}
 	defer srv.Close()
 	defer startJobRunner(ctx, env, targets, hook, logger, o.jobLease)()
+	// The ledger's per-event rows past ledger_horizon_hours are folded
+	// away in the background (every replica may; each row goes once).
+	pruneCtx, stopPrune := context.WithCancel(ctx)
+	pruned := make(chan struct{})
+	go func() {
+		defer close(pruned)
+		_ = catalog.RunLedgerPruner(pruneCtx, env.cat, catalog.DefaultPruneInterval, logger)
+	}()
+	defer func() { stopPrune(); <-pruned }()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("serve: --listen %s: %w", listen, err)
