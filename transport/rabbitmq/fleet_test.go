@@ -90,7 +90,7 @@ func fleetChild(role, queue, catalogURL, dir string) int {
 	case "compete":
 		handler = func(_ context.Context, d *lily.Delivery) error {
 			outcome := competeOutcome(string(d.Body), d.RetryCount)
-			if err := record(string(d.Body), outcome, d.RetryCount); err != nil {
+			if err := record(string(d.Body), outcome, d.RetryCount, d.DeliveryCount); err != nil {
 				return err
 			}
 			switch outcome {
@@ -391,6 +391,7 @@ func TestFleetCompetingConsumers(t *testing.T) {
 			perm++
 		}
 	}
+	began := time.Now()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 0; i < half; i += 250 {
@@ -405,6 +406,7 @@ func TestFleetCompetingConsumers(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	published := time.Since(began)
 
 	// Midway, one host dies; its deliveries go back to the queue with
 	// their counts raised, and a new process takes its place.
@@ -413,10 +415,12 @@ func TestFleetCompetingConsumers(t *testing.T) {
 		return n >= 2*half/3, fmt.Sprintf("%d handler calls", n)
 	})
 	f.kill(procs[0])
+	killedAt := time.Since(began)
 	f.start()
 
 	// Done when every message had its final handler call and the ledger
 	// shows nothing in flight and nothing lost.
+	var handledAt time.Duration
 	waitUntil(t, "every message handled to its end and the ledger settled", 50*time.Second, func() (bool, string) {
 		final := map[string]bool{}
 		for _, l := range f.handled() {
@@ -427,9 +431,13 @@ func TestFleetCompetingConsumers(t *testing.T) {
 		if len(final) < len(want) {
 			return false, fmt.Sprintf("%d of %d messages handled to their end", len(final), len(want))
 		}
+		if handledAt == 0 {
+			handledAt = time.Since(began)
+		}
 		r := ledgerRow(t, cat, acc, qc.Name)
 		return r.Accepted == 2*half && r.InFlight == 0 && r.Lost == 0, fmt.Sprintf("ledger %+v", r)
 	})
+	settled := time.Since(began)
 	f.stopAll(true)
 
 	n, err := cat.Ingest(ctx, acc, qc.Name)
@@ -461,12 +469,23 @@ func TestFleetCompetingConsumers(t *testing.T) {
 	dups = n - total
 	// Every other message reached a handler and succeeded; none that
 	// fails permanently ever succeeded.
-	ok, calls := map[string]bool{}, 0
+	ok, calls, redelivered := map[string]bool{}, 0, 0
 	for _, l := range f.handled() {
 		calls++
-		if len(l) >= 3 && l[2] == "ok" {
+		if len(l) != 5 {
+			t.Fatalf("handled.log line %q: want PID BODY OUTCOME RETRY DELIVERY-COUNT", strings.Join(l, " "))
+		}
+		if l[2] == "ok" {
 			ok[l[1]] = true
 		}
+		if l[4] != "1" {
+			redelivered++
+		}
+	}
+	// The kill took deliveries with it (the window of a busy consumer):
+	// they came back to the others with their counts raised.
+	if redelivered == 0 {
+		t.Errorf("no handler call had a delivery count above 1: the kill of process %d returned nothing", procs[0].cmd.Process.Pid)
 	}
 	for body, o := range want {
 		if (o == "ok") != ok[body] {
@@ -478,5 +497,6 @@ func TestFleetCompetingConsumers(t *testing.T) {
 	if row != wantRow {
 		t.Errorf("ledger = %+v, want %+v", row, wantRow)
 	}
-	t.Logf("%d messages, %d handler calls, %d dead letters drained (%d merged as duplicates), %d catalog entries", 2*half, calls, n, dups, total)
+	t.Logf("%d messages, %d handler calls (%d redelivered), %d dead letters drained (%d merged as duplicates), %d catalog entries; published in %v, killed at %v, all handled at %v, ledger settled at %v",
+		2*half, calls, redelivered, n, dups, total, published.Round(time.Millisecond), killedAt.Round(time.Millisecond), handledAt.Round(time.Millisecond), settled.Round(time.Millisecond))
 }
