@@ -3,6 +3,8 @@ package rabbitmq_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,13 +41,21 @@ func parkMsgs(from, to int) []lily.Message {
 	return out
 }
 
-// parkCall is one handler call a park child logged.
+// parkCall is one handler call a park child logged: its outcome, or
+// "begin" when it started.
 type parkCall struct {
 	pid, key, outcome string
 	seq               int
 }
 
+// parkCalls returns the handler calls that ended, in their order.
 func parkCalls(t *testing.T, f *fleet) []parkCall {
+	t.Helper()
+	return slices.DeleteFunc(parkLog(t, f), func(c parkCall) bool { return c.outcome == "begin" })
+}
+
+// parkLog returns every line of the park children: begins and ends.
+func parkLog(t *testing.T, f *fleet) []parkCall {
 	t.Helper()
 	var out []parkCall
 	for _, l := range f.handled() {
@@ -68,6 +78,27 @@ func firstsOK(calls []parkCall, key string) []int {
 	for _, c := range calls {
 		if c.key == key && c.outcome == "ok" && !slices.Contains(out, c.seq) {
 			out = append(out, c.seq)
+		}
+	}
+	return out
+}
+
+// sideBySide returns the calls that began while another call of their
+// key, in a process not killed since, had not ended: one key handled by
+// two at once.
+func sideBySide(log []parkCall, killed map[string]bool) []string {
+	open := map[string]parkCall{} // key → the call in progress
+	var out []string
+	for _, c := range log {
+		o, busy := open[c.key]
+		switch {
+		case c.outcome != "begin":
+			delete(open, c.key)
+		case busy && !killed[o.pid]:
+			out = append(out, fmt.Sprintf("%s/%d in process %s began while %s/%d ran in process %s", c.key, c.seq, c.pid, o.key, o.seq, o.pid))
+			fallthrough
+		default:
+			open[c.key] = c
 		}
 	}
 	return out
@@ -109,8 +140,9 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 	qc := fleetQueueConfig("park", randomName("fleet.park"))
 	tr, cat, url, acc := openFleetCatalog(t, qc)
 	f := newFleet(t, "park", qc.Name, url)
-	procs := []*fleetProc{f.start(), f.start()}
-	const last = 34
+	f.start()
+	f.start()
+	const last = 64
 	publish := func(from, to int) {
 		t.Helper()
 		if err := lily.Publish(ctx, acc, qc.Name, parkMsgs(from, to)); err != nil {
@@ -145,27 +177,49 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 		return parked == 1 && state == catalog.KeyHeld, fmt.Sprintf("K %s with %d parked; calls %+v", state, parked, parkCalls(t, f))
 	})
 
-	// The active process dies while it works through more messages.
-	publish(5, 30)
-	var active string
-	waitUntil(t, "the active process handling the second batch", 30*time.Second, func() (bool, string) {
-		cs := parkCalls(t, f)
-		active = cs[len(cs)-1].pid
-		return cs[len(cs)-1].seq >= 5, fmt.Sprintf("last call %+v", cs[len(cs)-1])
-	})
-	var victim *fleetProc
-	for _, p := range procs {
-		if strconv.Itoa(p.cmd.Process.Pid) == active {
-			victim = p
+	// activeFrom waits until the messages from seq on reach a handler and
+	// returns the process that handled the last one: the active one.
+	activeFrom := func(seq int) *fleetProc {
+		t.Helper()
+		var pid string
+		waitUntil(t, fmt.Sprintf("a handler call of a message from %d on", seq), 30*time.Second, func() (bool, string) {
+			cs := parkCalls(t, f)
+			pid = cs[len(cs)-1].pid
+			return cs[len(cs)-1].seq >= seq, fmt.Sprintf("last call %+v", cs[len(cs)-1])
+		})
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, p := range f.procs {
+			if strconv.Itoa(p.cmd.Process.Pid) == pid {
+				return p
+			}
 		}
+		t.Fatalf("handler calls from process %s, not one of the children", pid)
+		return nil
 	}
-	if victim == nil {
-		t.Fatalf("handler calls from process %s, not one of the children", active)
-	}
+
+	// The active process dies while it works through more messages; a new
+	// process stands by.
+	publish(5, 30)
+	victim := activeFrom(5)
+	active := strconv.Itoa(victim.cmd.Process.Pid)
 	f.kill(victim)
+	killed := map[string]bool{active: true}
 	killedAt := len(parkCalls(t, f))
-	f.start() // a new process stands by
-	publish(31, last)
+	f.start()
+	// The next active process is stopped gracefully (a rolling deploy)
+	// while its handlers are busy; another stands by. Its successor must
+	// not start before it has settled what it holds.
+	if err := writeFile(f.dir, "slow"); err != nil {
+		t.Fatal(err)
+	}
+	publish(31, 60)
+	f.stop(activeFrom(31))
+	if err := os.Remove(filepath.Join(f.dir, "slow")); err != nil {
+		t.Fatal(err)
+	}
+	f.start()
+	publish(61, last)
 	waitUntil(t, "keys A, B, C handled to the end and K's later messages parked", 40*time.Second, func() (bool, string) {
 		if ok, why := othersDone(parkCalls(t, f), last); !ok {
 			return false, why
@@ -173,6 +227,9 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 		parked, state := heldK()
 		return parked == last-parkHeadSeq && state == catalog.KeyHeld, fmt.Sprintf("K %s with %d parked", state, parked)
 	})
+	if both := sideBySide(parkLog(t, f), killed); len(both) > 0 {
+		t.Errorf("messages of one key handled side by side: %v", both)
+	}
 	calls := parkCalls(t, f)
 	for _, k := range parkKeys[:3] {
 		if got := firstsOK(calls, k); !slices.Equal(got, seqs(last)) {
@@ -207,6 +264,9 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 		return len(got) == last && state == "free", fmt.Sprintf("K %s, handled %v", state, got)
 	})
 	f.stopAll(true)
+	if both := sideBySide(parkLog(t, f), killed); len(both) > 0 {
+		t.Errorf("messages of one key handled side by side after the unpark: %v", both)
+	}
 	calls = parkCalls(t, f)
 	if got := firstsOK(calls, "K"); !slices.Equal(got, seqs(last)) {
 		t.Errorf("K handled in order %v, want 1..%d", got, last)

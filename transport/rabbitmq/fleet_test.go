@@ -33,8 +33,10 @@ const (
 	fleetQueue   = "LILY_FLEET_QUEUE"
 	fleetCatalog = "LILY_FLEET_CATALOG" // the catalog's postgres:// URL
 	// fleetDir holds handled.log (one line per handler call, appended by
-	// every process), "stop" (each child stops gracefully when it appears)
-	// and "fixed" (the fix of the park scenario is deployed).
+	// every process), "stop" (each child stops gracefully when it appears;
+	// "stop.PID" stops one), "fixed" (the fix of the park scenario is
+	// deployed) and "slow" (the park handler takes 100 ms for each message
+	// of key A).
 	fleetDir = "LILY_FLEET_DIR"
 )
 
@@ -103,11 +105,17 @@ func fleetChild(role, queue, catalogURL, dir string) int {
 		}
 	case "park":
 		opts.Keys, opts.KeyPoll = cat, 20*time.Millisecond
-		fixed := filepath.Join(dir, "fixed")
+		fixed, slow := filepath.Join(dir, "fixed"), filepath.Join(dir, "slow")
 		handler = func(_ context.Context, d *lily.Delivery) error {
 			key, seq, ok := parseParkBody(string(d.Body))
 			if !ok {
 				return lily.Permanent(fmt.Errorf("body %q is not KEY/SEQ", d.Body))
+			}
+			if err := record(key, seq, "begin"); err != nil {
+				return err
+			}
+			if _, err := os.Stat(slow); err == nil && key == "A" {
+				time.Sleep(100 * time.Millisecond) // a big account: a slower dependency
 			}
 			outcome := "ok"
 			if key == "K" && seq == parkHeadSeq {
@@ -136,9 +144,11 @@ func fleetChild(role, queue, catalogURL, dir string) int {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for range tick.C {
-			if _, err := os.Stat(filepath.Join(dir, "stop")); err == nil {
-				cancel()
-				return
+			for _, name := range []string{"stop", "stop." + strconv.Itoa(pid)} {
+				if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+					cancel()
+					return
+				}
 			}
 		}
 	}()
@@ -221,6 +231,22 @@ func (f *fleet) kill(p *fleetProc) {
 		f.t.Fatalf("kill -9 %d: %v", p.cmd.Process.Pid, err)
 	}
 	<-p.done
+}
+
+// stop stops p gracefully (its stop file) and waits for it to exit 0.
+func (f *fleet) stop(p *fleetProc) {
+	f.t.Helper()
+	if err := writeFile(f.dir, "stop."+strconv.Itoa(p.cmd.Process.Pid)); err != nil {
+		f.t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		f.t.Fatalf("consumer process %d did not stop within 30 s of its stop file", p.cmd.Process.Pid)
+	}
+	if p.err != nil {
+		f.t.Fatalf("consumer process %d stopped with %v", p.cmd.Process.Pid, p.err)
+	}
 }
 
 // stopAll asks every child to stop (the stop file) and waits for them;
