@@ -457,7 +457,11 @@ func TestFleetCompetingConsumers(t *testing.T) {
 	f.start()
 
 	// Done when every message had its final handler call and the ledger
-	// shows nothing in flight and nothing lost.
+	// shows nothing in flight and nothing lost. (Lost may be negative
+	// here: a dead letter handed off twice around the kill — the DLQ copy
+	// confirmed, the original's ack lost with the process — is counted
+	// twice while both copies wait in the broker's DLQ; ingest makes them
+	// one entry.)
 	var handledAt time.Duration
 	waitUntil(t, "every message handled to its end and the ledger settled", 50*time.Second, func() (bool, string) {
 		final := map[string]bool{}
@@ -473,7 +477,7 @@ func TestFleetCompetingConsumers(t *testing.T) {
 			handledAt = time.Since(began)
 		}
 		r := ledgerRow(t, cat, acc, qc.Name)
-		return r.Accepted == 2*half && r.InFlight == 0 && r.Lost == 0, fmt.Sprintf("ledger %+v", r)
+		return r.Accepted == 2*half && r.InFlight == 0 && r.Lost <= 0, fmt.Sprintf("ledger %+v", r)
 	})
 	settled := time.Since(began)
 	f.stopAll(true)
