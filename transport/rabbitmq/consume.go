@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -40,7 +41,7 @@ type consumer struct {
 	dead     bool
 	canceled bool   // CancelConsume: never subscribe again, hand out what was pushed
 	alone    uint64 // tag of a redelivery handed out alone, until settled
-	keyOrder bool   // per-key order (a single-active-consumer queue): no basic.get barrier
+	keyOrder bool   // per-key order (a single-active-consumer queue): prefetch 1, never cancelled while it holds anything
 }
 
 var tagSeq atomic.Uint64
@@ -91,9 +92,10 @@ func (c *consumer) open(ctx context.Context) error {
 	return nil
 }
 
-// start begins consuming with the mode's prefetch.
+// start begins consuming with the mode's prefetch (always 1 for per-key
+// order: see Receive).
 func (c *consumer) start(prefetch int) error {
-	if c.cautious {
+	if c.cautious || c.keyOrder {
 		prefetch = 1
 	}
 	if err := c.ch.Qos(max(prefetch, 1), 0, false); err != nil {
@@ -165,6 +167,19 @@ func redelivered(d *amqp.Delivery) bool { return deliveryCount(d) > 1 }
 // redelivery is handed out next, with the pushed window still on the
 // channel.
 //
+// A queue that keeps per-key order has a single active consumer (the
+// others, in other processes, stand by), and a basic.cancel of the active
+// one makes the broker activate the next at once, while the cancelled one
+// still holds what it was pushed: the two processes would then handle
+// messages of one key side by side, out of order (a redelivery, or the
+// first delivery after a start, used to switch the prefetch that way). So
+// a key-order consumer subscribes once, with prefetch 1 — the cautious
+// window, whatever comes: a standby that takes over from a process that
+// died takes the redeliveries one at a time — and is never cancelled while
+// it holds anything: its graceful stop closes the channel after every
+// handler has settled (see CancelConsume, StopConsumer). The cost is
+// throughput: one message in flight per ordered queue.
+//
 // After CancelConsume, Receive hands out what had been pushed, without
 // waiting and without subscribing again, and then nothing.
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
@@ -189,7 +204,9 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		if redelivered(&d) {
 			if !c.cautious {
 				c.cautious = true
-				c.stop() // what the broker pushed after it waits in pending
+				if !p.KeyOrder { // per-key order keeps its one subscription
+					c.stop() // what the broker pushed after it waits in pending
+				}
 			}
 			if p.KeyOrder {
 				if len(out) > 0 {
@@ -204,7 +221,9 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		}
 		if c.cautious && len(c.reds) == 0 {
 			c.cautious = false
-			c.stop() // next consume uses the full prefetch
+			if !p.KeyOrder { // per-key order keeps its one subscription
+				c.stop() // next consume uses the full prefetch
+			}
 		}
 		out = append(out, d)
 		return len(out) < limit
@@ -477,12 +496,20 @@ func (t *Transport) heldCount(queue string) int64 {
 // settleable, and Receive hands it out without subscribing again. The
 // runtime processes and settles it before StopConsumer closes the channel,
 // so that a graceful stop gives nothing back with a raised delivery count.
+//
+// A key-order consumer is not cancelled (see Receive: the broker would hand
+// the queue to a standby while this one still works through its window):
+// CancelConsume reports errors.ErrUnsupported, the runtime settles what it
+// holds and StopConsumer closes the channel.
 func (t *Transport) CancelConsume(ctx context.Context, p *transport.StopParams) error {
 	// An instance that never received gets an entry too, so that Receive
 	// does not subscribe for it now.
 	c := t.consumer(p.Queue, p.Consumer, false)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.keyOrder {
+		return fmt.Errorf("rabbitmq: cancel the consumer of %s: it keeps per-key order, its channel is closed instead: %w", p.Queue, errors.ErrUnsupported)
+	}
 	c.canceled = true
 	if c.ch != nil && !c.ch.IsClosed() && !c.dead {
 		c.stop()
@@ -493,7 +520,10 @@ func (t *Transport) CancelConsume(ctx context.Context, p *transport.StopParams) 
 // StopConsumer ends a consumer instance's consumption: it cancels the
 // consume and closes the channel, which gives back to the queue whatever
 // the broker pushed but was never handed out (after CancelConsume and a
-// drain, nothing).
+// drain, nothing). A key-order consumer's channel is closed without a
+// cancel: the broker then returns what it had pushed first and only then
+// activates a standby, which so receives the queue in order (a cancel would
+// activate the standby at once).
 func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) error {
 	t.mu.Lock()
 	k := consumerKey{p.Queue, p.Consumer}
@@ -504,7 +534,9 @@ func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) e
 		return nil
 	}
 	c.mu.Lock()
-	c.stop()
+	if !c.keyOrder {
+		c.stop()
+	}
 	c.mu.Unlock()
 	c.invalidate()
 	return nil
