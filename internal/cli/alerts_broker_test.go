@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -141,21 +139,5 @@ func TestAlertsBrokerDLQNotIngestedFires(t *testing.T) {
 			},
 		},
 	}
-	data, err := json.MarshalIndent(map[string]any{
-		"rule_files":          []string{filepath.Base(rulesFile)},
-		"evaluation_interval": "1m",
-		"tests":               tests,
-	}, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testFile := filepath.Join(filepath.Dir(rulesFile), "lily-broker-rules.test.yml")
-	if err := os.WriteFile(testFile, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(promtool, "test", "rules", filepath.Base(testFile))
-	cmd.Dir = filepath.Dir(testFile)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool test rules: %v\n%s", err, out)
-	}
+	promtoolTest(t, promtool, rulesFile, "lily-broker-rules.test.yml", tests)
 }

@@ -251,23 +251,7 @@ func TestAlertsFireWithPromtool(t *testing.T) {
 			},
 		},
 	}
-	data, err := json.MarshalIndent(map[string]any{
-		"rule_files":          []string{filepath.Base(rulesFile)},
-		"evaluation_interval": "1m",
-		"tests":               tests,
-	}, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testFile := filepath.Join(filepath.Dir(rulesFile), "lily-rules.test.yml")
-	if err := os.WriteFile(testFile, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(promtool, "test", "rules", filepath.Base(testFile))
-	cmd.Dir = filepath.Dir(testFile)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool test rules: %v\n%s", err, out)
-	}
+	promtoolTest(t, promtool, rulesFile, "lily-rules.test.yml", tests)
 }
 
 func TestAlertsJSON(t *testing.T) {
@@ -327,5 +311,28 @@ func TestPromDuration(t *testing.T) {
 		if got := promDuration(d); got != want {
 			t.Errorf("promDuration(%s) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// promtoolTest writes tests as a promtool rule test file next to rulesFile
+// (named name) and runs 'promtool test rules' on it.
+func promtoolTest(t *testing.T, promtool, rulesFile, name string, tests any) {
+	t.Helper()
+	data, err := json.MarshalIndent(map[string]any{
+		"rule_files":          []string{filepath.Base(rulesFile)},
+		"evaluation_interval": "1m",
+		"tests":               tests,
+	}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testFile := filepath.Join(filepath.Dir(rulesFile), name)
+	if err := os.WriteFile(testFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "test", "rules", filepath.Base(testFile))
+	cmd.Dir = filepath.Dir(testFile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool test rules: %v\n%s", err, out)
 	}
 }

@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -34,7 +33,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -45,6 +43,7 @@ import (
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // The consumer role: the same binary, started by the bench.
@@ -171,7 +170,7 @@ type bench struct {
 
 type replica struct {
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *transporttest.SyncBuffer
 	base string
 }
 
@@ -277,7 +276,7 @@ func (b *bench) startConsumer() *exec.Cmd {
 }
 
 func (b *bench) startReplica() *replica {
-	out := &lockedBuffer{}
+	out := &transporttest.SyncBuffer{}
 	cmd := exec.Command(b.o.lilyBin, "serve", "--config", b.cfgPath, "--listen", "127.0.0.1:0",
 		"--ingest-interval", "500ms", "--ingest-lease-ttl", "3s", "--job-lease", "3s")
 	cmd.Env = append(os.Environ(), "LILY_TOKENS=")
@@ -485,22 +484,4 @@ func (b *bench) redrive(ctx context.Context) (*catalog.Job, error) {
 		}
 	}
 	return nil, errors.New("redrive job not done within 10 minutes")
-}
-
-// lockedBuffer collects a child's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
