@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-
 	"github.com/lily-mq/lily/catalog"
 )
 
