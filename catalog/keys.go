@@ -361,19 +361,38 @@ func (s *Store) redriveHead(ctx context.Context, d decision, head *Entry, mode s
 
 // allowHeads lets through, before they are redriven, the entries of es
 // that are the heads of held keys: a redriven head is processed first, and
-// the key then moves on.
+// the key then moves on. It is one statement per 300 entries, not one per
+// entry: on PostgreSQL each is a round trip to the server.
 func (s *Store) allowHeads(ctx context.Context, q execer, es []*Entry) error {
+	const chunk = 300 // 3 parameters each, far below either store's limit
+	var args []any
+	flush := func() error {
+		if len(args) == 0 {
+			return nil
+		}
+		n := len(args) / 3
+		rows := strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", n), ", ")
+		_, err := q.ExecContext(ctx, `UPDATE lily_held_keys SET state = 'waiting', allowed_event_id = head_event_id, updated_at = ?
+			WHERE state = 'held' AND (queue, msg_key, head_event_id) IN (VALUES `+rows+`)`,
+			append([]any{time.Now().UnixMilli()}, args...)...)
+		if err != nil {
+			return fmt.Errorf("catalog: let the heads of held keys through (%d entries from event %v): %w", n, args[2], err)
+		}
+		args = args[:0]
+		return nil
+	}
 	for _, e := range es {
 		if e.Key == "" {
 			continue
 		}
-		if _, err := q.ExecContext(ctx, `UPDATE lily_held_keys SET state = 'waiting', allowed_event_id = ?, updated_at = ?
-			WHERE queue = ? AND msg_key = ? AND head_event_id = ? AND state = 'held'`,
-			e.EventID, time.Now().UnixMilli(), e.Queue, e.Key, e.EventID); err != nil {
-			return fmt.Errorf("catalog: let the head %s of key %q through: %w", e.EventID, e.Key, err)
+		args = append(args, e.Queue, e.Key, e.EventID)
+		if len(args) == 3*chunk {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 	}
-	return nil
+	return flush()
 }
 
 // execer is a *sql.DB or a *txHandle.

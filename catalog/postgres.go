@@ -73,6 +73,9 @@ var pgMigrations = []pgMigration{
 			`ALTER TABLE lily_dlq_entries ADD COLUMN schema_version INTEGER GENERATED ALWAYS AS (lily_schema_version(headers)) STORED;` +
 			schemaVersionIndex
 	}},
+	{2, "covering indexes for group (INCLUDE id), schema_version kept by a trigger", func() string {
+		return pgGroupIndexes + pgSchemaVersionTrigger
+	}},
 }
 
 // migratePostgres applies the steps of pgMigrations the database lacks.

@@ -261,15 +261,15 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 	start := time.Now()
 	defer func() { res.Elapsed = time.Since(start) }()
 	done, last := 0, f.AfterID
+	next := s.prefetchPage(ctx, f, hold, last, min(batch, total), p.DryRun)
 	for done < total {
 		if p.job != nil {
 			if err := p.job.check(ctx, s.db); err != nil {
 				return res, fmt.Errorf("redrive stopped after %d redriven, %d marked needs_manual: %w", res.Redriven, res.NeedsManual, err)
 			}
 		}
-		pf := f
-		pf.AfterID = last
-		page, err := s.redrivePage(ctx, pf, hold, min(batch, total-done), p.DryRun)
+		pr := <-next
+		page, err := pr.page, pr.err
 		if err != nil {
 			return res, err
 		}
@@ -277,6 +277,12 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 			break
 		}
 		last = page[len(page)-1].ID
+		// The next page is read while this one is sent and marked: a
+		// read changes nothing, and marking checks that each entry is
+		// still pending, so only one batch is ever in flight.
+		if rest := total - done - len(page); rest > 0 {
+			next = s.prefetchPage(ctx, f, hold, last, min(batch, rest), p.DryRun)
+		}
 		res.Selected += len(page)
 		var order, refusedOrder []string
 		byQueue, refused := map[string][]*Entry{}, map[string][]*Entry{}
@@ -386,6 +392,25 @@ func (s *Store) redriveTargets(ctx context.Context, d decision, f Filter, h cras
 		out[q] = t
 	}
 	return out, nil
+}
+
+// pageResult is a page read ahead by prefetchPage.
+type pageResult struct {
+	page []*Entry
+	err  error
+}
+
+// prefetchPage reads the page of up to n entries of f after ID last in
+// the background (redrivePage); the channel yields it once.
+func (s *Store) prefetchPage(ctx context.Context, f Filter, h crasherHold, last int64, n int, light bool) <-chan pageResult {
+	ch := make(chan pageResult, 1)
+	go func() {
+		pf := f
+		pf.AfterID = last
+		page, err := s.redrivePage(ctx, pf, h, n, light)
+		ch <- pageResult{page, err}
+	}()
+	return ch
 }
 
 // page returns up to n entries matching f (with bodies) in ID order.

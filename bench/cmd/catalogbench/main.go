@@ -1,19 +1,34 @@
 // Command catalogbench measures Lily's dead-letter catalog at scale (DESIGN
-// §12): 'lily dlq group' over 1,000,000 entries, a rate-limited redrive of
-// 100,000 entries, and peak memory as the catalog grows. It prints
-// markdown tables.
+// §12): 'lily dlq group' over 1,000,000 entries, list and peek, a streamed
+// scan, a dry-run redrive, a rate-limited or unthrottled redrive through
+// the SQLite transport or RabbitMQ, and peak memory as the catalog grows —
+// on SQLite or PostgreSQL. It prints markdown tables.
 //
 //	cd bench && go run ./cmd/catalogbench all -sizes 10000,100000,1000000
+//	go run ./cmd/catalogbench all -sizes 1000000 -repeat 2 \
+//	    -catalog 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+//	go run ./cmd/catalogbench redrive -n 100000 -rate 0 -transport rabbitmq \
+//	    -catalog 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //
 // Subcommands:
 //
-//	build   -db F -entries N          fill a new catalog with N pending entries (512-byte bodies)
-//	ops     -db F                     time list, group (every column), a full streamed scan and a
-//	                                  dry-run redrive on F; print peak RSS and Go heap
-//	redrive -n N -rate R              redrive N entries through the SQLite transport at R/s and
-//	                                  report the achieved rate, overall and per second
-//	all     -sizes A,B,C -n N -rate R build and ops for each size (each in a fresh process, so the
-//	                                  peak RSS is that size's), then redrive
+//	build   -db F | -catalog URL -entries N
+//	                                  fill a new catalog with N pending entries (512-byte bodies):
+//	                                  the SQLite file F, or the PostgreSQL catalog at URL (whose
+//	                                  search_path names an empty schema; build ends with VACUUM)
+//	ops     -db F | -catalog URL      time list, group (every column), peek, a full streamed scan
+//	                                  and a dry-run redrive; print peak RSS and Go heap
+//	redrive -n N -rate R [-catalog URL] [-transport sqlite|rabbitmq] [-amqp URL] [-batch B]
+//	                                  redrive N entries at R/s (0: unthrottled) and report the
+//	                                  achieved rate, overall and per five seconds, and what arrived;
+//	                                  with -catalog the catalog is a fresh schema on that server
+//	                                  (CREATE SCHEMA, search_path), dropped afterwards; rabbitmq
+//	                                  declares a fresh quorum queue with Lily's transport, drains
+//	                                  it while the redrive runs, counting event IDs, and deletes it
+//	all     -sizes A,B,C [-repeat K] [-catalog URL] and the redrive flags
+//	                                  build and ops (K times) for each size, each in a fresh process
+//	                                  (so the peak RSS is that size's) and, with -catalog, a fresh
+//	                                  schema; then the redrive
 package main
 
 import (
@@ -30,6 +45,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lily-mq/lily/catalog"
 )
 
 func main() {
@@ -44,10 +61,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	fs := flag.NewFlagSet("catalogbench "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	db := fs.String("db", "", "catalog database file")
+	db := fs.String("db", "", "catalog database file (SQLite)")
+	pgURL := fs.String("catalog", "", "PostgreSQL catalog URL: build and ops use it as it is; all and redrive make a fresh schema on its server")
+	trKind := fs.String("transport", "sqlite", "redrive transport: sqlite or rabbitmq")
+	amqpURL := fs.String("amqp", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL (-transport rabbitmq)")
+	batch := fs.Int("batch", 0, "redrive batch size (0: the catalog's default)")
+	repeat := fs.Int("repeat", 1, "ops runs per size ('all')")
 	entries := fs.Int("entries", 100000, "entries to build")
 	n := fs.Int("n", 100000, "entries to redrive")
-	rateFlag := fs.Float64("rate", 5000, "redrive rate, messages per second")
+	rateFlag := fs.Float64("rate", 5000, "redrive rate, messages per second (0: unthrottled)")
 	sizes := fs.String("sizes", "10000,100000,1000000", "catalog sizes for 'all'")
 	dir := fs.String("dir", "", "directory for the databases (default: a new temporary directory)")
 	asJSON := fs.Bool("json", false, "print JSON (ops, redrive)")
@@ -65,22 +87,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
+	if *db != "" && *pgURL != "" {
+		fmt.Fprintln(stderr, "catalogbench: -db and -catalog: give one")
+		return 2
+	}
+	if *pgURL != "" && !catalog.IsPostgresURL(*pgURL) {
+		fmt.Fprintf(stderr, "catalogbench: -catalog %q: want a postgres:// URL\n", *pgURL)
+		return 2
+	}
+	where := *db
+	if *pgURL != "" {
+		where = *pgURL
+	}
+	rc := redriveConfig{Dir: *dir, N: *n, Rate: *rateFlag, Batch: *batch, Catalog: *pgURL, Transport: *trKind, AMQP: *amqpURL}
 	var err error
 	switch args[0] {
 	case "build":
-		err = build(ctx, *db, *entries, stderr)
+		err = build(ctx, where, *entries, stderr)
 	case "ops":
 		var r opsResult
-		if r, err = ops(ctx, *db); err == nil {
+		if r, err = ops(ctx, where); err == nil {
 			err = printOps(stdout, []opsResult{r}, *asJSON)
 		}
 	case "redrive":
 		var r redriveResult
-		if r, err = redrive(ctx, *dir, *n, *rateFlag); err == nil {
+		if r, err = redrive(ctx, rc); err == nil {
 			err = printRedrive(stdout, r, *asJSON)
 		}
 	case "all":
-		err = all(ctx, *sizes, *dir, *n, *rateFlag, stdout, stderr)
+		err = all(ctx, *sizes, *repeat, rc, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "catalogbench: unknown subcommand %q: use build, ops, redrive or all\n", args[0])
 		return 2
@@ -93,49 +128,81 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // all builds each size and measures it in a child process (so that the
-// peak RSS reported is that size's alone), then runs the redrive.
-func all(ctx context.Context, sizeList, dir string, n int, rate float64, stdout, stderr io.Writer) error {
-	dir, cleanup, err := workDir(dir)
+// peak RSS reported is that size's alone), then runs the redrive. With
+// c.Catalog, each size is a fresh schema on that PostgreSQL server.
+func all(ctx context.Context, sizeList string, repeat int, c redriveConfig, stdout, stderr io.Writer) error {
+	dir, cleanup, err := workDir(c.Dir)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	c.Dir = dir
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	var results []opsResult
-	for _, s := range strings.Split(sizeList, ",") {
-		size, err := strconv.Atoi(strings.TrimSpace(s))
+	for _, sz := range strings.Split(sizeList, ",") {
+		size, err := strconv.Atoi(strings.TrimSpace(sz))
 		if err != nil || size <= 0 {
-			return fmt.Errorf("-sizes: %q is not a positive number", s)
+			return fmt.Errorf("-sizes: %q is not a positive number", sz)
 		}
-		db := filepath.Join(dir, fmt.Sprintf("catalog-%d.db", size))
-		fmt.Fprintf(stderr, "building %d entries in %s ...\n", size, db)
-		if err := child(ctx, exe, stderr, nil, "build", "-db", db, "-entries", strconv.Itoa(size)); err != nil {
-			return err
-		}
-		var out strings.Builder
-		if err := child(ctx, exe, stderr, &out, "ops", "-db", db, "-json"); err != nil {
-			return err
-		}
-		var rs []opsResult
-		if err := json.Unmarshal([]byte(out.String()), &rs); err != nil {
-			return fmt.Errorf("ops output: %w", err)
-		}
+		rs, err := buildAndMeasure(ctx, exe, dir, size, repeat, c.Catalog, stderr)
 		results = append(results, rs...)
-		removeDB(db)
+		if err != nil {
+			return err
+		}
 	}
 	if err := printOps(stdout, results, false); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "redriving %d entries at %g/s ...\n", n, rate)
-	r, err := redrive(ctx, dir, n, rate)
+	fmt.Fprintf(stderr, "redriving %d entries at %g/s through %s ...\n", c.N, c.Rate, c.Transport)
+	r, err := redrive(ctx, c)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout)
 	return printRedrive(stdout, r, false)
+}
+
+// buildAndMeasure builds one catalog of size entries (a SQLite file in
+// dir, or a fresh schema on the PostgreSQL server pgBase) and runs ops on
+// it repeat times, each in a child process; the catalog is removed after.
+func buildAndMeasure(ctx context.Context, exe, dir string, size, repeat int, pgBase string, stderr io.Writer) (_ []opsResult, err error) {
+	flag, where := "-db", filepath.Join(dir, fmt.Sprintf("catalog-%d.db", size))
+	if pgBase != "" {
+		u, drop, err := freshSchema(ctx, pgBase)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if derr := drop(); derr != nil && err == nil {
+				err = derr
+			}
+		}()
+		flag, where = "-catalog", u
+	} else {
+		defer removeDB(where)
+	}
+	fmt.Fprintf(stderr, "building %d entries in %s ...\n", size, where)
+	if err := child(ctx, exe, stderr, nil, "build", flag, where, "-entries", strconv.Itoa(size)); err != nil {
+		return nil, err
+	}
+	var results []opsResult
+	for range max(1, repeat) {
+		var out strings.Builder
+		load := loadAvg()
+		if err := child(ctx, exe, stderr, &out, "ops", flag, where, "-json"); err != nil {
+			return results, err
+		}
+		var rs []opsResult
+		if err := json.Unmarshal([]byte(out.String()), &rs); err != nil {
+			return results, fmt.Errorf("ops output: %w", err)
+		}
+		fmt.Fprintf(stderr, "  ops on %s, %d entries: load average %s before, %s after\n", rs[0].Store, size, load, loadAvg())
+		results = append(results, rs...)
+	}
+	return results, nil
 }
 
 func child(ctx context.Context, exe string, stderr io.Writer, stdout io.Writer, args ...string) error {
@@ -198,6 +265,19 @@ func sampleHeap() *heapSampler {
 func (h *heapSampler) Stop() int64 {
 	close(h.stop)
 	return <-h.done
+}
+
+// loadAvg returns the first three fields of /proc/loadavg.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -38,15 +38,20 @@ var (
 	}
 )
 
-// build fills a new catalog with n pending entries, 10,000 per transaction.
-func build(ctx context.Context, path string, n int, stderr io.Writer) error {
-	if path == "" {
-		return fmt.Errorf("-db is required")
+// build fills a new catalog with n pending entries, 10,000 per
+// transaction: the SQLite file at where (which must not exist), or the
+// PostgreSQL catalog at where (a postgres:// URL whose search_path names an
+// empty schema). On PostgreSQL it ends with VACUUM (ANALYZE), the state
+// autovacuum leaves a bulk-loaded table in.
+func build(ctx context.Context, where string, n int, stderr io.Writer) error {
+	if where == "" {
+		return fmt.Errorf("-db or -catalog is required")
 	}
-	if _, err := os.Stat(path); err == nil {
-		return fmt.Errorf("-db %s exists: build makes a new catalog", path)
+	pg := catalog.IsPostgresURL(where)
+	if _, err := os.Stat(where); err == nil && !pg {
+		return fmt.Errorf("-db %s exists: build makes a new catalog", where)
 	}
-	s, err := catalog.Open(ctx, path)
+	s, err := catalog.Open(ctx, where)
 	if err != nil {
 		return err
 	}
@@ -56,33 +61,50 @@ func build(ctx context.Context, path string, n int, stderr io.Writer) error {
 	now := time.Now()
 	body := []byte(strings.Repeat(`{"order_id":"o-000001","sku":"SKU-0001","qty":1},`, 11)[:512])
 	for done := 0; done < n; {
-		tx, err := s.DB().BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		in, err := catalog.NewInserter(ctx, tx)
-		if err != nil {
-			tx.Rollback()
-			return err
-		}
-		for i := 0; i < 10000 && done < n; i++ {
-			e := syntheticEntry(r, done, now, body)
-			if err := in.Insert(ctx, e); err != nil {
-				in.Close()
-				tx.Rollback()
-				return err
-			}
+		batch := make([]*catalog.Entry, 0, 10000)
+		for len(batch) < cap(batch) && done < n {
+			batch = append(batch, syntheticEntry(r, done, now, body))
 			done++
 		}
-		in.Close()
-		if err := tx.Commit(); err != nil {
+		if err := insertBatch(ctx, s, batch); err != nil {
 			return err
 		}
 		if done%100000 == 0 {
 			fmt.Fprintf(stderr, "  %d entries (%.0f/s)\n", done, float64(done)/time.Since(start).Seconds())
 		}
 	}
+	if pg {
+		took, err := vacuum(ctx, s)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "  VACUUM (ANALYZE) took %.1f s\n", took.Seconds())
+	}
 	return nil
+}
+
+// insertBatch adds entries in one transaction: on SQLite with the
+// Inserter the transports use, on PostgreSQL with Store.Insert.
+func insertBatch(ctx context.Context, s *catalog.Store, batch []*catalog.Entry) error {
+	if s.Kind() == "postgres" {
+		return s.Insert(ctx, batch...)
+	}
+	tx, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	in, err := catalog.NewInserter(ctx, tx)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	for _, e := range batch {
+		if err := in.Insert(ctx, e); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 func syntheticEntry(r *rand.Rand, i int, now time.Time, body []byte) *catalog.Entry {
@@ -115,6 +137,7 @@ type timing struct {
 
 // opsResult is what ops measured on one catalog.
 type opsResult struct {
+	Store        string   `json:"store"`
 	Entries      int64    `json:"entries"`
 	Timings      []timing `json:"timings"`
 	PeakRSS      int64    `json:"peak_rss_bytes"`
@@ -122,19 +145,19 @@ type opsResult struct {
 	DatabaseSize int64    `json:"db_bytes"`
 }
 
-// ops times the operator's commands on the catalog at path, as 'lily dlq'
-// runs them (the held entries, every grouping column, the per-queue list,
-// a streamed pass over every entry with its body, a dry-run redrive).
-func ops(ctx context.Context, path string) (opsResult, error) {
+// ops times the operator's commands on the catalog at where (a SQLite
+// file or a postgres:// URL), as 'lily dlq' runs them (the held entries,
+// every grouping column, the per-queue list, peek, a streamed pass over
+// every entry with its body, a dry-run redrive).
+func ops(ctx context.Context, where string) (opsResult, error) {
 	var res opsResult
-	s, err := catalog.Open(ctx, path)
+	s, err := catalog.Open(ctx, where)
 	if err != nil {
 		return res, err
 	}
 	defer s.Close()
-	if fi, err := os.Stat(path); err == nil {
-		res.DatabaseSize = fi.Size()
-	}
+	res.Store = s.Kind()
+	res.DatabaseSize = catalogSize(ctx, s, where)
 	heap := sampleHeap()
 	held := catalog.Filter{States: catalog.HeldStates}
 	measure := func(op string, fn func() (int64, error)) error {
@@ -167,6 +190,20 @@ func ops(ctx context.Context, path string) (opsResult, error) {
 	}); err != nil {
 		return res, err
 	}
+	// 'lily dlq peek' per queue (the first page of each held state) and
+	// with a filter that most entries fail (a rare consumer version).
+	if err := measure("peek --queue Q (List 10)", func() (int64, error) {
+		es, err := s.List(ctx, catalog.Filter{Queue: benchQueues[0], States: catalog.HeldStates}, 10)
+		return int64(len(es)), err
+	}); err != nil {
+		return res, err
+	}
+	if err := measure("peek --reason R --error-type T (List 10)", func() (int64, error) {
+		es, err := s.List(ctx, catalog.Filter{States: catalog.HeldStates, Reason: string(benchReasons[3]), ErrorType: benchTypes[5]}, 10)
+		return int64(len(es)), err
+	}); err != nil {
+		return res, err
+	}
 	if err := measure("stream every entry (Each)", func() (int64, error) {
 		var n int64
 		err := s.Each(ctx, catalog.Filter{}, func(e *catalog.Entry) error { n++; return nil })
@@ -192,7 +229,7 @@ func printOps(w io.Writer, rs []opsResult, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprint(tw, "| operation |")
 	for _, r := range rs {
-		fmt.Fprintf(tw, " %d entries |", r.Entries)
+		fmt.Fprintf(tw, " %s, %d entries |", r.Store, r.Entries)
 	}
 	fmt.Fprint(tw, "\n|---|")
 	for range rs {
@@ -218,7 +255,7 @@ func printOps(w io.Writer, rs []opsResult, asJSON bool) error {
 	for _, r := range rs {
 		fmt.Fprintf(tw, " %s |", mib(r.PeakHeap))
 	}
-	fmt.Fprint(tw, "\n| database file |")
+	fmt.Fprint(tw, "\n| catalog size on disk |")
 	for _, r := range rs {
 		fmt.Fprintf(tw, " %s |", mib(r.DatabaseSize))
 	}
