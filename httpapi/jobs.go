@@ -136,10 +136,12 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *princi
 		s.fail(w, r, err)
 		return
 	}
+	// The answer is the job as created: the runner changes j from now on.
+	created := toJobJSON(j)
 	s.wg.Add(1)
 	go s.runJob(j)
 	w.Header().Set("Location", "/api/redrives/"+strconv.FormatInt(j.ID, 10))
-	writeJSON(w, http.StatusAccepted, toJobJSON(j))
+	writeJSON(w, http.StatusAccepted, created)
 }
 
 // jobJSON is a redrive job as the API shows it (GET /api/redrives/{id}).
