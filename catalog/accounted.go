@@ -170,62 +170,23 @@ func (s *Store) countDeliveries(ctx context.Context, kind string, ds []*transpor
 	if kind == "accepted" {
 		kinds = []any{"accepted", "acked"}
 	}
-	// One lookup per queue and chunk, not one per delivery: a receive
-	// batch is up to a prefetch window, and on PostgreSQL every statement
-	// is a round trip.
-	perQueue := map[string][]*transport.Delivery{}
-	var order []string
-	for _, d := range ds {
-		if _, ok := perQueue[d.Queue]; !ok {
-			order = append(order, d.Queue)
-		}
-		perQueue[d.Queue] = append(perQueue[d.Queue], d)
+	stmt, err := s.db.PrepareContext(ctx, `SELECT 1 FROM lily_ledger_events WHERE queue = ? AND kind IN (?, ?) AND event_id IN (?, ?)`)
+	if err != nil {
+		return 0, fmt.Errorf("catalog: ledger: %w", err)
 	}
+	defer stmt.Close()
 	byQueue := map[string][]string{}
-	for _, q := range order {
-		qds := perQueue[q]
-		for start := 0; start < len(qds); start += lookupChunk {
-			chunk := qds[start:min(start+lookupChunk, len(qds))]
-			args := append(make([]any, 0, 3+2*len(chunk)), q, kinds[0], kinds[1])
-			for _, d := range chunk {
-				args = append(args, ledgerKey(d.EventID, d.Body), d.EventID)
-			}
-			seen, err := s.seenEvents(ctx, args, 2*len(chunk))
-			if err != nil {
-				return 0, fmt.Errorf("catalog: ledger %s %s: %w", q, kind, err)
-			}
-			for _, d := range chunk {
-				// A row written by an older Lily holds the bare event ID.
-				if key := ledgerKey(d.EventID, d.Body); !seen[key] && !seen[d.EventID] {
-					byQueue[q] = append(byQueue[q], key)
-				}
-			}
+	for _, d := range ds {
+		key := ledgerKey(d.EventID, d.Body)
+		var one int
+		switch err := stmt.QueryRowContext(ctx, d.Queue, kinds[0], kinds[1], key, d.EventID).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			byQueue[d.Queue] = append(byQueue[d.Queue], key)
+		case err != nil:
+			return 0, fmt.Errorf("catalog: ledger %s %s: %w", d.Queue, kind, err)
 		}
 	}
 	return s.countMany(ctx, kind, byQueue, now)
-}
-
-// lookupChunk is how many deliveries one ledger lookup asks about (two
-// parameters each, well under both stores' limits).
-const lookupChunk = 500
-
-// seenEvents returns which of the n event IDs at args[3:] have a row of
-// queue args[0] and kind args[1] or args[2].
-func (s *Store) seenEvents(ctx context.Context, args []any, n int) (map[string]bool, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT event_id FROM lily_ledger_events WHERE queue = ? AND kind IN (?, ?) AND event_id IN (`+qmarks(n)+`)`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	seen := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		seen[id] = true
-	}
-	return seen, rows.Err()
 }
 
 // Settle counts the acknowledgements, then settles through the wrapped
