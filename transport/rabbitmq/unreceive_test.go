@@ -1,0 +1,95 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/transport"
+)
+
+// A message of a foreign producer — no message_id, header types Lily does
+// not write — that no handler saw is given back as it came: the next
+// receipt has the same event ID, body and typed headers, and is a first
+// delivery (count 1, not cautious). A redelivery is refused, so that its
+// count stays. At the end the queue is empty: every message acked once.
+func TestUnreceiveForeignMessage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	qc := randomQueue("unreceive", lily.QueueConfig{})
+	tr := openDeclared(t, qc)
+	_, ch := rawChannel(t)
+	headers := amqp.Table{"x-foreign-decimal": amqp.Decimal{Scale: 2, Value: 1234}, "x-foreign-u32": uint32(7), "x-foreign-bytes": []byte{0, 1}}
+	for _, body := range []string{"first", "second"} {
+		if err := ch.PublishWithContext(ctx, "", qc.Name, true, false, amqp.Publishing{Body: []byte(body), Headers: headers,
+			DeliveryMode: amqp.Persistent}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receive := func(n int) []*transport.Delivery {
+		t.Helper()
+		var out []*transport.Delivery
+		for deadline := time.Now().Add(10 * time.Second); len(out) < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("received %d of %d", len(out), n)
+			}
+			ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: n - len(out), Wait: 100 * time.Millisecond, Consumer: "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, ds...)
+		}
+		return out
+	}
+	first := receive(2)
+	if err := tr.Unreceive(ctx, &transport.UnreceiveParams{Consumer: "c", Deliveries: first}); err != nil {
+		t.Fatalf("Unreceive: %v", err)
+	}
+	again := receive(2)
+	byBody := map[string]*transport.Delivery{}
+	for _, d := range first {
+		byBody[string(d.Body)] = d
+	}
+	for _, d := range again {
+		was := byBody[string(d.Body)]
+		if was == nil || d.EventID != was.EventID || d.DeliveryCount != 1 {
+			t.Errorf("given back %q: event ID %q (was %+v), delivery %d; want the same identity as a first delivery", d.Body, d.EventID, was, d.DeliveryCount)
+			continue
+		}
+		for k, v := range was.Headers {
+			if !reflect.DeepEqual(d.Headers[k], v) {
+				t.Errorf("header %s: %#v, was %#v: want it as sent", k, d.Headers[k], v)
+			}
+		}
+	}
+	// Released once, the first comes back as a redelivery: not given back.
+	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: again[0], Action: transport.Release}}}); err != nil {
+		t.Fatal(err)
+	}
+	var redelivered *transport.Delivery
+	for _, d := range receive(1) {
+		redelivered = d
+	}
+	err := tr.Unreceive(ctx, &transport.UnreceiveParams{Consumer: "c", Deliveries: []*transport.Delivery{redelivered}})
+	var se *transport.SettleError
+	if !errors.As(err, &se) || len(se.Errs) != 1 || se.Errs[0] == nil {
+		t.Fatalf("Unreceive of a redelivery (count %d) = %v, want it refused", redelivered.DeliveryCount, err)
+	}
+	ss := []transport.Settlement{{Delivery: redelivered, Action: transport.Ack}, {Delivery: again[1], Action: transport.Ack}}
+	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing left, nothing invented: the queue is empty and the broker
+	// hands out nothing more (its statistics API lags, so ask the queue).
+	if ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 1, Wait: 200 * time.Millisecond, Consumer: "c"}); err != nil || len(ds) != 0 {
+		t.Errorf("after acking both: received %d more (%v), want none", len(ds), err)
+	}
+	if q, err := ch.QueueDeclarePassive(qc.Name, true, false, false, false, nil); err != nil || q.Messages != 0 {
+		t.Errorf("queue holds %d ready (%v), want 0", q.Messages, err)
+	}
+}
