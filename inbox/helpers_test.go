@@ -40,6 +40,22 @@ func (b backend) begin(t *testing.T, ctx context.Context) (tx any, commit func()
 	return stx, stx.Commit, func() { _ = stx.Rollback() }
 }
 
+// beginE is begin for a handler goroutine: errors instead of t.Fatal.
+func (b backend) beginE(ctx context.Context) (tx any, commit func() error, rollback func(), err error) {
+	if b.pool != nil {
+		ptx, err := b.pool.BeginTx(ctx, pgx.TxOptions{})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return ptx, func() error { return ptx.Commit(ctx) }, func() { _ = ptx.Rollback(ctx) }, nil
+	}
+	stx, err := b.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return stx, stx.Commit, func() { _ = stx.Rollback() }, nil
+}
+
 // exec runs q in tx (a *sql.Tx or pgx.Tx).
 func exec(ctx context.Context, tx any, q string, args ...any) error {
 	switch t := tx.(type) {
@@ -81,6 +97,11 @@ func eachDB(t *testing.T, fn func(t *testing.T, b backend)) {
 		t.Cleanup(func() { db.Close() })
 		fn(t, prepare(t, backend{name: "sqlite", db: db, sql: db}))
 	})
+	eachPG(t, fn)
+}
+
+// eachPG runs fn on the PostgreSQL backends only (database/sql and pgx).
+func eachPG(t *testing.T, fn func(t *testing.T, b backend)) {
 	t.Run("postgres-sql", func(t *testing.T) {
 		t.Parallel()
 		db, err := sql.Open("pgx", pgtest.URL(t))
