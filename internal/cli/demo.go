@@ -108,6 +108,12 @@ worker runs until the queue is quiet. Every decision is in 'lily audit', and
 the reconcile at the end still finds every message acked or discarded with a
 record: lost = 0.
 
+The order consumer records each order in a shop database (<db>-shop.db)
+through the inbox (package inbox), in one transaction with its inbox mark; the
+gift-note renderer crashes after that commit, before the ack. Every crash and
+the redrive bring duplicates, which the inbox absorbs: each order is recorded
+exactly once (effects_applied, duplicates_absorbed in --json).
+
 With --transport rabbitmq (--url) or kafka (--brokers) the queue lives on a
 broker and the catalog in the SQLite file. On Kafka without --brokers the demo
 starts an in-process Kafka (kfake) that its worker processes reach over TCP;
