@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/evidence"
 )
 
 // HeaderEntityVersion is the header that carries the version of the
@@ -119,9 +117,10 @@ func Version(ctx context.Context, db Tx, entityType, entityID string) (version i
 	return version, found, nil
 }
 
-// EntityVersion reads the x-lily-entity-version header of d: any AMQP
-// integer type, or a decimal string (as producers without typed headers —
-// Kafka, HTTP bridges — send it). found is false when the header is
+// EntityVersion reads the x-lily-entity-version header of d as Lily
+// reads its own numeric headers (evidence.Int): any AMQP integer type, an
+// integral float, or a decimal string (as producers without typed headers
+// — Kafka, HTTP bridges — send it). found is false when the header is
 // absent; a present but unreadable value is an error (dead-letter it:
 // lily.Permanent), never silently version 0.
 func EntityVersion(d *lily.Delivery) (version int64, found bool, err error) {
@@ -129,43 +128,10 @@ func EntityVersion(d *lily.Delivery) (version int64, found bool, err error) {
 	if !ok {
 		return 0, false, nil
 	}
-	v, ok := toInt64(raw)
+	v, ok := evidence.Int(raw)
 	if !ok || v < 1 {
 		return 0, true, fmt.Errorf("inbox: header %s = %v (%T) on event %s: want an integer >= 1 (an AMQP integer or a decimal string)",
 			HeaderEntityVersion, raw, raw, d.EventID)
 	}
 	return v, true, nil
-}
-
-func toInt64(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int8:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case int64:
-		return x, true
-	case int:
-		return int64(x), true
-	case uint8:
-		return int64(x), true
-	case uint16:
-		return int64(x), true
-	case uint32:
-		return int64(x), true
-	case uint64:
-		if x > math.MaxInt64 {
-			return 0, false
-		}
-		return int64(x), true
-	case string:
-		n, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)
-		return n, err == nil
-	case []byte:
-		n, err := strconv.ParseInt(strings.TrimSpace(string(x)), 10, 64)
-		return n, err == nil
-	}
-	return 0, false
 }

@@ -123,7 +123,7 @@ func TestEntityVersionHeader(t *testing.T) {
 	}{
 		{int32(7), 7, true, false}, {int64(1 << 40), 1 << 40, true, false}, {uint8(3), 3, true, false},
 		{"12", 12, true, false}, {[]byte("5"), 5, true, false}, {"v2", 0, true, true}, {int32(0), 0, true, true},
-		{float64(2), 0, true, true}, {nil, 0, false, false},
+		{float64(2), 2, true, false}, {float64(2.5), 0, true, true}, {nil, 0, false, false},
 	} {
 		d := delivery("q", "e")
 		if c.v != nil || c.found {

@@ -25,41 +25,29 @@ type Message struct {
 	lily.Message
 }
 
-// schemaSQLite and schemaPostgres differ only in the ID and body types.
+// schemaTable is the outbox table; SQLite and PostgreSQL differ only in
+// the ID and body types (%[1]s, %[2]s).
+const schemaTable = `CREATE TABLE IF NOT EXISTS lily_outbox (
+		id              %[1]s,
+		queue           TEXT    NOT NULL,
+		okey            TEXT    NOT NULL,
+		event_id        TEXT    NOT NULL,
+		msg_key         TEXT    NOT NULL,
+		msg_type        TEXT    NOT NULL,
+		body            %[2]s   NOT NULL,
+		headers         TEXT    NOT NULL,
+		schema_version  INTEGER NOT NULL,
+		created_at      BIGINT  NOT NULL,
+		attempts        INTEGER NOT NULL DEFAULT 0,
+		last_error      TEXT    NOT NULL DEFAULT '',
+		next_attempt_at BIGINT  NOT NULL DEFAULT 0,
+		published_at    BIGINT
+	)`
+
 var (
-	schemaSQLite = []string{`CREATE TABLE IF NOT EXISTS lily_outbox (
-		id              INTEGER PRIMARY KEY AUTOINCREMENT,
-		queue           TEXT    NOT NULL,
-		okey            TEXT    NOT NULL,
-		event_id        TEXT    NOT NULL,
-		msg_key         TEXT    NOT NULL,
-		msg_type        TEXT    NOT NULL,
-		body            BLOB    NOT NULL,
-		headers         TEXT    NOT NULL,
-		schema_version  INTEGER NOT NULL,
-		created_at      BIGINT  NOT NULL,
-		attempts        INTEGER NOT NULL DEFAULT 0,
-		last_error      TEXT    NOT NULL DEFAULT '',
-		next_attempt_at BIGINT  NOT NULL DEFAULT 0,
-		published_at    BIGINT
-	)`}
-	schemaPostgres = []string{`CREATE TABLE IF NOT EXISTS lily_outbox (
-		id              BIGSERIAL PRIMARY KEY,
-		queue           TEXT    NOT NULL,
-		okey            TEXT    NOT NULL,
-		event_id        TEXT    NOT NULL,
-		msg_key         TEXT    NOT NULL,
-		msg_type        TEXT    NOT NULL,
-		body            BYTEA   NOT NULL,
-		headers         TEXT    NOT NULL,
-		schema_version  INTEGER NOT NULL,
-		created_at      BIGINT  NOT NULL,
-		attempts        INTEGER NOT NULL DEFAULT 0,
-		last_error      TEXT    NOT NULL DEFAULT '',
-		next_attempt_at BIGINT  NOT NULL DEFAULT 0,
-		published_at    BIGINT
-	)`}
-	schemaIndexes = []string{
+	schemaSQLite   = []string{fmt.Sprintf(schemaTable, "INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB")}
+	schemaPostgres = []string{fmt.Sprintf(schemaTable, "BIGSERIAL PRIMARY KEY", "BYTEA")}
+	schemaIndexes  = []string{
 		`CREATE INDEX IF NOT EXISTS lily_outbox_pending ON lily_outbox (id) WHERE published_at IS NULL`,
 		`CREATE INDEX IF NOT EXISTS lily_outbox_okey ON lily_outbox (okey, id) WHERE published_at IS NULL`,
 		`CREATE INDEX IF NOT EXISTS lily_outbox_published ON lily_outbox (published_at) WHERE published_at IS NOT NULL`,

@@ -418,6 +418,25 @@ func scanRow(s scanner) (row, error) {
 	return rw, nil
 }
 
+// resultRows is what *sql.Rows and pgx.Rows share.
+type resultRows interface {
+	scanner
+	Next() bool
+	Err() error
+}
+
+func scanAll(rs resultRows) ([]row, error) {
+	var out []row
+	for rs.Next() {
+		rw, err := scanRow(rs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rw)
+	}
+	return out, rs.Err()
+}
+
 type sqlQuerier struct {
 	h interface {
 		ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -431,15 +450,7 @@ func (s sqlQuerier) rows(ctx context.Context, q string, args ...any) ([]row, err
 		return nil, err
 	}
 	defer rs.Close()
-	var out []row
-	for rs.Next() {
-		rw, err := scanRow(rs)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rw)
-	}
-	return out, rs.Err()
+	return scanAll(rs)
 }
 
 func (s sqlQuerier) exec(ctx context.Context, q string, args ...any) error {
@@ -455,15 +466,7 @@ func (p pgxQuerier) rows(ctx context.Context, q string, args ...any) ([]row, err
 		return nil, err
 	}
 	defer rs.Close()
-	var out []row
-	for rs.Next() {
-		rw, err := scanRow(rs)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rw)
-	}
-	return out, rs.Err()
+	return scanAll(rs)
 }
 
 func (p pgxQuerier) exec(ctx context.Context, q string, args ...any) error {
