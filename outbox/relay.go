@@ -1,11 +1,13 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -383,11 +385,7 @@ type pgxRowDB interface {
 }
 
 func sortByID(rs []row) {
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].id < rs[j-1].id; j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
-	}
+	slices.SortFunc(rs, func(a, b row) int { return cmp.Compare(a.id, b.id) })
 }
 
 // querier runs the relay's statements on one kind of handle.
