@@ -263,17 +263,22 @@ func (f *flaky) Publish(ctx context.Context, p *transport.PublishParams) error {
 // (no crash here, so no at-least-once repeat) and each key's rows reach
 // the transport in order.
 func TestTwoRelaysOnePostgres(t *testing.T) {
-	eachPG(t, func(t *testing.T, a app) {
-		if a.name != "postgres-sql" {
-			return // one run: it opens both kinds of handle itself
-		}
+	t.Parallel()
+	url := pgtest.URL(t)
+	sdb, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	a := migrated(t, app{name: "postgres-sql", db: sdb, sql: sdb})
+	{
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		const q = "orders.created"
 		tr := target(t, q)
 		var n atomic.Int64
 		f := &flaky{Transport: tr, started: map[string][]int32{}, fail: func() bool { return n.Add(1)%5 == 0 }}
-		pool, err := pgxpool.New(ctx, connString(t, a.sql))
+		pool, err := pgxpool.New(ctx, url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,15 +342,5 @@ func TestTwoRelaysOnePostgres(t *testing.T) {
 			}
 		}
 		t.Logf("%d rows, %d publish calls (every 5th failed)", len(got), f.calls.Load())
-	})
-}
-
-// connString recovers the test schema's URL from a database/sql handle.
-func connString(t *testing.T, db *sql.DB) string {
-	t.Helper()
-	var schema string
-	if err := db.QueryRow(`SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
 	}
-	return pgtest.ServerURL() + "&search_path=" + schema
 }
