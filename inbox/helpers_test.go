@@ -3,15 +3,13 @@ package inbox_test
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lily-mq/lily/inbox"
-	"github.com/lily-mq/lily/internal/pgtest"
-	"github.com/lily-mq/lily/internal/sqlitedb"
+	"github.com/lily-mq/lily/internal/appdbtest"
 )
 
 // backend is one way to reach the application's database: SQLite through
@@ -88,38 +86,16 @@ func (b backend) count(t *testing.T, q string, args ...any) int64 {
 // eachDB runs fn on every backend, with the inbox tables and an effects
 // table (one row per applied effect: not idempotent by itself) created.
 func eachDB(t *testing.T, fn func(t *testing.T, b backend)) {
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		db, err := sqlitedb.Open(context.Background(), filepath.Join(t.TempDir(), "app.db"), sqlitedb.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		fn(t, prepare(t, backend{name: "sqlite", db: db, sql: db}))
-	})
-	eachPG(t, fn)
+	appdbtest.Each(t, func(t *testing.T, d appdbtest.DB) { fn(t, prepare(t, fromDB(d))) })
 }
 
 // eachPG runs fn on the PostgreSQL backends only (database/sql and pgx).
 func eachPG(t *testing.T, fn func(t *testing.T, b backend)) {
-	t.Run("postgres-sql", func(t *testing.T) {
-		t.Parallel()
-		db, err := sql.Open("pgx", pgtest.URL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		fn(t, prepare(t, backend{name: "postgres-sql", db: db, sql: db}))
-	})
-	t.Run("postgres-pgx", func(t *testing.T) {
-		t.Parallel()
-		pool, err := pgxpool.New(context.Background(), pgtest.URL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		fn(t, prepare(t, backend{name: "postgres-pgx", db: pool, pool: pool}))
-	})
+	appdbtest.EachPG(t, func(t *testing.T, d appdbtest.DB) { fn(t, prepare(t, fromDB(d))) })
+}
+
+func fromDB(d appdbtest.DB) backend {
+	return backend{name: d.Name, db: d.Handle(), sql: d.SQL, pool: d.Pool}
 }
 
 func prepare(t *testing.T, b backend) backend {

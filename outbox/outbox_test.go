@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/internal/appdbtest"
 	"github.com/lily-mq/lily/internal/pgtest"
-	"github.com/lily-mq/lily/internal/sqlitedb"
 	"github.com/lily-mq/lily/outbox"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -77,36 +77,8 @@ func (a app) add(t *testing.T, commit bool, msgs ...outbox.Message) {
 }
 
 func eachApp(t *testing.T, fn func(t *testing.T, a app)) {
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		db, err := sqlitedb.Open(context.Background(), filepath.Join(t.TempDir(), "app.db"), sqlitedb.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		fn(t, migrated(t, app{name: "sqlite", db: db, sql: db}))
-	})
-	eachPG(t, fn)
-}
-
-func eachPG(t *testing.T, fn func(t *testing.T, a app)) {
-	t.Run("postgres-sql", func(t *testing.T) {
-		t.Parallel()
-		db, err := sql.Open("pgx", pgtest.URL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		fn(t, migrated(t, app{name: "postgres-sql", db: db, sql: db}))
-	})
-	t.Run("postgres-pgx", func(t *testing.T) {
-		t.Parallel()
-		pool, err := pgxpool.New(context.Background(), pgtest.URL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		fn(t, migrated(t, app{name: "postgres-pgx", db: pool, pool: pool}))
+	appdbtest.Each(t, func(t *testing.T, d appdbtest.DB) {
+		fn(t, migrated(t, app{name: d.Name, db: d.Handle(), sql: d.SQL, pool: d.Pool}))
 	})
 }
 
