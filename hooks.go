@@ -48,6 +48,15 @@ const (
 	// handler (Event.Abandoned of them), so no handler starts until one
 	// returns; the deliveries wait at the source.
 	EventStalled EventKind = "stalled"
+	// EventDuplicate: the inbox (package inbox) found the delivery's event
+	// ID already applied by its consumer — a redelivery or a redrive of an
+	// applied message — and skipped the effect; the delivery is acked.
+	EventDuplicate EventKind = "duplicate"
+	// EventStale: the version guard (package inbox) found the delivery's
+	// entity version not newer than the stored one and skipped the effect;
+	// the delivery is acked as a no-op, never dead-lettered (Event.Key is
+	// the entity).
+	EventStale EventKind = "stale"
 )
 
 // Event is one observation of the runtime, for metrics and alerting.

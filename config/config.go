@@ -43,6 +43,10 @@ type Config struct {
 	// transport "sqlite" keep their dead letters in DB whatever this says
 	// (a dead-lettering there is one SQLite transaction). Defaults to "".
 	CatalogURL string `toml:"catalog_url" json:"catalog_url,omitempty"`
+	// OutboxURL is the application database whose outbox 'lily relay'
+	// publishes (package outbox): a PostgreSQL URL ("postgres://…") or a
+	// SQLite file path. Defaults to "" (pass --outbox).
+	OutboxURL string `toml:"outbox_url" json:"outbox_url,omitempty"`
 	// RabbitMQURL is the broker of the queues with transport "rabbitmq":
 	// an amqp:// or amqps:// URL. Defaults to
 	// "amqp://guest:guest@127.0.0.1:5672/".

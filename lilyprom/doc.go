@@ -60,6 +60,15 @@
 //	    (the publish failed; the entry stays pending). Counted by the code
 //	    that redrives, through Hook.Redrive (a RedriveObserver); dry runs are
 //	    not counted.
+//	lily_inbox_duplicates_total{queue}           counter
+//	    Deliveries the inbox (package inbox) found already applied by their
+//	    consumer — a redelivery after a crash between commit and ack, a
+//	    duplicate publish, a redrive of an applied message — and acked
+//	    without running the effect (lily.EventDuplicate).
+//	lily_inbox_stale_total{queue}                counter
+//	    Deliveries the version guard (inbox.Newer) found not newer than the
+//	    entity's stored version: acked as a no-op, never applied, never
+//	    dead-lettered (lily.EventStale).
 //
 // From the CatalogCollector (the catalog as it is at each scrape, for every
 // queue in the catalog, its ledger or CatalogOptions.Queues):

@@ -36,6 +36,7 @@ type Hook struct {
 	breaker  *prometheus.GaugeVec
 	redrive  *prometheus.CounterVec
 	abandon  *prometheus.GaugeVec
+	inbox    inboxMetrics
 
 	queues sync.Map // queue name -> *queueSeries
 	mu     sync.Mutex
@@ -95,7 +96,9 @@ func NewHook(reg prometheus.Registerer) (*Hook, error) {
 			Help: "Handlers abandoned past their timeout that have not returned yet; each holds a handler slot (at the consumer's concurrency no handler starts).",
 		}, []string{LabelQueue}),
 	}
-	cs := []prometheus.Collector{h.messages, h.duration, h.inflow, h.breaker, h.redrive, h.abandon}
+	h.inbox = newInboxMetrics()
+	cs := []prometheus.Collector{h.messages, h.duration, h.inflow, h.breaker, h.redrive, h.abandon,
+		h.inbox.duplicates, h.inbox.stale}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {
@@ -161,6 +164,9 @@ func (h *Hook) Observe(_ context.Context, e lily.Event) {
 		s.abandon.Set(float64(e.Abandoned))
 		return
 	case lily.EventFault:
+		return
+	case lily.EventDuplicate, lily.EventStale:
+		h.inbox.observe(e)
 		return
 	}
 	c, ok := s.outcomes[string(e.Kind)]

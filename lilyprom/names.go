@@ -26,6 +26,8 @@ const (
 	MetricIngestErrors      = "lily_ingest_errors_total"
 	MetricIngestLeaseHeld   = "lily_ingest_lease_held"
 	MetricIngestLastSuccess = "lily_ingest_last_success_timestamp_seconds"
+	MetricInboxDuplicates   = "lily_inbox_duplicates_total"
+	MetricInboxStale        = "lily_inbox_stale_total"
 )
 
 // Label names.

@@ -48,6 +48,20 @@ type demoJSON struct {
 	RedriveRounds  int   `json:"redrive_rounds"`
 	NeedsManual    int64 `json:"needs_manual"`
 	DurationMillis int64 `json:"duration_ms"`
+	// ShopDB is the shop's database, where the order consumer records
+	// each order through the inbox (package inbox).
+	ShopDB string `json:"shop_db,omitempty"`
+	// EffectsApplied is how many orders the shop recorded, and
+	// EffectsDistinct how many different event IDs among them: equal when
+	// every effect was applied exactly once.
+	EffectsApplied  int64 `json:"effects_applied"`
+	EffectsDistinct int64 `json:"effects_distinct"`
+	// DuplicatesAbsorbed is how many deliveries the inbox found already
+	// applied (a redelivery after a crash between commit and ack, a
+	// redrive of an order already recorded) and acked without effect.
+	DuplicatesAbsorbed int64 `json:"duplicates_absorbed"`
+	// EffectsExactlyOnce: every recorded order has a distinct event ID.
+	EffectsExactlyOnce bool `json:"effects_exactly_once"`
 }
 
 type demoFlags struct {
@@ -58,7 +72,8 @@ type demoFlags struct {
 	seed                                 uint64
 	asJSON, verbose                      bool
 	noRedrive                            bool
-	fixed                                bool // the worker runs the fixed handler
+	fixed                                bool   // the worker runs the fixed handler
+	shopDB                               string // the shop's database (demo_inbox.go); "" for none
 	scenario                             string
 	rate                                 float64
 	outage                               time.Duration
@@ -92,6 +107,12 @@ sample of 2 is redriven and watched; the rest is redriven at 200/s; the fixed
 worker runs until the queue is quiet. Every decision is in 'lily audit', and
 the reconcile at the end still finds every message acked or discarded with a
 record: lost = 0.
+
+The order consumer records each order in a shop database (<db>-shop.db)
+through the inbox (package inbox), in one transaction with its inbox mark; the
+gift-note renderer crashes after that commit, before the ack. Every crash and
+the redrive bring duplicates, which the inbox absorbs: each order is recorded
+exactly once (effects_applied, duplicates_absorbed in --json).
 
 With --transport rabbitmq (--url) or kafka (--brokers) the queue lives on a
 broker and the catalog in the SQLite file. On Kafka without --brokers the demo
@@ -196,6 +217,11 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		return usagef("--db %s: the file exists; the demo creates a new database (choose a new path or remove it)", path)
 	}
 	f.db = path
+	shop, err := demoShopPath(f)
+	if err != nil {
+		return err
+	}
+	f.shopDB = shop
 	say := func(format string, args ...any) {
 		if !f.asJSON {
 			fmt.Fprintf(stdout, format+"\n", args...)
@@ -274,6 +300,14 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 				out.Redriven, out.RedriveRounds, r.discarded, out.NeedsManual, out.storeArg())
 		}
 	}
+	eff, err := readDemoShop(ctx, f.shopDB)
+	if err != nil {
+		return err
+	}
+	out.ShopDB, out.EffectsApplied, out.EffectsDistinct, out.DuplicatesAbsorbed = f.shopDB, eff.applied, eff.distinct, eff.duplicates
+	out.EffectsExactlyOnce = eff.applied == eff.distinct
+	say("inbox: %d orders recorded in %s, each exactly once (%d distinct event IDs); %d duplicate deliveries absorbed (redelivered after a crash between commit and ack, or redriven after they were applied)",
+		eff.applied, f.shopDB, eff.distinct, eff.duplicates)
 	out.DurationMillis = time.Since(start).Milliseconds()
 	if f.asJSON {
 		if err := writeJSON(stdout, out); err != nil {
@@ -282,6 +316,9 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	}
 	if out.Lost != 0 || out.InFlight != 0 {
 		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo: reconcile failed: lost %d, in flight %d", out.Lost, out.InFlight)}
+	}
+	if !out.EffectsExactlyOnce {
+		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo: %d orders recorded for %d event IDs: an effect was applied twice", out.EffectsApplied, out.EffectsDistinct)}
 	}
 	say("reconcile: OK — %d accepted = %d acked + %d dead-lettered + %d discarded; lost 0 (%.1fs)",
 		out.Accepted, out.Acked, out.DeadLettered, out.Discarded, time.Since(start).Seconds())
@@ -358,6 +395,9 @@ func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(st
 		}
 		if f.fixed {
 			args = append(args, "--fixed")
+		}
+		if f.shopDB != "" {
+			args = append(args, "--shop-db", f.shopDB)
 		}
 		child := exec.CommandContext(ctx, exe, args...)
 		child.Stdout = io.Discard

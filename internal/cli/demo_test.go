@@ -53,6 +53,16 @@ func TestDemoJSONCountsEachClass(t *testing.T) {
 	if wantRestarts := 2 * demoQueueConfig(demoQueue, "sqlite").Settings().DeliveryLimit; got.WorkerRestarts != wantRestarts {
 		t.Errorf("worker restarts %d, want %d", got.WorkerRestarts, wantRestarts)
 	}
+	// The inbox (demo_inbox.go): every order but the malformed is recorded
+	// exactly once. A crashing order is committed before each crash, so
+	// its delivery_limit−1 redeliveries and its redrive are absorbed
+	// duplicates (more come from the crash collateral: orders committed,
+	// not yet acked, when the worker died).
+	dl := int64(demoQueueConfig(demoQueue, "sqlite").Settings().DeliveryLimit)
+	if !got.EffectsExactlyOnce || got.EffectsApplied != 400-7 || got.EffectsDistinct != 400-7 || got.DuplicatesAbsorbed < 2*dl {
+		t.Errorf("inbox: %d orders recorded, %d distinct, %d duplicates absorbed, exactly once %v; want 393, 393, >= %d, true",
+			got.EffectsApplied, got.EffectsDistinct, got.DuplicatesAbsorbed, got.EffectsExactlyOnce, 2*dl)
+	}
 	// The database is left for inspection and reconciles on its own.
 	code, out, errOut = run(t, "reconcile", "--db", db, "--json")
 	if code != 0 {

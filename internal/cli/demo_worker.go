@@ -47,6 +47,7 @@ const demoVisibility = 10 * time.Second
 func newDemoWorkerCmd() *cobra.Command {
 	var (
 		db, instance, kind, url, queue string
+		shopDB                         string
 		brokers                        string
 		verbose, fixed                 bool
 	)
@@ -71,6 +72,14 @@ func newDemoWorkerCmd() *cobra.Command {
 			handler, version := demoHandler, "1.4.2"
 			if fixed { // the second half of the demo: the bugs are fixed
 				handler, version = demoHandlerFixed, demoFixedVersion
+			}
+			if shopDB != "" { // the order is recorded through the inbox (demo_inbox.go)
+				shop, err := openDemoShop(ctx, shopDB)
+				if err != nil {
+					return err
+				}
+				defer shop.Close()
+				handler = demoShopHandler(shop, fixed)
 			}
 			c, err := lily.NewConsumer(b.tr, lily.HandlerFunc(handler), lily.ConsumerOptions{
 				Queue: qc, Concurrency: 4, Prefetch: 64, Instance: instance,
@@ -120,6 +129,7 @@ func newDemoWorkerCmd() *cobra.Command {
 	fl.StringVar(&brokers, "brokers", "", "Kafka seed brokers (the demo passes its cluster's)")
 	fl.StringVar(&queue, "queue", demoQueue, "queue name")
 	fl.BoolVar(&verbose, "verbose", false, "log the consumer's decisions to stderr")
+	fl.StringVar(&shopDB, "shop-db", "", "the shop's database: record each order there through the inbox")
 	fl.BoolVar(&fixed, "fixed", false, "run the fixed consumer (retired SKUs known, gift notes no longer crash)")
 	return cmd
 }
