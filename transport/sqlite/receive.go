@@ -141,7 +141,8 @@ func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit
 		}
 		// The driver (modernc.org/sqlite) copies every blob it returns
 		// into a new slice and never reuses it, so the body is kept as
-		// read, not copied a second time (TestLeasedBodiesAreNotShared).
+		// read, not copied a second time (TestPublishSizesAroundChunks checks
+		// the bodies after later receives).
 		d.Body = []byte(body)
 		d.Queue = p.Queue
 		d.DeliveryCount = cands[i].count + 1 // raised by the lease
