@@ -63,7 +63,7 @@ func leaseSQL(n int) string {
 	return `UPDATE OR IGNORE lily_messages
 		SET visible_at = ?, receive_count = receive_count + 1, lease_owner = ?
 		WHERE id IN (` + qmarks(n) + `)
-		RETURNING id, event_id, msg_key, msg_type, body, headers, receive_count, enqueued_at`
+		RETURNING id, event_id, msg_key, msg_type, body, headers, enqueued_at`
 }
 
 func insertSQL(n int) string { return insertPrefix + placeholders(n, 9) }

@@ -148,6 +148,13 @@ func TestPublishSizesAroundChunks(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("received %d messages, want %d in publish order", len(got), len(want))
 	}
+	// The bodies are kept as the driver returned them (receive.go): none
+	// was overwritten by the rows and calls that followed it.
+	for _, d := range ds {
+		if string(d.Body) != "body-"+d.EventID {
+			t.Fatalf("%s: body %q after later receives", d.EventID, d.Body)
+		}
+	}
 	conserved(t, tr, "q", ds...)
 }
 
