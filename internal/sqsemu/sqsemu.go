@@ -78,7 +78,7 @@ func Start() (*Emulator, error) {
 		app.CurrentEnvironment.QueueAttributeDefaults.VisibilityTimeout = 30
 		app.CurrentEnvironment.QueueAttributeDefaults.MaximumMessageSize = 262144
 		go gosqs.PeriodicTasks(50*time.Millisecond, make(chan struct{}))
-		srv := &http.Server{Handler: countFix(router.New()), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: serialized(router.New()), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(l)
 		instance = &Emulator{url: "http://" + l.Addr().String()}
 	})
@@ -127,16 +127,43 @@ var (
 	recvCount = regexp.MustCompile(`(<Name>ApproximateReceiveCount</Name>\s*<Value>)\d+(</Value>)`)
 )
 
-// countFix rewrites ApproximateReceiveCount in ReceiveMessage answers to
-// goaws's own return counter + 1 (see the package documentation).
-func countFix(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil || r.Form.Get("Action") != "ReceiveMessage" {
-			next.ServeHTTP(w, r)
-			return
-		}
+// serialized is the emulator's HTTP handler. goaws reads its global
+// queue map without its lock in some handlers (a data race with
+// CreateQueue), so every request runs alone under mu; long polling is done
+// here instead of in goaws (which would hold mu while it waits): a
+// ReceiveMessage with WaitTimeSeconds is retried every 20ms without
+// waiting inside goaws until a message comes, the wait ends or the client
+// gives up. ReceiveMessage answers get the receive-count correction of the
+// package documentation.
+func serialized(next http.Handler) http.Handler {
+	var mu sync.Mutex
+	serve := func(r *http.Request) *httptest.ResponseRecorder {
+		mu.Lock()
+		defer mu.Unlock()
 		rec := httptest.NewRecorder()
 		next.ServeHTTP(rec, r)
+		return rec
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.Form.Get("Action") != "ReceiveMessage" {
+			copyResponse(w, serve(r), nil)
+			return
+		}
+		wait, _ := strconv.Atoi(r.Form.Get("WaitTimeSeconds"))
+		r.Form.Set("WaitTimeSeconds", "0")
+		deadline := time.Now().Add(time.Duration(wait) * time.Second)
+		var rec *httptest.ResponseRecorder
+		for {
+			rec = serve(r)
+			if rec.Code != http.StatusOK || bytes.Contains(rec.Body.Bytes(), []byte("<Message>")) || !time.Now().Before(deadline) {
+				break
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 		queue := r.Form.Get("QueueUrl")
 		queue = queue[strings.LastIndex(queue, "/")+1:]
 		body := rec.Body.Bytes()
@@ -153,13 +180,22 @@ func countFix(next http.Handler) http.Handler {
 				return recvCount.ReplaceAll(b, []byte("${1}"+strconv.Itoa(n+1)+"${2}"))
 			})
 		}
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.Header().Del("Content-Length")
-		w.WriteHeader(rec.Code)
-		io.Copy(w, bytes.NewReader(body))
+		copyResponse(w, rec, body)
 	})
+}
+
+// copyResponse writes a recorded response (with body instead of its own
+// when body is not nil).
+func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder, body []byte) {
+	if body == nil {
+		body = rec.Body.Bytes()
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.Header().Del("Content-Length")
+	w.WriteHeader(rec.Code)
+	io.Copy(w, bytes.NewReader(body))
 }
 
 // returns is goaws's return counter of a message.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -41,15 +42,21 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	}
 	t.mu.Unlock()
 	wait := min(p.Wait, t.opts.MaxWait)
-	out, err := t.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	// A ReceiveMessage cancelled in flight may have taken messages whose
+	// answer is then lost: they would come back only after their
+	// visibility timeout, with their receive count raised. So the call is
+	// not cancelled with ctx; it ends by itself after the wait.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+30*time.Second)
+	defer cancel()
+	out, err := t.client.ReceiveMessage(rctx, &awssqs.ReceiveMessageInput{
 		QueueUrl: aws.String(url), MaxNumberOfMessages: int32(max), WaitTimeSeconds: seconds(wait),
 		VisibilityTimeout: seconds(t.opts.VisibilityTimeout), MessageAttributeNames: []string{"All"},
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil
-		}
 		if isNotFound(err) {
 			t.forget(p.Queue)
 			return nil, fmt.Errorf("sqs: receive from %s: %w: %w", p.Queue, transport.ErrUnknownQueue, err)

@@ -159,6 +159,27 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 	return n, errors.Join(errs...)
 }
 
+// StopConsumer gives back what the consumer instance received and never
+// handed out (kept from an isolated batch): visible again at once. SQS
+// counted their receive already; it cannot be undone.
+func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) error {
+	t.mu.Lock()
+	k := stashKey(p.Consumer, p.Queue)
+	ds := t.stash[k]
+	delete(t.stash, k)
+	delete(t.wary, p.Consumer)
+	t.mu.Unlock()
+	var errs []error
+	for _, d := range ds {
+		rc := d.Receipt.(*receipt)
+		if err := t.visibility(ctx, rc, 0); err != nil && !errors.Is(err, transport.ErrLeaseLost) {
+			errs = append(errs, err)
+		}
+		t.unhold(rc)
+	}
+	return errors.Join(errs...)
+}
+
 // errorCode is the AWS error code of err ("" when none).
 func errorCode(err error) string {
 	var ae smithy.APIError

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,7 +19,17 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport         = (*Transport)(nil)
+	_ transport.LeaseExtender     = (*Transport)(nil)
+	_ transport.LeaseRecoverer    = (*Transport)(nil)
+	_ transport.ConsumerStopper   = (*Transport)(nil)
+	_ transport.Declarer          = (*Transport)(nil)
+	_ transport.DeadLetterDrainer = (*Transport)(nil)
+	_ transport.DeadLetterCounter = (*Transport)(nil)
+	_ transport.InFlightCounter   = (*Transport)(nil)
+	_ transport.Featurer          = (*Transport)(nil)
+)
 
 // Limits of SQS that Lily designs for.
 const (
@@ -76,6 +87,8 @@ type Transport struct {
 	stash  map[string][]*transport.Delivery
 	wary   map[string]bool // consumer saw a redelivery: receive one at a time
 	closed bool
+
+	httpTransport *http.Transport // nil when the caller gave the HTTP client
 }
 
 // Open returns a transport for the options. It does not contact SQS.
@@ -102,11 +115,18 @@ func Open(o Options) (*Transport, error) {
 	if cfg.Region == "" {
 		return nil, errors.New("sqs: no region: set sqs_region in the config (or AWS_REGION)")
 	}
+	var own *http.Transport
+	if cfg.HTTPClient == nil {
+		// Our own connection pool, closed by Close.
+		own = http.DefaultTransport.(*http.Transport).Clone()
+		own.MaxIdleConnsPerHost = 64
+		cfg.HTTPClient = &http.Client{Transport: own}
+	}
 	opts := append([]func(*awssqs.Options){}, o.ClientOptions...)
 	if o.Endpoint != "" {
 		opts = append([]func(*awssqs.Options){func(so *awssqs.Options) { so.BaseEndpoint = aws.String(o.Endpoint) }}, opts...)
 	}
-	t := &Transport{opts: o, client: awssqs.NewFromConfig(cfg, opts...), urls: map[string]string{},
+	t := &Transport{opts: o, client: awssqs.NewFromConfig(cfg, opts...), urls: map[string]string{}, httpTransport: own,
 		held: map[string]map[string]*receipt{}, stash: map[string][]*transport.Delivery{}, wary: map[string]bool{}}
 	for k, v := range o.QueueURLs {
 		t.urls[k] = v
@@ -129,6 +149,9 @@ func (t *Transport) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true
+	if t.httpTransport != nil {
+		t.httpTransport.CloseIdleConnections()
+	}
 	return nil
 }
 

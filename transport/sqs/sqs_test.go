@@ -2,6 +2,7 @@ package sqs_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -15,11 +16,16 @@ import (
 
 // testLease is the visibility timeout of the tests' transports: SQS counts
 // visibility in whole seconds, so 1s is the shortest lease there is.
-const testLease = time.Second
+const testLease = 2 * time.Second
 
 func TestMain(m *testing.M) {
 	if crashChild() {
 		return
+	}
+	// Started before any test counts its goroutines.
+	if _, err := sqsemu.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "start the SQS emulator:", err)
+		os.Exit(1)
 	}
 	os.Exit(m.Run())
 }
