@@ -26,7 +26,8 @@ type receipt struct {
 // cut before its first redelivery, which then comes alone (the rest is
 // kept by the transport, still leased, for the next calls), and after a
 // redelivery the consumer receives one message at a time until a first
-// delivery comes again.
+// delivery comes again — and so does a new consumer instance (its
+// predecessor may have died holding a batch).
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
 	if ds := t.fromStash(p); len(ds) > 0 {
 		return ds, nil
@@ -37,7 +38,12 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	}
 	max := min(max(p.Max, 1), 10)
 	t.mu.Lock()
-	if p.IsolateRedeliveries && t.wary[p.Consumer] {
+	if wary, seen := t.wary[p.Consumer]; p.IsolateRedeliveries && (wary || !seen) {
+		// SQS counts a receive for every message of a batch: after a
+		// crash the dead consumer's whole batch is back, and a batch of
+		// them would take every innocent one to the poison's count. So a
+		// new consumer, and one that just saw a redelivery, receives one
+		// message at a time until a first delivery comes.
 		max = 1
 	}
 	t.mu.Unlock()
@@ -92,8 +98,40 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	if cut < len(ds) {
 		k := stashKey(p.Consumer, p.Queue)
 		t.stash[k] = append(t.stash[k], ds[cut:]...)
+		if !t.stashing {
+			t.stashing = true
+			go t.keepStash()
+		}
 	}
 	return ds[:cut], nil
+}
+
+// keepStash extends the leases of the deliveries kept from isolated
+// batches (nobody else holds them) every fifth of the visibility timeout,
+// until none is kept or the transport is closed.
+func (t *Transport) keepStash() {
+	every := t.opts.VisibilityTimeout / 5
+	for {
+		time.Sleep(every)
+		t.mu.Lock()
+		var rcs []*receipt
+		for _, ds := range t.stash {
+			for _, d := range ds {
+				rcs = append(rcs, d.Receipt.(*receipt))
+			}
+		}
+		if len(rcs) == 0 || t.closed {
+			t.stashing = false
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+		for _, rc := range rcs {
+			if err := t.visibility(context.Background(), rc, seconds(t.opts.VisibilityTimeout)); err != nil {
+				t.opts.Logger.Warn("sqs: extending the lease of a delivery kept from an isolated batch failed", "queue", rc.queue, "err", err)
+			}
+		}
+	}
 }
 
 // isolate returns how many leading deliveries go together: a redelivery
