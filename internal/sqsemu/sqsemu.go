@@ -75,6 +75,8 @@ func Start() (*Emulator, error) {
 		app.CurrentEnvironment.Port = port
 		app.CurrentEnvironment.Region = Region
 		app.CurrentEnvironment.AccountID = AccountID
+		// FIFO deduplication by MessageDeduplicationId (off by default in goaws).
+		app.CurrentEnvironment.EnableDuplicates = true
 		app.CurrentEnvironment.QueueAttributeDefaults.VisibilityTimeout = 30
 		app.CurrentEnvironment.QueueAttributeDefaults.MaximumMessageSize = 262144
 		go gosqs.PeriodicTasks(50*time.Millisecond, make(chan struct{}))

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -33,15 +34,22 @@ func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) err
 	}
 	return t.parallel(len(p.Messages), func(i int) error {
 		m := p.Messages[i]
-		if err := t.send(ctx, url, p.Queue, wires[i], m.EventID, m.Key, 0); err != nil {
+		dedup := m.EventID
+		if p.Redrive && dedup != "" {
+			// A redrive within SQS's 5-minute deduplication window
+			// would be dropped silently as a duplicate of the original.
+			dedup = fmt.Sprintf("%s:redrive:%v", m.EventID, m.Headers[evidence.HeaderRedriveCount])
+		}
+		if err := t.send(ctx, url, p.Queue, wires[i], dedup, m.Key, 0); err != nil {
 			return fmt.Errorf("sqs: publish to %s: message %d (%s): %w", p.Queue, i, m.EventID, err)
 		}
 		return nil
 	})
 }
 
-// send sends one wire message to the queue at url after delay.
-func (t *Transport) send(ctx context.Context, url, queue string, w wireMessage, eventID, key string, delay time.Duration) error {
+// send sends one wire message to the queue at url after delay; on a FIFO
+// queue with dedup as MessageDeduplicationId.
+func (t *Transport) send(ctx context.Context, url, queue string, w wireMessage, dedup, key string, delay time.Duration) error {
 	in := &awssqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(w.Body), MessageAttributes: w.Attrs}
 	if IsFIFO(queue) {
 		if delay > 0 {
@@ -52,8 +60,8 @@ func (t *Transport) send(ctx context.Context, url, queue string, w wireMessage, 
 			g = fifoDefaultGroup
 		}
 		in.MessageGroupId = aws.String(g)
-		if eventID != "" {
-			in.MessageDeduplicationId = aws.String(dedupID(eventID))
+		if dedup != "" {
+			in.MessageDeduplicationId = aws.String(dedupID(dedup))
 		}
 	} else if delay > 0 {
 		if delay > MaxDelay {
@@ -69,7 +77,7 @@ func (t *Transport) send(ctx context.Context, url, queue string, w wireMessage, 
 	return err
 }
 
-// dedupID is an event ID fit for MessageDeduplicationId (≤ 128 chars).
+// dedupID is an ID fit for MessageDeduplicationId (≤ 128 chars).
 func dedupID(id string) string {
 	if len(id) > 128 {
 		return id[:128]

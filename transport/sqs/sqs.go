@@ -246,3 +246,8 @@ func seconds(d time.Duration) int32 {
 	}
 	return int32((d + time.Second - 1) / time.Second)
 }
+
+// QueueURL returns the SQS URL of a Lily queue name (or a DLQ name).
+func (t *Transport) QueueURL(ctx context.Context, queue string) (string, error) {
+	return t.queueURL(ctx, queue)
+}
