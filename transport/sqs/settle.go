@@ -56,7 +56,11 @@ func (t *Transport) settle(ctx context.Context, s *transport.Settlement) error {
 		if err != nil {
 			return fmt.Errorf("sqs: %s %s: %w (original kept)", s.Action, d.EventID, err)
 		}
-		if err := t.send(ctx, url, target, w, d.EventID, d.Key, delay); err != nil {
+		// The copy's deduplication ID (FIFO) is that of this received
+		// copy: sending it twice (a retried settlement) enqueues it
+		// once, while a later dead-lettering of the same event (after a
+		// redrive) is not mistaken for a duplicate.
+		if err := t.send(ctx, url, target, w, d.MessageID+":"+s.Action.String(), d.Key, delay); err != nil {
 			return fmt.Errorf("sqs: %s %s to %s: %w (original kept)", s.Action, d.EventID, target, err)
 		}
 	case transport.Release:
