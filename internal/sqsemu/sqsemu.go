@@ -36,9 +36,6 @@ import (
 	"github.com/Admiral-Piett/goaws/app/gosqs"
 	"github.com/Admiral-Piett/goaws/app/router"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/schemas"
-	"github.com/aws/smithy-go/transport/http/protocol/awsquery"
 	"github.com/sirupsen/logrus"
 
 	lilysqs "github.com/lily-mq/lily/transport/sqs"
@@ -90,22 +87,15 @@ func Start() (*Emulator, error) {
 // URL is the emulator's endpoint.
 func (e *Emulator) URL() string { return e.url }
 
-// ClientOptions are the SQS client options the emulator needs: goaws
-// speaks only SQS's Query protocol (the SDK defaults to JSON 1.0).
-func ClientOptions() []func(*awssqs.Options) {
-	return []func(*awssqs.Options){func(o *awssqs.Options) {
-		o.Protocol = awsquery.New(schemas.AmazonSQS)
-	}}
-}
-
 // Options returns transport options for the emulator with the given
-// visibility timeout.
+// visibility timeout: static credentials, the emulator's endpoint and the
+// Query protocol (goaws speaks only that; the SDK defaults to JSON 1.0).
 func (e *Emulator) Options(visibility time.Duration) lilysqs.Options {
 	return lilysqs.Options{
 		Config: aws.Config{Region: Region, Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: "lily", SecretAccessKey: "lily", Source: "sqsemu"}, nil
 		})},
-		Endpoint: e.url, ClientOptions: ClientOptions(), VisibilityTimeout: visibility,
+		Endpoint: e.url, QueryProtocol: true, VisibilityTimeout: visibility,
 	}
 }
 

@@ -14,7 +14,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/transport/http/protocol/awsquery"
 
 	"github.com/lily-mq/lily/transport"
 )
@@ -57,6 +59,9 @@ type Options struct {
 	// ClientOptions are applied to the SQS client, e.g. to select the
 	// Query protocol for an emulator that speaks only that. Defaults to none.
 	ClientOptions []func(*awssqs.Options)
+	// QueryProtocol selects SQS's older Query protocol instead of JSON
+	// 1.0, for emulators that speak only that (goaws). Defaults to false.
+	QueryProtocol bool
 	// QueueURLs maps a Lily queue name to its SQS queue URL (and
 	// "<queue>-dlq" to its DLQ's), for queues that are not found by name
 	// (other account). Defaults to looking queues up with GetQueueUrl.
@@ -125,6 +130,9 @@ func Open(o Options) (*Transport, error) {
 		cfg.HTTPClient = &http.Client{Transport: own}
 	}
 	opts := append([]func(*awssqs.Options){}, o.ClientOptions...)
+	if o.QueryProtocol {
+		opts = append(opts, func(so *awssqs.Options) { so.Protocol = awsquery.New(schemas.AmazonSQS) })
+	}
 	if o.Endpoint != "" {
 		opts = append([]func(*awssqs.Options){func(so *awssqs.Options) { so.BaseEndpoint = aws.String(o.Endpoint) }}, opts...)
 	}
