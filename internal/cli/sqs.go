@@ -44,7 +44,7 @@ func sqsOptions(c config.Config) (sqs.Options, error) {
 	}
 	creds := aws.Credentials{AccessKeyID: key, SecretAccessKey: secret, SessionToken: os.Getenv("AWS_SESSION_TOKEN"), Source: "environment"}
 	return sqs.Options{
-		Config: aws.Config{Region: region, Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil })},
+		Config:   aws.Config{Region: region, Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil })},
 		Endpoint: c.SQSEndpoint, QueryProtocol: c.SQSProtocol == "query", QueueURLs: c.SQSQueueURLs,
 		VisibilityTimeout: c.SQSVisibilityTimeout(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}, nil
