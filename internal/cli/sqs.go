@@ -13,6 +13,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
 )
@@ -84,4 +85,30 @@ func sqsTarget(ctx context.Context, brk *brokers, q lily.QueueConfig) (catalog.P
 		return nil, fmt.Errorf("check SQS queue %q: %w", q.Name, err)
 	}
 	return t, nil
+}
+
+// lintLiveSQS runs the SQS live checks of the configuration's sqs queues;
+// false when it has none.
+func lintLiveSQS(ctx context.Context, cfg config.Config) ([]lint.Finding, bool, error) {
+	has := false
+	for _, q := range cfg.Queues {
+		has = has || q.Transport == lily.TransportSQS
+	}
+	if !has {
+		return nil, false, nil
+	}
+	b, err := newBrokers(cfg, "", "")
+	if err != nil {
+		return nil, true, err
+	}
+	defer b.Close()
+	t, err := b.sqsTransport(ctx)
+	if err != nil {
+		return nil, true, err
+	}
+	states, err := lint.ReadSQS(ctx, cfg, t)
+	if err != nil {
+		return nil, true, fmt.Errorf("lint --live: %w", err)
+	}
+	return lint.CheckSQS(cfg, states), true, nil
 }

@@ -9,11 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/sqsemu"
+	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
 )
@@ -168,5 +172,53 @@ func TestSQSTopologyIngestRedrive(t *testing.T) {
 	}
 	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: d, Action: transport.Ack}}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSQSLintLive: 'lily lint --live' finds nothing SQS-specific on the
+// queues 'lily topology apply' declared, then the redrive policy's
+// maxReceiveCount lowered to delivery_limit (exit 1), and statically a
+// visibility timeout not longer than the handler timeout.
+func TestSQSLintLive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "catalog.db")
+	queue := fmt.Sprintf("lint-sqs%d", time.Now().UnixNano())
+	cfg := sqsConfig(t, db, queue, "handler_timeout_millis = 1000\nowner = \"team-orders\"")
+	if code, out, errOut := run(t, "topology", "apply", "--config", cfg); code != 0 {
+		t.Fatalf("apply: exit %d %s %s", code, out, errOut)
+	}
+	code, out, errOut := run(t, "lint", "--config", cfg, "--live", "--json")
+	var r lint.Report
+	mustJSON(t, out, &r)
+	if r.Has(lint.CodeSQSMaxReceiveCountAtLimit, queue) || r.Has(lint.CodeSQSQueueMissing, queue) || r.Has(lint.CodeSQSNoRedrivePolicy, queue) ||
+		r.Has(lint.CodeSQSVisibilityBelowHandlerTimeout, queue) {
+		t.Errorf("lint on the applied topology: exit %d %s %+v", code, errOut, r.Findings)
+	}
+	c, _ := config.LoadConfig(cfg)
+	o, _ := sqsOptions(c)
+	tr, err := sqs.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	url, err := tr.QueueURL(ctx, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Client().SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: map[string]string{
+		"RedrivePolicy": `{"maxReceiveCount":"2","deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:` + sqs.QueueName(sqs.DeadLetterQueue(queue)) + `"}`}}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = run(t, "lint", "--config", cfg, "--live", "--json")
+	mustJSON(t, out, &r)
+	if code != 1 || !r.Has(lint.CodeSQSMaxReceiveCountAtLimit, queue) {
+		t.Errorf("lint with maxReceiveCount = delivery_limit: exit %d %+v, want 1 with %s", code, r.Findings, lint.CodeSQSMaxReceiveCountAtLimit)
+	}
+	slow := sqsConfig(t, db, queue, "handler_timeout_millis = 5000")
+	code, out, _ = run(t, "lint", "--config", slow, "--json")
+	mustJSON(t, out, &r)
+	if !r.Has(lint.CodeSQSVisibilityBelowHandlerTimeout, queue) {
+		t.Errorf("static lint with a 2 s visibility and a 5 s handler timeout: exit %d %+v", code, r.Findings)
 	}
 }
