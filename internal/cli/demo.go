@@ -150,9 +150,9 @@ func (f demoFlags) validate() error {
 		}
 	}
 	switch f.transport {
-	case lily.TransportSQLite, lily.TransportRabbitMQ, lily.TransportKafka:
+	case lily.TransportSQLite, lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS:
 	default:
-		errs = append(errs, fmt.Errorf("--transport %q: must be sqlite, rabbitmq or kafka", f.transport))
+		errs = append(errs, fmt.Errorf("--transport %q: must be sqlite, rabbitmq, kafka or sqs", f.transport))
 	}
 	if f.catalog != "" {
 		switch {
@@ -230,6 +230,8 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		where = "RabbitMQ (" + redactedURL(f.url) + "), catalog " + path
 	case lily.TransportKafka:
 		where = b.kafka.where() + ", catalog " + path
+	case lily.TransportSQS:
+		where = b.sqs.where() + ", catalog " + path
 	}
 	say("Lily demo: queue %s on %s", qc.Name, where)
 	say("published %d orders: %d malformed, %d flaky, %d hopeless, %d crashing; retries %v ms, delivery limit %d",
@@ -330,7 +332,7 @@ func demoReport(ctx context.Context, b *demoBackend, out *demoJSON, say func(str
 		say("  %-20s %d", r, byReason[r])
 	}
 	say("\nworker restarts: %d (each crash-type poison was counted by the %s, not caught in the handler)", out.WorkerRestarts,
-		map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker", lily.TransportKafka: "attempt counter"}[out.Transport])
+		map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker", lily.TransportKafka: "attempt counter", lily.TransportSQS: "broker's ApproximateReceiveCount"}[out.Transport])
 	say("inspect it yourself: lily dlq list %s; lily reconcile %s", out.storeArg(), out.storeArg())
 	return nil
 }
@@ -352,6 +354,9 @@ func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(st
 		args := []string{"demo-worker", "--db", f.db, "--instance", instance, "--transport", f.transport, "--url", f.url, "--queue", f.queue}
 		if b.kafka != nil {
 			args = append(args, "--brokers", strings.Join(b.kafka.brokers, ","))
+		}
+		if b.sqs != nil {
+			args = append(args, b.sqs.workerArgs()...)
 		}
 		if f.verbose {
 			args = append(args, "--verbose")

@@ -48,7 +48,7 @@ func newDemoWorkerCmd() *cobra.Command {
 	var (
 		db, instance, kind, url, queue string
 		brokers                        string
-		verbose, fixed                 bool
+		verbose, fixed, sqsQuery       bool
 	)
 	cmd := &cobra.Command{
 		Use:    "demo-worker",
@@ -59,7 +59,7 @@ func newDemoWorkerCmd() *cobra.Command {
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			qc := demoQueueConfig(queue, kind)
-			b, err := openDemoBackend(ctx, demoConn{kind: kind, url: url, brokers: brokers}, db, qc)
+			b, err := openDemoBackend(ctx, demoConn{kind: kind, url: url, brokers: brokers, sqsQuery: sqsQuery}, db, qc)
 			if err != nil {
 				return err
 			}
@@ -118,6 +118,7 @@ func newDemoWorkerCmd() *cobra.Command {
 	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq or kafka")
 	fl.StringVar(&url, "url", config.DefaultRabbitMQURL, "AMQP URL")
 	fl.StringVar(&brokers, "brokers", "", "Kafka seed brokers (the demo passes its cluster's)")
+	fl.BoolVar(&sqsQuery, "sqs-query", false, "the SQS endpoint (--url) speaks the Query protocol (the demo's emulator)")
 	fl.StringVar(&queue, "queue", demoQueue, "queue name")
 	fl.BoolVar(&verbose, "verbose", false, "log the consumer's decisions to stderr")
 	fl.BoolVar(&fixed, "fixed", false, "run the fixed consumer (retired SKUs known, gift notes no longer crash)")

@@ -222,3 +222,12 @@ func TestSQSLintLive(t *testing.T) {
 		t.Errorf("static lint with a 2 s visibility and a 5 s handler timeout: exit %d %+v", code, r.Findings)
 	}
 }
+
+// TestDemoSQS runs the demo on the in-process SQS emulator: the same
+// counts as on SQLite, RabbitMQ and Kafka — the crashing orders counted by
+// the emulator's receive count and dead-lettered at delivery_limit after
+// exactly delivery_limit worker restarts each.
+func TestDemoSQS(t *testing.T) {
+	t.Parallel()
+	runBrokerDemo(t, lily.TransportSQS, "--db", filepath.Join(t.TempDir(), "catalog.db"))
+}
