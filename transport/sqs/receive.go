@@ -210,3 +210,16 @@ func (t *Transport) delivery(queue, url, consumer string, m types.Message) *tran
 		Receipt:       &receipt{queue: queue, url: url, handle: aws.ToString(m.ReceiptHandle), consumer: consumer, types: dec.Types},
 	}
 }
+
+// Received converts a message that someone else received from queue (a
+// Lambda event source's poller) into a delivery that this transport can
+// settle: Retry and DeadLetter send their copy, then delete the message
+// with its receipt handle; Release changes its visibility. The transport
+// does not hold it (RecoverLeases and StopConsumer do not see it).
+func (t *Transport) Received(ctx context.Context, queue string, m types.Message) (*transport.Delivery, error) {
+	url, err := t.queueURL(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	return t.delivery(queue, url, "", m), nil
+}
