@@ -115,7 +115,7 @@ func newDemoWorkerCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&db, "db", "", "database file (store or catalog)")
 	fl.StringVar(&instance, "instance", "demo-worker-"+strconv.Itoa(os.Getpid()), "consumer instance ID (its leases)")
-	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq or kafka")
+	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq, kafka or sqs")
 	fl.StringVar(&url, "url", config.DefaultRabbitMQURL, "AMQP URL")
 	fl.StringVar(&brokers, "brokers", "", "Kafka seed brokers (the demo passes its cluster's)")
 	fl.BoolVar(&sqsQuery, "sqs-query", false, "the SQS endpoint (--url) speaks the Query protocol (the demo's emulator)")

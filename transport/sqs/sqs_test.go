@@ -16,7 +16,7 @@ import (
 
 // testLease is the visibility timeout of the tests' transports: SQS counts
 // visibility in whole seconds, so 1s is the shortest lease there is.
-const testLease = 2 * time.Second
+const testLease = 3 * time.Second
 
 func TestMain(m *testing.M) {
 	if crashChild() {
