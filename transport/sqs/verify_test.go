@@ -2,6 +2,7 @@ package sqs_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -48,7 +49,7 @@ func TestPlanVerify(t *testing.T) {
 		got = append(got, d.String())
 	}
 	all := strings.Join(got, "\n")
-	for _, want := range []string{"VisibilityTimeout = 9, want 2", "RedrivePolicy", "verify-missing-queue (for verify-missing-queue): missing", "verify-missing-queue-dlq"} {
+	for _, want := range []string{fmt.Sprintf("VisibilityTimeout = 9, want %d", int(testLease.Seconds())), "RedrivePolicy", "verify-missing-queue (for verify-missing-queue): missing", "verify-missing-queue-dlq"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("differences\n%s\nlack %q", all, want)
 		}
