@@ -65,6 +65,23 @@ type Config struct {
 	// "<queue>.dlt": e.g. one written by Spring Kafka ("orders-dlt"),
 	// Kafka Connect or Kafka Streams. Defaults to none.
 	KafkaDeadLetterTopics map[string]string `toml:"kafka_dead_letter_topics" json:"kafka_dead_letter_topics,omitempty"`
+	// SQSRegion is the AWS region of the queues with transport "sqs".
+	// Defaults to the AWS_REGION environment variable.
+	SQSRegion string `toml:"sqs_region" json:"sqs_region,omitempty"`
+	// SQSEndpoint is the SQS endpoint URL, e.g. an emulator's
+	// "http://127.0.0.1:4100". Defaults to AWS's endpoint for the region.
+	SQSEndpoint string `toml:"sqs_endpoint" json:"sqs_endpoint,omitempty"`
+	// SQSProtocol is the SQS wire protocol: "json" (AWS since 2023) or
+	// "query" (emulators such as goaws that speak only the older Query
+	// protocol). Defaults to "json".
+	SQSProtocol string `toml:"sqs_protocol" json:"sqs_protocol,omitempty"`
+	// SQSQueueURLs maps an sqs queue (or its "<queue>-dlq") to its queue
+	// URL, for queues not found by name. Defaults to looking them up.
+	SQSQueueURLs map[string]string `toml:"sqs_queue_urls" json:"sqs_queue_urls,omitempty"`
+	// SQSVisibilityTimeoutSeconds is the visibility timeout (lease) Lily
+	// sets on its SQS queues and receives with, 1..43200; the runtime
+	// extends it while a handler runs. nil means unset. Defaults to 30.
+	SQSVisibilityTimeoutSeconds *int `toml:"sqs_visibility_timeout_seconds" json:"sqs_visibility_timeout_seconds,omitempty"`
 	// RedactPatterns are extra regular expressions whose matches are masked
 	// in error messages and stacks. Defaults to none (the built-in
 	// patterns always apply).
@@ -129,6 +146,7 @@ func (c Config) Validate() error {
 			ErrInvalidConfig, redactURL(c.CatalogURL)))
 	}
 	errs = append(errs, c.validateKafka()...)
+	errs = append(errs, c.validateSQS()...)
 	errs = append(errs, c.validateLedger()...)
 	for _, p := range c.RedactPatterns {
 		if _, err := evidence.NewRedactor(p); err != nil {

@@ -198,7 +198,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	_, err := ParseConfig([]byte(`
 [[queue]]
 name = "orders.created"
-transport = "sqs"
+transport = "carrier-pigeon"
 retry_attempts = 101
 retry_backoff_millis = 5000
 max_retry_backoff_millis = 1000
@@ -224,7 +224,7 @@ retry_jitter_ratio = nan
 	}
 	msg := err.Error()
 	for _, want := range []string{
-		`transport = "sqs"`, `"sqlite", "rabbitmq" or "kafka"`,
+		`transport = "carrier-pigeon"`, `"sqlite", "rabbitmq", "kafka" or "sqs"`,
 		"retry_attempts 101", "0..100",
 		"max_retry_backoff_millis 1000", ">= retry_backoff_millis (5000)",
 		"retry_jitter_ratio 0.6", "0.0..0.5",

@@ -51,3 +51,15 @@ func TestExampleKafkaConfig(t *testing.T) {
 		t.Errorf("dead-letter topics %v", c.KafkaDeadLetterTopics)
 	}
 }
+
+// TestExampleSQSConfig keeps examples/lily-sqs.toml, which the README
+// points to, valid.
+func TestExampleSQSConfig(t *testing.T) {
+	c, err := config.LoadConfig("../examples/lily-sqs.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Queues) != 2 || c.SQSRegion != "eu-west-1" || c.Queues[0].Transport != "sqs" {
+		t.Errorf("unexpected example configuration: %+v", c)
+	}
+}

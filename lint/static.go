@@ -127,6 +127,7 @@ func Static(cfg config.Config) []Finding {
 	total := 0
 	for _, q := range cfg.Queues {
 		out = append(out, staticQueue(q)...)
+		out = append(out, staticSQS(cfg, q)...)
 		total += len(q.Policy().Buckets())
 	}
 	if total >= TopologyBucketsNearLimit {

@@ -18,6 +18,9 @@ type demoConn struct {
 	kind    string
 	url     string
 	brokers string
+	// sqsQuery: the SQS endpoint (url) speaks the Query protocol (the
+	// demo's in-process emulator, passed to the workers).
+	sqsQuery bool
 }
 
 // demoBackend is where the demo's queue lives: the embedded SQLite store,
@@ -33,6 +36,7 @@ type demoBackend struct {
 	sq      *sqlite.Transport // SQLite: the store itself
 	broker  brokerTransport   // RabbitMQ or Kafka: the broker connection
 	kafka   *demoKafka        // Kafka: the cluster
+	sqs     *demoSQS          // SQS: the endpoint (demo_sqs.go)
 	closeFn []func()
 }
 
@@ -55,9 +59,9 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 		}
 		b.cat = cat
 		return b, nil
-	case lily.TransportRabbitMQ, lily.TransportKafka:
+	case lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS:
 	default:
-		return nil, usagef("--transport %q: must be sqlite, rabbitmq or kafka", conn.kind)
+		return nil, usagef("--transport %q: must be sqlite, rabbitmq, kafka or sqs", conn.kind)
 	}
 	cat, err := catalog.Open(ctx, db)
 	if err != nil {
@@ -65,7 +69,15 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 	}
 	b.cat = cat
 	b.closeFn = append(b.closeFn, func() { cat.Close() })
-	if conn.kind == lily.TransportKafka {
+	if conn.kind == lily.TransportSQS {
+		s, err := openDemoSQS(conn)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.sqs, b.broker = s, s.tr
+		b.closeFn = append(b.closeFn, func() { s.tr.Close() })
+	} else if conn.kind == lily.TransportKafka {
 		k, err := openDemoKafka(ctx, conn.brokers)
 		if err != nil {
 			b.Close()

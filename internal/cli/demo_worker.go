@@ -49,7 +49,7 @@ func newDemoWorkerCmd() *cobra.Command {
 		db, instance, kind, url, queue string
 		shopDB                         string
 		brokers                        string
-		verbose, fixed                 bool
+		verbose, fixed, sqsQuery       bool
 	)
 	cmd := &cobra.Command{
 		Use:    "demo-worker",
@@ -60,7 +60,7 @@ func newDemoWorkerCmd() *cobra.Command {
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			qc := demoQueueConfig(queue, kind)
-			b, err := openDemoBackend(ctx, demoConn{kind: kind, url: url, brokers: brokers}, db, qc)
+			b, err := openDemoBackend(ctx, demoConn{kind: kind, url: url, brokers: brokers, sqsQuery: sqsQuery}, db, qc)
 			if err != nil {
 				return err
 			}
@@ -124,9 +124,10 @@ func newDemoWorkerCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&db, "db", "", "database file (store or catalog)")
 	fl.StringVar(&instance, "instance", "demo-worker-"+strconv.Itoa(os.Getpid()), "consumer instance ID (its leases)")
-	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq or kafka")
+	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq, kafka or sqs")
 	fl.StringVar(&url, "url", config.DefaultRabbitMQURL, "AMQP URL")
 	fl.StringVar(&brokers, "brokers", "", "Kafka seed brokers (the demo passes its cluster's)")
+	fl.BoolVar(&sqsQuery, "sqs-query", false, "the SQS endpoint (--url) speaks the Query protocol (the demo's emulator)")
 	fl.StringVar(&queue, "queue", demoQueue, "queue name")
 	fl.BoolVar(&verbose, "verbose", false, "log the consumer's decisions to stderr")
 	fl.StringVar(&shopDB, "shop-db", "", "the shop's database: record each order there through the inbox")

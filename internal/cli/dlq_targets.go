@@ -68,7 +68,7 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publ
 	q, ok := r.env.queue(queue)
 	if !ok || !isBroker(q.Transport) {
 		if r.env.sq == nil {
-			return nil, fmt.Errorf("queue %q is not a rabbitmq or kafka [[queue]] of --config, and the catalog %s is not a SQLite store that could hold it: %w (pass the --config that declares it)",
+			return nil, fmt.Errorf("queue %q is not a rabbitmq, kafka or sqs [[queue]] of --config, and the catalog %s is not a SQLite store that could hold it: %w (pass the --config that declares it)",
 				queue, r.env.path, transport.ErrUnknownQueue)
 		}
 		qs, err := r.env.sq.Queues(ctx)
@@ -84,6 +84,9 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publ
 	brk, err := r.open()
 	if err != nil {
 		return nil, err
+	}
+	if q.Transport == lily.TransportSQS {
+		return sqsTarget(ctx, brk, q)
 	}
 	if q.Transport == lily.TransportKafka {
 		// Checked on the cluster before anything is sent; the redrive goes

@@ -48,6 +48,14 @@ x-delivery-limit; a dead-letter queue with a message TTL, from an argument or a
 policy (dlq-message-ttl); a TTL without a dead-letter exchange; RabbitMQ 4.3's
 changed delivery count (delivery-count-semantics).
 
+--live, for queues with transport = "sqs": a missing queue or DLQ
+(sqs-queue-missing); no redrive policy (sqs-no-redrive-policy); maxReceiveCount
+at or below delivery_limit (sqs-max-receive-count-at-limit); a standard queue's
+DLQ retention not longer than the queue's, since SQS counts a dead letter's age
+from its first enqueue (sqs-dlq-retention-short); the queue's VisibilityTimeout
+not longer than handler_timeout_millis (sqs-visibility-below-handler-timeout,
+also checked statically against sqs_visibility_timeout_seconds).
+
 Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 (and on warnings with --strict), 2 on bad flags.`,
 		Example: `  lily lint --config lily.toml
@@ -95,7 +103,7 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 	}
 	f := cmd.Flags()
 	f.StringVar(&configPath, "config", "", "Lily configuration file (TOML) to judge (required)")
-	f.BoolVar(&live, "live", false, "also judge the RabbitMQ broker of the queues with transport = \"rabbitmq\" (management API)")
+	f.BoolVar(&live, "live", false, "also judge the RabbitMQ broker of the queues with transport = \"rabbitmq\" (management API) and the SQS queues of transport = \"sqs\"")
 	f.BoolVar(&strict, "strict", false, "exit 1 on warnings too")
 	f.BoolVar(&asJSON, "json", false, `print {"findings":[...],"errors":N,"warnings":N,"infos":N}`)
 	f.StringVar(&url, "url", "", "with --live: AMQP URL of the broker (default: the config's rabbitmq_url)")
@@ -106,6 +114,19 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 // lintLive runs the live checks against the configuration's broker. With no
 // queue of transport "rabbitmq" it says so on stderr and checks nothing.
 func lintLive(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) ([]lint.Finding, error) {
+	sqsFindings, hasSQS, err := lintLiveSQS(cmd.Context(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	if hasSQS && len(lint.RabbitMQSpecs(cfg)) == 0 {
+		return sqsFindings, nil
+	}
+	rf, err := lintLiveRabbit(cmd, cfg, url, mgmtURL)
+	return append(rf, sqsFindings...), err
+}
+
+// lintLiveRabbit runs the live checks against the configuration's RabbitMQ.
+func lintLiveRabbit(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) ([]lint.Finding, error) {
 	if url == "" {
 		url = cfg.RabbitMQURL
 	}

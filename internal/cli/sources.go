@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/sqs"
 )
 
 // queueCounters answers the ledger's per-queue questions — in flight, dead
@@ -100,11 +101,12 @@ type brokerTransport interface {
 var (
 	_ brokerTransport = (*rabbitmq.Transport)(nil)
 	_ brokerTransport = (*kafka.Transport)(nil)
+	_ brokerTransport = (*sqs.Transport)(nil)
 )
 
 // isBroker reports whether a queue's transport is a broker.
 func isBroker(kind string) bool {
-	return kind == lily.TransportRabbitMQ || kind == lily.TransportKafka
+	return kind == lily.TransportRabbitMQ || kind == lily.TransportKafka || kind == lily.TransportSQS
 }
 
 // kafkaConnectTimeout bounds how long a command waits for a Kafka broker.
@@ -138,6 +140,7 @@ type brokers struct {
 	kafkaBrokers []string // --brokers, else the config's kafka_brokers
 	rmq          *rabbitmq.Transport
 	kfk          *kafka.Transport
+	sqsT         *sqs.Transport // sqs.go
 }
 
 // newBrokers returns the brokers of c, with --url and --brokers (either
@@ -166,6 +169,9 @@ func (b *brokers) Close() {
 	}
 	if b.kfk != nil {
 		b.kfk.Close()
+	}
+	if b.sqsT != nil {
+		b.sqsT.Close()
 	}
 }
 
@@ -220,6 +226,13 @@ func (b *brokers) forQueue(ctx context.Context, q lily.QueueConfig) (brokerTrans
 		}
 		k.Register(q.Spec())
 		return k, nil
+	case lily.TransportSQS:
+		t, err := b.sqsTransport(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t.Register(q.Spec())
+		return t, nil
 	}
 	return nil, nil
 }
@@ -257,7 +270,7 @@ func openKafka(ctx context.Context, o kafka.Options) (*kafka.Transport, error) {
 
 // notBroker names a queue that ingest cannot drain.
 func notBroker(q string) error {
-	return usagef("--queue %s: not a [[queue]] with transport = \"rabbitmq\" or \"kafka\" in the config (only broker dead-letter queues and topics are ingested; SQLite dead letters are in the catalog already)", q)
+	return usagef("--queue %s: not a [[queue]] with transport = \"rabbitmq\", \"kafka\" or \"sqs\" in the config (only broker dead-letter queues and topics are ingested; SQLite dead letters are in the catalog already)", q)
 }
 
 // peekDeadLetters returns up to limit dead letters of a broker queue that
@@ -276,6 +289,12 @@ func (b *brokers) peekDeadLetters(ctx context.Context, q lily.QueueConfig, limit
 			return nil, err
 		}
 		return k.PeekUndrained(ctx, q.Name, limit)
+	case lily.TransportSQS:
+		t, err := b.forQueue(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		return t.(*sqs.Transport).PeekDeadLetters(ctx, q.Name, limit)
 	}
 	return nil, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/sqs"
 )
 
 func init() { register(newTopologyCmd) }
@@ -26,7 +27,7 @@ type rabbitFlags struct {
 }
 
 func (f *rabbitFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.config, "config", "", "Lily configuration file (TOML) with [[queue]] entries of transport \"rabbitmq\" or \"kafka\" (required)")
+	cmd.Flags().StringVar(&f.config, "config", "", "Lily configuration file (TOML) with [[queue]] entries of transport \"rabbitmq\", \"kafka\" or \"sqs\" (required)")
 	cmd.Flags().StringVar(&f.url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
 	brokersFlag(cmd, &f.brokers)
 }
@@ -37,6 +38,7 @@ type topologyConfig struct {
 	cfg    config.Config
 	rabbit []transport.QueueSpec
 	kafka  []transport.QueueSpec
+	sqs    []transport.QueueSpec // topology_sqs.go
 	url    string
 }
 
@@ -60,10 +62,12 @@ func (f *rabbitFlags) load() (topologyConfig, error) {
 			tc.rabbit = append(tc.rabbit, q.Spec())
 		case lily.TransportKafka:
 			tc.kafka = append(tc.kafka, q.Spec())
+		case lily.TransportSQS:
+			tc.sqs = append(tc.sqs, q.Spec())
 		}
 	}
-	if len(tc.rabbit)+len(tc.kafka) == 0 {
-		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\" or \"kafka\"", f.config)
+	if len(tc.rabbit)+len(tc.kafka)+len(tc.sqs) == 0 {
+		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\", \"kafka\" or \"sqs\"", f.config)
 	}
 	if f.url != "" {
 		if err := config.ValidateRabbitMQURL(f.url); err != nil {
@@ -115,8 +119,12 @@ func newTopologyPlanCmd() *cobra.Command {
 				return err
 			}
 			topics := kafkaPlan(tc)
+			sqsQueues, err := sqs.Plan(tc.sqs, tc.cfg.SQSVisibilityTimeout())
+			if err != nil {
+				return err
+			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics})
+				return writeJSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics, SQSQueues: sqsQueues})
 			}
 			if len(tc.rabbit) > 0 {
 				printTopology(cmd.OutOrStdout(), top)
@@ -126,6 +134,12 @@ func newTopologyPlanCmd() *cobra.Command {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}
 				printKafkaTopics(cmd.OutOrStdout(), topics)
+			}
+			if len(tc.sqs) > 0 {
+				if len(tc.rabbit)+len(tc.kafka) > 0 {
+					fmt.Fprintln(cmd.OutOrStdout())
+				}
+				printSQSQueues(cmd.OutOrStdout(), sqsQueues)
 			}
 			return nil
 		},
@@ -159,7 +173,12 @@ func newTopologyApplyCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "declared %d exchanges, %d queues, %d bindings\n", len(top.Exchanges), len(top.Queues), len(top.Bindings))
 			}
 			if len(tc.kafka) > 0 {
-				return applyKafka(cmd, tc, f.brokers)
+				if err := applyKafka(cmd, tc, f.brokers); err != nil {
+					return err
+				}
+			}
+			if len(tc.sqs) > 0 {
+				return applySQS(cmd, tc)
 			}
 			return nil
 		},
@@ -219,7 +238,15 @@ Exits 1 when anything differs.`,
 				res.KafkaDifferences = diffs
 				summary = append(summary, fmt.Sprintf("%d Kafka topics", n))
 			}
-			n := len(res.Differences) + len(res.KafkaDifferences)
+			if len(tc.sqs) > 0 {
+				diffs, n, err := verifySQS(cmd.Context(), tc)
+				if err != nil {
+					return err
+				}
+				res.SQSDifferences = diffs
+				summary = append(summary, fmt.Sprintf("%d SQS queues", n))
+			}
+			n := len(res.Differences) + len(res.KafkaDifferences) + len(res.SQSDifferences)
 			res.OK = n == 0
 			if asJSON {
 				if err := writeJSON(out, res); err != nil {
@@ -230,6 +257,9 @@ Exits 1 when anything differs.`,
 					fmt.Fprintln(out, d.String())
 				}
 				for _, d := range res.KafkaDifferences {
+					fmt.Fprintln(out, d.String())
+				}
+				for _, d := range res.SQSDifferences {
 					fmt.Fprintln(out, d.String())
 				}
 			}

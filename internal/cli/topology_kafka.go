@@ -13,6 +13,7 @@ import (
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/sqs"
 )
 
 // topologyJSON is the --json output of 'lily topology plan': the RabbitMQ
@@ -20,12 +21,14 @@ import (
 type topologyJSON struct {
 	rabbitmq.Topology
 	KafkaTopics []kafka.TopicPlan `json:"kafka_topics,omitempty"`
+	SQSQueues   []sqs.QueuePlan   `json:"sqs_queues,omitempty"`
 }
 
 // verifyJSON is the --json output of 'lily topology verify'.
 type verifyJSON struct {
 	Differences      []rabbitmq.Difference `json:"differences"`
 	KafkaDifferences []kafka.Difference    `json:"kafka_differences,omitempty"`
+	SQSDifferences   []sqs.Difference      `json:"sqs_differences,omitempty"`
 	OK               bool                  `json:"ok"`
 }
 

@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/sqs"
+)
+
+// printSQSQueues prints planned SQS queues as a table.
+func printSQSQueues(w io.Writer, qs []sqs.QueuePlan) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SQS QUEUE\tROLE\tFOR\tATTRIBUTES")
+	for _, q := range qs {
+		keys := make([]string, 0, len(q.Attributes))
+		for k := range q.Attributes {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		attrs := make([]string, len(keys))
+		for i, k := range keys {
+			attrs[i] = k + "=" + q.Attributes[k]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", q.Name, q.Role, q.Queue, strings.Join(attrs, " "))
+	}
+	tw.Flush()
+}
+
+// applySQS declares the sqs queues, their DLQs and redrive policies.
+func applySQS(cmd *cobra.Command, tc topologyConfig) error {
+	b, err := newBrokers(tc.cfg, "", "")
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	t, err := b.sqsTransport(cmd.Context())
+	if err != nil {
+		return err
+	}
+	if err := t.Declare(cmd.Context(), &transport.DeclareParams{Queues: tc.sqs}); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "declared %d SQS queues and their dead-letter queues (redrive policy maxReceiveCount = delivery_limit + 1)\n", len(tc.sqs))
+	return nil
+}
+
+// verifySQS compares the sqs queues with the live service; it returns the
+// differences and the number of queues planned.
+func verifySQS(ctx context.Context, tc topologyConfig) ([]sqs.Difference, int, error) {
+	b, err := newBrokers(tc.cfg, "", "")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer b.Close()
+	t, err := b.sqsTransport(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	diffs, err := t.Verify(ctx, tc.sqs)
+	if err != nil {
+		return nil, 0, err
+	}
+	if diffs == nil {
+		diffs = []sqs.Difference{}
+	}
+	return diffs, 2 * len(tc.sqs), nil
+}

@@ -1,0 +1,207 @@
+// Package sqsemu runs the SQS emulator goaws (github.com/Admiral-Piett/goaws)
+// in-process, for Lily's tests and for 'lily demo --transport sqs': nothing
+// to install or start by hand.
+//
+// goaws keeps its state in package globals, so there is one emulator per
+// process: Start returns the same one every time, and tests use unique
+// queue names.
+//
+// One correction is applied to goaws's answers, and only one: goaws
+// reports ApproximateReceiveCount as a constant 1, although it counts
+// every return of a message itself (its Message.Retry, raised when a
+// visibility timeout runs out or is set to 0, and used for its own
+// redrive-policy move). The emulator's HTTP handler rewrites
+// ApproximateReceiveCount in ReceiveMessage answers to that counter + 1,
+// read from goaws's state while the message is still invisible — which is
+// what SQS reports. The count still lives in the emulator (outside the
+// consumer process), as on SQS. Nothing else is changed: the other gaps of
+// goaws (see the README, "what the emulator cannot show") stay visible.
+package sqsemu
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Admiral-Piett/goaws/app"
+	"github.com/Admiral-Piett/goaws/app/gosqs"
+	"github.com/Admiral-Piett/goaws/app/router"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/sirupsen/logrus"
+
+	lilysqs "github.com/lily-mq/lily/transport/sqs"
+)
+
+// Region and AccountID of the emulator.
+const (
+	Region    = "us-east-1"
+	AccountID = "000000000000"
+)
+
+// Emulator is the process's goaws instance.
+type Emulator struct {
+	url string
+}
+
+var (
+	once     sync.Once
+	instance *Emulator
+	startErr error
+)
+
+// Start starts the process's emulator on 127.0.0.1 (once) and returns it.
+func Start() (*Emulator, error) {
+	once.Do(func() {
+		logrus.SetOutput(io.Discard)
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			startErr = fmt.Errorf("sqsemu: listen: %w", err)
+			return
+		}
+		host, port, _ := net.SplitHostPort(l.Addr().String())
+		app.CurrentEnvironment.Host = host
+		app.CurrentEnvironment.Port = port
+		app.CurrentEnvironment.Region = Region
+		app.CurrentEnvironment.AccountID = AccountID
+		// FIFO deduplication by MessageDeduplicationId (off by default in goaws).
+		app.CurrentEnvironment.EnableDuplicates = true
+		app.CurrentEnvironment.QueueAttributeDefaults.VisibilityTimeout = 30
+		app.CurrentEnvironment.QueueAttributeDefaults.MaximumMessageSize = 262144
+		go gosqs.PeriodicTasks(50*time.Millisecond, make(chan struct{}))
+		srv := &http.Server{Handler: serialized(router.New()), ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(l)
+		instance = &Emulator{url: "http://" + l.Addr().String()}
+	})
+	return instance, startErr
+}
+
+// URL is the emulator's endpoint.
+func (e *Emulator) URL() string { return e.url }
+
+// Options returns transport options for the emulator with the given
+// visibility timeout: static credentials, the emulator's endpoint and the
+// Query protocol (goaws speaks only that; the SDK defaults to JSON 1.0).
+func (e *Emulator) Options(visibility time.Duration) lilysqs.Options {
+	return lilysqs.Options{
+		Config: aws.Config{Region: Region, Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "lily", SecretAccessKey: "lily", Source: "sqsemu"}, nil
+		})},
+		Endpoint: e.url, QueryProtocol: true, VisibilityTimeout: visibility,
+	}
+}
+
+// Depth counts every message goaws holds for a Lily queue name (visible,
+// invisible and delayed). goaws's ApproximateNumberOfMessages counts all
+// of them already (SQS's counts only the visible ones), so tests use this
+// exact count instead.
+func Depth(queue string) int64 {
+	app.SyncQueues.RLock()
+	defer app.SyncQueues.RUnlock()
+	q, ok := app.SyncQueues.Queues[lilysqs.QueueName(queue)]
+	if !ok {
+		return 0
+	}
+	return int64(len(q.Messages))
+}
+
+var (
+	msgBlock  = regexp.MustCompile(`(?s)<Message>.*?</Message>`)
+	msgID     = regexp.MustCompile(`<MessageId>([^<]+)</MessageId>`)
+	recvCount = regexp.MustCompile(`(<Name>ApproximateReceiveCount</Name>\s*<Value>)\d+(</Value>)`)
+)
+
+// serialized is the emulator's HTTP handler. goaws reads its global
+// queue map without its lock in some handlers (a data race with
+// CreateQueue), so every request runs alone under mu; long polling is done
+// here instead of in goaws (which would hold mu while it waits): a
+// ReceiveMessage with WaitTimeSeconds is retried every 20ms without
+// waiting inside goaws until a message comes, the wait ends or the client
+// gives up. ReceiveMessage answers get the receive-count correction of the
+// package documentation.
+func serialized(next http.Handler) http.Handler {
+	var mu sync.Mutex
+	serve := func(r *http.Request) *httptest.ResponseRecorder {
+		mu.Lock()
+		defer mu.Unlock()
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		return rec
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.Form.Get("Action") != "ReceiveMessage" {
+			copyResponse(w, serve(r), nil)
+			return
+		}
+		wait, _ := strconv.Atoi(r.Form.Get("WaitTimeSeconds"))
+		r.Form.Set("WaitTimeSeconds", "0")
+		deadline := time.Now().Add(time.Duration(wait) * time.Second)
+		var rec *httptest.ResponseRecorder
+		for {
+			rec = serve(r)
+			if rec.Code != http.StatusOK || bytes.Contains(rec.Body.Bytes(), []byte("<Message>")) || !time.Now().Before(deadline) {
+				break
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		queue := r.Form.Get("QueueUrl")
+		queue = queue[strings.LastIndex(queue, "/")+1:]
+		body := rec.Body.Bytes()
+		if rec.Code == http.StatusOK {
+			body = msgBlock.ReplaceAllFunc(body, func(b []byte) []byte {
+				m := msgID.FindSubmatch(b)
+				if m == nil {
+					return b
+				}
+				n, ok := returns(queue, string(m[1]))
+				if !ok {
+					return b
+				}
+				return recvCount.ReplaceAll(b, []byte("${1}"+strconv.Itoa(n+1)+"${2}"))
+			})
+		}
+		copyResponse(w, rec, body)
+	})
+}
+
+// copyResponse writes a recorded response (with body instead of its own
+// when body is not nil).
+func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder, body []byte) {
+	if body == nil {
+		body = rec.Body.Bytes()
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.Header().Del("Content-Length")
+	w.WriteHeader(rec.Code)
+	io.Copy(w, bytes.NewReader(body))
+}
+
+// returns is goaws's return counter of a message.
+func returns(queue, id string) (int, bool) {
+	app.SyncQueues.RLock()
+	defer app.SyncQueues.RUnlock()
+	q, ok := app.SyncQueues.Queues[queue]
+	if !ok {
+		return 0, false
+	}
+	for i := range q.Messages {
+		if q.Messages[i].Uuid == id {
+			return q.Messages[i].Retry, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,225 @@
+package sqs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lily-mq/lily/transport"
+)
+
+// receipt is a delivery's settlement handle.
+type receipt struct {
+	queue, url, handle, consumer string
+	// types are the data types of the message's foreign attributes.
+	types map[string]string
+}
+
+// Receive long-polls the queue (up to p.Wait, rounded up to whole seconds
+// and capped at MaxWait) for up to min(p.Max, 10) messages. The delivery
+// count is ApproximateReceiveCount. With IsolateRedeliveries a batch is
+// cut before its first redelivery, which then comes alone (the rest is
+// kept by the transport, still leased, for the next calls), and after a
+// redelivery the consumer receives one message at a time until a first
+// delivery comes again — and so does a new consumer instance (its
+// predecessor may have died holding a batch).
+func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
+	if ds := t.fromStash(p); len(ds) > 0 {
+		return ds, nil
+	}
+	url, err := t.queueURL(ctx, p.Queue)
+	if err != nil {
+		return nil, err
+	}
+	max := min(max(p.Max, 1), 10)
+	t.mu.Lock()
+	if wary, seen := t.wary[p.Consumer]; p.IsolateRedeliveries && (wary || !seen) {
+		// SQS counts a receive for every message of a batch: after a
+		// crash the dead consumer's whole batch is back, and a batch of
+		// them would take every innocent one to the poison's count. So a
+		// new consumer, and one that just saw a redelivery, receives one
+		// message at a time until a first delivery comes.
+		max = 1
+	}
+	t.mu.Unlock()
+	wait := min(p.Wait, t.opts.MaxWait)
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	// A ReceiveMessage cancelled in flight may have taken messages whose
+	// answer is then lost: they would come back only after their
+	// visibility timeout, with their receive count raised. So the call is
+	// not cancelled with ctx; it ends by itself after the wait.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+30*time.Second)
+	defer cancel()
+	out, err := t.client.ReceiveMessage(rctx, &awssqs.ReceiveMessageInput{
+		QueueUrl: aws.String(url), MaxNumberOfMessages: int32(max), WaitTimeSeconds: seconds(wait),
+		VisibilityTimeout: seconds(t.opts.VisibilityTimeout), MessageAttributeNames: []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+	})
+	if err != nil {
+		if isNotFound(err) {
+			t.forget(p.Queue)
+			return nil, fmt.Errorf("sqs: receive from %s: %w: %w", p.Queue, transport.ErrUnknownQueue, err)
+		}
+		return nil, fmt.Errorf("sqs: receive from %s: %w", p.Queue, err)
+	}
+	ds := make([]*transport.Delivery, 0, len(out.Messages))
+	for _, m := range out.Messages {
+		ds = append(ds, t.delivery(p.Queue, url, p.Consumer, m))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.held[p.Consumer]
+	if h == nil {
+		h = map[string]*receipt{}
+		t.held[p.Consumer] = h
+	}
+	for _, d := range ds {
+		rc := d.Receipt.(*receipt)
+		h[rc.handle] = rc
+	}
+	if !p.IsolateRedeliveries || len(ds) == 0 {
+		return ds, nil
+	}
+	redelivered := false
+	for _, d := range ds {
+		if d.DeliveryCount > 1 {
+			redelivered = true
+		}
+	}
+	t.wary[p.Consumer] = redelivered
+	cut := isolate(ds)
+	if cut < len(ds) {
+		k := stashKey(p.Consumer, p.Queue)
+		t.stash[k] = append(t.stash[k], ds[cut:]...)
+		if !t.stashing {
+			t.stashing = true
+			go t.keepStash()
+		}
+	}
+	return ds[:cut], nil
+}
+
+// keepStash extends the leases of the deliveries kept from isolated
+// batches (nobody else holds them) every fifth of the visibility timeout,
+// until none is kept or the transport is closed.
+func (t *Transport) keepStash() {
+	every := t.opts.VisibilityTimeout / 5
+	for {
+		time.Sleep(every)
+		t.mu.Lock()
+		var rcs []*receipt
+		for _, ds := range t.stash {
+			for _, d := range ds {
+				rcs = append(rcs, d.Receipt.(*receipt))
+			}
+		}
+		if len(rcs) == 0 || t.closed {
+			t.stashing = false
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+		for _, rc := range rcs {
+			if err := t.visibility(context.Background(), rc, seconds(t.opts.VisibilityTimeout)); err != nil {
+				t.opts.Logger.Warn("sqs: extending the lease of a delivery kept from an isolated batch failed", "queue", rc.queue, "err", err)
+			}
+		}
+	}
+}
+
+// isolate returns how many leading deliveries go together: a redelivery
+// alone, else the first deliveries before the first redelivery.
+func isolate(ds []*transport.Delivery) int {
+	if len(ds) == 0 {
+		return 0
+	}
+	if ds[0].DeliveryCount > 1 {
+		return 1
+	}
+	for i, d := range ds {
+		if d.DeliveryCount > 1 {
+			return i
+		}
+	}
+	return len(ds)
+}
+
+func stashKey(consumer, queue string) string { return consumer + "\x00" + queue }
+
+// fromStash hands out deliveries kept from an isolated batch.
+func (t *Transport) fromStash(p *transport.ReceiveParams) []*transport.Delivery {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := stashKey(p.Consumer, p.Queue)
+	ds := t.stash[k]
+	if len(ds) == 0 {
+		return nil
+	}
+	n := min(isolate(ds), max(p.Max, 1))
+	if !p.IsolateRedeliveries {
+		n = min(len(ds), max(p.Max, 1))
+	}
+	out := ds[:n:n]
+	if rest := ds[n:]; len(rest) > 0 {
+		t.stash[k] = rest
+	} else {
+		delete(t.stash, k)
+	}
+	return out
+}
+
+// delivery converts a received message.
+func (t *Transport) delivery(queue, url, consumer string, m types.Message) *transport.Delivery {
+	dec, err := decode(m)
+	if err != nil {
+		t.opts.Logger.Warn("sqs: message with a malformed Lily pack: handled as a foreign message", "queue", queue,
+			"message_id", aws.ToString(m.MessageId), "err", err)
+		dec = decoded{Headers: transport.Headers{}, Types: map[string]string{}, Body: []byte(aws.ToString(m.Body))}
+		for name, a := range m.MessageAttributes {
+			if strings.HasPrefix(aws.ToString(a.DataType), "Binary") {
+				dec.Headers[name] = a.BinaryValue
+			} else {
+				dec.Headers[name] = aws.ToString(a.StringValue)
+			}
+		}
+	}
+	id := dec.EventID
+	if id == "" {
+		id = aws.ToString(m.MessageId)
+	}
+	key := dec.Key
+	if key == "" && IsFIFO(queue) {
+		if g := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]; g != fifoDefaultGroup {
+			key = g
+		}
+	}
+	count := max(sysInt(m, string(types.MessageSystemAttributeNameApproximateReceiveCount)), 1)
+	return &transport.Delivery{
+		Message:       transport.Message{EventID: id, Key: key, Type: dec.Type, Body: dec.Body, Headers: dec.Headers},
+		Queue:         queue,
+		DeliveryCount: count,
+		EnqueuedAt:    sysTime(m, string(types.MessageSystemAttributeNameSentTimestamp)),
+		MessageID:     aws.ToString(m.MessageId),
+		Receipt:       &receipt{queue: queue, url: url, handle: aws.ToString(m.ReceiptHandle), consumer: consumer, types: dec.Types},
+	}
+}
+
+// Received converts a message that someone else received from queue (a
+// Lambda event source's poller) into a delivery that this transport can
+// settle: Retry and DeadLetter send their copy, then delete the message
+// with its receipt handle; Release changes its visibility. The transport
+// does not hold it (RecoverLeases and StopConsumer do not see it).
+func (t *Transport) Received(ctx context.Context, queue string, m types.Message) (*transport.Delivery, error) {
+	url, err := t.queueURL(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	return t.delivery(queue, url, "", m), nil
+}

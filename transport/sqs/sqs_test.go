@@ -1,0 +1,97 @@
+package sqs_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/sqsemu"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/sqs"
+	"github.com/lily-mq/lily/transport/transporttest"
+)
+
+// testLease is the visibility timeout of the tests' transports: SQS counts
+// visibility in whole seconds, so 1s is the shortest lease there is.
+const testLease = 3 * time.Second
+
+func TestMain(m *testing.M) {
+	if crashChild() {
+		return
+	}
+	// Started before any test counts its goroutines.
+	if _, err := sqsemu.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "start the SQS emulator:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// emulator returns the process's goaws.
+func emulator(t testing.TB) *sqsemu.Emulator {
+	t.Helper()
+	e, err := sqsemu.Start()
+	if err != nil {
+		t.Fatalf("start the SQS emulator: %v", err)
+	}
+	return e
+}
+
+// open returns a transport on the emulator, closed at the end of the test.
+func open(t testing.TB, mod ...func(*sqs.Options)) *sqs.Transport {
+	t.Helper()
+	o := emulator(t).Options(testLease)
+	for _, f := range mod {
+		f(&o)
+	}
+	tr, err := sqs.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+func harness() transporttest.Harness {
+	return transporttest.Harness{
+		Name: "sqs",
+		New:  func(t *testing.T) transport.Transport { return open(t) },
+		DeadLetters: func(ctx context.Context, tr transport.Transport, queue string) ([]transporttest.DeadLetter, error) {
+			ds, err := tr.(*sqs.Transport).PeekDeadLetters(ctx, queue, 0)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]transporttest.DeadLetter, len(ds))
+			for i, d := range ds {
+				reason, _ := d.Headers[evidence.HeaderReason].(string)
+				out[i] = transporttest.DeadLetter{Queue: queue, EventID: d.EventID, Key: d.Key, Type: d.Type,
+					Body: d.Body, Headers: d.Headers, Reason: reason}
+			}
+			return out, nil
+		},
+		Abandon: func(ctx context.Context, tr transport.Transport, consumer string) error {
+			_, err := tr.(*sqs.Transport).RecoverLeases(ctx, &transport.RecoverParams{Consumer: consumer})
+			return err
+		},
+		// goaws's ApproximateNumberOfMessages counts every message it
+		// holds; the exact count comes from its state.
+		InFlight: func(ctx context.Context, tr transport.Transport, queue string) (int64, error) {
+			return sqsemu.Depth(queue), nil
+		},
+		Lease: testLease,
+	}
+}
+
+// TestConformance runs the transport conformance suite on the emulator.
+func TestConformance(t *testing.T) {
+	transporttest.Run(t, harness())
+}
+
+// TestLoad runs the real-traffic behaviours (competing consumers, slow
+// handlers, a hanging dependency, a graceful hand-over) on the emulator.
+func TestLoad(t *testing.T) {
+	transporttest.RunLoad(t, harness())
+}
