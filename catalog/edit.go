@@ -56,6 +56,9 @@ const (
 	ContentBinary = "application/octet-stream"
 )
 
+// ErrSameBody is wrapped when an edit's body equals the latest version.
+var ErrSameBody = errors.New("catalog: the edited body is the same as the latest version")
+
 // ErrNotEditable is wrapped when an entry cannot be edited: it left the
 // work list, or its data was removed.
 var ErrNotEditable = errors.New("catalog: entry cannot be edited")
@@ -170,7 +173,7 @@ func (s *Store) Edit(ctx context.Context, p EditParams) (EditResult, error) {
 		}
 		prev := vs[len(vs)-1]
 		if bytes.Equal(prev.Body, p.Body) {
-			return fmt.Errorf("catalog: edit of entry %d refused: the body is the same as version %d (sha256 %s): nothing to store", e.ID, prev.Version, prev.BodySHA256)
+			return fmt.Errorf("%w: edit of entry %d refused: the body is the same as version %d (sha256 %s): nothing to store", ErrSameBody, e.ID, prev.Version, prev.BodySHA256)
 		}
 		now := d.now()
 		cur := BodyVersion{Version: prev.Version + 1, Body: p.Body, BodySHA256: sha256Hex(p.Body), BodySize: int64(len(p.Body)),
