@@ -434,7 +434,7 @@ type sessionJSON struct {
 	Permissions []string `json:"permissions"`
 	// EditQueues are the queues the principal may edit entries of.
 	EditQueues []string `json:"edit_queues,omitempty"`
-	CSRFToken   string   `json:"csrf_token,omitempty"`
+	CSRFToken  string   `json:"csrf_token,omitempty"`
 }
 
 func (s *Server) handleSession(w http.ResponseWriter, _ *http.Request, p *principal) {
