@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 )
 
 // TestConsoleEditInBrowser drives the guarded edit in headless Chromium:
@@ -30,7 +31,17 @@ func TestConsoleEditInBrowser(t *testing.T) {
 			t.Skipf("SKIPPED LOUDLY: chromium is not installed (%v); install it with 'apt-get install -y chromium' to run the console's browser test", err)
 		}
 	}
-	f := newFixture(t, append(allTokens, editorToken), jsonQueues)
+	zero := 0
+	f := newFixture(t, append(allTokens, editorToken), jsonQueues, func(o *Options) {
+		o.Config.RedriveRules = []config.RedriveRuleConfig{{Name: "after-outage", Queue: "orders.created", When: config.TriggerBreakerClosed,
+			Lookback: "24h", Sample: &zero}}
+	})
+	if err := f.cat.RecordBreaker(context.Background(), "orders.created", "w1", "", "open", time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cat.RecordBreaker(context.Background(), "orders.created", "w1", "half_open", "closed", time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-quic", true),
@@ -132,6 +143,11 @@ func TestConsoleEditInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`table.audit`)))
 	if a := text("table.audit tbody"); !strings.Contains(a, catalog.OutcomeEdited) || !strings.Contains(a, "edith") {
 		t.Errorf("audit log:\n%s", a)
+	}
+	// The rules page shows what the rule would do now, as a dry run.
+	do("the rules page", chromedp.Click(chromedp.CSS(`a[href="#/rules"]`)), chromedp.WaitVisible(chromedp.CSS(`table.rules tr[data-rule="after-outage"]`)))
+	if now := text(`tr[data-rule="after-outage"] .rule-now`); now != "would redrive 4 pending entries" {
+		t.Errorf("rules page: %q", now)
 	}
 	f.conserved()
 }

@@ -131,3 +131,36 @@ func TestCheckTokensRefusesAViewerEditor(t *testing.T) {
 		t.Fatalf("CheckTokens = %v", err)
 	}
 }
+
+func TestRulesAPIShowsWhatEachRuleWouldDo(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, mk fixtureMaker) {
+		t.Parallel()
+		zero := 0
+		f := mk(t, allTokens, func(o *Options) {
+			o.Config.RedriveRules = []config.RedriveRuleConfig{{Name: "after-outage", Queue: "orders.created", When: config.TriggerBreakerClosed,
+				Lookback: "24h", Sample: &zero}}
+		})
+		ctx := context.Background()
+		now := time.Now()
+		if err := f.cat.RecordBreaker(ctx, "orders.created", "w1", "", "open", now.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.cat.RecordBreaker(ctx, "orders.created", "w1", "half_open", "closed", now); err != nil {
+			t.Fatal(err)
+		}
+		var v RulesView
+		if code := f.call("GET", "/api/rules", &viewerToken, nil, &v); code != http.StatusOK || len(v.Plans) != 1 {
+			t.Fatalf("rules: %d %+v", code, v)
+		}
+		// orders.created holds 4 retries_exhausted entries, one at
+		// max_redrives: the plan counts the pending ones in the window;
+		// the 6 permanent entries are never in it.
+		if p := v.Plans[0]; p.Fired || p.Selected != 4 || !strings.Contains(p.Selector, "retries_exhausted") {
+			t.Fatalf("plan %+v", p)
+		}
+		if js, _ := f.cat.Jobs(ctx, catalog.JobQuery{}); len(js) != 0 {
+			t.Fatalf("GET /api/rules made a job")
+		}
+	})
+}

@@ -211,6 +211,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET", "/api/parked", permRead, s.handleParked},
 		{"POST", "/api/queues/{queue}/parked/{key}/unpark", permUnpark, s.handleUnpark},
 		{"POST", "/api/entries/{id}/edit", permEdit, s.handleEdit},
+		{"GET", "/api/rules", permRead, s.handleRules},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/httpapi"
 )
 
 func init() { registerDLQ(newDLQRulesCmd) }
@@ -20,24 +21,10 @@ func init() { registerDLQ(newDLQRulesCmd) }
 const defaultRulesInterval = 10 * time.Second
 
 // catalogRules converts the configuration's [[redrive_rule]] entries.
-func catalogRules(cfg config.Config) []catalog.Rule {
-	out := make([]catalog.Rule, 0, len(cfg.RedriveRules))
-	for _, rc := range cfg.RedriveRules {
-		s := rc.Settings()
-		out = append(out, catalog.Rule{Name: s.Name, Queue: s.Queue, When: s.When, Reason: s.Reason, Fingerprint: s.Fingerprint,
-			MinConsumerVersion: s.MinConsumerVersion, Lookback: s.Lookback, MaxAge: s.MaxAge, Sample: s.Sample, Observe: s.Observe,
-			Rate: s.Rate, Limit: s.Limit})
-	}
-	return out
-}
+var catalogRules = httpapi.CatalogRules
 
-// rulesJSON is the --json output of 'lily dlq rules'.
-type rulesJSON struct {
-	DryRun  bool                       `json:"dry_run"`
-	Rules   []config.RedriveRuleConfig `json:"rules"`
-	Plans   []catalog.RulePlan         `json:"plans,omitempty"`
-	Firings []catalog.RuleFiring       `json:"firings"`
-}
+// rulesJSON is the --json output of 'lily dlq rules' (GET /api/rules).
+type rulesJSON = httpapi.RulesView
 
 func newDLQRulesCmd() *cobra.Command {
 	var (
@@ -74,7 +61,7 @@ changed.`,
 				return err
 			}
 			defer env.Close()
-			out := rulesJSON{DryRun: dryRun, Rules: env.cfg.RedriveRules}
+			out := rulesJSON{DryRun: dryRun, Rules: env.cfg.RedriveRules, Plans: []catalog.RulePlan{}}
 			if out.Rules == nil {
 				out.Rules = []config.RedriveRuleConfig{}
 			}
