@@ -53,7 +53,7 @@ func Versions(vs []catalog.BodyVersion, bodyFormat string) []Version {
 }
 
 // Diff describes the change from body a (version va) to body b (version
-// vb): a unified line diff when both are UTF-8 text (JSON bodies are
+// vb): a unified line diff when both are UTF-8 text (two JSON bodies are
 // indented first, so that a change shows on its own line), else a summary
 // of sizes and SHA-256 hashes.
 func Diff(va int, a []byte, vb int, b []byte) string {
@@ -62,7 +62,10 @@ func Diff(va int, a []byte, vb int, b []byte) string {
 	if !utf8.Valid(a) || !utf8.Valid(b) || bytes.IndexByte(a, 0) >= 0 || bytes.IndexByte(b, 0) >= 0 {
 		return "binary body changed\n" + summary
 	}
-	ta, tb := diffText(a), diffText(b)
+	ta, tb := string(a), string(b)
+	if json.Valid(a) && json.Valid(b) { // both JSON: compare them indented
+		ta, tb = diffText(a), diffText(b)
+	}
 	la, lb := splitLines(ta), splitLines(tb)
 	if len(la)*len(lb) > maxDiffCells {
 		return "body too large for a line diff\n" + summary
