@@ -63,13 +63,8 @@ func (s *Server) handleEdit(w http.ResponseWriter, r *http.Request, p *principal
 		s.fail(w, r, err)
 		return
 	}
-	e, err := s.o.Store.Get(r.Context(), id)
-	if err != nil {
-		if errors.Is(err, catalog.ErrNotFound) {
-			writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no entry %d in the catalog (list entries with GET /api/entries)", id), Field: "id"})
-			return
-		}
-		s.fail(w, r, err)
+	e, ok := s.entry(w, r, id)
+	if !ok {
 		return
 	}
 	if !config.EditAllowed(p.editQueues, e.Queue) {
@@ -179,4 +174,19 @@ func (s *Server) addVersions(ctx context.Context, v *entryview.Entry, format str
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// entry reads the entry with the ID, or answers 404 (or the error) and
+// reports false.
+func (s *Server) entry(w http.ResponseWriter, r *http.Request, id int64) (*catalog.Entry, bool) {
+	e, err := s.o.Store.Get(r.Context(), id)
+	if errors.Is(err, catalog.ErrNotFound) {
+		writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no entry %d in the catalog (list entries with GET /api/entries)", id), Field: "id"})
+		return nil, false
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return e, true
 }

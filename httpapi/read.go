@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -218,13 +217,8 @@ func (s *Server) handleEntry(w http.ResponseWriter, r *http.Request, p *principa
 		s.fail(w, r, badField("body", "body %q: must be auto, text, json or hex", format))
 		return
 	}
-	e, err := s.o.Store.Get(r.Context(), id)
-	if err != nil {
-		if errors.Is(err, catalog.ErrNotFound) {
-			writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no entry %d in the catalog (list entries with GET /api/entries)", id), Field: "id"})
-			return
-		}
-		s.fail(w, r, err)
+	e, ok := s.entry(w, r, id)
+	if !ok {
 		return
 	}
 	v := entryview.New(e, "catalog", format)
