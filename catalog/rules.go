@@ -77,6 +77,9 @@ func (s *Store) PlanRules(ctx context.Context, rules []Rule, now time.Time) ([]R
 		return nil, err
 	}
 	for _, f := range fs {
+		if f.State == "firing" && f.FiredAt.Before(now.Add(-firingStale)) {
+			continue // its replica died: the rule fires again
+		}
 		fired[[2]string{f.Rule, f.Occurrence}] = f.JobID
 	}
 	var out []RulePlan

@@ -68,6 +68,12 @@ func TestBreakerRuleFiresOnce(t *testing.T) {
 		if err != nil || len(plans) != 1 || plans[0].Fired || plans[0].Selected != len(in) {
 			t.Fatalf("plan = %+v, %v", plans, err)
 		}
+		// A replica that claimed the firing and died: its claim is stale
+		// and taken over.
+		if ok, err := s.ClaimFiring(ctx, RuleFiring{Rule: rule.Name, Occurrence: plans[0].Occurrence, Queue: "orders",
+			FiredAt: testNow.Add(-10 * time.Minute), Op: "dead"}); err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
 		var fired []RulePlan
 		for range 3 { // asked again and again: fires once
 			f, err := s.FireRules(ctx, FireParams{Rules: []Rule{rule}, Now: now})
@@ -78,6 +84,9 @@ func TestBreakerRuleFiresOnce(t *testing.T) {
 		}
 		if len(fired) != 1 || fired[0].JobID == 0 {
 			t.Fatalf("fired = %+v", fired)
+		}
+		if fs, _ := s.Firings(ctx, ""); len(fs) != 1 || fs[0].State != "fired" || fs[0].Op == "dead" || fs[0].JobID != fired[0].JobID {
+			t.Fatalf("firings = %+v", fs)
 		}
 		j, err := s.Job(ctx, fired[0].JobID)
 		if err != nil {
@@ -182,6 +191,17 @@ func TestVersionRuleFiresWhenTheFixRuns(t *testing.T) {
 		}
 		if again, _ := s.FireRules(ctx, FireParams{Rules: []Rule{rule}, Now: now}); len(again) != 0 {
 			t.Fatalf("fired again: %+v", again)
+		}
+		// Seen again later: the last ack time moves, the first stays.
+		if err := s.RecordAckedVersion(ctx, "orders", "1.10.0", testNow); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordAckedVersion(ctx, "orders", "1.10.0", testNow.Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		vs, err := s.AckedVersions(ctx, "orders")
+		if err != nil || len(vs) != 2 || !vs[1].FirstAckedAt.Equal(fixedAt) || !vs[1].LastAckedAt.Equal(testNow) {
+			t.Fatalf("acked versions %+v, %v", vs, err)
 		}
 	})
 }

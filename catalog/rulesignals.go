@@ -45,6 +45,10 @@ CREATE TABLE IF NOT EXISTS lily_rule_firings (
 	job_id     INTEGER NOT NULL DEFAULT 0,
 	op         TEXT    NOT NULL,
 	detail     TEXT    NOT NULL DEFAULT '',
+	-- firing while the job is being made; fired once it is (or nothing
+	-- was selected). A firing row left behind by a replica that died is
+	-- claimed again after firingStale.
+	state      TEXT    NOT NULL DEFAULT 'firing',
 	PRIMARY KEY (rule, occurrence)
 );
 `
@@ -159,11 +163,23 @@ type RuleFiring struct {
 	JobID      int64     `json:"job_id"`
 	Op         string    `json:"op"`
 	Detail     string    `json:"detail,omitempty"`
+	// State is "firing" while the job is being made, "fired" after.
+	State string `json:"state"`
 }
 
+// firingStale is how long a firing may stay "firing" before another
+// replica takes it for a dead one's and fires the rule again.
+const firingStale = 2 * time.Minute
+
 // ClaimFiring records that rule fires for occurrence; it reports false
-// when the rule already fired (or is firing) for it, on any replica.
+// when the rule already fired (or is firing) for it, on any replica. A
+// claim left "firing" for longer than firingStale (its replica died) is
+// replaced.
 func (s *Store) ClaimFiring(ctx context.Context, f RuleFiring) (bool, error) {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM lily_rule_firings WHERE rule = ? AND occurrence = ? AND state = 'firing' AND fired_at < ?`,
+		f.Rule, f.Occurrence, f.FiredAt.Add(-firingStale).UnixMilli()); err != nil {
+		return false, fmt.Errorf("catalog: take over a stale firing of rule %s: %w", f.Rule, err)
+	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO lily_rule_firings(rule, occurrence, queue, fired_at, job_id, op, detail) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`, f.Rule, f.Occurrence, f.Queue, f.FiredAt.UnixMilli(), f.JobID, f.Op, f.Detail)
 	if err != nil {
@@ -175,7 +191,7 @@ func (s *Store) ClaimFiring(ctx context.Context, f RuleFiring) (bool, error) {
 
 // CompleteFiring stores the job a firing made and what it did.
 func (s *Store) CompleteFiring(ctx context.Context, rule, occurrence string, jobID int64, detail string) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE lily_rule_firings SET job_id = ?, detail = ? WHERE rule = ? AND occurrence = ?`,
+	if _, err := s.db.ExecContext(ctx, `UPDATE lily_rule_firings SET job_id = ?, detail = ?, state = 'fired' WHERE rule = ? AND occurrence = ?`,
 		jobID, detail, rule, occurrence); err != nil {
 		return fmt.Errorf("catalog: record the job of rule %s: %w", rule, err)
 	}
@@ -185,7 +201,7 @@ func (s *Store) CompleteFiring(ctx context.Context, rule, occurrence string, job
 // ReleaseFiring forgets a firing that could not make its job (e.g. the
 // queue had an active job), so that the rule fires for it later.
 func (s *Store) ReleaseFiring(ctx context.Context, rule, occurrence string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM lily_rule_firings WHERE rule = ? AND occurrence = ? AND job_id = 0`, rule, occurrence); err != nil {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM lily_rule_firings WHERE rule = ? AND occurrence = ? AND state = 'firing'`, rule, occurrence); err != nil {
 		return fmt.Errorf("catalog: release the firing of rule %s: %w", rule, err)
 	}
 	return nil
@@ -193,7 +209,7 @@ func (s *Store) ReleaseFiring(ctx context.Context, rule, occurrence string) erro
 
 // Firings lists the firings of rule (every rule when empty), newest first.
 func (s *Store) Firings(ctx context.Context, rule string) ([]RuleFiring, error) {
-	q := `SELECT rule, occurrence, queue, fired_at, job_id, op, detail FROM lily_rule_firings`
+	q := `SELECT rule, occurrence, queue, fired_at, job_id, op, detail, state FROM lily_rule_firings`
 	var args []any
 	if rule != "" {
 		q += ` WHERE rule = ?`
@@ -208,7 +224,7 @@ func (s *Store) Firings(ctx context.Context, rule string) ([]RuleFiring, error) 
 	for rows.Next() {
 		var f RuleFiring
 		var at int64
-		if err := rows.Scan(&f.Rule, &f.Occurrence, &f.Queue, &at, &f.JobID, &f.Op, &f.Detail); err != nil {
+		if err := rows.Scan(&f.Rule, &f.Occurrence, &f.Queue, &at, &f.JobID, &f.Op, &f.Detail, &f.State); err != nil {
 			return nil, err
 		}
 		f.FiredAt = time.UnixMilli(at).UTC()
