@@ -104,9 +104,9 @@ func TestConsoleEditInBrowser(t *testing.T) {
 		t.Errorf("versions on the entry page: %q", v)
 	}
 	do("the edit is in the audit log", chromedp.Navigate(f.ts.URL+"/#/audit"),
-		chromedp.WaitVisible(chromedp.CSS(`table.audit`)))
-	if a := text("table.audit tbody"); !strings.Contains(a, catalog.OutcomeEdited) || !strings.Contains(a, "edith") {
-		t.Errorf("audit log:\n%s", a)
+		chromedp.WaitVisible(chromedp.CSS(`table.audit tr.a-edit`)))
+	if a := text("table.audit tr.a-edit"); !strings.Contains(a, catalog.OutcomeEdited) || !strings.Contains(a, "edith") {
+		t.Errorf("audit log's edit row: %s", a)
 	}
 	// The rules page shows what the rule would do now, as a dry run.
 	do("the rules page", chromedp.Click(chromedp.CSS(`a[href="#/rules"]`)), chromedp.WaitVisible(chromedp.CSS(`table.rules tr[data-rule="after-outage"]`)))
