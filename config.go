@@ -169,6 +169,12 @@ type QueueConfig struct {
 	// none: not declared (redrive then only warns when the selection is
 	// older than the newest version in the queue's catalog entries).
 	SchemaVersions []int `toml:"schema_versions" json:"schema_versions,omitempty"`
+	// ContentType is the media type of the queue's message bodies:
+	// "application/json" (or any "+json" type), "text/plain" (any
+	// "text/..." type), "application/octet-stream" or "" (not declared).
+	// 'lily dlq edit' refuses an edited body that does not decode as it
+	// (JSON must parse, text must be UTF-8). Defaults to "" (any body).
+	ContentType string `toml:"content_type" json:"content_type,omitempty"`
 	// Owner is the team or person who triages the queue's dead letters.
 	// Defaults to "" (lint warns).
 	Owner string `toml:"owner" json:"owner,omitempty"`
@@ -391,6 +397,9 @@ func (c QueueConfig) Validate() error {
 	}
 	errs = append(errs, c.validateClassification()...)
 	errs = append(errs, c.validateSchemaVersions()...)
+	if ct := c.ContentType; ct != "" && !validContentType(ct) {
+		bad("content_type", fmt.Sprintf("%q", ct), `must be "application/json" (or a "+json" type), a "text/..." type or "application/octet-stream"`)
+	}
 	return errors.Join(errs...)
 }
 
@@ -427,4 +436,17 @@ func (c QueueConfig) Spec() transport.QueueSpec {
 
 		SingleActiveConsumer: c.Ordering == OrderingBlock || c.Ordering == OrderingPark,
 	}
+}
+
+// validContentType reports whether ct is a content_type a queue may
+// declare: JSON (application/json, */*+json), text/* or
+// application/octet-stream, optionally with parameters ("; charset=utf-8").
+func validContentType(ct string) bool {
+	base, _, _ := strings.Cut(strings.ToLower(ct), ";")
+	base = strings.TrimSpace(base)
+	typ, sub, ok := strings.Cut(base, "/")
+	if !ok || typ == "" || sub == "" || strings.ContainsAny(base, " \t") {
+		return false
+	}
+	return base == "application/json" || strings.HasSuffix(sub, "+json") || typ == "text" || base == "application/octet-stream"
 }

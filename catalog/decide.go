@@ -210,6 +210,9 @@ func (s *Store) decidePass(ctx context.Context, d decision, f Filter, extra stri
 			if _, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET `+set+` WHERE id IN (`+qmarks(len(refs))+`)`, args...); err != nil {
 				return fmt.Errorf("catalog: %s: %w", action, err)
 			}
+			if err := removeVersionData(ctx, tx, d.now().UnixMilli(), args[3:]); err != nil { // edit.go
+				return err
+			}
 			return appendAudit(ctx, tx, d.record(action, outcome, false, ids, why))
 		})
 		if err != nil {

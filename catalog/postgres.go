@@ -76,6 +76,9 @@ var pgMigrations = []pgMigration{
 	{2, "covering indexes for group (INCLUDE id), schema_version kept by a trigger", func() string {
 		return pgGroupIndexes + pgSchemaVersionTrigger
 	}},
+	{5, "edited body versions, breaker transitions, consumer versions, redrive rule firings", func() string {
+		return pgDDL(editSchema) + pgDDL(ruleSchema)
+	}},
 }
 
 // migratePostgres applies the steps of pgMigrations the database lacks.

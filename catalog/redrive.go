@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -503,9 +502,9 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 			return 0, fmt.Errorf("rate limit: %w", err)
 		}
 	}
-	msgs := make([]transport.Message, len(es))
-	for i, e := range es {
-		msgs[i] = transport.Message{EventID: e.EventID, Key: e.Key, Type: e.Type, Body: e.Body, Headers: evidence.RedriveHeaders(e.Headers)}
+	msgs, err := s.redriveMessages(ctx, es)
+	if err != nil {
+		return 0, err
 	}
 	pp := &transport.PublishParams{Queue: queue, Messages: msgs, Redrive: true}
 	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {

@@ -99,6 +99,10 @@ type Config struct {
 	// Tokens are the [[token]] entries: named credentials with a role for
 	// the HTTP API and console ('lily serve'). Defaults to none.
 	Tokens []TokenConfig `toml:"token" json:"tokens,omitempty"`
+	// RedriveRules are the [[redrive_rule]] entries: redrives 'lily serve'
+	// starts by itself when their trigger occurs (redrive_rule.go).
+	// Defaults to none: rule-driven redrive is off.
+	RedriveRules []RedriveRuleConfig `toml:"redrive_rule" json:"redrive_rules,omitempty"`
 }
 
 // WithDefaults returns c with defaults applied to it and every queue.
@@ -154,6 +158,7 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateTokens()...)
+	errs = append(errs, c.validateRules()...)
 	return errors.Join(errs...)
 }
 

@@ -44,6 +44,7 @@ owner = "team-orders"
 permanent_errors = ["*json.SyntaxError", "*orders.ValidationError"]
 retry_errors = ["*strconv.NumError"]
 schema_versions = [3, 4]
+content_type = "application/json"
 breaker = false
 breaker_failure_ratio = 0.75
 breaker_min_requests = 7
@@ -92,7 +93,7 @@ func TestParseConfigFull(t *testing.T) {
 			ExpectedOutage: "10m", ExpectedRatePerSecond: 12.5, SourceRetentionHours: 48, TriageHours: 24,
 			Owner:           "team-orders",
 			PermanentErrors: []string{"*json.SyntaxError", "*orders.ValidationError"},
-			RetryErrors:     []string{"*strconv.NumError"}, SchemaVersions: []int{3, 4},
+			RetryErrors:     []string{"*strconv.NumError"}, SchemaVersions: []int{3, 4}, ContentType: "application/json",
 			Breaker: new(bool), BreakerFailureRatio: new(0.75), BreakerMinRequests: new(7),
 			BreakerWindowMillis: new(int64(3000)), BreakerCooldownMillis: new(int64(900)),
 		},

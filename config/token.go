@@ -39,6 +39,25 @@ type TokenConfig struct {
 	// ShowBodies lets a viewer see message bodies (operators and admins
 	// always do). Defaults to false: bodies are masked.
 	ShowBodies bool `toml:"show_bodies" json:"show_bodies,omitempty"`
+	// EditQueues are the queues whose dead letters the token may edit
+	// ('lily dlq edit': a new body version, redriven with the change):
+	// queue names, or "*" for every queue. Only an operator or admin
+	// token may have it; the role alone never allows an edit. Defaults to
+	// none: no edits.
+	EditQueues []string `toml:"edit_queues" json:"edit_queues,omitempty"`
+}
+
+// CanEdit reports whether the token may edit the dead letters of queue.
+func (t TokenConfig) CanEdit(queue string) bool { return EditAllowed(t.EditQueues, queue) }
+
+// EditAllowed reports whether an edit_queues list allows queue.
+func EditAllowed(editQueues []string, queue string) bool {
+	for _, q := range editQueues {
+		if q == "*" || q == queue {
+			return true
+		}
+	}
+	return false
 }
 
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
@@ -65,6 +84,14 @@ func (c Config) validateTokens() []error {
 		seen[t.Name] = true
 		if !ValidRole(t.Role) {
 			bad("role", fmt.Sprintf("%q", t.Role), `must be "viewer", "operator" or "admin"`)
+		}
+		if len(t.EditQueues) > 0 && t.Role != RoleOperator && t.Role != RoleAdmin {
+			bad("edit_queues", fmt.Sprintf("%q", t.EditQueues), fmt.Sprintf("role %q cannot edit: give edit_queues to an operator or admin token only", t.Role))
+		}
+		for _, q := range t.EditQueues {
+			if _, ok := c.Queue(q); q == "" || (q != "*" && !ok && len(c.Queues) > 0) {
+				bad("edit_queues", fmt.Sprintf("%q", q), `must name a [[queue]] of this file, or be "*" for every queue`)
+			}
 		}
 		switch {
 		case t.Secret != "" && t.SecretEnv != "":

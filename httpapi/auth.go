@@ -33,6 +33,10 @@ type Token struct {
 	// ShowBodies lets a viewer see message bodies; operators and admins
 	// always see them.
 	ShowBodies bool
+	// EditQueues are the queues whose dead letters the token may edit
+	// (config.TokenConfig.EditQueues; "*" for all). Only an operator or
+	// admin may have them; no role edits without them (edit.go).
+	EditQueues []string
 }
 
 // LocalActor is the actor of requests in local mode (no tokens).
@@ -73,7 +77,7 @@ func TokensFromConfig(cfg config.Config, getenv func(string) string) ([]Token, e
 			errs = append(errs, err)
 			continue
 		}
-		out = append(out, Token{Name: tc.Name, Role: tc.Role, Secret: secret, ShowBodies: tc.ShowBodies})
+		out = append(out, Token{Name: tc.Name, Role: tc.Role, Secret: secret, ShowBodies: tc.ShowBodies, EditQueues: tc.EditQueues})
 	}
 	if v := getenv(TokensEnv); v != "" {
 		ts, err := ParseTokenList(v)
@@ -104,6 +108,8 @@ func CheckTokens(ts []Token) error {
 		names[t.Name] = true
 		if !config.ValidRole(t.Role) {
 			errs = append(errs, fmt.Errorf("%w: token %q: role %q: must be viewer, operator or admin", lily.ErrInvalidConfig, t.Name, t.Role))
+		} else if len(t.EditQueues) > 0 && t.Role == config.RoleViewer {
+			errs = append(errs, fmt.Errorf("%w: token %q: edit_queues %q: a viewer cannot edit; give edit_queues to an operator or admin token", lily.ErrInvalidConfig, t.Name, t.EditQueues))
 		}
 		if len(t.Secret) < config.MinTokenSecret {
 			errs = append(errs, fmt.Errorf("%w: token %q: the secret has %d characters, want at least %d (e.g. 'openssl rand -hex 16')",
@@ -127,6 +133,9 @@ const (
 	permUnpark  permission = "unpark"
 	permErase   permission = "erase"
 	permExpire  permission = "expire"
+	// permEdit needs the operator role AND the token's edit_queues
+	// covering the entry's queue (checked by the handler, edit.go).
+	permEdit permission = "edit"
 )
 
 // roleRank orders the roles: each may do what the ones below it may.
@@ -136,6 +145,7 @@ var roleRank = map[string]int{config.RoleViewer: 1, config.RoleOperator: 2, conf
 var permRole = map[permission]string{
 	permRead: config.RoleViewer, permRedrive: config.RoleOperator, permDiscard: config.RoleOperator,
 	permUnpark: config.RoleOperator, permErase: config.RoleAdmin, permExpire: config.RoleAdmin,
+	permEdit: config.RoleOperator,
 }
 
 // allows reports whether role may do perm.
@@ -147,6 +157,7 @@ func allows(role string, perm permission) bool {
 type principal struct {
 	name, role string
 	showBodies bool
+	editQueues []string
 	// via is "bearer", "session" (the console's cookie) or "local" (no
 	// tokens configured, no credentials sent).
 	via     string
@@ -162,6 +173,9 @@ func (p *principal) permissions() []string {
 		if allows(p.role, perm) {
 			out = append(out, string(perm))
 		}
+	}
+	if len(p.editQueues) > 0 && allows(p.role, permEdit) {
+		out = append(out, string(permEdit))
 	}
 	return out
 }
@@ -190,10 +204,10 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 		if !ok {
 			return nil, errors.New("Authorization: unknown token (check the secret, or ask an admin to add a [[token]])")
 		}
-		return &principal{name: t.Name, role: t.Role, showBodies: t.ShowBodies, via: "bearer"}, nil
+		return &principal{name: t.Name, role: t.Role, showBodies: t.ShowBodies, editQueues: t.EditQueues, via: "bearer"}, nil
 	}
 	if sess, err := s.authenticateSession(r); err == nil {
-		return &principal{name: sess.name, role: sess.role, showBodies: sess.showBodies, via: "session", session: sess}, nil
+		return &principal{name: sess.name, role: sess.role, showBodies: sess.showBodies, editQueues: sess.editQueues, via: "session", session: sess}, nil
 	}
 	if s.local() {
 		return &principal{name: LocalActor, role: config.RoleAdmin, via: "local"}, nil
@@ -301,6 +315,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, p *principal, rt
 type session struct {
 	name, role string
 	showBodies bool
+	editQueues []string
 	csrf       string
 	expires    time.Time
 }
@@ -350,8 +365,8 @@ func (ss *sessions) remove(id string) {
 
 // startSession logs a principal in to the console: a new session and its
 // cookie (HttpOnly, SameSite=Strict).
-func (s *Server) startSession(w http.ResponseWriter, r *http.Request, name, role string, showBodies bool) {
-	sess := &session{name: name, role: role, showBodies: showBodies, csrf: randomHex(32), expires: s.o.Now().Add(s.o.SessionTTL)}
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, name, role string, showBodies bool, editQueues ...string) {
+	sess := &session{name: name, role: role, showBodies: showBodies, editQueues: editQueues, csrf: randomHex(32), expires: s.o.Now().Add(s.o.SessionTTL)}
 	id := s.sessions.add(sess)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: s.secureCookie(r), Expires: sess.expires})
@@ -389,7 +404,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request, _ *principa
 		http.Redirect(w, r, "/?login=failed", http.StatusSeeOther)
 		return
 	}
-	s.startSession(w, r, t.Name, t.Role, t.ShowBodies)
+	s.startSession(w, r, t.Name, t.Role, t.ShowBodies, t.EditQueues...)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -417,11 +432,13 @@ type sessionJSON struct {
 	Local       bool     `json:"local"`
 	ShowBodies  bool     `json:"show_bodies"`
 	Permissions []string `json:"permissions"`
-	CSRFToken   string   `json:"csrf_token,omitempty"`
+	// EditQueues are the queues the principal may edit entries of.
+	EditQueues []string `json:"edit_queues,omitempty"`
+	CSRFToken  string   `json:"csrf_token,omitempty"`
 }
 
 func (s *Server) handleSession(w http.ResponseWriter, _ *http.Request, p *principal) {
-	out := sessionJSON{Name: p.name, Role: p.role, Via: p.via, Local: s.local(), ShowBodies: p.bodies(), Permissions: p.permissions()}
+	out := sessionJSON{Name: p.name, Role: p.role, Via: p.via, Local: s.local(), ShowBodies: p.bodies(), Permissions: p.permissions(), EditQueues: p.editQueues}
 	if p.session != nil {
 		out.CSRFToken = p.session.csrf
 	}

@@ -21,6 +21,10 @@ type roleCase struct {
 	least        string // "" = public
 }
 
+// editorRoutes need more than their least role: the token's edit_queues
+// must cover the entry's queue (edit.go); no token of the matrix has any.
+var editorRoutes = map[string]bool{"POST /api/entries/{id}/edit": true}
+
 func roleCases() []roleCase {
 	dry := map[string]any{"dry_run": true}
 	return []roleCase{
@@ -45,6 +49,8 @@ func roleCases() []roleCase {
 		{"POST", "/api/queues/{queue}/parked/{key}/unpark", dry, config.RoleOperator},
 		{"POST", "/api/erase", map[string]any{"dry_run": true, "key": "customer-1"}, config.RoleAdmin},
 		{"POST", "/api/expire", dry, config.RoleAdmin},
+		{"GET", "/api/rules", nil, config.RoleViewer},
+		{"POST", "/api/entries/{id}/edit", map[string]any{"body": "{}", "reason": "r", "confirm": "1", "dry_run": true}, config.RoleOperator},
 	}
 }
 
@@ -75,6 +81,14 @@ func TestRoleMatrix(t *testing.T) {
 			code := f.call(c.method, path, &tok, c.body, nil)
 			want := c.least == "" || roleRank[tok.Role] >= roleRank[c.least]
 			switch {
+			case want && editorRoutes[c.method+" "+c.path]: // allowed by role, refused for edit_queues
+				code = f.call(c.method, path, &tok, c.body, &e)
+				if code != http.StatusForbidden || e.Field != "edit_queues" {
+					t.Errorf("%s (%s) %s %s: %d %+v, want 403 for edit_queues", tok.Name, tok.Role, c.method, path, code, e)
+				}
+				if n := countRefused(t, f, tok.Name); n != refusedBefore+2 {
+					t.Errorf("%s %s by %s: %d refusal records, want %d", c.method, path, tok.Name, n, refusedBefore+2)
+				}
 			case want && (code == http.StatusForbidden || code == http.StatusUnauthorized):
 				t.Errorf("%s (%s) %s %s: %d, want it allowed", tok.Name, tok.Role, c.method, path, code)
 			case !want:

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -218,16 +217,15 @@ func (s *Server) handleEntry(w http.ResponseWriter, r *http.Request, p *principa
 		s.fail(w, r, badField("body", "body %q: must be auto, text, json or hex", format))
 		return
 	}
-	e, err := s.o.Store.Get(r.Context(), id)
-	if err != nil {
-		if errors.Is(err, catalog.ErrNotFound) {
-			writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no entry %d in the catalog (list entries with GET /api/entries)", id), Field: "id"})
-			return
-		}
-		s.fail(w, r, err)
+	e, ok := s.entry(w, r, id)
+	if !ok {
 		return
 	}
 	v := entryview.New(e, "catalog", format)
+	if err := s.addVersions(r.Context(), &v, format, p); err != nil { // edit.go
+		s.fail(w, r, err)
+		return
+	}
 	if !p.bodies() && v.Body.Format != "erased" && v.Body.Format != "empty" {
 		v.Body = entryview.Body{Format: "masked", Size: v.Body.Size,
 			Note: fmt.Sprintf("bodies are masked for token %q (role viewer): an operator, an admin or a viewer with show_bodies = true sees them", p.name)}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/plan"
 )
 
@@ -117,7 +118,10 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (ou
 		}
 		return nil
 	}), lily.ConsumerOptions{Queue: qc, Concurrency: 4, Prefetch: 64, ReceiveWait: 20 * time.Millisecond,
-		Hooks: []lily.Hook{hook}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		// The recorder writes the breaker's transitions to the catalog,
+		// where [[redrive_rule]] when = "breaker_closed" finds the outage.
+		Hooks:  []lily.Hook{hook, catalog.NewRuntimeRecorder(b.cat, catalog.RecorderParams{Consumer: "demo-outage"})},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return out, err
 	}

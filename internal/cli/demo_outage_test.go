@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
 )
 
 // TestOutageScenario runs the outage scenario on each transport, with and
@@ -58,6 +59,17 @@ func outageRun(t *testing.T, kind string, breaker bool) {
 	if breaker {
 		if got.DeadLettered != 0 || got.BreakerOpened == 0 || got.Held == 0 {
 			t.Errorf("with the breaker: %d dead-lettered (want 0), opened %d, held %d", got.DeadLettered, got.BreakerOpened, got.Held)
+		}
+		// The runtime recorded the outage in the catalog, where a
+		// [[redrive_rule]] when = "breaker_closed" finds it.
+		cat, err := catalog.Open(context.Background(), f.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		outages, err := cat.Outages(context.Background(), f.queue, time.Now().Add(-time.Hour))
+		if err != nil || len(outages) == 0 || !outages[0].OpenedAt.Before(outages[0].Closed.At) {
+			t.Errorf("outages recorded in the catalog: %+v, %v", outages, err)
 		}
 		return
 	}

@@ -56,6 +56,7 @@ func printEntry(w io.Writer, v entryJSON, now time.Time) {
 	}
 	fmt.Fprint(w, "  ")
 	printBody(w, v.Body)
+	printVersions(w, v.Versions) // dlq_edit.go
 }
 
 func orDash(s string) string {
@@ -103,6 +104,9 @@ pretty JSON, UTF-8 text or a hex dump (--body). Nothing is consumed or changed.`
 				return err
 			}
 			v := entryView(e, "catalog", bodyFormat)
+			if err := withVersions(ctx, env.cat, &v, bodyFormat); err != nil { // dlq_edit.go
+				return err
+			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}

@@ -36,6 +36,7 @@ type serveOptions struct {
 	trustProxy bool
 	ingest     ingestOptions
 	jobLease   time.Duration
+	rulesEvery time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -108,6 +109,7 @@ cookies would cross the network in clear text.`,
 		"how long a replica's ingest lease of a queue lasts unrenewed: after it dies, another replica takes over within this (>= 2x --ingest-interval)")
 	fl.DurationVar(&o.jobLease, "job-lease", catalog.DefaultJobLease,
 		"how long a redrive job's runner lease lasts unrenewed: after a replica dies mid-job, another resumes the job within this (>= 1s)")
+	fl.DurationVar(&o.rulesEvery, "rules-interval", defaultRulesInterval, "how often the [[redrive_rule]] triggers are checked (dlq_rules.go)")
 	return cmd
 }
 
@@ -150,6 +152,9 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 		return usagef("--listen %s: refused: no token is configured, so anyone who reaches this address would act as admin "+
 			"(redrive, discard, erase). Add [[token]] entries (name, role, secret_env) to --config or set %s=\"name:role:secret,...\", "+
 			"or listen on a loopback address such as --listen 127.0.0.1:8080", listen, httpapi.TokensEnv)
+	}
+	if o.rulesEvery <= 0 {
+		return usagef("--rules-interval %s: must be > 0 (default %s)", o.rulesEvery, defaultRulesInterval)
 	}
 	if o.jobLease < time.Second {
 		return usagef("--job-lease %s: must be at least 1s (default %s): a runner renews its lease before every batch", o.jobLease, catalog.DefaultJobLease)
@@ -200,6 +205,7 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	}
 	defer srv.Close()
 	defer startJobRunner(ctx, env, targets, hook, logger, o.jobLease)()
+	defer startRuleLoop(ctx, env.cat, catalogRules(env.cfg), o.rulesEvery, logger)()
 	// The ledger's per-event rows past ledger_horizon_hours are folded
 	// away in the background (every replica may; each row goes once).
 	pruneCtx, stopPrune := context.WithCancel(ctx)

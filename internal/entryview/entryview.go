@@ -53,6 +53,10 @@ type Entry struct {
 	Evidence    Evidence          `json:"evidence"`
 	Headers     map[string]string `json:"headers"`
 	Body        Body              `json:"body"`
+	// Versions are the body's versions when it was edited ('lily dlq
+	// edit'; diff.go): the original (0) first, each with its diff. Body is
+	// the original; a redrive sends the last version.
+	Versions []Version `json:"versions,omitempty"`
 }
 
 // New renders catalog entry e; location is "catalog", or "broker_dlq" for
