@@ -76,6 +76,7 @@ var pgMigrations = []pgMigration{
 	{2, "covering indexes for group (INCLUDE id), schema_version kept by a trigger", func() string {
 		return pgGroupIndexes + pgSchemaVersionTrigger
 	}},
+	{3, "triage of entries and groups, append-only notes", func() string { return pgDDL(triageTables) + pgTriage }},
 }
 
 // migratePostgres applies the steps of pgMigrations the database lacks.
