@@ -76,7 +76,9 @@ var pgMigrations = []pgMigration{
 	{2, "covering indexes for group (INCLUDE id), schema_version kept by a trigger", func() string {
 		return pgGroupIndexes + pgSchemaVersionTrigger
 	}},
-	{3, "triage of entries and groups, append-only notes", func() string { return pgDDL(triageTables) + pgTriage }},
+	{3, "triage of entries and groups, append-only notes; redirected_to", func() string {
+		return pgDDL(triageTables) + pgTriage + `ALTER TABLE lily_dlq_entries ADD COLUMN redirected_to TEXT NOT NULL DEFAULT '';` + pgRedirectJobs
+	}},
 }
 
 // migratePostgres applies the steps of pgMigrations the database lacks.

@@ -99,6 +99,9 @@ var addedColumns = []struct{ name, decl string }{
 	// Discard and expire remove the data and keep its sizes.
 	{"body_size", "INTEGER"},
 	{"headers_size", "INTEGER"},
+	// A redrive --to another queue records the queue it went to: the
+	// ledger counts the entry as redirected out of its source.
+	{"redirected_to", "TEXT NOT NULL DEFAULT ''"},
 }
 
 // indexes serve the work-list queries: paging by queue and state (redrive,
@@ -152,6 +155,9 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	}
 	if _, err := db.ExecContext(ctx, indexes+auditSchema+keySchema+leaseSchema+jobsSchema+ledgerPruneSchema+triageSchema); err != nil {
 		return fmt.Errorf("catalog: create indexes: %w", err)
+	}
+	if err := migrateRedirect(ctx, db); err != nil {
+		return err
 	}
 	if err := migrateSchemaVersion(ctx, db); err != nil {
 		return err
