@@ -433,7 +433,9 @@ function options(params) {
     field("new_consumer_version", "Consumer version now running (fixes a crash)", {value: params.get("new_consumer_version") || "", "aria-describedby": "new_consumer_version-help"},
       "delivery_limit entries of other versions are sent too"),
     h("div", {}, h("label", {}, h("input", {type: "checkbox", id: "include_crashers", name: "include_crashers"}),
-      " Include every delivery_limit entry (crash-type poison)")));
+      " Include every delivery_limit entry (crash-type poison)")),
+    field("to", "Redirect to queue (empty: each entry's source queue)", {value: params.get("to") || "", "aria-describedby": "to-help"},
+      "a configured queue: a quarantine, or a fixed consumer's queue"));
 }
 
 const activeJob = st => st === "queued" || st === "running" || st === "sampling";
@@ -449,6 +451,8 @@ async function redrive(params) {
     const v = form.elements.new_consumer_version.value.trim();
     if (v) b.new_consumer_version = v;
     if (form.elements.include_crashers.checked) b.include_crashers = true;
+    const to = form.elements.to.value.trim();
+    if (to) b.to = to;
     return b;
   };
   const result = twoStep(form, () => api("POST", "/api/redrives", body(true)), (p, area) => {
@@ -464,7 +468,7 @@ async function redrive(params) {
         h("td", {class: "num"}, e.redrive_count), h("td", {}, e.outcome === "would_need_manual" ? "needs manual (at max_redrives)" : "redrive")))) : null,
       p.truncated ? h("p", {class: "muted"}, "The first 100 are listed.") : null,
       p.held_back ? notice("warn", `Held back: ${p.held_back} delivery_limit entries (crash-type poison: the consumer died on them). They stay pending; to send them, name the consumer version now running, or tick "Include every delivery_limit entry".`) : null,
-      h("p", {}, `Confirming sends them back to their source queues: ${how}${b.rate ? " at " + b.rate + " per second" : ""}.`), btn));
+      h("p", {}, `Confirming sends them ${b.to ? "to " + b.to + " instead of their source queues" : "back to their source queues"}: ${how}${b.rate ? " at " + b.rate + " per second" : ""}.`), btn));
     area.querySelector("h2").focus();
     return btn;
   }, async (_, area) => {
