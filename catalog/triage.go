@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 	"unicode"
@@ -575,4 +576,30 @@ func (s *Store) KnownIssueHeld(ctx context.Context) (map[string]int64, error) {
 		}
 	}
 	return out, rows.Err()
+}
+
+// GroupTriage is the triage record of a group in one queue.
+type GroupTriage struct {
+	Queue string `json:"queue"`
+	Triage
+}
+
+// AttachGroupTriage sets the Triage of each group of a grouping by
+// fingerprint: the records of that fingerprint in queue (in every queue
+// when queue is empty), ordered by queue.
+func (s *Store) AttachGroupTriage(ctx context.Context, queue string, gs []Group) error {
+	all, err := s.GroupTriages(ctx, queue)
+	if err != nil || len(all) == 0 {
+		return err
+	}
+	byFP := map[string][]GroupTriage{}
+	for k, t := range all {
+		byFP[k.Fingerprint] = append(byFP[k.Fingerprint], GroupTriage{Queue: k.Queue, Triage: *t})
+	}
+	for i := range gs {
+		ts := byFP[gs[i].Key]
+		sort.Slice(ts, func(a, b int) bool { return ts[a].Queue < ts[b].Queue })
+		gs[i].Triage = ts
+	}
+	return nil
 }

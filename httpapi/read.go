@@ -228,6 +228,10 @@ func (s *Server) handleEntry(w http.ResponseWriter, r *http.Request, p *principa
 		return
 	}
 	v := entryview.New(e, "catalog", format)
+	if err := entryview.AddTriage(r.Context(), s.o.Store, &v, e); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if !p.bodies() && v.Body.Format != "erased" && v.Body.Format != "empty" {
 		v.Body = entryview.Body{Format: "masked", Size: v.Body.Size,
 			Note: fmt.Sprintf("bodies are masked for token %q (role viewer): an operator, an admin or a viewer with show_bodies = true sees them", p.name)}

@@ -53,6 +53,10 @@ type Entry struct {
 	Evidence    Evidence          `json:"evidence"`
 	Headers     map[string]string `json:"headers"`
 	Body        Body              `json:"body"`
+	// Triage is who owns the entry, its status, ticket and notes — its own
+	// and its group's (queue + fingerprint); set by the caller
+	// (catalog.Store.EntryTriage), absent when neither has any.
+	Triage *catalog.EntryTriage `json:"triage,omitempty"`
 }
 
 // New renders catalog entry e; location is "catalog", or "broker_dlq" for
