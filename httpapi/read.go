@@ -33,6 +33,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 	if err == nil {
 		keys, err = s.o.Store.HeldKeys(r.Context(), "")
 	}
+	var known map[string]int64 // held entries triaged known_issue: quiet
+	if err == nil {
+		known, err = s.o.Store.KnownIssueHeld(r.Context())
+	}
 	if err != nil {
 		s.o.Logger.Error("httpapi: health", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "down", Reasons: []string{"catalog unreadable: " + err.Error()}})
@@ -48,9 +52,13 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 		case st.Depth > 0 && !st.Deadline.IsZero() && !now.Before(st.Deadline):
 			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: %d dead letters, the oldest past its deadline %s (dlq_retention_hours): run 'lily dlq expire' or decide them",
 				st.Queue, st.Depth, st.Deadline.Format(time.RFC3339)))
-		case st.Depth > 0:
-			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: %d dead letters held (oldest %s ago, deadline %s)",
-				st.Queue, st.Depth, now.Sub(st.Oldest).Round(time.Second), st.Deadline.Format(time.RFC3339)))
+		case st.Depth > known[st.Queue]:
+			reason := fmt.Sprintf("queue %s: %d dead letters held (oldest %s ago, deadline %s)",
+				st.Queue, st.Depth-known[st.Queue], now.Sub(st.Oldest).Round(time.Second), st.Deadline.Format(time.RFC3339))
+			if known[st.Queue] > 0 {
+				reason += fmt.Sprintf(", besides %d of groups triaged known_issue", known[st.Queue])
+			}
+			out.Reasons = append(out.Reasons, reason)
 		}
 	}
 	for _, k := range keys {
