@@ -45,6 +45,7 @@ func roleCases() []roleCase {
 		{"POST", "/api/queues/{queue}/parked/{key}/unpark", dry, config.RoleOperator},
 		{"POST", "/api/erase", map[string]any{"dry_run": true, "key": "customer-1"}, config.RoleAdmin},
 		{"POST", "/api/expire", dry, config.RoleAdmin},
+		{"POST", "/api/triage", map[string]any{"filter": map[string]any{"ids": []int{1}}, "note": "looked at it"}, config.RoleOperator},
 	}
 }
 

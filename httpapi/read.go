@@ -94,6 +94,10 @@ type queueJSON struct {
 	// first, the last ending now.
 	Inflow              []int64 `json:"inflow"`
 	InflowBucketSeconds int64   `json:"inflow_bucket_seconds"`
+	// KnownIssue counts the held entries triaged known_issue (their own
+	// status or their group's); Alarming the rest of the depth.
+	KnownIssue int64 `json:"known_issue"`
+	Alarming   int64 `json:"alarming"`
 }
 
 // handleQueues lists every queue of the catalog and the configuration.
@@ -119,12 +123,18 @@ func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request, _ *princip
 			stats = append(stats, catalog.QueueStats{Queue: q.Name, Retention: s.retention(q.Name)})
 		}
 	}
+	known, err := s.o.Store.KnownIssueHeld(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	bucket := time.Duration(hours) * time.Hour / inflowBuckets
 	out := make([]queueJSON, 0, len(stats))
 	for _, st := range stats {
 		q := s.queue(st.Queue)
 		row := queueJSON{Queue: entryview.NewQueue(st, q.Owner, now), Transport: q.Transport, MaxRedrives: q.Settings().MaxRedrives,
-			InflowBucketSeconds: int64(bucket.Seconds()), PastDeadline: !st.Deadline.IsZero() && !now.Before(st.Deadline)}
+			InflowBucketSeconds: int64(bucket.Seconds()), PastDeadline: !st.Deadline.IsZero() && !now.Before(st.Deadline),
+			KnownIssue: known[st.Queue], Alarming: max(0, st.Depth-known[st.Queue])}
 		if row.Inflow, err = s.o.Store.Inflow(r.Context(), st.Queue, now, bucket, inflowBuckets); err != nil {
 			s.fail(w, r, err)
 			return
@@ -269,6 +279,12 @@ func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request, _ *princip
 		s.fail(w, r, err)
 		return
 	}
+	if by == "fingerprint" {
+		if err := s.o.Store.AttachGroupTriage(r.Context(), f.Queue, groups); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	if groups == nil {
 		groups = []catalog.Group{}
 	}
@@ -280,7 +296,7 @@ func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request, _ *princip
 }
 
 // auditActions are the actions of the audit log.
-var auditActions = []string{catalog.ActionRedrive, catalog.ActionDiscard, catalog.ActionErase, catalog.ActionExpire, catalog.ActionRefused}
+var auditActions = []string{catalog.ActionRedrive, catalog.ActionDiscard, catalog.ActionErase, catalog.ActionExpire, catalog.ActionRefused, catalog.ActionTriage}
 
 // handleAudit is 'lily audit --json', newest first: ?since= ?action=
 // ?op= ?actor= ?event_id= (one message's history) ?limit= (1..1000,

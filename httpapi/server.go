@@ -210,6 +210,7 @@ func (s *Server) apiRoutes() []route {
 		{"POST", "/api/expire", permExpire, s.handleExpire},
 		{"GET", "/api/parked", permRead, s.handleParked},
 		{"POST", "/api/queues/{queue}/parked/{key}/unpark", permUnpark, s.handleUnpark},
+		{"POST", "/api/triage", permTriage, s.handleTriage},
 	}
 }
 
