@@ -4,10 +4,8 @@ import (
 	"context"
 	"flag"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -29,52 +27,9 @@ const chromiumPath = "/usr/bin/chromium"
 // its record in the audit log. It skips loudly without Chromium, except
 // under CI=true, where it fails.
 func TestConsoleInBrowser(t *testing.T) {
-	path := chromiumPath
-	if _, err := os.Stat(path); err != nil {
-		if p, lerr := exec.LookPath("chromium"); lerr == nil {
-			path = p
-		} else if os.Getenv("CI") == "true" {
-			t.Fatalf("chromium is not installed (%v): CI must run the browser test ('apt-get install -y chromium', as .ci/run does)", err)
-		} else {
-			t.Skipf("SKIPPED LOUDLY: chromium is not installed (%v); install it with 'apt-get install -y chromium' to run the console's browser test", err)
-		}
-	}
+	b := newBrowser(t)
 	f := newFixture(t, allTokens)
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.WindowSize(1366, 900),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-
-	do := func(name string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return v
-	}
+	ctx, do, text := b.ctx, b.do, b.text
 	do("log in",
 		chromedp.Navigate(f.ts.URL+"/"),
 		chromedp.WaitVisible(chromedp.ID("token")),

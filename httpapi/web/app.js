@@ -285,6 +285,7 @@ async function groups(params, gen) {
       h("th", {scope: "row", class: "key"}, g.key || h("span", {class: "muted"}, "(none)")),
       h("td", {}, time(g.first_seen)), h("td", {}, time(g.last_seen)),
       h("td", {}, h("a", {href: "#/entry/" + g.sample_id}, "entry " + g.sample_id)),
+      by === "fingerprint" ? triageCell(g, queue) : null, // triage.js
       h("td", {}, h("ul", {class: "actions"},
         h("li", {}, h("a", {href: link("/entries", sel)}, "Entries")),
         can("redrive") ? h("li", {}, h("a", {href: link("/redrive", sel), class: "redrive-link"}, "Redrive…")) : null,
@@ -293,7 +294,7 @@ async function groups(params, gen) {
   page(queue ? `Groups of ${queue}` : "Groups of every queue", tabs,
     h("p", {}, `${data.total} held entries in ${data.groups.length} groups by ${by.replace("_", " ")}.`,
       queue ? [" ", h("a", {href: link("/groups", {by})}, "All queues")] : null),
-    data.groups.length ? table(["Count", GROUP_BY.find(g => g[0] === by)[1], "First seen", "Last seen", "Sample", ""], rows, {class: "groups"})
+    data.groups.length ? table(["Count", GROUP_BY.find(g => g[0] === by)[1], "First seen", "Last seen", "Sample", ...(by === "fingerprint" ? ["Triage"] : []), ""], rows, {class: "groups"})
       : notice("info", "Nothing held: the work list is empty."));
 }
 
@@ -359,6 +360,7 @@ async function entryPage(id, params) {
       ["Counts", `delivery ${e.delivery_count}, retries ${e.retry_count}, redrives ${e.redrive_count}`],
       ["Dead-lettered", time(e.dead_lettered_at)], ["Decision", e.decision ? `${e.decision} — by ${e.decided_by}, ${when(e.decided_at)}` : ""],
       ["Erased", e.erased_at ? when(e.erased_at) + " (tombstone)" : ""], ["Body SHA-256", h("span", {class: "mono"}, e.body_sha256)]]),
+    triageEntry(e), // triage.js
     h("h2", {}, "Lily evidence"),
     dl([["Reason", l.reason], ["Error type", l.error_type], ["Error message", l.error_message], ["Source", l.source],
       ["Source message ID", l.source_message_id], ["First failure", time(l.first_failure_at)], ["Last failure", time(l.last_failure_at)],
@@ -594,7 +596,7 @@ async function audit(params, gen) {
   if (gen !== generation) return;
   const form = h("form", {class: "filters", "aria-label": "Audit filters"},
     h("div", {}, h("label", {for: "a-action"}, "Action"), h("select", {id: "a-action", name: "action"},
-      ["", "redrive", "discard", "erase", "expire", "refused"].map(a => h("option", {value: a, selected: a === (params.get("action") || "")}, a || "any")))),
+      ["", "redrive", "discard", "erase", "expire", "refused", "triage"].map(a => h("option", {value: a, selected: a === (params.get("action") || "")}, a || "any")))),
     ["op", "actor", "event_id", "since"].map(k => h("div", {}, h("label", {for: "a-" + k}, k.replace("_", " ")),
       h("input", {id: "a-" + k, name: k, value: params.get(k) || ""}))),
     h("div", {class: "buttons"}, h("button", {type: "submit", class: "secondary"}, "Apply")));
