@@ -61,6 +61,16 @@ type Config struct {
 	// "<queue>.dlt": e.g. one written by Spring Kafka ("orders-dlt"),
 	// Kafka Connect or Kafka Streams. Defaults to none.
 	KafkaDeadLetterTopics map[string]string `toml:"kafka_dead_letter_topics" json:"kafka_dead_letter_topics,omitempty"`
+	// KafkaDLTRetentionHours maps a kafka queue to how long its dead-letter
+	// topic keeps records (retention.ms, declared by 'lily topology
+	// apply'), 1..87600 hours. Defaults to the queue's dlq_retention_hours:
+	// a dead letter leaves the topic when the catalog would discard it
+	// (kafka_dlt.go).
+	KafkaDLTRetentionHours map[string]int `toml:"kafka_dlt_retention_hours" json:"kafka_dlt_retention_hours,omitempty"`
+	// KafkaDLTRetentionBytes maps a kafka queue to the most bytes per
+	// partition its dead-letter topic keeps (retention.bytes): -1 for no
+	// size cap, or at least 1048576. Defaults to -1.
+	KafkaDLTRetentionBytes map[string]int64 `toml:"kafka_dlt_retention_bytes" json:"kafka_dlt_retention_bytes,omitempty"`
 	// RedactPatterns are extra regular expressions whose matches are masked
 	// in error messages and stacks. Defaults to none (the built-in
 	// patterns always apply).
