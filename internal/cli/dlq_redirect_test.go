@@ -36,7 +36,7 @@ func ackOn(t *testing.T, db, queue string) func() []*transport.Delivery {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: queue, Max: 10, Consumer: "quarantine", Wait: 20 * time.Millisecond})
+			ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: queue, Max: 10, Consumer: "fixed", Wait: 20 * time.Millisecond})
 			if err != nil {
 				return
 			}
