@@ -523,7 +523,7 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 	}
 	// A redirected message is new to its target queue: the target's
 	// ledger counts it accepted (Redrive false), the source's redirected.
-	pp := &transport.PublishParams{Queue: dest, Messages: msgs, Redrive: p.To == ""}
+	pp := &transport.PublishParams{Queue: dest, Messages: msgs, Redrive: dest == queue}
 	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {
 		return s.redriveTx(ctx, d, tp, pp, es, p)
 	}
