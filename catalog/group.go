@@ -21,6 +21,9 @@ type Group struct {
 	LastSeen  time.Time `json:"last_seen"`
 	// SampleID is the ID of the group's most recent entry.
 	SampleID int64 `json:"sample_id"`
+	// Triage, grouped by fingerprint, are the triage records of the group
+	// in each queue that has one (AttachGroupTriage).
+	Triage []GroupTriage `json:"triage,omitempty"`
 }
 
 // Group groups the entries matching f by column (one of GroupColumns):

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -72,7 +73,7 @@ func (r *jobRun) record(ctx context.Context, tx *txHandle, changed []*Entry, out
 		sent = len(changed)
 		if r.sampling {
 			for _, e := range changed {
-				r.job.Sampled = append(r.job.Sampled, SampledMessage{EntryID: e.ID, Queue: e.Queue, EventID: e.EventID, LedgerKey: ledgerKey(e.EventID, e.Body)})
+				r.job.Sampled = append(r.job.Sampled, SampledMessage{EntryID: e.ID, Queue: cmp.Or(r.job.To, e.Queue), EventID: e.EventID, LedgerKey: ledgerKey(e.EventID, e.Body)})
 			}
 		}
 	} else {
@@ -149,7 +150,7 @@ func (s *Store) RunJob(ctx context.Context, j *Job, p JobRunParams) (*Job, error
 		return s.endJob(ctx, r, p, RedriveResult{}, err)
 	}
 	base := RedriveParams{Filter: j.Filter, Rate: j.Rate, MaxRedrives: p.MaxRedrives, Target: p.Target, Actor: j.Actor, Op: j.Op,
-		Batch: p.Batch, OnEntry: p.OnEntry, IncludeCrashers: j.IncludeCrashers, NewConsumerVersion: j.NewConsumerVersion, job: r,
+		Batch: p.Batch, OnEntry: p.OnEntry, IncludeCrashers: j.IncludeCrashers, NewConsumerVersion: j.NewConsumerVersion, To: j.To, job: r,
 		Options: fmt.Sprintf(`"sample":%d,"observe":%q`, j.Sample, j.Observe.String())}
 	if p.Progress != nil {
 		base.Progress = func(rp RedriveProgress) {

@@ -151,6 +151,9 @@ type Job struct {
 	ObserveText        string `json:"observe,omitempty"`
 	NewConsumerVersion string `json:"new_consumer_version,omitempty"`
 	IncludeCrashers    bool   `json:"include_crashers"`
+	// To is the queue a redirected job sends to instead of the entries'
+	// source (RedriveParams.To); empty for a plain redrive.
+	To string `json:"to,omitempty"`
 	// Total is the plan made when the job was created: the pending entries
 	// it would handle (what a dry run counts).
 	Total int `json:"total"`
@@ -207,6 +210,8 @@ type JobSpec struct {
 	// in (RedriveParams).
 	NewConsumerVersion string
 	IncludeCrashers    bool
+	// To redirects the job to this queue (RedriveParams.To).
+	To string
 	// Actor is who decides. Defaults to DefaultActor().
 	Actor string
 	// Op is the audit operation ID. Defaults to NewOp.
@@ -273,15 +278,15 @@ func (s *Store) CreateJob(ctx context.Context, sp JobSpec) (*Job, error) {
 	}
 	var id int64
 	err = s.db.QueryRowContext(ctx, `INSERT INTO lily_redrive_jobs(op, queue, filter, max_entries, rate_milli, sample, observe_ms,
-			new_consumer_version, include_crashers, total, held_back, state, actor, created_at, started_at, updated_at, holder, lease_until)
+			new_consumer_version, include_crashers, total, held_back, state, actor, created_at, started_at, updated_at, holder, lease_until, to_queue)
 		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT),
 			CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT),
-			CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS BIGINT)
+			CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT)
 		WHERE NOT EXISTS (SELECT 1 FROM lily_redrive_jobs WHERE state IN `+activeJobStates+` AND (queue = ? OR queue = '*' OR ? = '*'))
 		RETURNING id`,
 		op, queue, f.String(), sp.Limit, int64(sp.Rate*1000), sp.Sample, sp.Observe.Milliseconds(),
 		sp.NewConsumerVersion, boolInt(sp.IncludeCrashers), total, heldBack, string(state), actor,
-		t, started, t, holder, leaseUntil, queue, queue).Scan(&id)
+		t, started, t, holder, leaseUntil, sp.To, queue, queue).Scan(&id)
 	if err != nil {
 		if c, cerr := s.activeJobOn(ctx, queue); cerr == nil && c != nil {
 			return nil, &JobConflictError{Queue: queue, Job: c}
@@ -309,7 +314,7 @@ func (s *Store) activeJobOn(ctx context.Context, queue string) (*Job, error) {
 
 const jobCols = `id, op, queue, filter, max_entries, rate_milli, sample, observe_ms, new_consumer_version, include_crashers,
 	total, held_back, state, sent, refused, failed, after_id, since_id, sample_at, sample_until, sample_done, sample_clean,
-	sampled, returned, actor, created_at, started_at, updated_at, finished_at, error, holder, lease_until`
+	sampled, returned, actor, created_at, started_at, updated_at, finished_at, error, holder, lease_until, to_queue`
 
 func (s *Store) queryJobs(ctx context.Context, rest string, args ...any) ([]*Job, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+jobCols+` FROM lily_redrive_jobs`+rest, args...)
@@ -334,7 +339,7 @@ func scanJob(r interface{ Scan(...any) error }) (*Job, error) {
 	var rateMilli, observeMs, include, sampleUntil, sampleDone, clean, created, started, updated, finished, lease int64
 	if err := r.Scan(&j.ID, &j.Op, &j.Queue, &filter, &j.Limit, &rateMilli, &j.Sample, &observeMs, &j.NewConsumerVersion, &include,
 		&j.Total, &j.HeldBack, &state, &j.Sent, &j.Refused, &j.Failed, &j.Cursor, &j.sinceID, &j.sampleAt, &sampleUntil, &sampleDone, &clean,
-		&sampled, &returned, &j.Actor, &created, &started, &updated, &finished, &j.Error, &j.Holder, &lease); err != nil {
+		&sampled, &returned, &j.Actor, &created, &started, &updated, &finished, &j.Error, &j.Holder, &lease, &j.To); err != nil {
 		return nil, fmt.Errorf("catalog: read redrive job: %w", err)
 	}
 	f, err := parseFilter(filter)

@@ -38,7 +38,11 @@ type LedgerRow struct {
 	// InFlightDLX: dead-lettered by the broker, not yet confirmed by the
 	// dead-letter queue (RabbitMQ messages_dlx).
 	InFlightDLX int64 `json:"in_flight_dlx"`
-	Lost        int64 `json:"lost"`
+	// Redirected counts entries redriven to another queue ('lily dlq
+	// redrive --to'): they left this queue's flow for good and were
+	// accepted by the other queue.
+	Redirected int64 `json:"redirected"`
+	Lost       int64 `json:"lost"`
 }
 
 // Balanced reports whether every accepted message is accounted for.
@@ -91,14 +95,14 @@ func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) 
 	if err := lr.Err(); err != nil {
 		return nil, err
 	}
-	sr, err := s.db.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM lily_dlq_entries GROUP BY queue, state`)
+	sr, err := s.db.QueryContext(ctx, `SELECT queue, state, COUNT(*), CAST(SUM(CASE WHEN redirected_to <> '' THEN 1 ELSE 0 END) AS BIGINT) FROM lily_dlq_entries GROUP BY queue, state`)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: ledger: %w", err)
 	}
 	for sr.Next() {
 		var q, st string
-		var n int64
-		if err := sr.Scan(&q, &st, &n); err != nil {
+		var n, redirected int64
+		if err := sr.Scan(&q, &st, &n, &redirected); err != nil {
 			sr.Close()
 			return nil, err
 		}
@@ -108,6 +112,8 @@ func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) 
 			r.DeadLettered += n
 		case StateDiscarded, StateErased:
 			r.Discarded += n
+		case StateRedriven:
+			r.Redirected += redirected
 		}
 	}
 	sr.Close()
@@ -138,7 +144,7 @@ func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) 
 			}
 			r.DeadLettered += n
 		}
-		r.Lost = r.Accepted - r.Acked - r.DeadLettered - r.Discarded - r.InFlight
+		r.Lost = r.Accepted - r.Acked - r.DeadLettered - r.Discarded - r.Redirected - r.InFlight
 		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })

@@ -76,6 +76,9 @@ var pgMigrations = []pgMigration{
 	{2, "covering indexes for group (INCLUDE id), schema_version kept by a trigger", func() string {
 		return pgGroupIndexes + pgSchemaVersionTrigger
 	}},
+	{3, "triage of entries and groups, append-only notes; redirected_to", func() string {
+		return pgDDL(triageTables) + pgTriage + `ALTER TABLE lily_dlq_entries ADD COLUMN redirected_to TEXT NOT NULL DEFAULT '';` + pgRedirectJobs
+	}},
 	{5, "edited body versions, breaker transitions, consumer versions, redrive rule firings", func() string {
 		return pgDDL(editSchema) + pgDDL(ruleSchema)
 	}},

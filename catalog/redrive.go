@@ -83,6 +83,13 @@ type RedriveParams struct {
 	// version (or by an unrecorded one) go; those of this very version are
 	// still held back.
 	NewConsumerVersion string
+	// To, when set, redirects the redrive: the messages go to this queue
+	// (a quarantine, the queue of a fixed consumer) instead of their
+	// source, through Target(ctx, To), which must fail for a queue that
+	// does not exist — the redrive is then refused with nothing changed,
+	// dry run or not. The audit names both queues; the source's ledger
+	// counts the entries as redirected, the target's as accepted.
+	To string
 
 	// job, if set, ties the redrive to a stored job (RunJob).
 	job *jobRun
@@ -215,6 +222,9 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 	}
 	if p.job != nil {
 		selector += fmt.Sprintf(`,"job":%d`, p.job.job.ID)
+	}
+	if p.To != "" {
+		selector += fmt.Sprintf(`,"to":%q`, p.To)
 	}
 	if p.Options != "" {
 		selector += "," + p.Options
@@ -379,6 +389,9 @@ func (s *Store) redriveTargets(ctx context.Context, d decision, f Filter, h cras
 	if p.Target == nil { // dry run without targets: plan only
 		return out, nil
 	}
+	if p.To != "" {
+		return out, s.redirectTargets(ctx, d, p, queues, counts, out)
+	}
 	for _, q := range queues {
 		t, err := p.Target(ctx, q)
 		if err != nil {
@@ -489,8 +502,9 @@ func (s *Store) refuse(ctx context.Context, d decision, queue string, es []*Entr
 // redriveBatch publishes es to queue and, once confirmed, marks them
 // redriven with their audit record.
 func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, queue string, es []*Entry, lim *rate.Limiter, p RedriveParams) (int, error) {
+	dest, sent := redirect(p, queue)
 	if p.DryRun {
-		why := "would be sent to " + queue
+		why := "would be " + sent
 		if err := s.AppendAudit(ctx, d.record(ActionRedrive, OutcomeWouldRedrive, true, eventIDs(es), why)); err != nil {
 			return 0, err
 		}
@@ -506,7 +520,9 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 	if err != nil {
 		return 0, err
 	}
-	pp := &transport.PublishParams{Queue: queue, Messages: msgs, Redrive: true}
+	// A redirected message is new to its target queue: the target's
+	// ledger counts it accepted (Redrive false), the source's redirected.
+	pp := &transport.PublishParams{Queue: dest, Messages: msgs, Redrive: dest == queue}
 	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {
 		return s.redriveTx(ctx, d, tp, pp, es, p)
 	}
@@ -519,17 +535,16 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 		return 0, err
 	}
 	if err := pub.Publish(ctx, pp); err != nil {
-		detail := fmt.Sprintf("publish to %s: %v", queue, err)
+		detail := fmt.Sprintf("publish to %s: %v", dest, err)
 		// The entries are unchanged; record the failure even when ctx ended.
 		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(d.redriveAction(), OutcomeFailed, false, eventIDs(es), detail)); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
-		return 0, fmt.Errorf("publish %d entries to %s: %w", len(es), queue, err)
+		return 0, fmt.Errorf("publish %d entries to %s: %w", len(es), dest, err)
 	}
 	// Confirmed: from here on the state change must be recorded even if
 	// ctx is cancelled, or a later redrive would only add duplicates.
-	changed, err := s.markState(context.WithoutCancel(ctx), d, es,
-		`state = 'redriven', redrive_count = redrive_count + 1`, OutcomeRedriven, "sent to "+queue, p.job)
+	changed, err := s.markState(context.WithoutCancel(ctx), d, es, redrivenSet(p), OutcomeRedriven, sent, p.job)
 	notify(p, changed, OutcomeRedriven)
 	return len(changed), err
 }
@@ -546,7 +561,8 @@ func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *t
 			}
 		}
 		var err error
-		changed, err = markStateTx(ctx, tx, d, es, `state = 'redriven', redrive_count = redrive_count + 1`, OutcomeRedriven, "sent to "+pp.Queue, p.job)
+		_, sent := redirect(p, es[0].Queue)
+		changed, err = markStateTx(ctx, tx, d, es, redrivenSet(p), OutcomeRedriven, sent, p.job)
 		if err != nil || len(changed) == 0 {
 			return err
 		}
@@ -563,7 +579,7 @@ func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *t
 				msgs = append(msgs, pp.Messages[i])
 			}
 		}
-		if err := tp.PublishTx(ctx, tx.Tx, &transport.PublishParams{Queue: pp.Queue, Messages: msgs, Redrive: true}); err != nil {
+		if err := tp.PublishTx(ctx, tx.Tx, &transport.PublishParams{Queue: pp.Queue, Messages: msgs, Redrive: pp.Redrive}); err != nil {
 			return fmt.Errorf("publish %d entries to %s: %w", len(msgs), pp.Queue, err)
 		}
 		return nil

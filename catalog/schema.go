@@ -99,6 +99,9 @@ var addedColumns = []struct{ name, decl string }{
 	// Discard and expire remove the data and keep its sizes.
 	{"body_size", "INTEGER"},
 	{"headers_size", "INTEGER"},
+	// A redrive --to another queue records the queue it went to: the
+	// ledger counts the entry as redirected out of its source.
+	{"redirected_to", "TEXT NOT NULL DEFAULT ''"},
 }
 
 // indexes serve the work-list queries: paging by queue and state (redrive,
@@ -150,8 +153,11 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("catalog: add column %s: %w", c.name, err)
 		}
 	}
-	if _, err := db.ExecContext(ctx, indexes+auditSchema+keySchema+leaseSchema+jobsSchema+ledgerPruneSchema+editSchema+ruleSchema); err != nil {
+	if _, err := db.ExecContext(ctx, indexes+auditSchema+keySchema+leaseSchema+jobsSchema+ledgerPruneSchema+triageSchema+editSchema+ruleSchema); err != nil {
 		return fmt.Errorf("catalog: create indexes: %w", err)
+	}
+	if err := migrateRedirect(ctx, db); err != nil {
+		return err
 	}
 	if err := migrateSchemaVersion(ctx, db); err != nil {
 		return err

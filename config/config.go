@@ -82,6 +82,16 @@ type Config struct {
 	// sets on its SQS queues and receives with, 1..43200; the runtime
 	// extends it while a handler runs. nil means unset. Defaults to 30.
 	SQSVisibilityTimeoutSeconds *int `toml:"sqs_visibility_timeout_seconds" json:"sqs_visibility_timeout_seconds,omitempty"`
+	// KafkaDLTRetentionHours maps a kafka queue to how long its dead-letter
+	// topic keeps records (retention.ms, declared by 'lily topology
+	// apply'), 1..87600 hours. Defaults to the queue's dlq_retention_hours:
+	// a dead letter leaves the topic when the catalog would discard it
+	// (kafka_dlt.go).
+	KafkaDLTRetentionHours map[string]int `toml:"kafka_dlt_retention_hours" json:"kafka_dlt_retention_hours,omitempty"`
+	// KafkaDLTRetentionBytes maps a kafka queue to the most bytes per
+	// partition its dead-letter topic keeps (retention.bytes): -1 for no
+	// size cap, or at least 1048576. Defaults to -1.
+	KafkaDLTRetentionBytes map[string]int64 `toml:"kafka_dlt_retention_bytes" json:"kafka_dlt_retention_bytes,omitempty"`
 	// RedactPatterns are extra regular expressions whose matches are masked
 	// in error messages and stacks. Defaults to none (the built-in
 	// patterns always apply).

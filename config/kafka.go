@@ -63,7 +63,7 @@ func (c Config) validateKafka() []error {
 			errs = append(errs, fmt.Errorf("%w: kafka_dead_letter_topics: %q = %q: the dead-letter topic must not be the queue's own topic", ErrInvalidConfig, q, topic))
 		}
 	}
-	return errs
+	return append(errs, c.validateKafkaDLT()...)
 }
 
 // ValidateBroker checks a Kafka seed broker address: "host:port" with a

@@ -136,6 +136,7 @@ const (
 	// permEdit needs the operator role AND the token's edit_queues
 	// covering the entry's queue (checked by the handler, edit.go).
 	permEdit permission = "edit"
+	permTriage  permission = "triage"
 )
 
 // roleRank orders the roles: each may do what the ones below it may.
@@ -146,6 +147,7 @@ var permRole = map[permission]string{
 	permRead: config.RoleViewer, permRedrive: config.RoleOperator, permDiscard: config.RoleOperator,
 	permUnpark: config.RoleOperator, permErase: config.RoleAdmin, permExpire: config.RoleAdmin,
 	permEdit: config.RoleOperator,
+	permTriage: config.RoleOperator,
 }
 
 // allows reports whether role may do perm.
@@ -169,7 +171,7 @@ func (p *principal) bodies() bool { return p.showBodies || p.role != config.Role
 // permissions lists what p may do, for the console.
 func (p *principal) permissions() []string {
 	var out []string
-	for _, perm := range []permission{permRead, permRedrive, permDiscard, permUnpark, permErase, permExpire} {
+	for _, perm := range []permission{permRead, permRedrive, permDiscard, permUnpark, permErase, permExpire, permTriage} {
 		if allows(p.role, perm) {
 			out = append(out, string(perm))
 		}

@@ -51,6 +51,7 @@ func roleCases() []roleCase {
 		{"POST", "/api/expire", dry, config.RoleAdmin},
 		{"GET", "/api/rules", nil, config.RoleViewer},
 		{"POST", "/api/entries/{id}/edit", map[string]any{"body": "{}", "reason": "r", "confirm": "1", "dry_run": true}, config.RoleOperator},
+		{"POST", "/api/triage", map[string]any{"filter": map[string]any{"ids": []int{1}}, "note": "looked at it"}, config.RoleOperator},
 	}
 }
 

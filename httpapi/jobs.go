@@ -30,6 +30,9 @@ type redriveRequest struct {
 	// NewConsumerVersion is the consumer version now running, which fixes
 	// the crash: delivery_limit entries of other versions are sent.
 	NewConsumerVersion string `json:"new_consumer_version"`
+	// To redirects the redrive to this configured queue instead of the
+	// entries' source (redirect.go).
+	To string `json:"to"`
 }
 
 // validate checks the request as 'lily dlq redrive' checks its flags.
@@ -97,9 +100,13 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *princi
 		return
 	}
 	op := catalog.NewOp(s.o.Now())
+	if err := s.checkRedirect(r, p, op, f, req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if req.DryRun {
 		params := catalog.RedriveParams{Filter: f, Limit: req.Limit, DryRun: true, Rate: req.Rate, MaxRedrives: s.maxRedrives,
-			Target: s.o.Target, Actor: p.name, Op: op, IncludeCrashers: req.IncludeCrashers, NewConsumerVersion: req.NewConsumerVersion}
+			Target: s.o.Target, Actor: p.name, Op: op, IncludeCrashers: req.IncludeCrashers, NewConsumerVersion: req.NewConsumerVersion, To: req.To}
 		if req.Sample > 0 {
 			params.Options = fmt.Sprintf(`"sample":%d,"observe":%q`, req.Sample, observe.String())
 		}
@@ -125,7 +132,7 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *princi
 		return
 	}
 	j, err := s.o.Store.CreateJob(r.Context(), catalog.JobSpec{Filter: f, Limit: req.Limit, Rate: req.Rate, Sample: req.Sample,
-		Observe: observe, IncludeCrashers: req.IncludeCrashers, NewConsumerVersion: req.NewConsumerVersion, Actor: p.name, Op: op,
+		Observe: observe, IncludeCrashers: req.IncludeCrashers, NewConsumerVersion: req.NewConsumerVersion, To: req.To, Actor: p.name, Op: op,
 		Holder: s.jobs.holder, Lease: s.jobs.lease}) // leases on the real clock, as every runner's
 	var conflict *catalog.JobConflictError
 	if errors.As(err, &conflict) {
@@ -175,6 +182,8 @@ type jobJSON struct {
 	Rate        float64            `json:"rate"`
 	Sample      int                `json:"sample"`
 	Observe     string             `json:"observe,omitempty"`
+	// To is the queue a redirected job sends to instead of the source.
+	To string `json:"to,omitempty"`
 	// Holder is the runner holding an active job until LeaseUntil.
 	Holder     string     `json:"holder,omitempty"`
 	LeaseUntil *time.Time `json:"lease_until,omitempty"`
@@ -189,7 +198,7 @@ func toJobJSON(j *catalog.Job) jobJSON {
 		Redriven: j.Sent, NeedsManual: j.Refused, Failed: j.Failed, HeldBack: j.HeldBack, Cursor: j.Cursor,
 		SampleClean: j.SampleClean, Returned: j.Returned, Error: j.Error, Filter: j.Selector, Limit: j.Limit, Rate: j.Rate,
 		Sample: j.Sample, Observe: j.ObserveText, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt,
-		FinishedAt: j.FinishedAt}
+		FinishedAt: j.FinishedAt, To: j.To}
 	for _, m := range j.Sampled {
 		v.Sampled = append(v.Sampled, m.EventID)
 	}

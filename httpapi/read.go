@@ -32,6 +32,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 	if err == nil {
 		keys, err = s.o.Store.HeldKeys(r.Context(), "")
 	}
+	var known map[string]int64 // held entries triaged known_issue: quiet
+	if err == nil {
+		known, err = s.o.Store.KnownIssueHeld(r.Context())
+	}
 	if err != nil {
 		s.o.Logger.Error("httpapi: health", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "down", Reasons: []string{"catalog unreadable: " + err.Error()}})
@@ -47,9 +51,13 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 		case st.Depth > 0 && !st.Deadline.IsZero() && !now.Before(st.Deadline):
 			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: %d dead letters, the oldest past its deadline %s (dlq_retention_hours): run 'lily dlq expire' or decide them",
 				st.Queue, st.Depth, st.Deadline.Format(time.RFC3339)))
-		case st.Depth > 0:
-			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: %d dead letters held (oldest %s ago, deadline %s)",
-				st.Queue, st.Depth, now.Sub(st.Oldest).Round(time.Second), st.Deadline.Format(time.RFC3339)))
+		case st.Depth > known[st.Queue]:
+			reason := fmt.Sprintf("queue %s: %d dead letters held (oldest %s ago, deadline %s)",
+				st.Queue, st.Depth-known[st.Queue], now.Sub(st.Oldest).Round(time.Second), st.Deadline.Format(time.RFC3339))
+			if known[st.Queue] > 0 {
+				reason += fmt.Sprintf(", besides %d of groups triaged known_issue", known[st.Queue])
+			}
+			out.Reasons = append(out.Reasons, reason)
 		}
 	}
 	for _, k := range keys {
@@ -85,6 +93,10 @@ type queueJSON struct {
 	// first, the last ending now.
 	Inflow              []int64 `json:"inflow"`
 	InflowBucketSeconds int64   `json:"inflow_bucket_seconds"`
+	// KnownIssue counts the held entries triaged known_issue (their own
+	// status or their group's); Alarming the rest of the depth.
+	KnownIssue int64 `json:"known_issue"`
+	Alarming   int64 `json:"alarming"`
 }
 
 // handleQueues lists every queue of the catalog and the configuration.
@@ -110,12 +122,18 @@ func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request, _ *princip
 			stats = append(stats, catalog.QueueStats{Queue: q.Name, Retention: s.retention(q.Name)})
 		}
 	}
+	known, err := s.o.Store.KnownIssueHeld(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	bucket := time.Duration(hours) * time.Hour / inflowBuckets
 	out := make([]queueJSON, 0, len(stats))
 	for _, st := range stats {
 		q := s.queue(st.Queue)
 		row := queueJSON{Queue: entryview.NewQueue(st, q.Owner, now), Transport: q.Transport, MaxRedrives: q.Settings().MaxRedrives,
-			InflowBucketSeconds: int64(bucket.Seconds()), PastDeadline: !st.Deadline.IsZero() && !now.Before(st.Deadline)}
+			InflowBucketSeconds: int64(bucket.Seconds()), PastDeadline: !st.Deadline.IsZero() && !now.Before(st.Deadline),
+			KnownIssue: known[st.Queue], Alarming: max(0, st.Depth-known[st.Queue])}
 		if row.Inflow, err = s.o.Store.Inflow(r.Context(), st.Queue, now, bucket, inflowBuckets); err != nil {
 			s.fail(w, r, err)
 			return
@@ -226,6 +244,10 @@ func (s *Server) handleEntry(w http.ResponseWriter, r *http.Request, p *principa
 		s.fail(w, r, err)
 		return
 	}
+	if err := entryview.AddTriage(r.Context(), s.o.Store, &v, e); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if !p.bodies() && v.Body.Format != "erased" && v.Body.Format != "empty" {
 		v.Body = entryview.Body{Format: "masked", Size: v.Body.Size,
 			Note: fmt.Sprintf("bodies are masked for token %q (role viewer): an operator, an admin or a viewer with show_bodies = true sees them", p.name)}
@@ -255,6 +277,12 @@ func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request, _ *princip
 		s.fail(w, r, err)
 		return
 	}
+	if by == "fingerprint" {
+		if err := s.o.Store.AttachGroupTriage(r.Context(), f.Queue, groups); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	if groups == nil {
 		groups = []catalog.Group{}
 	}
@@ -266,7 +294,7 @@ func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request, _ *princip
 }
 
 // auditActions are the actions of the audit log.
-var auditActions = []string{catalog.ActionRedrive, catalog.ActionDiscard, catalog.ActionErase, catalog.ActionExpire, catalog.ActionRefused}
+var auditActions = []string{catalog.ActionRedrive, catalog.ActionDiscard, catalog.ActionErase, catalog.ActionExpire, catalog.ActionRefused, catalog.ActionTriage}
 
 // handleAudit is 'lily audit --json', newest first: ?since= ?action=
 // ?op= ?actor= ?event_id= (one message's history) ?limit= (1..1000,

@@ -212,6 +212,7 @@ func (s *Server) apiRoutes() []route {
 		{"POST", "/api/queues/{queue}/parked/{key}/unpark", permUnpark, s.handleUnpark},
 		{"POST", "/api/entries/{id}/edit", permEdit, s.handleEdit},
 		{"GET", "/api/rules", permRead, s.handleRules},
+		{"POST", "/api/triage", permTriage, s.handleTriage},
 	}
 }
 

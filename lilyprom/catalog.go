@@ -36,6 +36,7 @@ type CatalogCollector struct {
 	o       CatalogOptions
 
 	entries, oldest, unaccounted, held, up *prometheus.Desc
+	alarming                               *prometheus.Desc // triage.go
 }
 
 var _ prometheus.Collector = (*CatalogCollector)(nil)
@@ -71,6 +72,7 @@ func NewCatalogCollector(store *catalog.Store, counter transport.InFlightCounter
 		held: prometheus.NewDesc(MetricHeldKeys,
 			"Keys held by ordering park or block: their later messages wait behind a dead-lettered head ('lily dlq parked').",
 			[]string{LabelQueue}, nil),
+		alarming: alarmingDesc(),
 		up: prometheus.NewDesc(MetricCatalogUp,
 			"1 when every catalog query of the scrape succeeded, else 0.", nil, nil),
 	}
@@ -82,6 +84,7 @@ func (c *CatalogCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.oldest
 	ch <- c.unaccounted
 	ch <- c.held
+	ch <- c.alarming
 	ch <- c.up
 }
 
@@ -147,6 +150,9 @@ func (c *CatalogCollector) collect(ctx context.Context, ch chan<- prometheus.Met
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, q)
+	}
+	if err := c.collectAlarming(ctx, ch, queues, counts); err != nil {
+		errs = append(errs, err)
 	}
 	if held != nil {
 		for _, q := range queues {

@@ -91,6 +91,11 @@ func TestCatalogCollector(t *testing.T) {
 		Now:    func() time.Time { return testNow },
 	}))
 	want := `
+# HELP lily_dlq_alarming_entries Held dead-letter entries (pending, parked, needs_manual) not triaged known_issue (their own status, else their group's): what LilyDLQNotEmpty alarms on.
+# TYPE lily_dlq_alarming_entries gauge
+lily_dlq_alarming_entries{queue="orders.created"} 5
+lily_dlq_alarming_entries{queue="payments.captured"} 1
+lily_dlq_alarming_entries{queue="refunds.issued"} 0
 # HELP lily_dlq_entries Dead-letter catalog entries by state (pending, parked and needs_manual are the held work list).
 # TYPE lily_dlq_entries gauge
 lily_dlq_entries{queue="orders.created",state="discarded"} 1
@@ -206,10 +211,10 @@ func TestCatalogCardinality(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(lilyprom.NewCatalogCollector(s, inflight{}, lilyprom.CatalogOptions{}))
-	// 3 queues × 6 states; 3 ages; 3 held-key counts; 3 ledger rows (the
-	// queues of the entries); up.
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 3*6+3+3+3+1 {
-		t.Errorf("series = %d (%v), want %d", n, err, 3*6+3+3+3+1)
+	// 3 queues × 6 states; 3 ages; 3 held-key counts; 3 alarming counts;
+	// 3 ledger rows (the queues of the entries); up.
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 3*6+3+3+3+3+1 {
+		t.Errorf("series = %d (%v), want %d", n, err, 3*6+3+3+3+3+1)
 	}
 }
 

@@ -81,9 +81,13 @@
 //	    Age of the queue's oldest held entry (pending, parked or
 //	    needs_manual) since it was dead-lettered; 0 when none is held.
 //	    Retention (dlq_retention_hours) counts from the same moment.
+//	lily_dlq_alarming_entries{queue}             gauge
+//	    Held entries not triaged known_issue (their own triage status, else
+//	    their group's: 'lily dlq triage'). LilyDLQNotEmpty alarms on it, so
+//	    a known group is quiet while a new fingerprint still alarms.
 //	lily_ledger_unaccounted{queue}               gauge
 //	    The ledger's lost figure: accepted − acked − dead_lettered −
-//	    discarded − in_flight, as 'lily reconcile' prints it. Positive:
+//	    discarded − redirected − in_flight, as 'lily reconcile' prints it. Positive:
 //	    messages unaccounted for; negative: counted twice (a crash between a
 //	    ledger write and a broker ack). Exported only when the collector has
 //	    an in-flight counter (without one, in-flight messages would show as

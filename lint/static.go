@@ -130,6 +130,7 @@ func Static(cfg config.Config) []Finding {
 		out = append(out, staticSQS(cfg, q)...)
 		total += len(q.Policy().Buckets())
 	}
+	out = append(out, kafkaDLTStatic(cfg)...)
 	if total >= TopologyBucketsNearLimit {
 		out = append(out, Finding{
 			Severity: Warning, Code: CodeTopologyBucketsNearLimit,

@@ -285,6 +285,7 @@ async function groups(params, gen) {
       h("th", {scope: "row", class: "key"}, g.key || h("span", {class: "muted"}, "(none)")),
       h("td", {}, time(g.first_seen)), h("td", {}, time(g.last_seen)),
       h("td", {}, h("a", {href: "#/entry/" + g.sample_id}, "entry " + g.sample_id)),
+      by === "fingerprint" ? triageCell(g, queue) : null, // triage.js
       h("td", {}, h("ul", {class: "actions"},
         h("li", {}, h("a", {href: link("/entries", sel)}, "Entries")),
         can("redrive") ? h("li", {}, h("a", {href: link("/redrive", sel), class: "redrive-link"}, "Redrive…")) : null,
@@ -293,7 +294,7 @@ async function groups(params, gen) {
   page(queue ? `Groups of ${queue}` : "Groups of every queue", tabs,
     h("p", {}, `${data.total} held entries in ${data.groups.length} groups by ${by.replace("_", " ")}.`,
       queue ? [" ", h("a", {href: link("/groups", {by})}, "All queues")] : null),
-    data.groups.length ? table(["Count", GROUP_BY.find(g => g[0] === by)[1], "First seen", "Last seen", "Sample", ""], rows, {class: "groups"})
+    data.groups.length ? table(["Count", GROUP_BY.find(g => g[0] === by)[1], "First seen", "Last seen", "Sample", ...(by === "fingerprint" ? ["Triage"] : []), ""], rows, {class: "groups"})
       : notice("info", "Nothing held: the work list is empty."));
 }
 
@@ -360,6 +361,7 @@ async function entryPage(id, params) {
       ["Counts", `delivery ${e.delivery_count}, retries ${e.retry_count}, redrives ${e.redrive_count}`],
       ["Dead-lettered", time(e.dead_lettered_at)], ["Decision", e.decision ? `${e.decision} — by ${e.decided_by}, ${when(e.decided_at)}` : ""],
       ["Erased", e.erased_at ? when(e.erased_at) + " (tombstone)" : ""], ["Body SHA-256", h("span", {class: "mono"}, e.body_sha256)]]),
+    triageEntry(e), // triage.js
     h("h2", {}, "Lily evidence"),
     dl([["Reason", l.reason], ["Error type", l.error_type], ["Error message", l.error_message], ["Source", l.source],
       ["Source message ID", l.source_message_id], ["First failure", time(l.first_failure_at)], ["Last failure", time(l.last_failure_at)],
@@ -435,7 +437,9 @@ function options(params) {
     field("new_consumer_version", "Consumer version now running (fixes a crash)", {value: params.get("new_consumer_version") || "", "aria-describedby": "new_consumer_version-help"},
       "delivery_limit entries of other versions are sent too"),
     h("div", {}, h("label", {}, h("input", {type: "checkbox", id: "include_crashers", name: "include_crashers"}),
-      " Include every delivery_limit entry (crash-type poison)")));
+      " Include every delivery_limit entry (crash-type poison)")),
+    field("to", "Redirect to queue (empty: each entry's source queue)", {value: params.get("to") || "", "aria-describedby": "to-help"},
+      "a configured queue: a quarantine, or a fixed consumer's queue"));
 }
 
 const activeJob = st => st === "queued" || st === "running" || st === "sampling";
@@ -451,6 +455,8 @@ async function redrive(params) {
     const v = form.elements.new_consumer_version.value.trim();
     if (v) b.new_consumer_version = v;
     if (form.elements.include_crashers.checked) b.include_crashers = true;
+    const to = form.elements.to.value.trim();
+    if (to) b.to = to;
     return b;
   };
   const result = twoStep(form, () => api("POST", "/api/redrives", body(true)), (p, area) => {
@@ -466,7 +472,7 @@ async function redrive(params) {
         h("td", {class: "num"}, e.redrive_count), h("td", {}, e.outcome === "would_need_manual" ? "needs manual (at max_redrives)" : "redrive")))) : null,
       p.truncated ? h("p", {class: "muted"}, "The first 100 are listed.") : null,
       p.held_back ? notice("warn", `Held back: ${p.held_back} delivery_limit entries (crash-type poison: the consumer died on them). They stay pending; to send them, name the consumer version now running, or tick "Include every delivery_limit entry".`) : null,
-      h("p", {}, `Confirming sends them back to their source queues: ${how}${b.rate ? " at " + b.rate + " per second" : ""}.`), btn));
+      h("p", {}, `Confirming sends them ${b.to ? "to " + b.to + " instead of their source queues" : "back to their source queues"}: ${how}${b.rate ? " at " + b.rate + " per second" : ""}.`), btn));
     area.querySelector("h2").focus();
     return btn;
   }, async (_, area) => {
@@ -592,7 +598,7 @@ async function audit(params, gen) {
   if (gen !== generation) return;
   const form = h("form", {class: "filters", "aria-label": "Audit filters"},
     h("div", {}, h("label", {for: "a-action"}, "Action"), h("select", {id: "a-action", name: "action"},
-      ["", "redrive", "discard", "erase", "expire", "refused"].map(a => h("option", {value: a, selected: a === (params.get("action") || "")}, a || "any")))),
+      ["", "redrive", "discard", "erase", "expire", "refused", "triage"].map(a => h("option", {value: a, selected: a === (params.get("action") || "")}, a || "any")))),
     ["op", "actor", "event_id", "since"].map(k => h("div", {}, h("label", {for: "a-" + k}, k.replace("_", " ")),
       h("input", {id: "a-" + k, name: k, value: params.get(k) || ""}))),
     h("div", {class: "buttons"}, h("button", {type: "submit", class: "secondary"}, "Apply")));

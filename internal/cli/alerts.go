@@ -90,7 +90,9 @@ the labels severity, queue and owner (the queue's owner, or "unowned") and the
 annotations summary, description and runbook (the lily command to run first).
 
   LilyDLQNotEmpty                warning   held dead letters (pending, parked,
-                                           needs_manual) above --dlq-floor
+                                           needs_manual) above --dlq-floor, not
+                                           counting those triaged known_issue
+                                           (lily_dlq_alarming_entries)
   LilyDLQInflowSpike             critical  dead letters in the last 10m at
                                            --spike-factor times the rate of the
                                            6h before, and at least --spike-min
@@ -211,7 +213,6 @@ func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
 	}
 	name, cf := q.Name, o.config
 	sel := fmt.Sprintf(`{%s=%q}`, lilyprom.LabelQueue, name)
-	held := fmt.Sprintf(`{%s=%q,%s=~"pending|parked|needs_manual"}`, lilyprom.LabelQueue, name, lilyprom.LabelState)
 	labels := func(sev string) alertLabels { return alertLabels{Severity: sev, Queue: name, Owner: owner} }
 	triage := func(filter string) string {
 		return fmt.Sprintf("lily dlq group --config %s --queue %s --by reason%s (then --by error_type, fingerprint; lily dlq show ID for one entry)", cf, name, filter)
@@ -229,12 +230,15 @@ func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
 	factor := strconv.FormatFloat(o.spikeFactor, 'g', -1, 64)
 	rules := []alertRule{
 		{
-			Alert:  "LilyDLQNotEmpty",
-			Expr:   fmt.Sprintf("sum by (%s) (%s%s) > %d", lilyprom.LabelQueue, lilyprom.MetricDLQEntries, held, o.dlqFloor),
+			Alert: "LilyDLQNotEmpty",
+			// Held entries less those triaged known_issue ('lily dlq triage'):
+			// a known group is quiet, a new fingerprint alarms.
+			Expr:   fmt.Sprintf("sum by (%s) (%s%s) > %d", lilyprom.LabelQueue, lilyprom.MetricDLQAlarming, sel, o.dlqFloor),
 			Labels: labels("warning"),
 			Annotations: alertAnnotation{
 				Summary: fmt.Sprintf("{{ $value | humanize }} dead letters held in %s", name),
-				Description: fmt.Sprintf("Dead letters of %s wait for a decision (pending, parked or needs_manual), more than the floor of %d. "+
+				Description: fmt.Sprintf("Dead letters of %s wait for a decision (pending, parked or needs_manual), more than the floor of %d "+
+					"not counting groups triaged known_issue. "+
 					"They are kept %dh (dlq_retention_hours), then discarded with a record. Owner: %s.", name, o.dlqFloor, qs.DLQRetentionHours, owner),
 				Runbook: fmt.Sprintf("lily dlq list --config %s; %s; %s", cf, triage(""), decide),
 			},

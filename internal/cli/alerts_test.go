@@ -72,7 +72,7 @@ func TestAlertsRulesPerQueue(t *testing.T) {
 	for _, want := range []string{
 		`  - name: "lily.orders.created"`,
 		`  - name: "lily.payments.captured"`,
-		`sum by (queue) (lily_dlq_entries{queue="orders.created",state=~"pending|parked|needs_manual"}) > 5`,
+		`sum by (queue) (lily_dlq_alarming_entries{queue="orders.created"}) > 5`,
 		`max by (queue) (lily_dlq_oldest_entry_age_seconds{queue="orders.created"}) > 3600`,
 		`max by (queue) (lily_dlq_oldest_entry_age_seconds{queue="payments.captured"}) > 604800`, // 336h / 2
 		`max by (queue) (lily_ledger_unaccounted{queue="orders.created"}) > 0`,
@@ -192,6 +192,7 @@ func TestAlertsFireWithPromtool(t *testing.T) {
 				{`lily_dlq_entries{queue="orders.created",state="parked"}`, "0x22"},
 				{`lily_dlq_entries{queue="orders.created",state="needs_manual"}`, "0x22"},
 				{`lily_dlq_entries{queue="orders.created",state="redriven"}`, "100x22"},
+				{`lily_dlq_alarming_entries{queue="orders.created"}`, "3 3 6x20"},
 				{`lily_dlq_oldest_entry_age_seconds{queue="orders.created"}`, "3000 3600 7200x20"},
 			},
 			AlertTests: []promAlertTest{

@@ -12,7 +12,7 @@ import (
 
 func init() { register(newAuditCmd) }
 
-var auditActions = []string{catalog.ActionRedrive, catalog.ActionDiscard, catalog.ActionErase, catalog.ActionExpire, catalog.ActionRefused}
+var auditActions = []string{catalog.ActionRedrive, catalog.ActionDiscard, catalog.ActionErase, catalog.ActionExpire, catalog.ActionRefused, catalog.ActionTriage}
 
 func newAuditCmd() *cobra.Command {
 	var (
@@ -112,7 +112,7 @@ operation ID. The log is append-only: nothing in Lily updates or deletes it
 	sf.add(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&since, "since", "", "only records at or after this: a duration ago (24h, 7d) or an RFC 3339 time")
-	fl.StringVar(&action, "action", "", "only this action: redrive, discard, erase, expire or refused")
+	fl.StringVar(&action, "action", "", "only this action: redrive, discard, erase, expire, refused or triage")
 	fl.StringVar(&op, "op", "", "only this operation ID")
 	fl.BoolVar(&ids, "event-ids", false, "also print each record's event IDs (always in --json)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")

@@ -69,6 +69,11 @@ filter (--reason, --error-type, --fingerprint, ...) to redrive or discard it.`,
 			if err != nil {
 				return err
 			}
+			if by == "fingerprint" {
+				if err := env.cat.AttachGroupTriage(ctx, f.Queue, groups); err != nil {
+					return err
+				}
+			}
 			out := dlqGroupJSON{By: by, Groups: groups}
 			if out.Groups == nil {
 				out.Groups = []catalog.Group{}
@@ -85,14 +90,19 @@ filter (--reason, --error-type, --fingerprint, ...) to redrive or discard it.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "count\t%s\tfirst seen\tlast seen\tsample ID\t\n", by)
+			triageCol := map[bool]string{true: "triage\t", false: ""}[by == "fingerprint"]
+			fmt.Fprintf(tw, "count\t%s\tfirst seen\tlast seen\tsample ID\t%s\n", by, triageCol)
 			for _, g := range groups {
 				key := g.Key
 				if key == "" {
 					key = "(none)"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t\n", g.Count, strings.ReplaceAll(key, "\t", " "),
-					g.FirstSeen.Local().Format("2006-01-02 15:04:05"), g.LastSeen.Local().Format("2006-01-02 15:04:05"), g.SampleID)
+				tri := ""
+				if by == "fingerprint" {
+					tri = strings.ReplaceAll(groupTriageText(g.Triage, f.Queue != ""), "\t", " ") + "\t"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", g.Count, strings.ReplaceAll(key, "\t", " "),
+					g.FirstSeen.Local().Format("2006-01-02 15:04:05"), g.LastSeen.Local().Format("2006-01-02 15:04:05"), g.SampleID, tri)
 			}
 			tw.Flush()
 			fmt.Fprintf(w, "%d entries in %d groups\n", out.Total, len(groups))

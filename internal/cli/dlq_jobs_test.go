@@ -8,14 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
-	"github.com/lily-mq/lily/transport/sqlite"
 )
 
 // ackConsumer acks every message of orders.created in db until the test
@@ -23,42 +21,7 @@ import (
 // order received.
 func ackConsumer(t *testing.T, db string) func() []*transport.Delivery {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	tr, err := sqlite.Open(ctx, db, sqlite.Options{PollInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var got []*transport.Delivery
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: dlqQueue, Max: 10, Consumer: "fixed", Wait: 20 * time.Millisecond})
-			if err != nil {
-				return
-			}
-			var ss []transport.Settlement
-			for _, d := range ds {
-				ss = append(ss, transport.Settlement{Delivery: d, Action: transport.Ack})
-			}
-			if len(ss) > 0 && tr.Settle(ctx, &transport.SettleParams{Settlements: ss}) == nil {
-				mu.Lock()
-				got = append(got, ds...)
-				mu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		tr.Close()
-	})
-	return func() []*transport.Delivery {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]*transport.Delivery(nil), got...)
-	}
+	return ackOn(t, db, dlqQueue)
 }
 
 // waitReceived polls received until it holds n deliveries (or a minute

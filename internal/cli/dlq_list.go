@@ -19,6 +19,11 @@ func init() { registerDLQ(newDLQListCmd) }
 type dlqListRow struct {
 	entryview.Queue
 	SchemaVersions map[string]int64 `json:"schema_versions"`
+	// KnownIssue counts the held entries whose triage status is
+	// known_issue (their own or their group's); Alarming the rest of the
+	// depth, what /healthz and LilyDLQNotEmpty see.
+	KnownIssue int64 `json:"known_issue"`
+	Alarming   int64 `json:"alarming"`
 }
 
 func newDLQListCmd() *cobra.Command {
@@ -35,6 +40,9 @@ func newDLQListCmd() *cobra.Command {
   oldest       age of the oldest held entry
   deadline     when that entry reaches dlq_retention_hours and is discarded
                with a record by 'lily dlq expire'
+  known-issue  held entries triaged known_issue (their own status or their
+               group's, 'lily dlq triage'): left out of /healthz and the
+               LilyDLQNotEmpty alert (JSON: known_issue, and alarming = the rest)
   past-half    held entries older than half their retention: act now
   inflow/1h    entries dead-lettered in the last hour
   owner        the queue's owner from --config (lint warns when it has none)
@@ -59,8 +67,13 @@ has the default retention (336 hours) and no owner.`,
 			if err != nil {
 				return err
 			}
+			known, err := env.cat.KnownIssueHeld(ctx)
+			if err != nil {
+				return err
+			}
 			rows := make([]dlqListRow, len(stats))
 			for i, st := range stats {
+				rows[i].KnownIssue, rows[i].Alarming = known[st.Queue], max(0, st.Depth-known[st.Queue])
 				q, _ := env.queue(st.Queue)
 				rows[i].Queue = entryview.NewQueue(st, q.Owner, now)
 				if rows[i].SchemaVersions, err = heldSchemaVersions(ctx, env.cat, st.Queue); err != nil {
@@ -83,7 +96,7 @@ has the default retention (336 hours) and no owner.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "queue\tdepth\tpending\tparked\tneeds-manual\toldest\tdeadline\tpast-half\tinflow/1h\towner\tschemas\t")
+			fmt.Fprintln(tw, "queue\tdepth\tpending\tparked\tneeds-manual\tknown-issue\toldest\tdeadline\tpast-half\tinflow/1h\towner\tschemas\t")
 			for _, r := range rows {
 				oldest, deadline := "-", "-"
 				if r.Oldest != nil {
@@ -103,7 +116,7 @@ has the default retention (336 hours) and no owner.`,
 				if r.PastHalfRetention > 0 {
 					past += " !"
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t\n", r.Queue.Queue, r.Depth, r.Pending, r.Parked, r.NeedsManual,
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t\n", r.Queue.Queue, r.Depth, r.Pending, r.Parked, r.NeedsManual, r.KnownIssue,
 					oldest, deadline, past, r.InflowLastHour, owner, schemaVersionsText(r.SchemaVersions))
 			}
 			if err := tw.Flush(); err != nil {

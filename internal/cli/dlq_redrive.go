@@ -33,6 +33,8 @@ type redriveJSON struct {
 	DurationMillis int64              `json:"duration_ms"`
 	Stopped        bool               `json:"stopped"`
 	Returned       []catalog.EntryRef `json:"returned,omitempty"`
+	// To is the queue a redirected redrive (--to) sent to.
+	To string `json:"to,omitempty"`
 	// SchemaWarnings are the target queues whose consumers may not read
 	// some selected entries' schema versions.
 	SchemaWarnings []schemaMismatch `json:"schema_warnings,omitempty"`
@@ -71,6 +73,7 @@ type redriveFlags struct {
 	newVersion      string
 	includeCrashers bool
 	lease           time.Duration
+	to              string // --to: redirect (dlq_redirect.go)
 }
 
 func newDLQRedriveCmd() *cobra.Command {
@@ -160,6 +163,7 @@ decision is in 'lily audit'.`,
 	fl.StringVar(&f.newVersion, "new-consumer-version", "", "the consumer version now running, which fixes the crash: redrive the delivery_limit entries of other versions")
 	fl.DurationVar(&f.lease, "job-lease", catalog.DefaultJobLease, "how long the job stays this process's between renewals (another runner resumes it after)")
 	_ = fl.MarkHidden("job-lease")
+	redirectFlag(cmd, &f.to)
 	return cmd
 }
 
@@ -204,6 +208,9 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	if _, err := parseBrokersFlag(f.brokers); err != nil {
 		return err
 	}
+	if err := checkRedirect(env, f.to); err != nil {
+		return err
+	}
 	targets := &redriveTargets{env: env, url: f.url, brokers: f.brokers}
 	defer targets.Close()
 	w := cmd.OutOrStdout()
@@ -216,12 +223,12 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	p := catalog.RedriveParams{
 		Filter: filter, Limit: f.sel.limit, DryRun: f.dryRun, Rate: f.rate, MaxRedrives: env.maxRedrives,
 		Target: targets.target, Actor: actor, Op: op, Progress: bar.update,
-		IncludeCrashers: f.includeCrashers, NewConsumerVersion: f.newVersion,
+		IncludeCrashers: f.includeCrashers, NewConsumerVersion: f.newVersion, To: f.to,
 	}
 	if f.sample > 0 {
 		p.Options = fmt.Sprintf(`"sample":%d,"observe":%q`, f.sample, f.observe.String())
 	}
-	out := redriveJSON{Op: op, DryRun: f.dryRun, Rate: f.rate}
+	out := redriveJSON{Op: op, DryRun: f.dryRun, Rate: f.rate, To: f.to}
 	if out.SchemaWarnings, err = checkRedriveSchemas(ctx, env, filter); err != nil {
 		return err
 	}
@@ -240,7 +247,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	}
 	holder := runnerName("cli")
 	job, err := env.cat.CreateJob(ctx, catalog.JobSpec{Filter: filter, Limit: f.sel.limit, Rate: f.rate, Sample: f.sample, Observe: f.observe,
-		NewConsumerVersion: f.newVersion, IncludeCrashers: f.includeCrashers, Actor: actor, Op: op, Holder: holder, Lease: f.lease})
+		NewConsumerVersion: f.newVersion, IncludeCrashers: f.includeCrashers, To: f.to, Actor: actor, Op: op, Holder: holder, Lease: f.lease})
 	if err != nil {
 		return err
 	}
@@ -340,6 +347,9 @@ func dryRunRedrive(cmd *cobra.Command, cat *catalog.Store, p catalog.RedrivePara
 			return
 		}
 		what := "would redrive to " + e.Queue
+		if p.To != "" && p.To != e.Queue {
+			what = "would redirect to " + p.To + " (source " + e.Queue + ")"
+		}
 		if outcome == catalog.OutcomeWouldNeedManual {
 			what = "would mark needs_manual (at max_redrives)"
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/entryview"
 )
 
 func init() {
@@ -47,6 +48,7 @@ func printEntry(w io.Writer, v entryJSON, now time.Time) {
 		kv("data removed", fmt.Sprintf("%s (record only: body of %d bytes and headers of %d bytes removed)", v.ErasedAt.Format(time.RFC3339), v.BodySize, v.HeadersSize))
 	}
 	kv("body sha256", v.BodySHA256)
+	printTriage(w, v.Triage)
 	printEvidence(w, v.Evidence, "    ")
 	if len(v.Headers) > 0 {
 		fmt.Fprintln(w, "  headers:")
@@ -105,6 +107,9 @@ pretty JSON, UTF-8 text or a hex dump (--body). Nothing is consumed or changed.`
 			}
 			v := entryView(e, "catalog", bodyFormat)
 			if err := withVersions(ctx, env.cat, &v, bodyFormat); err != nil { // dlq_edit.go
+				return err
+			}
+			if err := entryview.AddTriage(ctx, env.cat, &v, e); err != nil {
 				return err
 			}
 			if asJSON {

@@ -37,7 +37,9 @@ handler_timeout_millis + 1 s grace not inside RabbitMQ's consumer_timeout (30 mi
 SQLite extends its leases) (handler-timeout-over-lease); on RabbitMQ,
 buckets × bucket_max_length below expected_outage × expected_rate_per_second
 (retry-capacity-short); breaker = true with retry_attempts = 0
-(breaker-without-retries); a file without any [[queue]] (no-queues).
+(breaker-without-retries); a file without any [[queue]] (no-queues); a kafka
+queue whose kafka_dlt_retention_hours is longer than dlq_retention_hours
+(dlt-outlives-catalog).
 
 --live, for queues with transport = "rabbitmq", through the management API: every
 difference of 'lily topology verify' (topology-drift); a dead-letter exchange that
@@ -46,7 +48,10 @@ dlx-unbound); at-least-once dead-lettering without reject-publish; a quorum queu
 with a delivery limit and no dead-letter exchange; a main queue without
 x-delivery-limit; a dead-letter queue with a message TTL, from an argument or a
 policy (dlq-message-ttl); a TTL without a dead-letter exchange; RabbitMQ 4.3's
-changed delivery count (delivery-count-semantics).
+changed delivery count (delivery-count-semantics). For queues with transport =
+"kafka", through the cluster (kafka_brokers): a dead-letter topic that keeps
+records forever (retention.ms -1) or longer than dlq_retention_hours
+(dlt-outlives-catalog).
 
 --live, for queues with transport = "sqs": a missing queue or DLQ
 (sqs-queue-missing); no redrive policy (sqs-no-redrive-policy); maxReceiveCount
@@ -79,7 +84,11 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 				if err != nil {
 					return err
 				}
-				findings = append(findings, lf...)
+				kf, err := lintLiveKafka(cmd, cfg) // lint_kafka.go
+				if err != nil {
+					return err
+				}
+				findings = append(append(findings, lf...), kf...)
 			}
 			r := lint.NewReport(findings)
 			out := cmd.OutOrStdout()
@@ -135,7 +144,9 @@ func lintLiveRabbit(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) 
 		return nil, usagef("lint: --url %q: %v", url, err)
 	}
 	if len(lint.RabbitMQSpecs(cfg)) == 0 {
-		fmt.Fprintln(cmd.ErrOrStderr(), `lily: lint --live: no [[queue]] has transport = "rabbitmq"; only the static checks ran`)
+		if !hasKafkaQueue(cfg) {
+			fmt.Fprintln(cmd.ErrOrStderr(), `lily: lint --live: no [[queue]] has transport = "rabbitmq" or "kafka"; only the static checks ran`)
+		}
 		return nil, nil
 	}
 	if mgmtURL != "" {

@@ -199,7 +199,7 @@ func (b *brokers) kafka(ctx context.Context) (*kafka.Transport, error) {
 	defer b.mu.Unlock()
 	if b.kfk == nil {
 		k, err := openKafka(ctx, kafka.Options{Brokers: b.kafkaBrokers, Partitions: b.cfg.Partitions(),
-			DeadLetterTopics: b.cfg.KafkaDeadLetterTopics})
+			DeadLetterTopics: b.cfg.KafkaDeadLetterTopics, DeadLetterRetention: dltRetentions(b.cfg)})
 		if err != nil {
 			return nil, err
 		}

@@ -36,7 +36,7 @@ type verifyJSON struct {
 func kafkaPlan(tc topologyConfig) []kafka.TopicPlan {
 	var out []kafka.TopicPlan
 	for _, s := range tc.kafka {
-		out = append(out, kafka.PlanWith(s, tc.cfg.Partitions(), tc.cfg.KafkaDeadLetterTopics[s.Name])...)
+		out = append(out, kafka.PlanRetention(s, tc.cfg.Partitions(), tc.cfg.KafkaDeadLetterTopics[s.Name], dltRetention(tc.cfg, s.Name))...)
 	}
 	return out
 }
@@ -80,7 +80,7 @@ func applyKafka(cmd *cobra.Command, tc topologyConfig, brokersArg string) error 
 	if err := k.Declare(cmd.Context(), &transport.DeclareParams{Queues: tc.kafka}); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "declared %d Kafka topics for %d queues (existing topics are left as they are; 'lily topology verify' compares them)\n",
+	fmt.Fprintf(cmd.OutOrStdout(), "declared %d Kafka topics for %d queues (existing topics are left as they are, but for the dead-letter topics' retention; 'lily topology verify' compares them)\n",
 		len(kafkaPlan(tc)), len(tc.kafka))
 	return nil
 }

@@ -57,6 +57,10 @@ type Entry struct {
 	// edit'; diff.go): the original (0) first, each with its diff. Body is
 	// the original; a redrive sends the last version.
 	Versions []Version `json:"versions,omitempty"`
+	// Triage is who owns the entry, its status, ticket and notes — its own
+	// and its group's (queue + fingerprint); set by the caller
+	// (catalog.Store.EntryTriage), absent when neither has any.
+	Triage *catalog.EntryTriage `json:"triage,omitempty"`
 }
 
 // New renders catalog entry e; location is "catalog", or "broker_dlq" for

@@ -64,9 +64,10 @@ type TopicPlan struct {
 }
 
 // Plan returns the topics of a queue: the main topic, one retry topic per
-// bucket, the dead-letter topic (retention.ms -1: the catalog owns
-// retention) and the attempts topic (compacted, hourly segments), each with
-// partitions partitions.
+// bucket, the dead-letter topic (with the default DLTRetention: its
+// records end when the catalog's would; PlanRetention sets another) and
+// the attempts topic (compacted, hourly segments), each with partitions
+// partitions.
 func Plan(spec transport.QueueSpec, partitions int32) []TopicPlan {
 	out := []TopicPlan{{Name: spec.Name, Role: "main", Partitions: partitions}}
 	for _, ms := range spec.BucketsMillis {
@@ -74,7 +75,7 @@ func Plan(spec transport.QueueSpec, partitions int32) []TopicPlan {
 	}
 	out = append(out,
 		TopicPlan{Name: DeadLetterTopic(spec.Name), Role: "dlt", Partitions: partitions,
-			Configs: map[string]*string{"retention.ms": kadm.StringPtr("-1")}},
+			Configs: DLTRetention{}.Configs()},
 		TopicPlan{Name: AttemptsTopic(spec.Name), Role: "attempts", Partitions: partitions,
 			Configs: map[string]*string{"cleanup.policy": kadm.StringPtr("compact"),
 				// Roll segments hourly: the active segment is never
@@ -99,15 +100,17 @@ func PlanWith(spec transport.QueueSpec, partitions int32, dlt string) []TopicPla
 }
 
 // plan is the queue's Plan with its dead-letter topic as
-// Options.DeadLetterTopics names it.
+// Options.DeadLetterTopics names it and Options.DeadLetterRetention says.
 func (t *Transport) plan(spec transport.QueueSpec, partitions int32) []TopicPlan {
-	return PlanWith(spec, partitions, t.opts.DeadLetterTopics[spec.Name])
+	return PlanRetention(spec, partitions, t.opts.DeadLetterTopics[spec.Name], t.opts.DeadLetterRetention[spec.Name])
 }
 
 // Declare creates the topics of each queue (Plan) that do not exist yet
 // and registers the specs. When the main topic exists, its partition
 // count is used for the others, so that a retry or dead-letter copy keeps
-// its partition number. Existing topics are left as they are.
+// its partition number. Existing topics are left as they are, but for the
+// dead-letter topic's retention (retention.ms, retention.bytes,
+// segment.ms), which is set to what the plan says.
 func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) error {
 	for _, spec := range p.Queues {
 		if spec.Name == "" {
@@ -123,6 +126,11 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 			resp, err := t.adm.CreateTopic(ctx, tp.Partitions, t.opts.ReplicationFactor, tp.Configs, tp.Name)
 			if errors.Is(err, kerr.TopicAlreadyExists) {
 				existed = append(existed, tp.Name)
+				if tp.Role == "dlt" {
+					if err := t.alignConfigs(ctx, tp); err != nil {
+						return err
+					}
+				}
 				continue
 			}
 			if err != nil {

@@ -84,6 +84,11 @@ type Options struct {
 	// Connect or Kafka Streams, for DrainDeadLetters and DeadLetterDepth.
 	// Defaults to none.
 	DeadLetterTopics map[string]string
+	// DeadLetterRetention maps a queue to its dead-letter topic's
+	// retention (retention.ms, retention.bytes), which Declare sets and
+	// Verify checks. Defaults to DLTRetention{} for every queue: 336 hours,
+	// no size cap.
+	DeadLetterRetention map[string]DLTRetention
 	// ClientID names the clients to the brokers. Defaults to "lily".
 	ClientID string
 	// ClientOpts are added to every franz-go client the transport creates

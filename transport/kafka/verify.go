@@ -52,8 +52,9 @@ func (t *Transport) Partitions(ctx context.Context, topic string) (int32, error)
 // with the cluster: every topic must exist; the main topic
 // must have partitions partitions, and the queue's other topics as many
 // as its main topic (so that a copy keeps its partition number); the
-// configs Plan sets (the dead-letter topic's retention.ms, the attempts
-// topic's cleanup.policy) must have the planned values. It returns every
+// configs Plan sets (the dead-letter topic's retention.ms, retention.bytes
+// and segment.ms, the attempts topic's cleanup.policy) must have the
+// planned values. It returns every
 // difference (none: the topics are as planned).
 func (t *Transport) Verify(ctx context.Context, specs []transport.QueueSpec, partitions int32) ([]Difference, error) {
 	var names []string
@@ -109,6 +110,9 @@ func (t *Transport) Verify(ctx context.Context, specs []transport.QueueSpec, par
 					c := diff
 					c.Kind, c.Key, c.Want, c.Got = "config", key, *want, got
 					c.Fix = fmt.Sprintf("kafka-configs --alter --entity-type topics --entity-name %s --add-config %s=%s", tp.Name, key, *want)
+					if tp.Role == "dlt" {
+						c.Fix = "'lily topology apply' sets it (the dead-letter topic's retention: kafka_dlt_retention_hours, kafka_dlt_retention_bytes); or " + c.Fix
+					}
 					out = append(out, c)
 				}
 			}

@@ -1,0 +1,75 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// redirect returns where a redrive of queue's entries goes — p.To, or the
+// source queue itself — and the audit text saying so, naming both queues
+// when they differ.
+func redirect(p RedriveParams, queue string) (dest, sent string) {
+	if p.To == "" || p.To == queue {
+		return queue, "sent to " + queue
+	}
+	return p.To, fmt.Sprintf("sent to %s instead of its source %s (redirected)", p.To, queue)
+}
+
+// redrivenSet is the assignment that marks entries redriven; a redirected
+// redrive also records the target queue (redirected_to), which the ledger
+// counts as the entries' way out of their source.
+func redrivenSet(p RedriveParams) string {
+	set := `state = 'redriven', redrive_count = redrive_count + 1`
+	if p.To != "" {
+		set += `, redirected_to = CASE WHEN queue = '` + strings.ReplaceAll(p.To, "'", "''") + `' THEN '' ELSE '` +
+			strings.ReplaceAll(p.To, "'", "''") + `' END`
+	}
+	return set
+}
+
+// redirectTargets resolves the one target of a redirected redrive, before
+// anything is sent, for every source queue of the selection. A target that
+// does not exist refuses the redrive with nothing changed, audited, dry
+// run or not.
+func (s *Store) redirectTargets(ctx context.Context, d decision, p RedriveParams, queues []string, counts map[string]int64, out map[string]Publisher) error {
+	t, err := p.Target(ctx, p.To)
+	if err != nil {
+		var n int64
+		for _, c := range counts {
+			n += c
+		}
+		detail := fmt.Sprintf("redirect to %s (from %s): %v", p.To, strings.Join(queues, ", "), err)
+		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeFailed, p.DryRun, nil, detail)); aerr != nil {
+			return errors.Join(err, aerr)
+		}
+		return fmt.Errorf("redrive --to %s (%d pending entries of %s selected): %w; nothing was sent or changed", p.To, n, strings.Join(queues, ", "), err)
+	}
+	for _, q := range queues {
+		out[q] = t
+	}
+	return nil
+}
+
+// pgRedirectJobs adds the redirect target of redrive jobs (PostgreSQL
+// step 3).
+const pgRedirectJobs = `ALTER TABLE lily_redrive_jobs ADD COLUMN to_queue TEXT NOT NULL DEFAULT '';`
+
+// migrateRedirect adds the redirect target column of redrive jobs to a
+// SQLite file made by an older Lily.
+func migrateRedirect(ctx context.Context, db *sql.DB) error {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('lily_redrive_jobs') WHERE name = 'to_queue'`).Scan(&n); err != nil {
+		return fmt.Errorf("catalog: inspect redrive jobs: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE lily_redrive_jobs ADD COLUMN to_queue TEXT NOT NULL DEFAULT ''`); err != nil &&
+		!strings.Contains(err.Error(), "duplicate column") {
+		return fmt.Errorf("catalog: add column to_queue: %w", err)
+	}
+	return nil
+}
