@@ -135,8 +135,8 @@ const (
 	permExpire  permission = "expire"
 	// permEdit needs the operator role AND the token's edit_queues
 	// covering the entry's queue (checked by the handler, edit.go).
-	permEdit permission = "edit"
-	permTriage  permission = "triage"
+	permEdit   permission = "edit"
+	permTriage permission = "triage"
 )
 
 // roleRank orders the roles: each may do what the ones below it may.
@@ -146,7 +146,7 @@ var roleRank = map[string]int{config.RoleViewer: 1, config.RoleOperator: 2, conf
 var permRole = map[permission]string{
 	permRead: config.RoleViewer, permRedrive: config.RoleOperator, permDiscard: config.RoleOperator,
 	permUnpark: config.RoleOperator, permErase: config.RoleAdmin, permExpire: config.RoleAdmin,
-	permEdit: config.RoleOperator,
+	permEdit:   config.RoleOperator,
 	permTriage: config.RoleOperator,
 }
 
