@@ -28,6 +28,7 @@ const (
 	TransportSQLite   = "sqlite"
 	TransportRabbitMQ = "rabbitmq"
 	TransportKafka    = "kafka"
+	TransportPubSub   = "pubsub"
 )
 
 // BreakerEnabled reports whether the queue's consumers use the circuit
@@ -81,7 +82,7 @@ const (
 type QueueConfig struct {
 	// Name of the queue, e.g. "orders.created". Required.
 	Name string `toml:"name" json:"name"`
-	// Transport carrying the queue: "sqlite", "rabbitmq" or "kafka".
+	// Transport carrying the queue: "sqlite", "rabbitmq", "kafka" or "pubsub".
 	// Defaults to "sqlite".
 	Transport string `toml:"transport" json:"transport"`
 	// Exchange the queue is bound to (RabbitMQ). Defaults to the part of
@@ -319,9 +320,9 @@ func (c QueueConfig) Validate() error {
 		bad("name", fmt.Sprintf("%q", c.Name), "must be 1..200 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
 	switch c.Transport {
-	case TransportSQLite, TransportRabbitMQ, TransportKafka:
+	case TransportSQLite, TransportRabbitMQ, TransportKafka, TransportPubSub:
 	default:
-		bad("transport", fmt.Sprintf("%q", c.Transport), `must be "sqlite", "rabbitmq" or "kafka"`)
+		bad("transport", fmt.Sprintf("%q", c.Transport), `must be "sqlite", "rabbitmq", "kafka" or "pubsub"`)
 	}
 	if err := c.Policy().Validate(); err != nil {
 		for _, e := range unjoin(err) {
