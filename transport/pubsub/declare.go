@@ -245,3 +245,31 @@ func (t *Transport) Verify(ctx context.Context, specs []transport.QueueSpec) ([]
 	}
 	return out, n, nil
 }
+
+// DeleteQueue deletes the queue's planned subscriptions, then its topics,
+// dead-letter topic and subscription included: what they hold is lost.
+// Missing ones are skipped. For tests and for retiring a queue after its
+// dead letters were ingested.
+func (t *Transport) DeleteQueue(ctx context.Context, q transport.QueueSpec) error {
+	plan, err := t.Plan(q)
+	if err != nil {
+		return err
+	}
+	for _, r := range plan {
+		rctx, cancel := t.rpc(ctx)
+		err := t.sub.DeleteSubscription(rctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: t.subPath(r.Subscription)})
+		cancel()
+		if err != nil && status.Code(err) != codes.NotFound {
+			return fmt.Errorf("pubsub: delete subscription %s: %w", r.Subscription, err)
+		}
+	}
+	for _, r := range plan {
+		rctx, cancel := t.rpc(ctx)
+		err := t.pub.DeleteTopic(rctx, &pubsubpb.DeleteTopicRequest{Topic: t.topicPath(r.Topic)})
+		cancel()
+		if err != nil && status.Code(err) != codes.NotFound {
+			return fmt.Errorf("pubsub: delete topic %s: %w", r.Topic, err)
+		}
+	}
+	return nil
+}

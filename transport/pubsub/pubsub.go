@@ -143,6 +143,7 @@ type Transport struct {
 	checked  map[string]bool // subscriptions whose dead-letter policy was checked
 	holds    map[string][]*pending
 	moved    map[string]time.Time
+	bold     map[string]bool // queues pulled in batches (see pullMax)
 }
 
 // held is a delivery handed to a consumer instance and not settled yet.
@@ -158,7 +159,7 @@ func Open(ctx context.Context, o Options) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{o: o, held: map[string]*held{}, buffered: map[string][]*transport.Delivery{},
-		checked: map[string]bool{}, holds: map[string][]*pending{}, moved: map[string]time.Time{}}
+		checked: map[string]bool{}, holds: map[string][]*pending{}, moved: map[string]time.Time{}, bold: map[string]bool{}}
 	opts := append([]option.ClientOption(nil), o.ClientOptions...)
 	if o.Insecure {
 		if o.Endpoint == "" {

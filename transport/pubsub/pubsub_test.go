@@ -98,6 +98,9 @@ func harness(srv *pstest.Server) transporttest.Harness {
 			_, err := tr.(*pubsub.Transport).RecoverLeases(ctx, &transport.RecoverParams{Consumer: consumer})
 			return err
 		},
+		Teardown: func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error {
+			return tr.(*pubsub.Transport).DeleteQueue(ctx, spec)
+		},
 		InFlight: func(_ context.Context, tr transport.Transport, queue string) (int64, error) {
 			return inFlight(srv, tr.(*pubsub.Transport), queue), nil
 		},
@@ -107,4 +110,11 @@ func harness(srv *pstest.Server) transporttest.Harness {
 // TestConformance runs the transport conformance suite on pstest.
 func TestConformance(t *testing.T) {
 	transporttest.Run(t, harness(newServer(t)))
+}
+
+// TestLoad runs the real-traffic behaviours (competing consumers, slow
+// handlers longer than the ack deadline, a hanging dependency, a
+// dead-lettered probe, a graceful hand-over) on pstest.
+func TestLoad(t *testing.T) {
+	transporttest.RunLoad(t, harness(newServer(t)))
 }

@@ -56,13 +56,14 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 			if len(ds) >= max {
 				break
 			}
-			got, err := t.pull(ctx, p.Queue, sub, max-len(ds))
+			got, err := t.pull(ctx, p.Queue, sub, t.pullMax(p.Queue, max-len(ds)))
 			if err != nil {
 				if len(ds) > 0 {
 					t.buffer(p.Queue, ds)
 				}
 				return nil, err
 			}
+			t.observe(p.Queue, got)
 			ds = append(ds, got...)
 		}
 		if len(ds) > 0 {
@@ -85,18 +86,63 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	}
 }
 
-// isolate cuts a batch before its first redelivery, or returns a leading
-// redelivery alone.
+// isolate hands out a batch's first deliveries and keeps back its
+// redeliveries (and, for keyed messages, every later message of a key
+// kept back), so that first deliveries are not held behind a redelivery;
+// a batch of redeliveries only gives its first one, alone.
 func isolate(ds []*transport.Delivery) (take, rest []*transport.Delivery) {
-	for i, d := range ds {
-		if d.DeliveryCount > 1 {
-			if i == 0 {
-				return ds[:1], ds[1:]
+	blocked := map[string]bool{}
+	for _, d := range ds {
+		if d.DeliveryCount > 1 || (d.Key != "" && blocked[d.Key]) {
+			rest = append(rest, d)
+			if d.Key != "" {
+				blocked[d.Key] = true
 			}
-			return ds[:i], ds[i:]
+			continue
+		}
+		take = append(take, d)
+	}
+	if len(take) == 0 {
+		return rest[:1], rest[1:]
+	}
+	return take, rest
+}
+
+// pullMax is how many messages to pull from queue's subscriptions: one at
+// a time while the transport is cautious — from its start, and after it
+// pulled a redelivery, until it pulls a first delivery — since Pub/Sub
+// counts a delivery attempt for every message pulled, and a process that
+// dies gives back (raised) all it pulled.
+func (t *Transport) pullMax(queue string, want int) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.bold[queue] {
+		return 1
+	}
+	return want
+}
+
+// observe updates queue's caution from a pulled batch.
+func (t *Transport) observe(queue string, ds []*transport.Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	first, redelivered := false, false
+	for _, d := range ds {
+		if d.DeliveryCount > 1 {
+			redelivered = true
+		} else {
+			first = true
 		}
 	}
-	return ds, nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case redelivered:
+		t.bold[queue] = false
+	case first:
+		t.bold[queue] = true
+	}
 }
 
 // checkSubscription refuses, once per subscription, one without a
