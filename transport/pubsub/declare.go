@@ -255,6 +255,14 @@ func (t *Transport) DeleteQueue(ctx context.Context, q transport.QueueSpec) erro
 	if err != nil {
 		return err
 	}
+	if len(q.BucketsMillis) == 0 { // a retry-return pair left by an older spec
+		ret := ReturnTopic(plan[0].Subscription)
+		plan = append([]Resource{{Topic: ret, Subscription: ret}}, plan...)
+	}
+	// Subscriptions with a dead-letter policy first: a topic named by one
+	// cannot be deleted.
+	plan = append(plan[1:], plan[0])
+	plan[0], plan[len(plan)-1] = plan[len(plan)-1], plan[0]
 	for _, r := range plan {
 		rctx, cancel := t.rpc(ctx)
 		err := t.sub.DeleteSubscription(rctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: t.subPath(r.Subscription)})

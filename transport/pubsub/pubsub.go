@@ -29,7 +29,20 @@ var (
 	_ transport.LeaseExtender     = (*Transport)(nil)
 	_ transport.LeaseRecoverer    = (*Transport)(nil)
 	_ transport.DeadLetterDrainer = (*Transport)(nil)
+	_ transport.InFlightCounter   = (*Transport)(nil)
 )
+
+// ErrNoCount is returned by InFlight when Options.InFlight is not set.
+var ErrNoCount = errors.New("pubsub: the Pub/Sub API cannot count a subscription's messages: set Options.InFlight (e.g. from Cloud Monitoring's subscription/num_undelivered_messages) for lily reconcile")
+
+// InFlight counts the queue's unacknowledged messages with
+// Options.InFlight.
+func (t *Transport) InFlight(ctx context.Context, queue string) (int64, error) {
+	if t.o.InFlight == nil {
+		return 0, ErrNoCount
+	}
+	return t.o.InFlight(ctx, queue, t.Names(queue))
+}
 
 // QueueNames are the Pub/Sub resource IDs of one Lily queue.
 type QueueNames struct {
@@ -78,6 +91,13 @@ type Options struct {
 	RPCTimeout time.Duration
 	// Logger receives the transport's warnings. Defaults to discarding.
 	Logger *slog.Logger
+	// InFlight counts a queue's messages not acknowledged yet (main,
+	// retry-return and delay subscriptions), for the ledger (lily
+	// reconcile). The Pub/Sub API cannot count messages; a deployment
+	// plugs in Cloud Monitoring's subscription/num_undelivered_messages
+	// (which lags by minutes), tests the fake's own records. Defaults to
+	// none: InFlight then returns an error saying so.
+	InFlight func(ctx context.Context, queue string, names QueueNames) (int64, error)
 }
 
 // WithDefaults returns o with zero fields set to their defaults.

@@ -42,6 +42,11 @@ func testOptions(addr string) pubsub.Options {
 		PollInterval: 10 * time.Millisecond, RPCTimeout: 20 * time.Second, Logger: quietLogger()}
 }
 
+// withCount makes the transport count in-flight messages from srv.
+func withCount(srv *pstest.Server) func(*pubsub.Options) {
+	return func(o *pubsub.Options) { o.InFlight = pstestCount(srv) }
+}
+
 // open connects a transport to srv, closed at the end of the test.
 func open(t testing.TB, srv *pstest.Server, mod ...func(*pubsub.Options)) *pubsub.Transport {
 	t.Helper()
@@ -62,7 +67,15 @@ func open(t testing.TB, srv *pstest.Server, mod ...func(*pubsub.Options)) *pubsu
 // inFlight counts the queue's messages not acknowledged in pstest: those
 // of its main, retry-return and delay topics (not its dead-letter topic).
 func inFlight(srv *pstest.Server, tr *pubsub.Transport, queue string) int64 {
-	n := tr.Names(queue)
+	return countInFlight(srv, tr.Names(queue))
+}
+
+// pstestCount is an Options.InFlight that counts from pstest's records.
+func pstestCount(srv *pstest.Server) func(context.Context, string, pubsub.QueueNames) (int64, error) {
+	return func(_ context.Context, _ string, n pubsub.QueueNames) (int64, error) { return countInFlight(srv, n), nil }
+}
+
+func countInFlight(srv *pstest.Server, n pubsub.QueueNames) int64 {
 	prefix := "projects/" + project + "/topics/"
 	var c int64
 	for _, m := range srv.Messages() {
