@@ -26,7 +26,7 @@ const (
 // the service after max_delivery_attempts (value "dead_letter_policy").
 // It is not a Pub/Sub attribute; the message's attributes are kept as
 // they came.
-const HeaderForwardedBy = "x-lily-pubsub-forwarded-by"
+const HeaderForwardedBy = evidence.HeaderPubSubForwardedBy
 
 // deadLetter converts a message of the dead-letter subscription.
 func (t *Transport) deadLetter(queue, sub string, rm *pubsubpb.ReceivedMessage) *transport.Delivery {

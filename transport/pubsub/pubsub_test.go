@@ -72,7 +72,9 @@ func inFlight(srv *pstest.Server, tr *pubsub.Transport, queue string) int64 {
 
 // pstestCount is an Options.InFlight that counts from pstest's records.
 func pstestCount(srv *pstest.Server) func(context.Context, string, pubsub.QueueNames) (int64, error) {
-	return func(_ context.Context, _ string, n pubsub.QueueNames) (int64, error) { return countInFlight(srv, n), nil }
+	return func(_ context.Context, _ string, n pubsub.QueueNames) (int64, error) {
+		return countInFlight(srv, n), nil
+	}
 }
 
 func countInFlight(srv *pstest.Server, n pubsub.QueueNames) int64 {

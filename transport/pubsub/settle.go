@@ -102,4 +102,3 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	}
 	return settleErr(errs)
 }
-
