@@ -15,6 +15,7 @@ import (
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/pubsub"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -100,11 +101,12 @@ type brokerTransport interface {
 var (
 	_ brokerTransport = (*rabbitmq.Transport)(nil)
 	_ brokerTransport = (*kafka.Transport)(nil)
+	_ brokerTransport = (*pubsub.Transport)(nil)
 )
 
 // isBroker reports whether a queue's transport is a broker.
 func isBroker(kind string) bool {
-	return kind == lily.TransportRabbitMQ || kind == lily.TransportKafka
+	return kind == lily.TransportRabbitMQ || kind == lily.TransportKafka || kind == lily.TransportPubSub
 }
 
 // kafkaConnectTimeout bounds how long a command waits for a Kafka broker.
@@ -138,6 +140,9 @@ type brokers struct {
 	kafkaBrokers []string // --brokers, else the config's kafka_brokers
 	rmq          *rabbitmq.Transport
 	kfk          *kafka.Transport
+	ps           *pubsub.Transport
+	// psOptions adjusts the Pub/Sub options (the demo's in-process fake).
+	psOptions func(*pubsub.Options)
 }
 
 // newBrokers returns the brokers of c, with --url and --brokers (either
@@ -166,6 +171,9 @@ func (b *brokers) Close() {
 	}
 	if b.kfk != nil {
 		b.kfk.Close()
+	}
+	if b.ps != nil {
+		b.ps.Close()
 	}
 }
 
@@ -220,6 +228,13 @@ func (b *brokers) forQueue(ctx context.Context, q lily.QueueConfig) (brokerTrans
 		}
 		k.Register(q.Spec())
 		return k, nil
+	case lily.TransportPubSub:
+		ps, err := b.pubsub(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ps.Register(q.Spec())
+		return ps, nil
 	}
 	return nil, nil
 }
@@ -276,6 +291,13 @@ func (b *brokers) peekDeadLetters(ctx context.Context, q lily.QueueConfig, limit
 			return nil, err
 		}
 		return k.PeekUndrained(ctx, q.Name, limit)
+	case lily.TransportPubSub:
+		ps, err := b.pubsub(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ds, err := ps.DeadLetters(ctx, q.Name)
+		return ds[:min(limit, len(ds))], err
 	}
 	return nil, nil
 }

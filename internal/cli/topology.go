@@ -37,6 +37,7 @@ type topologyConfig struct {
 	cfg    config.Config
 	rabbit []transport.QueueSpec
 	kafka  []transport.QueueSpec
+	pubsub []transport.QueueSpec
 	url    string
 }
 
@@ -60,10 +61,12 @@ func (f *rabbitFlags) load() (topologyConfig, error) {
 			tc.rabbit = append(tc.rabbit, q.Spec())
 		case lily.TransportKafka:
 			tc.kafka = append(tc.kafka, q.Spec())
+		case lily.TransportPubSub:
+			tc.pubsub = append(tc.pubsub, q.Spec())
 		}
 	}
-	if len(tc.rabbit)+len(tc.kafka) == 0 {
-		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\" or \"kafka\"", f.config)
+	if len(tc.rabbit)+len(tc.kafka)+len(tc.pubsub) == 0 {
+		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\", \"kafka\" or \"pubsub\"", f.config)
 	}
 	if f.url != "" {
 		if err := config.ValidateRabbitMQURL(f.url); err != nil {
@@ -115,8 +118,15 @@ func newTopologyPlanCmd() *cobra.Command {
 				return err
 			}
 			topics := kafkaPlan(tc)
+			ps, err := pubsubPlan(tc)
+			if err != nil {
+				return err
+			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics})
+				return writeJSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics, PubSub: ps})
+			}
+			if len(tc.pubsub) > 0 {
+				defer printPubSub(cmd.OutOrStdout(), ps)
 			}
 			if len(tc.rabbit) > 0 {
 				printTopology(cmd.OutOrStdout(), top)
@@ -157,6 +167,11 @@ func newTopologyApplyCmd() *cobra.Command {
 				}
 				top, _ := rabbitmq.Plan(tc.rabbit)
 				fmt.Fprintf(cmd.OutOrStdout(), "declared %d exchanges, %d queues, %d bindings\n", len(top.Exchanges), len(top.Queues), len(top.Bindings))
+			}
+			if len(tc.pubsub) > 0 {
+				if err := applyPubSub(cmd, tc); err != nil {
+					return err
+				}
 			}
 			if len(tc.kafka) > 0 {
 				return applyKafka(cmd, tc, f.brokers)
@@ -219,7 +234,15 @@ Exits 1 when anything differs.`,
 				res.KafkaDifferences = diffs
 				summary = append(summary, fmt.Sprintf("%d Kafka topics", n))
 			}
-			n := len(res.Differences) + len(res.KafkaDifferences)
+			if len(tc.pubsub) > 0 {
+				diffs, n, err := verifyPubSub(cmd.Context(), tc)
+				if err != nil {
+					return err
+				}
+				res.PubSubDifferences = diffs
+				summary = append(summary, fmt.Sprintf("%d Pub/Sub topics with subscriptions", n))
+			}
+			n := len(res.Differences) + len(res.KafkaDifferences) + len(res.PubSubDifferences)
 			res.OK = n == 0
 			if asJSON {
 				if err := writeJSON(out, res); err != nil {
@@ -230,6 +253,9 @@ Exits 1 when anything differs.`,
 					fmt.Fprintln(out, d.String())
 				}
 				for _, d := range res.KafkaDifferences {
+					fmt.Fprintln(out, d.String())
+				}
+				for _, d := range res.PubSubDifferences {
 					fmt.Fprintln(out, d.String())
 				}
 			}

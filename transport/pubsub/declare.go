@@ -36,7 +36,11 @@ type Resource struct {
 // dead-letters the delivery after delivery_limit, the broker the one after
 // max_delivery_attempts), at least 5, Pub/Sub's minimum.
 func (t *Transport) MaxAttemptsFor(deliveryLimit int) (int, error) {
-	n := t.o.MaxDeliveryAttempts
+	return maxAttempts(t.o, deliveryLimit)
+}
+
+func maxAttempts(o Options, deliveryLimit int) (int, error) {
+	n := o.MaxDeliveryAttempts
 	if n == 0 {
 		n = max(deliveryLimit+2, 5)
 	}
@@ -53,13 +57,18 @@ func (t *Transport) MaxAttemptsFor(deliveryLimit int) (int, error) {
 // subscription (same dead-letter policy) and one delay topic and
 // subscription per retry bucket (no dead-letter policy: holding a copy
 // there costs no delivery attempt).
-func (t *Transport) Plan(q transport.QueueSpec) ([]Resource, error) {
-	n := t.Names(q.Name)
-	attempts, err := t.MaxAttemptsFor(q.DeliveryLimit)
+func (t *Transport) Plan(q transport.QueueSpec) ([]Resource, error) { return PlanFor(t.o, q) }
+
+// PlanFor is Plan without a connection, for options o ('lily topology
+// plan').
+func PlanFor(o Options, q transport.QueueSpec) ([]Resource, error) {
+	o = o.WithDefaults()
+	n := o.names(q.Name)
+	attempts, err := maxAttempts(o, q.DeliveryLimit)
 	if err != nil {
 		return nil, fmt.Errorf("queue %s: %w", q.Name, err)
 	}
-	ack := int(t.o.AckDeadline.Seconds())
+	ack := int(o.AckDeadline.Seconds())
 	dlt := DeadLetterTopic(n.Subscription)
 	out := []Resource{
 		{Queue: q.Name, Role: "main", Topic: n.Topic, Subscription: n.Subscription, DeadLetterTopic: dlt, MaxDeliveryAttempts: attempts, AckDeadlineSeconds: ack},

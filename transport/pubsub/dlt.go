@@ -159,3 +159,10 @@ func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainPara
 	}
 	return total, err
 }
+
+// DeadLetterDepth counts the dead letters waiting in the queue's
+// dead-letter subscription (pulled and given back, see DeadLetters).
+func (t *Transport) DeadLetterDepth(ctx context.Context, queue string) (int64, error) {
+	ds, err := t.DeadLetters(ctx, queue)
+	return int64(len(ds)), err
+}

@@ -256,8 +256,10 @@ func (t *Transport) isClosed() bool {
 }
 
 // Names returns the topic and subscription of queue.
-func (t *Transport) Names(queue string) QueueNames {
-	n := t.o.Queues[queue]
+func (t *Transport) Names(queue string) QueueNames { return t.o.names(queue) }
+
+func (o Options) names(queue string) QueueNames {
+	n := o.Queues[queue]
 	if n.Topic == "" {
 		n.Topic = queue
 	}
