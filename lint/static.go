@@ -129,6 +129,7 @@ func Static(cfg config.Config) []Finding {
 		out = append(out, staticQueue(q)...)
 		total += len(q.Policy().Buckets())
 	}
+	out = append(out, pubsubFindings(cfg)...)
 	if total >= TopologyBucketsNearLimit {
 		out = append(out, Finding{
 			Severity: Warning, Code: CodeTopologyBucketsNearLimit,
