@@ -18,6 +18,9 @@ type demoConn struct {
 	kind    string
 	url     string
 	brokers string
+	// pubsubEndpoint and pubsubCount reach the parent's Pub/Sub fake (a
+	// worker); empty starts one (the demo).
+	pubsubEndpoint, pubsubCount string
 }
 
 // demoBackend is where the demo's queue lives: the embedded SQLite store,
@@ -33,6 +36,7 @@ type demoBackend struct {
 	sq      *sqlite.Transport // SQLite: the store itself
 	broker  brokerTransport   // RabbitMQ or Kafka: the broker connection
 	kafka   *demoKafka        // Kafka: the cluster
+	pubsub  *demoPubSub       // Pub/Sub: the fake
 	closeFn []func()
 }
 
@@ -55,9 +59,9 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 		}
 		b.cat = cat
 		return b, nil
-	case lily.TransportRabbitMQ, lily.TransportKafka:
+	case lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportPubSub:
 	default:
-		return nil, usagef("--transport %q: must be sqlite, rabbitmq or kafka", conn.kind)
+		return nil, usagef("--transport %q: must be sqlite, rabbitmq, kafka or pubsub", conn.kind)
 	}
 	cat, err := catalog.Open(ctx, db)
 	if err != nil {
@@ -65,7 +69,15 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 	}
 	b.cat = cat
 	b.closeFn = append(b.closeFn, func() { cat.Close() })
-	if conn.kind == lily.TransportKafka {
+	if conn.kind == lily.TransportPubSub {
+		p, err := openDemoPubSub(ctx, conn.pubsubEndpoint, conn.pubsubCount)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.pubsub, b.broker = p, p.tr
+		b.closeFn = append(b.closeFn, p.Close)
+	} else if conn.kind == lily.TransportKafka {
 		k, err := openDemoKafka(ctx, conn.brokers)
 		if err != nil {
 			b.Close()

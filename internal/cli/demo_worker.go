@@ -47,7 +47,7 @@ const demoVisibility = 10 * time.Second
 func newDemoWorkerCmd() *cobra.Command {
 	var (
 		db, instance, kind, url, queue string
-		brokers                        string
+		brokers, psEndpoint, psCount   string
 		verbose, fixed                 bool
 	)
 	cmd := &cobra.Command{
@@ -59,7 +59,10 @@ func newDemoWorkerCmd() *cobra.Command {
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			qc := demoQueueConfig(queue, kind)
-			b, err := openDemoBackend(ctx, demoConn{kind: kind, url: url, brokers: brokers}, db, qc)
+			if kind == lily.TransportPubSub && psEndpoint == "" {
+				return usagef("demo-worker --transport pubsub needs --pubsub-endpoint and --pubsub-count (the demo passes its fake's)")
+			}
+			b, err := openDemoBackend(ctx, demoConn{kind: kind, url: url, brokers: brokers, pubsubEndpoint: psEndpoint, pubsubCount: psCount}, db, qc)
 			if err != nil {
 				return err
 			}
@@ -115,9 +118,11 @@ func newDemoWorkerCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&db, "db", "", "database file (store or catalog)")
 	fl.StringVar(&instance, "instance", "demo-worker-"+strconv.Itoa(os.Getpid()), "consumer instance ID (its leases)")
-	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq or kafka")
+	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq, kafka or pubsub")
 	fl.StringVar(&url, "url", config.DefaultRabbitMQURL, "AMQP URL")
 	fl.StringVar(&brokers, "brokers", "", "Kafka seed brokers (the demo passes its cluster's)")
+	fl.StringVar(&psEndpoint, "pubsub-endpoint", "", "the demo's Pub/Sub fake (the demo passes its own)")
+	fl.StringVar(&psCount, "pubsub-count", "", "the demo's count endpoint of its Pub/Sub fake")
 	fl.StringVar(&queue, "queue", demoQueue, "queue name")
 	fl.BoolVar(&verbose, "verbose", false, "log the consumer's decisions to stderr")
 	fl.BoolVar(&fixed, "fixed", false, "run the fixed consumer (retired SKUs known, gift notes no longer crash)")
