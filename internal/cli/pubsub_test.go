@@ -168,3 +168,14 @@ func TestPubSubTopologyIngestRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDemoPubSub runs the demo on its in-process Pub/Sub fake: the same
+// counts as on SQLite (runBrokerDemo checks them), each crash-type poison
+// dead-lettered at delivery_limit by the subscription's delivery attempt.
+func TestDemoPubSub(t *testing.T) {
+	t.Parallel()
+	got := runBrokerDemo(t, lily.TransportPubSub, "--db", filepath.Join(t.TempDir(), "catalog.db"))
+	if got.Transport != lily.TransportPubSub {
+		t.Errorf("demo ran on %q", got.Transport)
+	}
+}
