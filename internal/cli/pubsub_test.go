@@ -179,3 +179,22 @@ func TestDemoPubSub(t *testing.T) {
 		t.Errorf("demo ran on %q", got.Transport)
 	}
 }
+
+// TestEvidenceDecodePubSub: 'lily evidence decode' reads the attributes
+// Pub/Sub's dead-letter policy adds.
+func TestEvidenceDecodePubSub(t *testing.T) {
+	t.Parallel()
+	in := `{"CloudPubSubDeadLetterSourceSubscription":"orders-worker","CloudPubSubDeadLetterSourceDeliveryCount":"7","tenant":"acme"}`
+	var out, errb strings.Builder
+	cmd := newRoot()
+	cmd.SetArgs([]string{"evidence", "decode"})
+	cmd.SetIn(strings.NewReader(in))
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("evidence decode: %v %s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "pubsub CloudPubSubDeadLetterSource*: reason max_delivery_attempts, at orders-worker, count 7") {
+		t.Errorf("decode printed:\n%s", out.String())
+	}
+}
