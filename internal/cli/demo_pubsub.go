@@ -35,10 +35,12 @@ type demoPubSub struct {
 	tr       *pubsub.Transport
 }
 
-// demoPubSubOptions are the demo's transport options: a 2 s ack deadline
-// (a dead worker's deliveries come back after it), fast polling.
+// demoPubSubOptions are the demo's transport options: a 5 s ack deadline
+// (a dead worker's deliveries come back after it; shorter ones let a
+// loaded machine miss an extension, which raises a delivery attempt as on
+// the real service), fast polling.
 func demoPubSubOptions(endpoint string) pubsub.Options {
-	return pubsub.Options{Project: demoPubSubProject, Endpoint: endpoint, Insecure: true, AckDeadline: 2 * time.Second,
+	return pubsub.Options{Project: demoPubSubProject, Endpoint: endpoint, Insecure: true, AckDeadline: 5 * time.Second,
 		PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
