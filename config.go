@@ -30,6 +30,8 @@ const (
 	TransportKafka    = "kafka"
 	// TransportSQS is Amazon SQS (package transport/sqs).
 	TransportSQS = "sqs"
+	// TransportPubSub is Google Cloud Pub/Sub (package transport/pubsub).
+	TransportPubSub = "pubsub"
 )
 
 // BreakerEnabled reports whether the queue's consumers use the circuit
@@ -83,7 +85,7 @@ const (
 type QueueConfig struct {
 	// Name of the queue, e.g. "orders.created". Required.
 	Name string `toml:"name" json:"name"`
-	// Transport carrying the queue: "sqlite", "rabbitmq", "kafka" or "sqs".
+	// Transport carrying the queue: "sqlite", "rabbitmq", "kafka", "sqs" or "pubsub".
 	// Defaults to "sqlite".
 	Transport string `toml:"transport" json:"transport"`
 	// Exchange the queue is bound to (RabbitMQ). Defaults to the part of
@@ -327,9 +329,9 @@ func (c QueueConfig) Validate() error {
 		bad("name", fmt.Sprintf("%q", c.Name), "must be 1..200 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
 	switch c.Transport {
-	case TransportSQLite, TransportRabbitMQ, TransportKafka, TransportSQS:
+	case TransportSQLite, TransportRabbitMQ, TransportKafka, TransportSQS, TransportPubSub:
 	default:
-		bad("transport", fmt.Sprintf("%q", c.Transport), `must be "sqlite", "rabbitmq", "kafka" or "sqs"`)
+		bad("transport", fmt.Sprintf("%q", c.Transport), `must be "sqlite", "rabbitmq", "kafka", "sqs" or "pubsub"`)
 	}
 	if err := c.Policy().Validate(); err != nil {
 		for _, e := range unjoin(err) {

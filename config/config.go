@@ -92,6 +92,26 @@ type Config struct {
 	// partition its dead-letter topic keeps (retention.bytes): -1 for no
 	// size cap, or at least 1048576. Defaults to -1.
 	KafkaDLTRetentionBytes map[string]int64 `toml:"kafka_dlt_retention_bytes" json:"kafka_dlt_retention_bytes,omitempty"`
+	// PubSubProject is the Google Cloud project of the queues with
+	// transport "pubsub" (config/pubsub.go lists the Pub/Sub settings).
+	// Defaults to "".
+	PubSubProject string `toml:"pubsub_project" json:"pubsub_project,omitempty"`
+	// PubSubEndpoint is host:port of the Pub/Sub API or an emulator.
+	// Defaults to Google's.
+	PubSubEndpoint string `toml:"pubsub_endpoint" json:"pubsub_endpoint,omitempty"`
+	// PubSubInsecure dials pubsub_endpoint in plaintext without
+	// credentials (an emulator). Defaults to false.
+	PubSubInsecure bool `toml:"pubsub_insecure" json:"pubsub_insecure,omitempty"`
+	// PubSubAckDeadlineSeconds is the subscriptions' ack deadline (the
+	// lease), 10..600. Defaults to 60.
+	PubSubAckDeadlineSeconds *int `toml:"pubsub_ack_deadline_seconds" json:"pubsub_ack_deadline_seconds,omitempty"`
+	// PubSubMaxDeliveryAttempts is the dead-letter policy's limit that
+	// 'lily topology apply' sets, 5..100, above every pubsub queue's
+	// delivery_limit. Defaults to delivery_limit + 2, at least 5.
+	PubSubMaxDeliveryAttempts *int `toml:"pubsub_max_delivery_attempts" json:"pubsub_max_delivery_attempts,omitempty"`
+	// PubSubQueues maps a pubsub queue to its topic and subscription.
+	// Defaults to the queue's name for both.
+	PubSubQueues map[string]PubSubNames `toml:"pubsub_queues" json:"pubsub_queues,omitempty"`
 	// RedactPatterns are extra regular expressions whose matches are masked
 	// in error messages and stacks. Defaults to none (the built-in
 	// patterns always apply).
@@ -161,6 +181,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateKafka()...)
 	errs = append(errs, c.validateSQS()...)
+	errs = append(errs, c.validatePubSub()...)
 	errs = append(errs, c.validateLedger()...)
 	for _, p := range c.RedactPatterns {
 		if _, err := evidence.NewRedactor(p); err != nil {

@@ -68,7 +68,7 @@ type ForeignEvidence struct {
 
 // DecodeForeign returns the foreign dead-letter evidence found in h, in a fixed order:
 // RabbitMQ (x-death entries newest first, then x-last-death-*, then x-first-death-*),
-// MassTransit, Spring Kafka, Kafka Connect, Kafka Streams, NServiceBus. It returns nil
+// MassTransit, Spring Kafka, Kafka Connect, Kafka Streams, NServiceBus, Google Pub/Sub. It returns nil
 // when there is none.
 //
 // Values may be string or []byte; integers any integer type or decimal text (Spring
@@ -81,7 +81,7 @@ func DecodeForeign(h map[string]any) []ForeignEvidence {
 	var out []ForeignEvidence
 	out = append(out, decodeRabbit(v)...)
 	for _, dec := range []func(*view) (ForeignEvidence, bool){
-		decodeMassTransit, decodeSpring, decodeConnect, decodeStreams, decodeNServiceBus,
+		decodeMassTransit, decodeSpring, decodeConnect, decodeStreams, decodeNServiceBus, decodePubSub,
 	} {
 		if e, ok := dec(v); ok {
 			out = append(out, e)
@@ -96,7 +96,9 @@ func DecodeForeign(h map[string]any) []ForeignEvidence {
 // entry (newest first), else x-last-death-reason, else x-first-death-reason. Note that
 // x-first-death-reason of a message that went through Lily's retry buckets is usually
 // "expired" (the bucket's TTL), which is why it is consulted last. It returns false
-// when there is no reason or it is not one of the four.
+// when there is no reason or it is not one of the four. A message forwarded
+// by Google Pub/Sub's dead-letter policy (CloudPubSubDeadLetterSource*
+// attributes, or x-lily-pubsub-forwarded-by) gives ReasonDeliveryLimit.
 func BrokerReason(h map[string]any) (Reason, bool) {
 	v := newView(h)
 	var reason string
@@ -121,7 +123,7 @@ func BrokerReason(h map[string]any) (Reason, bool) {
 	case "delivery_limit":
 		return ReasonDeliveryLimit, true
 	}
-	return "", false
+	return pubsubReason(v)
 }
 
 // view looks headers up by exact name, then case-insensitively.

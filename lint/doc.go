@@ -21,7 +21,9 @@
 // dlq-retention-below-triage, jitter-without-retries, buckets-near-limit,
 // topology-buckets-near-limit, retries-share-cap, park-needs-keys,
 // block-holds-partition, no-owner, handler-timeout-over-lease,
-// retry-capacity-short, breaker-without-retries. Live codes: topology-drift,
+// retry-capacity-short, breaker-without-retries; for transport "pubsub"
+// (lint/pubsub.go): pubsub-max-attempts, pubsub-retry-retention,
+// pubsub-retry-hops, pubsub-retry-rounded, pubsub-retry-needs-consumer. Live codes: topology-drift,
 // dlx-missing, dlx-unbound, at-least-once-without-reject-publish,
 // delivery-limit-without-dlx, no-delivery-limit, dlq-message-ttl,
 // ttl-without-dlx, delivery-count-semantics. The doc comments of Static and

@@ -131,6 +131,7 @@ func Static(cfg config.Config) []Finding {
 		total += len(q.Policy().Buckets())
 	}
 	out = append(out, kafkaDLTStatic(cfg)...)
+	out = append(out, pubsubFindings(cfg)...)
 	if total >= TopologyBucketsNearLimit {
 		out = append(out, Finding{
 			Severity: Warning, Code: CodeTopologyBucketsNearLimit,

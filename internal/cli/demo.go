@@ -134,7 +134,7 @@ the crashing orders are counted by the attempt counter topic.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.db, "db", "", "SQLite file to create for the demo: the store, or the catalog with --transport rabbitmq (default: a new file in a temporary directory)")
 	fl.StringVar(&f.catalog, "catalog", "", "PostgreSQL catalog URL for the dead letters and the ledger, with --transport rabbitmq or kafka (instead of --db); the catalog must not know the demo's queue yet")
-	fl.StringVar(&f.transport, "transport", lily.TransportSQLite, "where the queue lives: sqlite (embedded, no service), rabbitmq, kafka or sqs (an in-process SQS emulator, or --url https://sqs.<region>.amazonaws.com)")
+	fl.StringVar(&f.transport, "transport", lily.TransportSQLite, "where the queue lives: sqlite (embedded, no service), rabbitmq, kafka, sqs (an in-process SQS emulator, or --url https://sqs.<region>.amazonaws.com) or pubsub (an in-process Pub/Sub fake)")
 	fl.StringVar(&f.url, "url", config.DefaultRabbitMQURL, "AMQP URL of the broker, with --transport rabbitmq; SQS endpoint (http(s)://...) with --transport sqs")
 	fl.StringVar(&f.brokers, "brokers", "", "Kafka seed brokers host:port,..., with --transport kafka (default: an in-process Kafka, kfake)")
 	fl.StringVar(&f.queue, "queue", demoQueue, "name of the demo's queue (its exchange is the part before the first dot)")
@@ -171,9 +171,9 @@ func (f demoFlags) validate() error {
 		}
 	}
 	switch f.transport {
-	case lily.TransportSQLite, lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS:
+	case lily.TransportSQLite, lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS, lily.TransportPubSub:
 	default:
-		errs = append(errs, fmt.Errorf("--transport %q: must be sqlite, rabbitmq, kafka or sqs", f.transport))
+		errs = append(errs, fmt.Errorf("--transport %q: must be sqlite, rabbitmq, kafka, sqs or pubsub", f.transport))
 	}
 	if f.catalog != "" {
 		switch {
@@ -258,6 +258,8 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		where = b.kafka.where() + ", catalog " + path
 	case lily.TransportSQS:
 		where = b.sqs.where() + ", catalog " + path
+	case lily.TransportPubSub:
+		where = b.pubsub.where() + ", catalog " + path
 	}
 	say("Lily demo: queue %s on %s", qc.Name, where)
 	say("published %d orders: %d malformed, %d flaky, %d hopeless, %d crashing; retries %v ms, delivery limit %d",
@@ -369,7 +371,8 @@ func demoReport(ctx context.Context, b *demoBackend, out *demoJSON, say func(str
 		say("  %-20s %d", r, byReason[r])
 	}
 	say("\nworker restarts: %d (each crash-type poison was counted by the %s, not caught in the handler)", out.WorkerRestarts,
-		map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker", lily.TransportKafka: "attempt counter", lily.TransportSQS: "broker's ApproximateReceiveCount"}[out.Transport])
+		map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker", lily.TransportKafka: "attempt counter",
+			lily.TransportSQS: "broker's ApproximateReceiveCount", lily.TransportPubSub: "subscription's delivery attempt"}[out.Transport])
 	say("inspect it yourself: lily dlq list %s; lily reconcile %s", out.storeArg(), out.storeArg())
 	return nil
 }
@@ -394,6 +397,9 @@ func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(st
 		}
 		if b.sqs != nil {
 			args = append(args, b.sqs.workerArgs()...)
+		}
+		if b.pubsub != nil {
+			args = append(args, "--pubsub-endpoint", b.pubsub.endpoint, "--pubsub-count", b.pubsub.countURL)
 		}
 		if f.verbose {
 			args = append(args, "--verbose")
@@ -433,6 +439,8 @@ func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(st
 			say("worker %d died (%v) holding %d deliveries; restarting", restarts+1, ee.ProcessState, n)
 		case b.kafka != nil:
 			say("worker %d died (%v); its records' counts were saved before its handler ran; restarting", restarts+1, ee.ProcessState)
+		case b.pubsub != nil:
+			say("worker %d died (%v); its deliveries come back when their ack deadline passes, delivery attempts raised; restarting", restarts+1, ee.ProcessState)
 		default:
 			say("worker %d died (%v); the broker requeued its deliveries; restarting", restarts+1, ee.ProcessState)
 		}

@@ -21,6 +21,9 @@ type demoConn struct {
 	// sqsQuery: the SQS endpoint (url) speaks the Query protocol (the
 	// demo's in-process emulator, passed to the workers).
 	sqsQuery bool
+	// pubsubEndpoint and pubsubCount reach the parent's Pub/Sub fake (a
+	// worker); empty starts one (the demo).
+	pubsubEndpoint, pubsubCount string
 }
 
 // demoBackend is where the demo's queue lives: the embedded SQLite store,
@@ -37,6 +40,7 @@ type demoBackend struct {
 	broker  brokerTransport   // RabbitMQ or Kafka: the broker connection
 	kafka   *demoKafka        // Kafka: the cluster
 	sqs     *demoSQS          // SQS: the endpoint (demo_sqs.go)
+	pubsub  *demoPubSub       // Pub/Sub: the fake
 	closeFn []func()
 }
 
@@ -59,9 +63,9 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 		}
 		b.cat = cat
 		return b, nil
-	case lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS:
+	case lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS, lily.TransportPubSub:
 	default:
-		return nil, usagef("--transport %q: must be sqlite, rabbitmq, kafka or sqs", conn.kind)
+		return nil, usagef("--transport %q: must be sqlite, rabbitmq, kafka, sqs or pubsub", conn.kind)
 	}
 	cat, err := catalog.Open(ctx, db)
 	if err != nil {
@@ -77,6 +81,14 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 		}
 		b.sqs, b.broker = s, s.tr
 		b.closeFn = append(b.closeFn, func() { s.tr.Close() })
+	} else if conn.kind == lily.TransportPubSub {
+		p, err := openDemoPubSub(ctx, conn.pubsubEndpoint, conn.pubsubCount)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.pubsub, b.broker = p, p.tr
+		b.closeFn = append(b.closeFn, p.Close)
 	} else if conn.kind == lily.TransportKafka {
 		k, err := openDemoKafka(ctx, conn.brokers)
 		if err != nil {

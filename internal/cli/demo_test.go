@@ -246,7 +246,18 @@ func runBrokerDemo(t *testing.T, kind string, args ...string) demoJSON {
 	if got.Redriven != 5 || got.RedriveRounds != 2 || got.NeedsManual != 0 {
 		t.Errorf("redriven %d in %d rounds, needs_manual %d; want 5 in 2 rounds, 0", got.Redriven, got.RedriveRounds, got.NeedsManual)
 	}
-	if got.WorkerRestarts != 2*demoQueueConfig(demoQueue, kind).Settings().DeliveryLimit {
+	limit := demoQueueConfig(demoQueue, kind).Settings().DeliveryLimit
+	switch {
+	case kind == lily.TransportPubSub:
+		// pstest hands messages out in map order, not publish order, so
+		// both crashing orders can be pulled into one worker's batch; the
+		// crash on one then raises the other's delivery attempt too (the
+		// crash collateral of DESIGN §4, bounded to the first crash by the
+		// cautious one-at-a-time pulls after it).
+		if got.WorkerRestarts < limit+1 || got.WorkerRestarts > 2*limit {
+			t.Errorf("worker restarts %d, want delivery_limit+1 .. 2 × delivery_limit", got.WorkerRestarts)
+		}
+	case got.WorkerRestarts != 2*limit:
 		t.Errorf("worker restarts %d, want 2 × delivery_limit", got.WorkerRestarts)
 	}
 	return got

@@ -48,7 +48,7 @@ func newDemoWorkerCmd() *cobra.Command {
 	var (
 		db, instance, kind, url, queue string
 		shopDB                         string
-		brokers                        string
+		brokers, psEndpoint, psCount   string
 		verbose, fixed, sqsQuery       bool
 	)
 	cmd := &cobra.Command{
@@ -60,7 +60,10 @@ func newDemoWorkerCmd() *cobra.Command {
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			qc := demoQueueConfig(queue, kind)
-			b, err := openDemoBackend(ctx, demoConn{kind: kind, url: url, brokers: brokers, sqsQuery: sqsQuery}, db, qc)
+			if kind == lily.TransportPubSub && psEndpoint == "" {
+				return usagef("demo-worker --transport pubsub needs --pubsub-endpoint and --pubsub-count (the demo passes its fake's)")
+			}
+			b, err := openDemoBackend(ctx, demoConn{kind: kind, url: url, brokers: brokers, sqsQuery: sqsQuery, pubsubEndpoint: psEndpoint, pubsubCount: psCount}, db, qc)
 			if err != nil {
 				return err
 			}
@@ -124,10 +127,12 @@ func newDemoWorkerCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&db, "db", "", "database file (store or catalog)")
 	fl.StringVar(&instance, "instance", "demo-worker-"+strconv.Itoa(os.Getpid()), "consumer instance ID (its leases)")
-	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq, kafka or sqs")
+	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq, kafka, sqs or pubsub")
 	fl.StringVar(&url, "url", config.DefaultRabbitMQURL, "AMQP URL")
 	fl.StringVar(&brokers, "brokers", "", "Kafka seed brokers (the demo passes its cluster's)")
 	fl.BoolVar(&sqsQuery, "sqs-query", false, "the SQS endpoint (--url) speaks the Query protocol (the demo's emulator)")
+	fl.StringVar(&psEndpoint, "pubsub-endpoint", "", "the demo's Pub/Sub fake (the demo passes its own)")
+	fl.StringVar(&psCount, "pubsub-count", "", "the demo's count endpoint of its Pub/Sub fake")
 	fl.StringVar(&queue, "queue", demoQueue, "queue name")
 	fl.BoolVar(&verbose, "verbose", false, "log the consumer's decisions to stderr")
 	fl.StringVar(&shopDB, "shop-db", "", "the shop's database: record each order there through the inbox")

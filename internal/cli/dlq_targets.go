@@ -68,7 +68,7 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publ
 	q, ok := r.env.queue(queue)
 	if !ok || !isBroker(q.Transport) {
 		if r.env.sq == nil {
-			return nil, fmt.Errorf("queue %q is not a rabbitmq, kafka or sqs [[queue]] of --config, and the catalog %s is not a SQLite store that could hold it: %w (pass the --config that declares it)",
+			return nil, fmt.Errorf("queue %q is not a rabbitmq, kafka, sqs or pubsub [[queue]] of --config, and the catalog %s is not a SQLite store that could hold it: %w (pass the --config that declares it)",
 				queue, r.env.path, transport.ErrUnknownQueue)
 		}
 		qs, err := r.env.sq.Queues(ctx)
@@ -87,6 +87,12 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publ
 	}
 	if q.Transport == lily.TransportSQS {
 		return sqsTarget(ctx, brk, q)
+	}
+	if q.Transport == lily.TransportPubSub {
+		// The redrive goes to the queue's topic (Publish names a missing
+		// topic with transport.ErrUnknownQueue); every subscription of
+		// the topic receives it, as any message published there.
+		return brk.pubsub(ctx)
 	}
 	if q.Transport == lily.TransportKafka {
 		// Checked on the cluster before anything is sent; the redrive goes

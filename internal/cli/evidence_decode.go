@@ -33,7 +33,9 @@ finds in it: Lily's own (x-lily-*, with every problem such as a non-canonical
 x-retry-count), and foreign evidence: RabbitMQ x-death and x-first/last-death-*,
 MassTransit MT-Fault-* and MT-Reason, Spring Kafka kafka_dlt-*, Kafka Connect
 __connect.errors.*, Kafka Streams __streams.errors.*, NServiceBus
-NServiceBus.ExceptionInfo.*, NServiceBus.FailedQ and NServiceBus.TimeOfFailure.
+NServiceBus.ExceptionInfo.*, NServiceBus.FailedQ and NServiceBus.TimeOfFailure,
+Google Pub/Sub's dead-letter policy CloudPubSubDeadLetterSource* (subscription,
+delivery count, publish time).
 
 JSON numbers become integers when they are whole (so x-retry-count 3 is
 canonical, "3" is not), objects become tables and arrays lists. With --typed,

@@ -76,7 +76,7 @@ func TestKafkaBadBrokers(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want 2 naming --brokers", args, code, errOut)
 		}
 	}
-	if code, _, errOut := run(t, "demo", "--transport", "nats"); code != 2 || !strings.Contains(errOut, "must be sqlite, rabbitmq, kafka or sqs") {
+	if code, _, errOut := run(t, "demo", "--transport", "nats"); code != 2 || !strings.Contains(errOut, "must be sqlite, rabbitmq, kafka, sqs or pubsub") {
 		t.Errorf("demo --transport nats: exit %d %q", code, errOut)
 	}
 }

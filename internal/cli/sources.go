@@ -15,6 +15,7 @@ import (
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/pubsub"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqs"
 )
@@ -102,11 +103,12 @@ var (
 	_ brokerTransport = (*rabbitmq.Transport)(nil)
 	_ brokerTransport = (*kafka.Transport)(nil)
 	_ brokerTransport = (*sqs.Transport)(nil)
+	_ brokerTransport = (*pubsub.Transport)(nil)
 )
 
 // isBroker reports whether a queue's transport is a broker.
 func isBroker(kind string) bool {
-	return kind == lily.TransportRabbitMQ || kind == lily.TransportKafka || kind == lily.TransportSQS
+	return kind == lily.TransportRabbitMQ || kind == lily.TransportKafka || kind == lily.TransportSQS || kind == lily.TransportPubSub
 }
 
 // kafkaConnectTimeout bounds how long a command waits for a Kafka broker.
@@ -141,6 +143,9 @@ type brokers struct {
 	rmq          *rabbitmq.Transport
 	kfk          *kafka.Transport
 	sqsT         *sqs.Transport // sqs.go
+	ps           *pubsub.Transport
+	// psOptions adjusts the Pub/Sub options (the demo's in-process fake).
+	psOptions func(*pubsub.Options)
 }
 
 // newBrokers returns the brokers of c, with --url and --brokers (either
@@ -172,6 +177,9 @@ func (b *brokers) Close() {
 	}
 	if b.sqsT != nil {
 		b.sqsT.Close()
+	}
+	if b.ps != nil {
+		b.ps.Close()
 	}
 }
 
@@ -233,6 +241,13 @@ func (b *brokers) forQueue(ctx context.Context, q lily.QueueConfig) (brokerTrans
 		}
 		t.Register(q.Spec())
 		return t, nil
+	case lily.TransportPubSub:
+		ps, err := b.pubsub(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ps.Register(q.Spec())
+		return ps, nil
 	}
 	return nil, nil
 }
@@ -295,6 +310,13 @@ func (b *brokers) peekDeadLetters(ctx context.Context, q lily.QueueConfig, limit
 			return nil, err
 		}
 		return t.(*sqs.Transport).PeekDeadLetters(ctx, q.Name, limit)
+	case lily.TransportPubSub:
+		ps, err := b.pubsub(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ds, err := ps.DeadLetters(ctx, q.Name)
+		return ds[:min(limit, len(ds))], err
 	}
 	return nil, nil
 }

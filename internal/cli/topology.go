@@ -39,6 +39,7 @@ type topologyConfig struct {
 	rabbit []transport.QueueSpec
 	kafka  []transport.QueueSpec
 	sqs    []transport.QueueSpec // topology_sqs.go
+	pubsub []transport.QueueSpec
 	url    string
 }
 
@@ -64,10 +65,12 @@ func (f *rabbitFlags) load() (topologyConfig, error) {
 			tc.kafka = append(tc.kafka, q.Spec())
 		case lily.TransportSQS:
 			tc.sqs = append(tc.sqs, q.Spec())
+		case lily.TransportPubSub:
+			tc.pubsub = append(tc.pubsub, q.Spec())
 		}
 	}
-	if len(tc.rabbit)+len(tc.kafka)+len(tc.sqs) == 0 {
-		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\", \"kafka\" or \"sqs\"", f.config)
+	if len(tc.rabbit)+len(tc.kafka)+len(tc.sqs)+len(tc.pubsub) == 0 {
+		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\", \"kafka\", \"sqs\" or \"pubsub\"", f.config)
 	}
 	if f.url != "" {
 		if err := config.ValidateRabbitMQURL(f.url); err != nil {
@@ -123,8 +126,15 @@ func newTopologyPlanCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ps, err := pubsubPlan(tc)
+			if err != nil {
+				return err
+			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics, SQSQueues: sqsQueues})
+				return writeJSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics, SQSQueues: sqsQueues, PubSub: ps})
+			}
+			if len(tc.pubsub) > 0 {
+				defer printPubSub(cmd.OutOrStdout(), ps)
 			}
 			if len(tc.rabbit) > 0 {
 				printTopology(cmd.OutOrStdout(), top)
@@ -171,6 +181,11 @@ func newTopologyApplyCmd() *cobra.Command {
 				}
 				top, _ := rabbitmq.Plan(tc.rabbit)
 				fmt.Fprintf(cmd.OutOrStdout(), "declared %d exchanges, %d queues, %d bindings\n", len(top.Exchanges), len(top.Queues), len(top.Bindings))
+			}
+			if len(tc.pubsub) > 0 {
+				if err := applyPubSub(cmd, tc); err != nil {
+					return err
+				}
 			}
 			if len(tc.kafka) > 0 {
 				if err := applyKafka(cmd, tc, f.brokers); err != nil {
@@ -246,7 +261,15 @@ Exits 1 when anything differs.`,
 				res.SQSDifferences = diffs
 				summary = append(summary, fmt.Sprintf("%d SQS queues", n))
 			}
-			n := len(res.Differences) + len(res.KafkaDifferences) + len(res.SQSDifferences)
+			if len(tc.pubsub) > 0 {
+				diffs, n, err := verifyPubSub(cmd.Context(), tc)
+				if err != nil {
+					return err
+				}
+				res.PubSubDifferences = diffs
+				summary = append(summary, fmt.Sprintf("%d Pub/Sub topics with subscriptions", n))
+			}
+			n := len(res.Differences) + len(res.KafkaDifferences) + len(res.SQSDifferences) + len(res.PubSubDifferences)
 			res.OK = n == 0
 			if asJSON {
 				if err := writeJSON(out, res); err != nil {
@@ -260,6 +283,9 @@ Exits 1 when anything differs.`,
 					fmt.Fprintln(out, d.String())
 				}
 				for _, d := range res.SQSDifferences {
+					fmt.Fprintln(out, d.String())
+				}
+				for _, d := range res.PubSubDifferences {
 					fmt.Fprintln(out, d.String())
 				}
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/pubsub"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqs"
 )
@@ -22,14 +23,16 @@ type topologyJSON struct {
 	rabbitmq.Topology
 	KafkaTopics []kafka.TopicPlan `json:"kafka_topics,omitempty"`
 	SQSQueues   []sqs.QueuePlan   `json:"sqs_queues,omitempty"`
+	PubSub      []pubsub.Resource `json:"pubsub,omitempty"`
 }
 
 // verifyJSON is the --json output of 'lily topology verify'.
 type verifyJSON struct {
-	Differences      []rabbitmq.Difference `json:"differences"`
-	KafkaDifferences []kafka.Difference    `json:"kafka_differences,omitempty"`
-	SQSDifferences   []sqs.Difference      `json:"sqs_differences,omitempty"`
-	OK               bool                  `json:"ok"`
+	Differences       []rabbitmq.Difference `json:"differences"`
+	KafkaDifferences  []kafka.Difference    `json:"kafka_differences,omitempty"`
+	SQSDifferences    []sqs.Difference      `json:"sqs_differences,omitempty"`
+	PubSubDifferences []pubsub.Difference   `json:"pubsub_differences,omitempty"`
+	OK                bool                  `json:"ok"`
 }
 
 // kafkaPlan returns the topics of the configuration's kafka queues.

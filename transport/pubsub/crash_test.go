@@ -1,0 +1,154 @@
+package pubsub_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/pubsub"
+	"github.com/lily-mq/lily/transport/transporttest"
+)
+
+// The crash test re-executes this test binary as a consumer process that
+// calls os.Exit on the poison message. pstest runs in the test process
+// (it must outlive the killed consumer); the child connects to it over
+// gRPC.
+const (
+	crashChildAddr  = "LILY_PUBSUB_CRASH_ADDR"
+	crashChildQueue = "LILY_PUBSUB_CRASH_QUEUE"
+	crashChildLog   = "LILY_PUBSUB_CRASH_LOG"
+	crashChildTotal = "LILY_PUBSUB_CRASH_TOTAL"
+)
+
+func TestMain(m *testing.M) {
+	if q := os.Getenv(crashChildQueue); q != "" {
+		total, _ := strconv.Atoi(os.Getenv(crashChildTotal))
+		os.Exit(crashChild(os.Getenv(crashChildAddr), q, os.Getenv(crashChildLog), total))
+	}
+	os.Exit(m.Run())
+}
+
+func crashQueueConfig(name string) lily.QueueConfig {
+	return lily.QueueConfig{Name: name, Transport: lily.TransportPubSub, DeliveryLimit: new(3)}.WithDefaults()
+}
+
+// crashChild consumes; it appends the event ID of every message its
+// handler processed to logPath and dies (os.Exit) on the body "poison".
+// Pub/Sub cannot count what is in flight, so it stops once every other
+// message is in its log and the poison is in the dead-letter subscription.
+func crashChild(addr, queue, logPath string, total int) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, err := pubsub.Open(ctx, testOptions(addr))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	qc := crashQueueConfig(queue)
+	tr.Register(qc.Spec())
+	logf, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 3
+	}
+	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
+		if string(d.Body) == "poison" {
+			os.Exit(transporttest.CrashExitCode) // the process dies mid-handler: no catch block sees it
+		}
+		logf.WriteString(d.EventID + "\n")
+		return logf.Sync()
+	}), lily.ConsumerOptions{Queue: qc, Instance: "crash-consumer", Concurrency: 2, Prefetch: 10,
+		ReceiveWait: 20 * time.Millisecond, Logger: quietLogger()})
+	if err != nil {
+		return 3
+	}
+	go func() {
+		for ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			data, _ := os.ReadFile(logPath)
+			seen := map[string]bool{}
+			for _, id := range strings.Fields(string(data)) {
+				seen[id] = true
+			}
+			if len(seen) < total-1 {
+				continue
+			}
+			if dls, err := tr.DeadLetters(ctx, queue); err == nil && len(dls) > 0 {
+				cancel()
+			}
+		}
+	}()
+	if err := c.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	tr.Close()
+	return 0
+}
+
+// TestCrashTypePoison runs a consumer subprocess that calls os.Exit on one
+// message, restarts it each time it dies, and checks that the message
+// lands in Lily's dead-letter topic with reason delivery_limit after
+// delivery_limit restarts — counted by the subscription's delivery attempt,
+// which the killed process cannot forget — while its neighbours are
+// processed, none dead-lettered with it.
+func TestCrashTypePoison(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := newServer(t)
+	tr := open(t, srv)
+	qc := crashQueueConfig(fmt.Sprintf("crash.poison.%08x", rand.Uint32()))
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]lily.Message, 30)
+	for i := range msgs {
+		msgs[i] = lily.Message{Body: []byte(fmt.Sprintf("order-%d", i))}
+	}
+	const poison = 13
+	msgs[poison].Body = []byte("poison")
+	if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "acked.log")
+	restarts := transporttest.RunCrashChildren(t, crashChildAddr+"="+srv.Addr, crashChildQueue+"="+qc.Name,
+		crashChildLog+"="+logPath, crashChildTotal+"="+strconv.Itoa(len(msgs)))
+	if restarts != qc.Settings().DeliveryLimit {
+		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
+	}
+	dls, err := tr.DeadLetters(ctx, qc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].EventID != msgs[poison].EventID || string(dls[0].Body) != "poison" {
+		t.Fatalf("dead-letter subscription holds %d messages, want exactly the poison", len(dls))
+	}
+	rec, err := evidence.Decode(dls[0].Headers)
+	if err != nil {
+		t.Errorf("evidence: %v", err)
+	}
+	if rec.Reason != evidence.ReasonDeliveryLimit || rec.DeliveryCount != qc.Settings().DeliveryLimit+1 {
+		t.Errorf("reason %q delivery count %d, want delivery_limit and %d", rec.Reason, rec.DeliveryCount, qc.Settings().DeliveryLimit+1)
+	}
+	processed := transporttest.ReadIDs(t, logPath)
+	for i, m := range msgs {
+		if i != poison && !processed[m.EventID] {
+			t.Errorf("message %d (%s) was not processed", i, m.Body)
+		}
+	}
+	if processed[msgs[poison].EventID] || len(processed) != len(msgs)-1 {
+		t.Errorf("processed %d distinct messages, want %d (all but the poison)", len(processed), len(msgs)-1)
+	}
+	if n := inFlight(srv, tr, qc.Name); n != 0 {
+		t.Errorf("%d messages unacknowledged after the run, want 0", n)
+	}
+	t.Logf("%d restarts; poison dead-lettered with delivery count %d", restarts, rec.DeliveryCount)
+}
