@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
