@@ -265,4 +265,3 @@ func TestConsumeDemoWorkloadRabbitMQ(t *testing.T) {
 	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--http", srv.URL+"/orders"), demo)
 	checkSameAsDemo(t, "exec (the README's Python)", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--exec", readmePython(t)), demo)
 }
-
