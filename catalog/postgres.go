@@ -76,6 +76,7 @@ var pgMigrations = []pgMigration{
 	{2, "covering indexes for group (INCLUDE id), schema_version kept by a trigger", func() string {
 		return pgGroupIndexes + pgSchemaVersionTrigger
 	}},
+	{6, "foreign dead-letter queues (lily consume / [[foreign_dlq]])", func() string { return pgDDL(foreignSchema) }},
 }
 
 // migratePostgres applies the steps of pgMigrations the database lacks.

@@ -150,7 +150,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("catalog: add column %s: %w", c.name, err)
 		}
 	}
-	if _, err := db.ExecContext(ctx, indexes+auditSchema+keySchema+leaseSchema+jobsSchema+ledgerPruneSchema); err != nil {
+	if _, err := db.ExecContext(ctx, indexes+auditSchema+keySchema+leaseSchema+jobsSchema+ledgerPruneSchema+foreignSchema); err != nil {
 		return fmt.Errorf("catalog: create indexes: %w", err)
 	}
 	if err := migrateSchemaVersion(ctx, db); err != nil {
