@@ -78,6 +78,10 @@ type Config struct {
 	// Tokens are the [[token]] entries: named credentials with a role for
 	// the HTTP API and console ('lily serve'). Defaults to none.
 	Tokens []TokenConfig `toml:"token" json:"tokens,omitempty"`
+	// ForeignDLQs are the [[foreign_dlq]] entries: RabbitMQ dead-letter
+	// queues other frameworks fill (MassTransit, a dead-letter exchange,
+	// NServiceBus), drained and redriven to their origin. Defaults to none.
+	ForeignDLQs []ForeignDLQConfig `toml:"foreign_dlq" json:"foreign_dlqs,omitempty"`
 }
 
 // WithDefaults returns c with defaults applied to it and every queue.
@@ -132,6 +136,7 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateTokens()...)
+	errs = append(errs, c.validateForeign()...)
 	return errors.Join(errs...)
 }
 
