@@ -60,6 +60,7 @@ type redriveFlags struct {
 	sel     selectFlags
 	url     string
 	brokers string
+	to      string // --to: entries of a [[foreign_dlq]] go there instead of their origin
 	actor   string
 	dryRun  bool
 	sample  int
@@ -152,6 +153,7 @@ decision is in 'lily audit'.`,
 	fl.DurationVar(&f.observe, "observe", 0, "how long to watch the sample for dead letters (e.g. 30s, 5m)")
 	fl.Float64Var(&f.rate, "rate", 0, "at most this many messages per second (0: as fast as the transport confirms)")
 	fl.StringVar(&f.url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
+	fl.StringVar(&f.to, "to", "", "send the entries of a [[foreign_dlq]] to this queue instead of each message's origin")
 	brokersFlag(cmd, &f.brokers)
 	actorFlag(cmd, &f.actor)
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
@@ -204,7 +206,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	if _, err := parseBrokersFlag(f.brokers); err != nil {
 		return err
 	}
-	targets := &redriveTargets{env: env, url: f.url, brokers: f.brokers}
+	targets := &redriveTargets{env: env, url: f.url, brokers: f.brokers, to: f.to}
 	defer targets.Close()
 	w := cmd.OutOrStdout()
 	actor := actorOr(f.actor)

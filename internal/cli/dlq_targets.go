@@ -27,6 +27,7 @@ type redriveTargets struct {
 	env     *dlqEnv
 	url     string // --url
 	brokers string // --brokers
+	to      string // --to: a [[foreign_dlq]]'s entries go there instead of their origin
 	brk     *brokers
 }
 
@@ -65,6 +66,9 @@ func (r *redriveTargets) broker(ctx context.Context, q lily.QueueConfig) (broker
 // still exists; an error names the queue and wraps
 // transport.ErrUnknownQueue when it does not.
 func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publisher, error) {
+	if pub, ok, err := r.foreignTarget(ctx, queue); ok {
+		return pub, err
+	}
 	q, ok := r.env.queue(queue)
 	if !ok || !isBroker(q.Transport) {
 		if r.env.sq == nil {
