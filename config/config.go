@@ -58,7 +58,9 @@ type Config struct {
 	KafkaPartitions *int32 `toml:"kafka_partitions" json:"kafka_partitions,omitempty"`
 	// KafkaDeadLetterTopics maps a kafka queue (topic) to the dead-letter
 	// topic Lily writes to and 'lily dlq ingest' reads, when it is not
-	// "<queue>.dlt": e.g. one written by Spring Kafka ("orders-dlt"),
+	// "<queue>.dlt": e.g. one written by Spring Kafka (its
+	// DeadLetterPublishingRecoverer's default is "<topic>.DLT", the
+	// @RetryableTopic feature's "<topic>-dlt"),
 	// Kafka Connect or Kafka Streams. Defaults to none.
 	KafkaDeadLetterTopics map[string]string `toml:"kafka_dead_letter_topics" json:"kafka_dead_letter_topics,omitempty"`
 	// RedactPatterns are extra regular expressions whose matches are masked
