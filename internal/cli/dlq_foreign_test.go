@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -139,6 +140,15 @@ func mtFault(id, inputAddress, msg string, retries int32) amqp.Publishing {
 // ingested = redriven + discarded, nothing left the DLQs without a record.
 func TestForeignDLQsRabbitMQ(t *testing.T) {
 	t.Parallel()
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			testForeignDLQs(t, store)
+		})
+	}
+}
+
+func testForeignDLQs(t *testing.T, store string) {
 	url := needRabbit(t)
 	b := newForeignBroker(t, url)
 	p := fmt.Sprintf("f%08x", rand.Uint32())
@@ -186,7 +196,12 @@ func TestForeignDLQsRabbitMQ(t *testing.T) {
 		}})
 
 	db := filepath.Join(t.TempDir(), "catalog.db")
-	cfg := writeConfig(t, fmt.Sprintf(`db = %q
+	catalogLine, where := "", db
+	if store == "postgres" {
+		where = pgtest.URL(t)
+		catalogLine = fmt.Sprintf("catalog_url = %q\n", where)
+	}
+	cfg := writeConfig(t, catalogLine+fmt.Sprintf(`db = %q
 rabbitmq_url = %q
 [[foreign_dlq]]
 queue = %q
@@ -217,7 +232,11 @@ kind = "nservicebus"
 	}
 	// The foreign evidence is kept and read.
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, db)
+	open := catalog.Open
+	if store == "postgres" {
+		open = catalog.OpenPostgres
+	}
+	cat, err := open(ctx, where)
 	if err != nil {
 		t.Fatal(err)
 	}
