@@ -19,6 +19,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -135,11 +136,21 @@ type consumeRun struct {
 // until the queue is idle, ingests a broker's dead letters, and reconciles.
 func runConsumeWorkload(t *testing.T, kind, url string, handler ...string) consumeRun {
 	t.Helper()
+	return runConsumeWorkloadOn(t, kind, url, "", handler...)
+}
+
+// runConsumeWorkloadOn is runConsumeWorkload with the catalog on the
+// PostgreSQL catalogURL when not empty (a broker transport).
+func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ...string) consumeRun {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "lily.db")
 	queue := fmt.Sprintf("sidecar%08x.created", rand.Uint32())
 	toml := fmt.Sprintf("db = %q\n", db)
+	if catalogURL != "" {
+		toml += fmt.Sprintf("catalog_url = %q\n", catalogURL)
+	}
 	if kind == lily.TransportRabbitMQ {
 		toml += fmt.Sprintf("rabbitmq_url = %q\n", url)
 	}
@@ -196,7 +207,11 @@ func runConsumeWorkload(t *testing.T, kind, url string, handler ...string) consu
 		t.Fatalf("reconcile after consume: %v %s", err, out)
 	}
 	r.ledger = rec.Queues[0]
-	cat, err := catalog.Open(ctx, db)
+	open, where := catalog.Open, db
+	if catalogURL != "" {
+		open, where = catalog.OpenPostgres, catalogURL
+	}
+	cat, err := open(ctx, where)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,4 +279,17 @@ func TestConsumeDemoWorkloadRabbitMQ(t *testing.T) {
 	srv := demoHTTPHandler(t)
 	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--http", srv.URL+"/orders"), demo)
 	checkSameAsDemo(t, "exec (the README's Python)", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--exec", readmePython(t)), demo)
+}
+
+// TestConsumeRabbitMQPostgresCatalog runs the sidecar on RabbitMQ with the
+// catalog and ledger on PostgreSQL: the Go demo's counts again.
+func TestConsumeRabbitMQPostgresCatalog(t *testing.T) {
+	t.Parallel()
+	url := needRabbit(t)
+	pg := pgtest.URL(t)
+	queue := fmt.Sprintf("sidecarpg%08x.created", rand.Uint32())
+	cleanupRabbitQueues(t, url, demoQueueConfig(queue, lily.TransportRabbitMQ))
+	demo := demoFirstHalf(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue)
+	srv := demoHTTPHandler(t)
+	checkSameAsDemo(t, "http, PostgreSQL catalog", runConsumeWorkloadOn(t, lily.TransportRabbitMQ, url, pg, "--http", srv.URL+"/orders"), demo)
 }
