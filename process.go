@@ -106,6 +106,7 @@ func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint
 		c.log.Warn("the handler's process crashed; releasing the delivery for redelivery (its delivery count is the bound)",
 			"event_id", d.EventID, "delivery_count", d.DeliveryCount, "err", c.o.Redactor.Redact(r.err.Error()))
 		c.observe(ctx, Event{Kind: EventFault, Queue: q.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err})
+		c.br.neutral(probe) // the message's fault, not the dependency's
 		return c.releaseReq(d, r.err)
 	case r.err == nil:
 		c.recordOutcome(true, probe)
