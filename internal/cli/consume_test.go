@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/lily-mq/lily"
@@ -151,8 +152,11 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 	if catalogURL != "" {
 		toml += fmt.Sprintf("catalog_url = %q\n", catalogURL)
 	}
-	if kind == lily.TransportRabbitMQ {
+	switch kind {
+	case lily.TransportRabbitMQ:
 		toml += fmt.Sprintf("rabbitmq_url = %q\n", url)
+	case lily.TransportKafka: // url is the seed broker
+		toml += fmt.Sprintf("kafka_brokers = [%q]\n", url)
 	}
 	cfg := writeConfig(t, toml+demoQueueTOML(queue, kind))
 	qc := demoQueueConfig(queue, kind)
@@ -176,6 +180,10 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 			t.Fatal(err)
 		}
 		defer tr.Close()
+		pub = tr
+	case lily.TransportKafka:
+		tr := openTestKafka(t, url)
+		tr.Register(qc.Spec())
 		pub = tr
 	}
 	if err := pub.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
@@ -292,4 +300,15 @@ func TestConsumeRabbitMQPostgresCatalog(t *testing.T) {
 	demo := demoFirstHalf(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue)
 	srv := demoHTTPHandler(t)
 	checkSameAsDemo(t, "http, PostgreSQL catalog", runConsumeWorkloadOn(t, lily.TransportRabbitMQ, url, pg, "--http", srv.URL+"/orders"), demo)
+}
+
+// TestConsumeDemoWorkloadKafka: the sidecar on Kafka (kfake), the crashing
+// orders counted by the attempt counter: the Go demo's counts.
+func TestConsumeDemoWorkloadKafka(t *testing.T) {
+	t.Parallel()
+	_, demoBrokers := newKafka(t)
+	demo := demoFirstHalf(t, lily.TransportKafka, "--brokers", demoBrokers)
+	_, brokers := newKafka(t)
+	srv := demoHTTPHandler(t)
+	checkSameAsDemo(t, "http on Kafka", runConsumeWorkload(t, lily.TransportKafka, strings.Split(brokers, ",")[0], "--http", srv.URL+"/orders"), demo)
 }
