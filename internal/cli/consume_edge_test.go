@@ -25,9 +25,10 @@ import (
 
 // edgeQueueTOML is a queue without retries (a transient failure is
 // dead-lettered at once, reason retries_exhausted), delivery_limit 2 and a
-// short handler timeout.
+// handler timeout of 3 s: what hangs is killed then, what answers does so
+// well within it even on a loaded machine.
 func edgeQueueTOML(db, name string) string {
-	return edgeQueueTimeout(db, name, 300)
+	return edgeQueueTimeout(db, name, 3000)
 }
 
 func edgeQueueTimeout(db, name string, timeoutMillis int) string {
@@ -290,7 +291,7 @@ func TestConsumeSIGTERM(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "lily.db")
-	cfg := writeConfig(t, edgeQueueTimeout(db, "edge.q", 5000))
+	cfg := writeConfig(t, edgeQueueTimeout(db, "edge.q", 60000))
 	tr, err := sqlite.Open(ctx, db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)

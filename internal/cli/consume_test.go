@@ -34,7 +34,10 @@ func consumeWorkload() ([]lily.Message, []string) {
 	return demoWorkload(60, 3, 5, 2, 2, 5)
 }
 
-// demoQueueTOML is demoQueueConfig as a [[queue]] entry.
+// demoQueueTOML is demoQueueConfig as a [[queue]] entry, with a handler
+// timeout long enough for a Python process per delivery on a loaded
+// machine (no handler of the workload hangs; a timeout would turn a
+// flaky order into retries_exhausted).
 func demoQueueTOML(name, kind string) string {
 	return fmt.Sprintf(`[[queue]]
 name = %q
@@ -44,7 +47,7 @@ retry_backoff_millis = 20
 max_retry_backoff_millis = 80
 retry_jitter_ratio = 0.2
 delivery_limit = 5
-handler_timeout_millis = 5000
+handler_timeout_millis = 60000
 owner = "team-checkout"
 breaker = false
 `, name, kind)
