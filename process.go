@@ -81,7 +81,7 @@ func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint
 	start := c.o.Now()
 	for attempt := 0; ; attempt++ {
 		r = c.call(ctx, ld)
-		if r.err == nil || r.abandoned || r.notStarted || attempt >= q.ImmediateRetries ||
+		if r.err == nil || r.abandoned || r.notStarted || attempt >= q.ImmediateRetries || isCrash(r.err) ||
 			c.o.Classifier.Classify(r.err) == PermanentClass || !c.sleepStopping(time.Duration(q.Settings().ImmediateRetryMillis)*time.Millisecond) {
 			break
 		}
@@ -100,6 +100,14 @@ func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint
 		c.log.Error("handler did not return after its timeout and grace; abandoned (it keeps its handler slot until it returns), the delivery handled as a transient failure",
 			"event_id", d.EventID, "timeout_ms", q.Settings().HandlerTimeoutMillis, "abandoned", c.abandoned.Load())
 		c.observe(ctx, Event{Kind: EventFault, Queue: q.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err})
+	case isCrash(r.err) && !r.abandoned:
+		// The handler's process died: given back like the deliveries of a
+		// dead consumer, counted by the transport (delivery_limit).
+		c.log.Warn("the handler's process crashed; releasing the delivery for redelivery (its delivery count is the bound)",
+			"event_id", d.EventID, "delivery_count", d.DeliveryCount, "err", c.o.Redactor.Redact(r.err.Error()))
+		c.observe(ctx, Event{Kind: EventFault, Queue: q.Name, EventID: d.EventID, HandlerDuration: took, Err: r.err})
+		c.br.neutral(probe) // the message's fault, not the dependency's
+		return c.releaseReq(d, r.err)
 	case r.err == nil:
 		c.recordOutcome(true, probe)
 		return settleReq{

@@ -47,6 +47,15 @@ type IngestParams struct {
 	// ingested before a crash), and whether the broker made it by itself
 	// (no Lily evidence: delivery limit, expiry, overflow, rejection).
 	OnEntry func(e *Entry, added, brokerMade bool)
+	// Foreign, when set, names the kind of a dead-letter queue another
+	// framework fills ("masstransit", "x-death", "nservicebus"): Queue is
+	// then the physical queue drained, it is registered as foreign, and
+	// the dead letters added are counted accepted in its ledger in the
+	// batch's transaction (redriven ones count as handed back).
+	Foreign string
+	// Reason, when set, is the reason of the dead letters without Lily
+	// evidence (e.g. "skipped" for MassTransit's _skipped queue).
+	Reason string
 }
 
 // IngestWith drains p.Queue's dead letters from a broker into the catalog
@@ -70,6 +79,9 @@ func (s *Store) IngestWith(ctx context.Context, d transport.DeadLetterDrainer, p
 		entries := make([]*Entry, len(ds))
 		for i, dl := range ds {
 			entries[i] = EntryFromDeadLetter(p.Queue, dl, now)
+			if p.Reason != "" && !hasLilyReason(dl) {
+				entries[i].Reason = p.Reason
+			}
 		}
 		if err := s.ingestBatch(ctx, p, now, entries); err != nil {
 			return err
@@ -104,6 +116,11 @@ func (s *Store) ingestBatch(ctx context.Context, p IngestParams, now time.Time, 
 	}
 	if err := insertEntries(ctx, tx, entries); err != nil {
 		return fmt.Errorf("catalog: ingest %s: %w", p.Queue, err)
+	}
+	if p.Foreign != "" {
+		if err := countForeignAccepted(ctx, tx, p.Queue, p.Foreign, entries); err != nil {
+			return err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("catalog: ingest %s: commit: %w", p.Queue, err)

@@ -120,6 +120,9 @@ func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) 
 	if err := sr.Err(); err != nil {
 		return nil, err
 	}
+	if err := s.foreignHandedBack(ctx, get); err != nil {
+		return nil, err
+	}
 	out := make([]LedgerRow, 0, len(rows))
 	for _, r := range rows {
 		if b, ok := inflight.(transport.InFlightBreakdown); ok {

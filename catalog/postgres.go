@@ -82,6 +82,7 @@ var pgMigrations = []pgMigration{
 	{5, "edited body versions, breaker transitions, consumer versions, redrive rule firings", func() string {
 		return pgDDL(editSchema) + pgDDL(ruleSchema)
 	}},
+	{6, "foreign dead-letter queues (lily consume / [[foreign_dlq]])", func() string { return pgDDL(foreignSchema) }},
 }
 
 // migratePostgres applies the steps of pgMigrations the database lacks.

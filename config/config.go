@@ -62,7 +62,9 @@ type Config struct {
 	KafkaPartitions *int32 `toml:"kafka_partitions" json:"kafka_partitions,omitempty"`
 	// KafkaDeadLetterTopics maps a kafka queue (topic) to the dead-letter
 	// topic Lily writes to and 'lily dlq ingest' reads, when it is not
-	// "<queue>.dlt": e.g. one written by Spring Kafka ("orders-dlt"),
+	// "<queue>.dlt": e.g. one written by Spring Kafka (its
+	// DeadLetterPublishingRecoverer's default is "<topic>.DLT", the
+	// @RetryableTopic feature's "<topic>-dlt"),
 	// Kafka Connect or Kafka Streams. Defaults to none.
 	KafkaDeadLetterTopics map[string]string `toml:"kafka_dead_letter_topics" json:"kafka_dead_letter_topics,omitempty"`
 	// SQSRegion is the AWS region of the queues with transport "sqs".
@@ -133,6 +135,10 @@ type Config struct {
 	// starts by itself when their trigger occurs (redrive_rule.go).
 	// Defaults to none: rule-driven redrive is off.
 	RedriveRules []RedriveRuleConfig `toml:"redrive_rule" json:"redrive_rules,omitempty"`
+	// ForeignDLQs are the [[foreign_dlq]] entries: RabbitMQ dead-letter
+	// queues other frameworks fill (MassTransit, a dead-letter exchange,
+	// NServiceBus), drained and redriven to their origin. Defaults to none.
+	ForeignDLQs []ForeignDLQConfig `toml:"foreign_dlq" json:"foreign_dlqs,omitempty"`
 }
 
 // WithDefaults returns c with defaults applied to it and every queue.
@@ -190,6 +196,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateTokens()...)
 	errs = append(errs, c.validateRules()...)
+	errs = append(errs, c.validateForeign()...)
 	return errors.Join(errs...)
 }
 

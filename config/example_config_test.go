@@ -47,7 +47,7 @@ func TestExampleKafkaConfig(t *testing.T) {
 	if got := q.Policy().Buckets(); len(got) != 3 || got[0] != 1000 || got[1] != 2000 || got[2] != 4000 {
 		t.Errorf("orders.created buckets %v, want [1000 2000 4000]", got)
 	}
-	if c.KafkaDeadLetterTopics["billing"] != "billing-dlt" {
+	if c.KafkaDeadLetterTopics["billing"] != "billing.DLT" {
 		t.Errorf("dead-letter topics %v", c.KafkaDeadLetterTopics)
 	}
 }

@@ -56,7 +56,7 @@ Ingesting the same dead letter twice adds one entry.`,
 			if err != nil {
 				return err
 			}
-			if queue != "" {
+			if _, foreign := c.ForeignDLQ(queue); queue != "" && !foreign {
 				if q, ok := c.Queue(queue); !ok || !isBroker(q.Transport) {
 					return notBroker(queue)
 				}
@@ -70,7 +70,7 @@ Ingesting the same dead letter twice adds one entry.`,
 			if err != nil {
 				return err
 			}
-			if len(sources) == 0 {
+			if len(sources) == 0 && len(c.ForeignDLQs) == 0 {
 				return usagef("--config %s: no [[queue]] has transport = \"rabbitmq\" or \"kafka\": nothing to ingest", sf.config)
 			}
 			cat, err := sf.openCatalog(ctx)
@@ -93,6 +93,11 @@ Ingesting the same dead letter twice adds one entry.`,
 				if err != nil {
 					return fmt.Errorf("ingest %s (after %d dead letters): %w", q, n, err)
 				}
+			}
+			foreign, err := ingestForeign(ctx, brk, cat, c, queue, &out)
+			names = append(names, foreign...)
+			if err != nil {
+				return err
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), out)

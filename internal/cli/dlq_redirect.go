@@ -6,7 +6,7 @@ import (
 
 // redirectFlag registers --to on 'lily dlq redrive'.
 func redirectFlag(cmd *cobra.Command, v *string) {
-	cmd.Flags().StringVar(v, "to", "", "redirect: send the entries to this configured queue (a quarantine, a fixed consumer's queue) instead of their source; audited with both names")
+	cmd.Flags().StringVar(v, "to", "", "redirect: send the entries to this configured queue (a quarantine, a fixed consumer's queue) instead of their source, audited with both names; entries of a [[foreign_dlq]] may also go to any existing broker queue instead of their origin")
 	cmd.Long += `
 
 Redirect (--to QUEUE): the messages go to QUEUE instead of their source —

@@ -73,7 +73,7 @@ type redriveFlags struct {
 	newVersion      string
 	includeCrashers bool
 	lease           time.Duration
-	to              string // --to: redirect (dlq_redirect.go)
+	to              string // --to: redirect (dlq_redirect.go), or a [[foreign_dlq]] entry's new origin
 }
 
 func newDLQRedriveCmd() *cobra.Command {
@@ -208,10 +208,19 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	if _, err := parseBrokersFlag(f.brokers); err != nil {
 		return err
 	}
-	if err := checkRedirect(env, f.to); err != nil {
+	// --to names a configured queue (a redirect, dlq_redirect.go), or —
+	// only for entries of a [[foreign_dlq]] — any broker queue that takes
+	// the place of each message's origin (dlq_foreign.go).
+	to, foreignTo := f.to, false
+	if f.to != "" && env.hasCfg && len(env.cfg.ForeignDLQs) > 0 {
+		if _, configured := env.queue(f.to); !configured {
+			to, foreignTo = "", true
+		}
+	}
+	if err := checkRedirect(env, to); err != nil {
 		return err
 	}
-	targets := &redriveTargets{env: env, url: f.url, brokers: f.brokers}
+	targets := &redriveTargets{env: env, url: f.url, brokers: f.brokers, to: f.to, foreignTo: foreignTo}
 	defer targets.Close()
 	w := cmd.OutOrStdout()
 	actor := actorOr(f.actor)
@@ -223,7 +232,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	p := catalog.RedriveParams{
 		Filter: filter, Limit: f.sel.limit, DryRun: f.dryRun, Rate: f.rate, MaxRedrives: env.maxRedrives,
 		Target: targets.target, Actor: actor, Op: op, Progress: bar.update,
-		IncludeCrashers: f.includeCrashers, NewConsumerVersion: f.newVersion, To: f.to,
+		IncludeCrashers: f.includeCrashers, NewConsumerVersion: f.newVersion, To: to,
 	}
 	if f.sample > 0 {
 		p.Options = fmt.Sprintf(`"sample":%d,"observe":%q`, f.sample, f.observe.String())
@@ -247,7 +256,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	}
 	holder := runnerName("cli")
 	job, err := env.cat.CreateJob(ctx, catalog.JobSpec{Filter: filter, Limit: f.sel.limit, Rate: f.rate, Sample: f.sample, Observe: f.observe,
-		NewConsumerVersion: f.newVersion, IncludeCrashers: f.includeCrashers, To: f.to, Actor: actor, Op: op, Holder: holder, Lease: f.lease})
+		NewConsumerVersion: f.newVersion, IncludeCrashers: f.includeCrashers, To: to, Actor: actor, Op: op, Holder: holder, Lease: f.lease})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,10 @@ type redriveTargets struct {
 	env     *dlqEnv
 	url     string // --url
 	brokers string // --brokers
+	to      string // --to: a [[foreign_dlq]]'s entries go there instead of their origin
+	// foreignTo: --to names no configured queue, so only entries of a
+	// [[foreign_dlq]] may be redriven (to that broker queue).
+	foreignTo bool
 	brk     *brokers
 }
 
@@ -65,6 +69,12 @@ func (r *redriveTargets) broker(ctx context.Context, q lily.QueueConfig) (broker
 // still exists; an error names the queue and wraps
 // transport.ErrUnknownQueue when it does not.
 func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publisher, error) {
+	if pub, ok, err := r.foreignTarget(ctx, queue); ok {
+		return pub, err
+	}
+	if r.foreignTo {
+		return nil, usagef("--to %q: not a [[queue]] of --config, and the selection holds entries of %s, which is not a [[foreign_dlq]]: only a foreign dead-letter queue's entries may go to an unconfigured queue (select them with --queue, or name a configured queue)", r.to, queue)
+	}
 	q, ok := r.env.queue(queue)
 	if !ok || !isBroker(q.Transport) {
 		if r.env.sq == nil {

@@ -16,7 +16,9 @@ import (
 // Publish produces the messages to the topic p.Queue, in order, with
 // acks=all, and returns once the brokers confirmed all of them. The key
 // picks the partition as the Java client does (murmur2), so a redrive
-// (p.Redrive) with the same key lands in the same partition. The event ID
+// (p.Redrive) with the same key lands in the same partition; a redriven
+// dead letter of Spring Kafka, Kafka Connect or Kafka Streams goes to the
+// topic and partition its evidence names (redriveOrigin). The event ID
 // and type travel as x-lily-event-id and x-lily-type; headers keep their
 // types (see EncodeHeaders). A topic that does not exist is
 // transport.ErrUnknownQueue.
@@ -42,6 +44,11 @@ func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) err
 		recs[i] = &kgo.Record{Topic: p.Queue, Value: m.Body, Headers: hs}
 		if m.Key != "" {
 			recs[i].Key = []byte(m.Key)
+		}
+		if p.Redrive {
+			if err := t.redriveRecord(ctx, p.Queue, m, recs[i]); err != nil {
+				return fmt.Errorf("kafka: redrive to %s: %w", p.Queue, err)
+			}
 		}
 	}
 	if err := errors.Join(t.produce(ctx, recs)...); err != nil {

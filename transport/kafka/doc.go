@@ -122,11 +122,15 @@
 // # Dead letters
 //
 // DrainDeadLetters reads <topic>.dlt (or the topic Options.DeadLetterTopics
-// names for the queue: Spring Kafka's "<topic>-dlt", a Kafka Connect or
+// names for the queue: Spring Kafka's "<topic>.DLT" (DeadLetterPublishingRecoverer;
+// "<topic>-dlt" with @RetryableTopic), a Kafka Connect or
 // Kafka Streams dead letter queue) from where the drain group stopped,
 // hands batches to the catalog, and commits the drain group's offsets only
 // after the catalog committed. DeadLetterDepth counts what is not drained.
-// Redrive is Publish to the source topic: same key, so same partition.
+// Redrive is Publish to the source topic: same key, so same partition; a
+// Spring Kafka, Kafka Connect or Kafka Streams dead letter goes back to the
+// topic and partition its evidence names (kafka_dlt-original-topic and
+// -partition, __connect.errors.topic and .partition, ...).
 //
 // # Ordering
 //

@@ -80,7 +80,8 @@ type Options struct {
 	// 30s.
 	MetadataMaxAge time.Duration
 	// DeadLetterTopics maps a queue to a dead-letter topic other than
-	// <queue>.dlt, e.g. one written by Spring Kafka ("<topic>-dlt"), Kafka
+	// <queue>.dlt, e.g. one written by Spring Kafka (DeadLetterPublishingRecoverer:
+	// "<topic>.DLT"; @RetryableTopic: "<topic>-dlt"), Kafka
 	// Connect or Kafka Streams, for DrainDeadLetters and DeadLetterDepth.
 	// Defaults to none.
 	DeadLetterTopics map[string]string

@@ -49,11 +49,16 @@ func (t *Transport) Peek(ctx context.Context, p *PeekParams) ([]*transport.Deliv
 // batches: each batch is acknowledged (removed) only after store returned
 // nil, so a crash leaves at most a batch to be stored again.
 func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainParams, store func(context.Context, []*transport.Delivery) error) (int, error) {
+	return t.drain(ctx, DeadLetterQueue(p.Queue), p, func(d *amqp.Delivery) *transport.Delivery { return t.deadLetter(p.Queue, d) }, store)
+}
+
+// drain reads the queue dlq in batches converted by conv, hands each
+// batch to store and acks it only once store returned nil.
+func (t *Transport) drain(ctx context.Context, dlq string, p *transport.DrainParams, conv func(*amqp.Delivery) *transport.Delivery, store func(context.Context, []*transport.Delivery) error) (int, error) {
 	batch := p.Batch
 	if batch <= 0 {
 		batch = 256
 	}
-	dlq := DeadLetterQueue(p.Queue)
 	ch, _, err := t.channel(ctx)
 	if err != nil {
 		return 0, err
@@ -78,7 +83,7 @@ func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainPara
 			if !ok {
 				break
 			}
-			ds = append(ds, t.deadLetter(p.Queue, &d))
+			ds = append(ds, conv(&d))
 			last = d.DeliveryTag
 		}
 		if len(ds) == 0 {

@@ -1,0 +1,96 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+)
+
+// foreignSchema registers the dead-letter queues that another framework
+// fills (MassTransit's <queue>_error, a queue fed by a RabbitMQ dead-letter
+// exchange, NServiceBus's error queue): their ledger counts what was
+// ingested as accepted and what was redriven to its origin as handed back.
+const foreignSchema = `
+CREATE TABLE IF NOT EXISTS lily_foreign_queues (
+	queue TEXT PRIMARY KEY,
+	kind  TEXT NOT NULL
+);
+`
+
+// registerForeign records queue as a foreign dead-letter queue of kind.
+func registerForeign(ctx context.Context, tx *txHandle, queue, kind string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO lily_foreign_queues(queue, kind) VALUES (?, ?) ON CONFLICT(queue) DO UPDATE SET kind = excluded.kind`, queue, kind)
+	if err != nil {
+		return fmt.Errorf("catalog: register foreign dead-letter queue %s: %w", queue, err)
+	}
+	return nil
+}
+
+// ForeignQueues returns the foreign dead-letter queues ingested so far and
+// their kinds.
+func (s *Store) ForeignQueues(ctx context.Context) (map[string]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT queue, kind FROM lily_foreign_queues`)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: foreign queues: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var q, k string
+		if err := rows.Scan(&q, &k); err != nil {
+			return nil, err
+		}
+		out[q] = k
+	}
+	return out, rows.Err()
+}
+
+// foreignHandedBack adds to the ledger rows of the foreign dead-letter
+// queues, as acked, the entries redriven to their origin: a message that
+// left a foreign DLQ ends in the catalog as pending, discarded (with a
+// record) or redriven — handed back to the queue it came from, outside
+// Lily's ledger. So accepted (counted at ingest, in the ingest's
+// transaction) = acked (redriven) + dead_lettered (pending) + discarded.
+func (s *Store) foreignHandedBack(ctx context.Context, get func(string) *LedgerRow) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT e.queue, COUNT(*) FROM lily_dlq_entries e JOIN lily_foreign_queues f ON f.queue = e.queue
+		WHERE e.state = 'redriven' GROUP BY e.queue`)
+	if err != nil {
+		return fmt.Errorf("catalog: ledger of foreign queues: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var q string
+		var n int64
+		if err := rows.Scan(&q, &n); err != nil {
+			return err
+		}
+		get(q).Acked += n
+	}
+	return rows.Err()
+}
+
+// countForeignAccepted registers a foreign queue and counts the entries of
+// a batch that were added (not ingested before) accepted.
+func countForeignAccepted(ctx context.Context, tx *txHandle, queue, kind string, entries []*Entry) error {
+	if err := registerForeign(ctx, tx, queue, kind); err != nil {
+		return err
+	}
+	var added int64
+	for _, e := range entries {
+		if e.ID != 0 {
+			added++
+		}
+	}
+	if added == 0 {
+		return nil
+	}
+	return addLedgerCounts(ctx, tx, queue, added, 0)
+}
+
+// hasLilyReason reports whether d carries Lily's own dead-letter reason.
+func hasLilyReason(d *transport.Delivery) bool {
+	_, ok := d.Headers[evidence.HeaderReason]
+	return ok
+}

@@ -1,0 +1,317 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/sqlite"
+)
+
+// The sidecar's workload: the demo's classes, small enough for a Python
+// process per delivery.
+var consumeWorkloadArgs = []string{"--messages", "60", "--malformed", "3", "--flaky", "5", "--hopeless", "2", "--crashing", "2", "--seed", "5"}
+
+func consumeWorkload() ([]lily.Message, []string) {
+	return demoWorkload(60, 3, 5, 2, 2, 5)
+}
+
+// demoQueueTOML is demoQueueConfig as a [[queue]] entry, with a handler
+// timeout long enough for a Python process per delivery on a loaded
+// machine (no handler of the workload hangs; a timeout would turn a
+// flaky order into retries_exhausted).
+func demoQueueTOML(name, kind string) string {
+	return fmt.Sprintf(`[[queue]]
+name = %q
+transport = %q
+retry_attempts = 3
+retry_backoff_millis = 20
+max_retry_backoff_millis = 80
+retry_jitter_ratio = 0.2
+delivery_limit = 5
+handler_timeout_millis = 60000
+owner = "team-checkout"
+breaker = false
+`, name, kind)
+}
+
+// demoHTTPHandler is the demo's order consumer as an HTTP endpoint:
+// malformed → 422, a gateway timeout → 503, the retired SKU → a JSON
+// "transient" answer, the gift card → the connection reset (a crash).
+func demoHTTPHandler(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var o demoOrder
+		if err := json.Unmarshal(body, &o); err != nil {
+			http.Error(w, "decode order: "+err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
+		if o.SKU == crashSKU {
+			resetConn(w)
+			return
+		}
+		rc, err := strconv.Atoi(r.Header.Get("Lily-Retry-Count"))
+		if err != nil || r.Header.Get("Lily-Event-Id") == "" || r.Header.Get("Lily-Queue") == "" {
+			http.Error(w, "missing Lily headers", http.StatusBadRequest)
+			return
+		}
+		if rc < o.GatewayTimeouts {
+			http.Error(w, "charge order "+o.OrderID+": payment gateway: timeout after 2s", http.StatusServiceUnavailable)
+			return
+		}
+		if o.SKU == hopelessSKU {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"outcome":"transient","error":"inventory service: 503 Service Unavailable for sku %q"}`, o.SKU)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// resetConn drops the request's connection with a TCP reset, as a handler
+// process that died leaves it.
+func resetConn(w http.ResponseWriter) {
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	conn.Close()
+}
+
+// readmePython writes the README's Python handler to a file and returns
+// the command that runs it.
+func readmePython(t *testing.T) string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 is required under CI=true for the README's sidecar example")
+		}
+		t.Skip("SKIPPING: python3 not found; the README's sidecar example needs it")
+	}
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?ms)^```python\n(.*?)^```").FindAllStringSubmatch(string(data), -1)
+	if len(m) != 1 {
+		t.Fatalf("README.md has %d python blocks, want the sidecar example", len(m))
+	}
+	p := filepath.Join(t.TempDir(), "handler.py")
+	if err := os.WriteFile(p, []byte(m[0][1]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return py + " " + p
+}
+
+// consumeRun is what one sidecar run of the workload left behind.
+type consumeRun struct {
+	ledger   catalog.LedgerRow
+	byReason map[string]int64
+	summary  consumeJSON
+}
+
+// runConsumeWorkload publishes the workload to a new queue of kind, runs
+// 'lily consume' with handler (the --http or --exec flag and its value)
+// until the queue is idle, ingests a broker's dead letters, and reconciles.
+func runConsumeWorkload(t *testing.T, kind, url string, handler ...string) consumeRun {
+	t.Helper()
+	return runConsumeWorkloadOn(t, kind, url, "", handler...)
+}
+
+// runConsumeWorkloadOn is runConsumeWorkload with the catalog on the
+// PostgreSQL catalogURL when not empty (a broker transport).
+func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ...string) consumeRun {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "lily.db")
+	queue := fmt.Sprintf("sidecar%08x.created", rand.Uint32())
+	toml := fmt.Sprintf("db = %q\n", db)
+	if catalogURL != "" {
+		toml += fmt.Sprintf("catalog_url = %q\n", catalogURL)
+	}
+	switch kind {
+	case lily.TransportRabbitMQ:
+		toml += fmt.Sprintf("rabbitmq_url = %q\n", url)
+	case lily.TransportKafka: // url is the seed broker
+		toml += fmt.Sprintf("kafka_brokers = [%q]\n", url)
+	}
+	cfg := writeConfig(t, toml+demoQueueTOML(queue, kind))
+	qc := demoQueueConfig(queue, kind)
+	msgs, _ := consumeWorkload()
+	var pub interface {
+		transport.Transport
+		transport.Declarer
+	}
+	switch kind {
+	case lily.TransportSQLite:
+		tr, err := sqlite.Open(ctx, db, sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		pub = tr
+	case lily.TransportRabbitMQ:
+		cleanupRabbitQueues(t, url, qc)
+		tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		pub = tr
+	case lily.TransportKafka:
+		tr := openTestKafka(t, url)
+		tr.Register(qc.Spec())
+		pub = tr
+	}
+	if err := pub.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lily.Publish(ctx, pub, queue, msgs); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"consume", "--config", cfg, "--queue", queue, "--concurrency", "4", "--exit-when-idle", "300ms", "--json"}, handler...)
+	code, out, errOut := run(t, args...)
+	if code != 0 {
+		t.Fatalf("consume exit %d\n%s\n%s", code, out, errOut)
+	}
+	var r consumeRun
+	if err := json.Unmarshal([]byte(out), &r.summary); err != nil {
+		t.Fatalf("consume --json: %v\n%s", err, out)
+	}
+	if kind != lily.TransportSQLite {
+		if code, out, errOut := run(t, "dlq", "ingest", "--config", cfg, "--queue", queue); code != 0 {
+			t.Fatalf("ingest exit %d\n%s\n%s", code, out, errOut)
+		}
+	}
+	code, out, errOut = run(t, "reconcile", "--config", cfg, "--json")
+	if code != 0 {
+		t.Fatalf("reconcile after consume exit %d\n%s\n%s", code, out, errOut)
+	}
+	var rec reconcileJSON
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || !rec.Balanced || len(rec.Queues) != 1 {
+		t.Fatalf("reconcile after consume: %v %s", err, out)
+	}
+	r.ledger = rec.Queues[0]
+	open, where := catalog.Open, db
+	if catalogURL != "" {
+		open, where = catalog.OpenPostgres, catalogURL
+	}
+	cat, err := open(ctx, where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	r.byReason, err = cat.CountBy(ctx, "reason", catalog.Filter{Queue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// demoFirstHalf runs the Go demo on the sidecar's workload, without the
+// redrive, and returns its counts.
+func demoFirstHalf(t *testing.T, kind string, extra ...string) demoJSON {
+	t.Helper()
+	args := append([]string{"demo", "--transport", kind, "--no-redrive", "--json", "--db", filepath.Join(t.TempDir(), "demo.db")}, consumeWorkloadArgs...)
+	code, out, errOut := run(t, append(args, extra...)...)
+	if code != 0 {
+		t.Fatalf("demo exit %d\n%s\n%s", code, out, errOut)
+	}
+	var d demoJSON
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// checkSameAsDemo compares a sidecar run with the Go demo's first half:
+// the same acked, the same dead letters by reason, lost 0.
+func checkSameAsDemo(t *testing.T, name string, got consumeRun, demo demoJSON) {
+	t.Helper()
+	want := map[string]int64{"permanent": 3, "retries_exhausted": 2, "delivery_limit": 2}
+	if !reflect.DeepEqual(demo.DeadLettersByReason, want) {
+		t.Fatalf("the Go demo's dead letters %v, want the workload's classes %v", demo.DeadLettersByReason, want)
+	}
+	if !reflect.DeepEqual(got.byReason, demo.DeadLettersByReason) {
+		t.Errorf("%s: dead letters by reason %v, the Go demo %v", name, got.byReason, demo.DeadLettersByReason)
+	}
+	l := got.ledger
+	if l.Accepted != demo.Accepted || l.Acked != demo.Acked || l.DeadLettered != demo.DeadLettered || l.Lost != 0 || l.InFlight != 0 {
+		t.Errorf("%s: ledger %+v, the Go demo accepted %d, acked %d, dead-lettered %d", name, l, demo.Accepted, demo.Acked, demo.DeadLettered)
+	}
+	// Each crashing order was handed to the handler delivery_limit times
+	// (released after each crash); the broker or the consumer dead-letters
+	// the next.
+	if got.summary.Released != 2*5 {
+		t.Errorf("%s: released %d, want 2 crashing × delivery_limit 5 = 10", name, got.summary.Released)
+	}
+}
+
+func TestConsumeDemoWorkloadSQLite(t *testing.T) {
+	t.Parallel()
+	demo := demoFirstHalf(t, lily.TransportSQLite)
+	srv := demoHTTPHandler(t)
+	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportSQLite, "", "--http", srv.URL+"/orders"), demo)
+	checkSameAsDemo(t, "exec (the README's Python)", runConsumeWorkload(t, lily.TransportSQLite, "", "--exec", readmePython(t)), demo)
+}
+
+func TestConsumeDemoWorkloadRabbitMQ(t *testing.T) {
+	t.Parallel()
+	url := needRabbit(t)
+	queue := fmt.Sprintf("sidecardemo%08x.created", rand.Uint32())
+	cleanupRabbitQueues(t, url, demoQueueConfig(queue, lily.TransportRabbitMQ))
+	demo := demoFirstHalf(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue)
+	srv := demoHTTPHandler(t)
+	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--http", srv.URL+"/orders"), demo)
+	checkSameAsDemo(t, "exec (the README's Python)", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--exec", readmePython(t)), demo)
+}
+
+// TestConsumeRabbitMQPostgresCatalog runs the sidecar on RabbitMQ with the
+// catalog and ledger on PostgreSQL: the Go demo's counts again.
+func TestConsumeRabbitMQPostgresCatalog(t *testing.T) {
+	t.Parallel()
+	url := needRabbit(t)
+	pg := pgtest.URL(t)
+	queue := fmt.Sprintf("sidecarpg%08x.created", rand.Uint32())
+	cleanupRabbitQueues(t, url, demoQueueConfig(queue, lily.TransportRabbitMQ))
+	demo := demoFirstHalf(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue)
+	srv := demoHTTPHandler(t)
+	checkSameAsDemo(t, "http, PostgreSQL catalog", runConsumeWorkloadOn(t, lily.TransportRabbitMQ, url, pg, "--http", srv.URL+"/orders"), demo)
+}
+
+// TestConsumeDemoWorkloadKafka: the sidecar on Kafka (kfake), the crashing
+// orders counted by the attempt counter: the Go demo's counts.
+func TestConsumeDemoWorkloadKafka(t *testing.T) {
+	t.Parallel()
+	_, demoBrokers := newKafka(t)
+	demo := demoFirstHalf(t, lily.TransportKafka, "--brokers", demoBrokers)
+	_, brokers := newKafka(t)
+	srv := demoHTTPHandler(t)
+	checkSameAsDemo(t, "http on Kafka", runConsumeWorkload(t, lily.TransportKafka, strings.Split(brokers, ",")[0], "--http", srv.URL+"/orders"), demo)
+}

@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/transport"
+)
+
+// ingestForeign drains the [[foreign_dlq]] queues of c (only the one named
+// only, when not empty) into cat: catalog commit, then broker ack; the
+// entries keep the foreign evidence, and the ledger counts them accepted.
+// It returns the queues it drained, in config order.
+func ingestForeign(ctx context.Context, brk *brokers, cat *catalog.Store, c config.Config, only string, out *ingestJSON) ([]string, error) {
+	var names []string
+	for _, f := range c.ForeignDLQs {
+		if only != "" && f.Queue != only {
+			continue
+		}
+		rmq, err := brk.rabbit(ctx)
+		if err != nil {
+			return names, err
+		}
+		fd, err := rmq.Foreign(f.Kind, "")
+		if err != nil {
+			return names, err
+		}
+		n, err := cat.IngestWith(ctx, fd, catalog.IngestParams{Queue: f.Queue, Foreign: f.Kind, Reason: f.Reason()})
+		out.Queues[f.Queue] = n
+		out.Total += n
+		names = append(names, f.Queue)
+		if err != nil {
+			return names, fmt.Errorf("ingest the %s queue %s (after %d dead letters): %w", f.Kind, f.Queue, n, err)
+		}
+	}
+	return names, nil
+}
+
+// foreignTarget returns the publisher that redrives the entries of a
+// [[foreign_dlq]] queue: each message to its origin queue (or to --to),
+// on the default exchange; ok is false for any other queue.
+func (r *redriveTargets) foreignTarget(ctx context.Context, queue string) (pub catalog.Publisher, ok bool, err error) {
+	if !r.env.hasCfg {
+		return nil, false, nil
+	}
+	f, ok := r.env.cfg.ForeignDLQ(queue)
+	if !ok {
+		return nil, false, nil
+	}
+	brk, err := r.open()
+	if err != nil {
+		return nil, true, err
+	}
+	rmq, err := brk.rabbit(ctx)
+	if err != nil {
+		return nil, true, err
+	}
+	if r.to != "" {
+		if _, err := rmq.InFlight(ctx, r.to); err != nil {
+			var ae *amqp.Error
+			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+				return nil, true, fmt.Errorf("--to %s: no such queue on the broker: %w", r.to, transport.ErrUnknownQueue)
+			}
+			return nil, true, fmt.Errorf("--to %s: check the queue on the broker: %w", r.to, err)
+		}
+	}
+	fd, err := rmq.Foreign(f.Kind, r.to)
+	return fd, true, err
+}
