@@ -31,7 +31,7 @@ type redriveTargets struct {
 	// foreignTo: --to names no configured queue, so only entries of a
 	// [[foreign_dlq]] may be redriven (to that broker queue).
 	foreignTo bool
-	brk     *brokers
+	brk       *brokers
 }
 
 func (r *redriveTargets) Close() {
