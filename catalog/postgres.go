@@ -43,6 +43,10 @@ func OpenPostgres(ctx context.Context, url string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := backfillSearch(ctx, h); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return &Store{db: h, owned: true}, nil
 }
 
@@ -75,6 +79,9 @@ var pgMigrations = []pgMigration{
 	}},
 	{2, "covering indexes for group (INCLUDE id), schema_version kept by a trigger", func() string {
 		return pgGroupIndexes + pgSchemaVersionTrigger
+	}},
+	{4, "search index (redacted text, tsvector + GIN), its backfill marker, JSON functions for --where", func() string {
+		return pgSearchSchema
 	}},
 }
 

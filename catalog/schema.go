@@ -150,11 +150,11 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("catalog: add column %s: %w", c.name, err)
 		}
 	}
-	if _, err := db.ExecContext(ctx, indexes+auditSchema+keySchema+leaseSchema+jobsSchema+ledgerPruneSchema); err != nil {
+	if _, err := db.ExecContext(ctx, indexes+auditSchema+keySchema+leaseSchema+jobsSchema+ledgerPruneSchema+searchSchema); err != nil {
 		return fmt.Errorf("catalog: create indexes: %w", err)
 	}
 	if err := migrateSchemaVersion(ctx, db); err != nil {
 		return err
 	}
-	return nil
+	return backfillSearch(ctx, &handle{DB: db, d: dialectSQLite})
 }
