@@ -210,10 +210,10 @@ func TestExportFilterAndOmit(t *testing.T) {
 func TestImportRefusesBadLines(t *testing.T) {
 	good := `{"format":"lily.dlq.export/v1","queue":"q","event_id":"x","state":"pending","body":"aGk=","body_sha256":"8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4","headers":{},"dead_lettered_at":"2026-11-29T12:00:00Z","updated_at":"2026-11-29T12:00:00Z","history":[]}`
 	for in, want := range map[string]string{
-		good + "\n{oops\n":                              "line 2: not an export line",
-		strings.Replace(good, "v1", "v9", 1):            `line 1: format "lily.dlq.export/v9"`,
-		strings.Replace(good, "aGk=", "aGo=", 1):        "line 1: body_sha256",
-		strings.Replace(good, `"pending"`, `"gone"`, 1): `line 1: state "gone"`,
+		good + "\n{oops\n":                               "line 2: not an export line",
+		strings.Replace(good, "v1", "v9", 1):             `line 1: format "lily.dlq.export/v9"`,
+		strings.Replace(good, "aGk=", "aGo=", 1):         "line 1: body_sha256",
+		strings.Replace(good, `"pending"`, `"gone"`, 1):  `line 1: state "gone"`,
 		strings.Replace(good, `{}`, `{"a":{"zz":1}}`, 1): "line 1: headers",
 	} {
 		s := openStore(t)
