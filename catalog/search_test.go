@@ -253,3 +253,23 @@ func TestSearchBackfill(t *testing.T) {
 		}
 	})
 }
+
+// A durable job keeps its filter as Filter.String: --where survives it.
+func TestWhereSurvivesJobFilter(t *testing.T) {
+	w, err := ParseWhere(`.a.b == "x" and not exists(.c)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Filter{Queue: "q", Where: w}
+	back, err := parseFilter(f.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Where.String() != w.String() || back.String() != f.String() {
+		t.Fatalf("parseFilter(%s) = %s", f, back)
+	}
+	var a1, a2 []any
+	if f.Where.cond(&a1) != back.Where.cond(&a2) || !reflect.DeepEqual(a1, a2) {
+		t.Fatal("the parsed expression differs")
+	}
+}

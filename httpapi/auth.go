@@ -127,6 +127,7 @@ const (
 	permUnpark  permission = "unpark"
 	permErase   permission = "erase"
 	permExpire  permission = "expire"
+	permImport  permission = "import" // export_import.go
 )
 
 // roleRank orders the roles: each may do what the ones below it may.
@@ -136,6 +137,7 @@ var roleRank = map[string]int{config.RoleViewer: 1, config.RoleOperator: 2, conf
 var permRole = map[permission]string{
 	permRead: config.RoleViewer, permRedrive: config.RoleOperator, permDiscard: config.RoleOperator,
 	permUnpark: config.RoleOperator, permErase: config.RoleAdmin, permExpire: config.RoleAdmin,
+	permImport: config.RoleAdmin,
 }
 
 // allows reports whether role may do perm.
@@ -158,7 +160,7 @@ func (p *principal) bodies() bool { return p.showBodies || p.role != config.Role
 // permissions lists what p may do, for the console.
 func (p *principal) permissions() []string {
 	var out []string
-	for _, perm := range []permission{permRead, permRedrive, permDiscard, permUnpark, permErase, permExpire} {
+	for _, perm := range []permission{permRead, permRedrive, permDiscard, permUnpark, permErase, permExpire, permImport} {
 		if allows(p.role, perm) {
 			out = append(out, string(perm))
 		}

@@ -45,6 +45,9 @@ func roleCases() []roleCase {
 		{"POST", "/api/queues/{queue}/parked/{key}/unpark", dry, config.RoleOperator},
 		{"POST", "/api/erase", map[string]any{"dry_run": true, "key": "customer-1"}, config.RoleAdmin},
 		{"POST", "/api/expire", dry, config.RoleAdmin},
+		{"GET", "/api/search", nil, config.RoleViewer},
+		{"GET", "/api/export", nil, config.RoleOperator}, // a viewer only with omit_bodies=true (search_test.go)
+		{"POST", "/api/import", nil, config.RoleAdmin},
 	}
 }
 

@@ -210,6 +210,9 @@ func (s *Server) apiRoutes() []route {
 		{"POST", "/api/expire", permExpire, s.handleExpire},
 		{"GET", "/api/parked", permRead, s.handleParked},
 		{"POST", "/api/queues/{queue}/parked/{key}/unpark", permUnpark, s.handleUnpark},
+		{"GET", "/api/search", permRead, s.handleSearch},
+		{"GET", "/api/export", permRead, s.handleExport},
+		{"POST", "/api/import", permImport, s.handleImport},
 	}
 }
 
