@@ -39,6 +39,9 @@ func openDLQ(ctx context.Context, sf storeFlags) (*dlqEnv, error) {
 			return nil, err
 		}
 		e.cfg, e.hasCfg = c, true
+		if err := useIndexRedactor(c); err != nil { // dlq_search.go
+			return nil, err
+		}
 	}
 	where, err := sf.where()
 	if err != nil {

@@ -147,6 +147,15 @@ them.`,
 				defer f.Close()
 				in = f
 			}
+			if sf.config != "" {
+				c, err := sf.loadConfig()
+				if err != nil {
+					return err
+				}
+				if err := useIndexRedactor(c); err != nil {
+					return err
+				}
+			}
 			cat, err := sf.openCatalog(ctx)
 			if err != nil {
 				return err

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/entryview"
 )
 
@@ -24,6 +26,20 @@ const whereHelp = `only entries whose JSON body satisfies this expression, e.g. 
 // addWhereFlag registers --where on cmd.
 func addWhereFlag(cmd *cobra.Command, where *string) {
 	cmd.Flags().StringVar(where, "where", "", whereHelp)
+}
+
+// useIndexRedactor makes the search index of this process redact with
+// the configuration's redact_patterns too (the default rules always run).
+func useIndexRedactor(c config.Config) error {
+	if len(c.RedactPatterns) == 0 {
+		return nil
+	}
+	r, err := evidence.NewRedactor(c.RedactPatterns...)
+	if err != nil {
+		return fmt.Errorf("redact_patterns: %w", err)
+	}
+	catalog.SetIndexRedactor(r)
+	return nil
 }
 
 // parseWhereFlag reads --where, as a usage problem naming the flag.

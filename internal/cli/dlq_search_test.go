@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,4 +208,39 @@ func stripVolatile(t *testing.T, b []byte) []byte {
 		out.WriteByte('\n')
 	}
 	return out.Bytes()
+}
+
+// The config's redact_patterns apply to what import indexes: the raw body
+// keeps the reference, the index holds it masked.
+func TestDLQImportIndexesWithConfigRedaction(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.db")
+	seedSearch(t, src)
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := transport.Headers{}
+	evidence.Record{Reason: evidence.ReasonPermanent, ErrorMessage: "bad ref", DeadLetteredAt: time.Now()}.Apply(h)
+	if err := cat.Insert(ctx, catalog.NewEntry("orders", transport.Message{EventID: "r-1", Body: []byte(`{"ref":"ORD-777123"}`)}, h, "", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	cat.Close()
+	file := filepath.Join(dir, "dump.ndjson")
+	mustRun(t, "dlq", "export", "--out", file, "--db", src)
+	dst := filepath.Join(dir, "dst.db")
+	cfg := writeConfig(t, fmt.Sprintf("db = %q\nredact_patterns = [\"ORD-[0-9]+\"]\n", dst))
+	t.Cleanup(func() { catalog.SetIndexRedactor(nil) })
+	mustRun(t, "dlq", "import", file, "--config", cfg)
+	if out := mustRun(t, "dlq", "search", "777123", "--db", dst); !strings.Contains(out, "no entries match") {
+		t.Fatalf("a redact_patterns match was indexed:\n%s", out)
+	}
+	if out := mustRun(t, "dlq", "search", "ref", "--db", dst, "--json"); !strings.Contains(out, `"r-1"`) || strings.Contains(out, "777123") {
+		t.Fatalf("search ref:\n%s", out)
+	}
+	out := mustRun(t, "dlq", "show", "5", "--db", dst, "--json")
+	if !strings.Contains(out, "ORD-777123") {
+		t.Fatalf("the raw body lost its reference:\n%s", out)
+	}
 }
