@@ -139,6 +139,10 @@ func init() {
 	})
 }
 
+// lily_json traps the cast's error, a subtransaction, which a parallel
+// worker cannot start: it is PARALLEL UNSAFE, so a --where query runs in
+// one process.
+//
 // pgWhereFuncs are the PostgreSQL counterparts of SQLite's JSON functions
 // that Where uses, with SQLite's names and results: lily_json(bytea) is
 // the body as jsonb or NULL, json_type(jsonb, path) names the value's
@@ -147,7 +151,7 @@ func init() {
 // json_extract(jsonb, path) its scalar value as text. Paths are the subset
 // both SQLite and SQL/JSON read ($.a.b[0]."c d"), evaluated strictly.
 const pgWhereFuncs = `
-CREATE OR REPLACE FUNCTION lily_json(b BYTEA) RETURNS JSONB LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+CREATE OR REPLACE FUNCTION lily_json(b BYTEA) RETURNS JSONB LANGUAGE plpgsql IMMUTABLE PARALLEL UNSAFE AS $$
 BEGIN
 	IF b IS NULL THEN
 		RETURN NULL;
