@@ -156,6 +156,8 @@ const insertSQL = `INSERT INTO lily_dlq_entries
 // removes the message from its queue.
 type Inserter struct {
 	stmt *sql.Stmt
+	// search writes each added entry's search index row (search.go).
+	search searchIndexer
 }
 
 // NewInserter prepares the insert statement on tx, a transaction on the
@@ -169,7 +171,7 @@ func newInserter(ctx context.Context, tx *txHandle) (*Inserter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog: prepare insert: %w", err)
 	}
-	return &Inserter{stmt: stmt}, nil
+	return &Inserter{stmt: stmt, search: searchIndexer{d: tx.d, q: tx}}, nil
 }
 
 // Insert adds e and sets e.ID.
@@ -195,7 +197,7 @@ func (in *Inserter) Insert(ctx context.Context, e *Entry) error {
 	if err != nil {
 		return fmt.Errorf("catalog: insert entry %s: %w", e.EventID, err)
 	}
-	return nil
+	return in.search.index(ctx, e.ID, e.ErrorMessage, e.Body)
 }
 
 func nullString(s string) any {

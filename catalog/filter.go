@@ -66,6 +66,9 @@ type Filter struct {
 	SchemaVersion *int
 	// AfterID selects entries with an ID above it (keyset paging).
 	AfterID int64
+	// Where, when set, selects JSON bodies whose fields satisfy it
+	// (ParseWhere, docs/where.md); bodies that are not JSON never match.
+	Where *Where
 }
 
 // HeldStates are the states of entries still in the work list: they count
@@ -131,6 +134,9 @@ func (f Filter) where() (string, []any) {
 		args = append(args, *f.RedriveCount)
 	}
 	f.schemaVersionCond(&conds, &args)
+	if f.Where != nil {
+		conds = append(conds, f.Where.cond(&args))
+	}
 	if f.AfterID > 0 {
 		conds = append(conds, "id > ?")
 		args = append(args, f.AfterID)
@@ -228,6 +234,7 @@ type filterJSON struct {
 	After           string   `json:"dead_lettered_after,omitempty"`
 	RedriveCount    *int     `json:"redrive_count,omitempty"`
 	SchemaVersion   *int     `json:"schema_version,omitempty"`
+	Where           string   `json:"where,omitempty"`
 }
 
 // String describes f as compact JSON with only the fields that are set,
@@ -236,7 +243,7 @@ type filterJSON struct {
 func (f Filter) String() string {
 	j := filterJSON{Queue: f.Queue, States: f.States, Reason: f.Reason, ErrorType: f.ErrorType,
 		Fingerprint: f.Fingerprint, ConsumerVersion: f.ConsumerVersion, Source: f.Source, Key: f.Key,
-		Type: f.Type, IDs: f.IDs, EventIDs: f.EventIDs, RedriveCount: f.RedriveCount, SchemaVersion: f.SchemaVersion}
+		Type: f.Type, IDs: f.IDs, EventIDs: f.EventIDs, RedriveCount: f.RedriveCount, SchemaVersion: f.SchemaVersion, Where: f.Where.String()}
 	if !f.DeadLetteredBefore.IsZero() {
 		j.Before = f.DeadLetteredBefore.UTC().Format(time.RFC3339Nano)
 	}

@@ -382,6 +382,11 @@ func parseFilter(s string) (Filter, error) {
 		ConsumerVersion: j.ConsumerVersion, Source: j.Source, Key: j.Key, Type: j.Type, IDs: j.IDs, EventIDs: j.EventIDs,
 		RedriveCount: j.RedriveCount, SchemaVersion: j.SchemaVersion}
 	var err error
+	if j.Where != "" { // a job's --where (where.go)
+		if f.Where, err = ParseWhere(j.Where); err != nil {
+			return Filter{}, err
+		}
+	}
 	if j.Before != "" {
 		if f.DeadLetteredBefore, err = time.Parse(time.RFC3339Nano, j.Before); err != nil {
 			return Filter{}, err

@@ -43,6 +43,10 @@ func OpenPostgres(ctx context.Context, url string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := backfillSearch(ctx, h); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return &Store{db: h, owned: true}, nil
 }
 
@@ -78,6 +82,9 @@ var pgMigrations = []pgMigration{
 	}},
 	{3, "triage of entries and groups, append-only notes; redirected_to", func() string {
 		return pgDDL(triageTables) + pgTriage + `ALTER TABLE lily_dlq_entries ADD COLUMN redirected_to TEXT NOT NULL DEFAULT '';` + pgRedirectJobs
+	}},
+	{4, "search index (redacted text, tsvector + GIN), its backfill marker, JSON functions for --where", func() string {
+		return pgSearchSchema
 	}},
 	{5, "edited body versions, breaker transitions, consumer versions, redrive rule firings", func() string {
 		return pgDDL(editSchema) + pgDDL(ruleSchema)

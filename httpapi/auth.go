@@ -137,6 +137,7 @@ const (
 	// covering the entry's queue (checked by the handler, edit.go).
 	permEdit   permission = "edit"
 	permTriage permission = "triage"
+	permImport permission = "import" // export_import.go
 )
 
 // roleRank orders the roles: each may do what the ones below it may.
@@ -148,6 +149,7 @@ var permRole = map[permission]string{
 	permUnpark: config.RoleOperator, permErase: config.RoleAdmin, permExpire: config.RoleAdmin,
 	permEdit:   config.RoleOperator,
 	permTriage: config.RoleOperator,
+	permImport: config.RoleAdmin,
 }
 
 // allows reports whether role may do perm.
@@ -171,7 +173,7 @@ func (p *principal) bodies() bool { return p.showBodies || p.role != config.Role
 // permissions lists what p may do, for the console.
 func (p *principal) permissions() []string {
 	var out []string
-	for _, perm := range []permission{permRead, permRedrive, permDiscard, permUnpark, permErase, permExpire, permTriage} {
+	for _, perm := range []permission{permRead, permRedrive, permDiscard, permUnpark, permErase, permExpire, permTriage, permImport} {
 		if allows(p.role, perm) {
 			out = append(out, string(perm))
 		}

@@ -29,13 +29,16 @@ type filterJSON struct {
 	// State is the entry states, comma-separated, "held" (pending,
 	// parked, needs_manual) or "all". Ignored by redrive (pending only).
 	State string `json:"state,omitempty"`
+	// Where is a body field filter (docs/where.md), e.g.
+	// .customer.id == "42".
+	Where string `json:"where,omitempty"`
 }
 
 // filterFromQuery reads the filter query parameters.
 func filterFromQuery(q url.Values) (filterJSON, error) {
 	f := filterJSON{Queue: q.Get("queue"), Reason: q.Get("reason"), ErrorType: q.Get("error_type"), Fingerprint: q.Get("fingerprint"),
 		ConsumerVersion: q.Get("consumer_version"), Source: q.Get("source"), Key: q.Get("key"), Type: q.Get("type"),
-		OlderThan: q.Get("older_than"), NewerThan: q.Get("newer_than"), State: q.Get("state")}
+		OlderThan: q.Get("older_than"), NewerThan: q.Get("newer_than"), State: q.Get("state"), Where: q.Get("where")}
 	if v := q.Get("ids"); v != "" {
 		for _, part := range strings.Split(v, ",") {
 			id, err := strconv.ParseInt(strings.TrimSpace(part), 10, 64)
@@ -90,6 +93,13 @@ func (f filterJSON) catalogFilter(now time.Time, defaultStates []catalog.State) 
 			return out, badField("newer_than", "newer_than %v", err)
 		}
 		out.DeadLetteredAfter = now.Add(-d)
+	}
+	if f.Where != "" {
+		w, err := catalog.ParseWhere(f.Where)
+		if err != nil {
+			return out, badField("where", "where %q: %s (see docs/where.md)", f.Where, strings.TrimPrefix(err.Error(), catalog.ErrInvalidWhere.Error()+": "))
+		}
+		out.Where = w
 	}
 	if f.RedriveCount != nil && *f.RedriveCount < 0 {
 		return out, badField("redrive_count", "redrive_count %d: want an integer >= 0", *f.RedriveCount)

@@ -213,6 +213,9 @@ func (s *Server) apiRoutes() []route {
 		{"POST", "/api/entries/{id}/edit", permEdit, s.handleEdit},
 		{"GET", "/api/rules", permRead, s.handleRules},
 		{"POST", "/api/triage", permTriage, s.handleTriage},
+		{"GET", "/api/search", permRead, s.handleSearch},
+		{"GET", "/api/export", permRead, s.handleExport},
+		{"POST", "/api/import", permImport, s.handleImport},
 	}
 }
 

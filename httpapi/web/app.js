@@ -125,7 +125,7 @@ function link(path, params) {
 }
 
 const FILTERS = ["queue", "reason", "error_type", "fingerprint", "consumer_version", "source", "key", "type",
-  "older_than", "newer_than", "ids", "event_ids", "redrive_count", "state"];
+  "older_than", "newer_than", "ids", "event_ids", "redrive_count", "state", "where"];
 
 function filterFrom(params, keepState) {
   const f = {};
@@ -303,6 +303,7 @@ function filterForm(path, params, extra) {
   const fields = [["queue", "Queue"], ["reason", "Dead-letter reason"], ["error_type", "Error type"], ["fingerprint", "Fingerprint"],
     ["key", "Key"], ["type", "Type"], ["older_than", "Older than (e.g. 2h, 7d)"], ["newer_than", "Newer than"], ["ids", "Entry IDs"]];
   if (path === "/entries") fields.push(["state", "State (held, all, pending, …)"]);
+  fields.push(["where", "Body field (where), e.g. .customer.id == \"42\""]); // search.js, docs/where.md
   const form = h("form", {class: "filters", "aria-label": "Filters"},
     fields.map(([k, label]) => h("div", {}, h("label", {for: "f-" + k}, label),
       h("input", {id: "f-" + k, name: k, value: params.get(k) || "", autocomplete: "off"}))),

@@ -39,6 +39,9 @@ func openDLQ(ctx context.Context, sf storeFlags) (*dlqEnv, error) {
 			return nil, err
 		}
 		e.cfg, e.hasCfg = c, true
+		if err := useIndexRedactor(c); err != nil { // dlq_search.go
+			return nil, err
+		}
 	}
 	where, err := sf.where()
 	if err != nil {
@@ -90,6 +93,7 @@ type selectFlags struct {
 	olderThan, newerThan, ids, eventIDs   string
 	states                                string
 	schemaVersion                         string
+	where                                 string
 	redriveCount                          int
 	limit                                 int
 	withStates, withLimit                 bool
@@ -118,6 +122,7 @@ func (s *selectFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&s.eventIDs, "event-ids", "", "only these event IDs, comma-separated")
 	fl.IntVar(&s.redriveCount, "redrive-count", -1, "only entries whose message had been redriven exactly this many times")
 	fl.StringVar(&s.schemaVersion, "schema-version", "", "only entries of this message schema version (x-lily-schema-version), or 'none' for entries without one")
+	addWhereFlag(cmd, &s.where)
 	if s.withStates {
 		fl.StringVar(&s.states, "state", "held", "entry states, comma-separated: pending, parked, needs_manual, redriven, discarded, erased; 'held' (the first three) or 'all'")
 	}
@@ -181,6 +186,13 @@ func (s *selectFlags) filter(now time.Time) (catalog.Filter, error) {
 			problems = append(problems, err.Error())
 		}
 		f.States = states
+	}
+	if s.where != "" {
+		w, err := parseWhereFlag(s.where)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		f.Where = w
 	}
 	if s.limit < 0 {
 		problems = append(problems, fmt.Sprintf("--limit %d: must be >= 0 (0: no limit)", s.limit))

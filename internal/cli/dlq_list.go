@@ -30,6 +30,7 @@ func newDLQListCmd() *cobra.Command {
 	var (
 		sf     storeFlags
 		asJSON bool
+		where  string
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -53,7 +54,10 @@ Below the table: the parked and blocked keys (ordering "park" and "block"),
 each with its head and the number of messages waiting behind it.
 
 Retention and owner come from --config; a queue without a [[queue]] entry
-has the default retention (336 hours) and no owner.`,
+has the default retention (336 hours) and no owner.
+
+With --where EXPR (docs/where.md): per queue, the held entries whose JSON
+body matches, and the oldest of them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -62,6 +66,9 @@ has the default retention (336 hours) and no owner.`,
 				return err
 			}
 			defer env.Close()
+			if where != "" { // dlq_search.go
+				return runListWhere(ctx, cmd.OutOrStdout(), env.cat, where, asJSON)
+			}
 			now := time.Now()
 			stats, err := env.cat.Stats(ctx, now, env.retention)
 			if err != nil {
@@ -131,6 +138,7 @@ has the default retention (336 hours) and no owner.`,
 	}
 	sf.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	addWhereFlag(cmd, &where)
 	return cmd
 }
 

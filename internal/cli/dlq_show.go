@@ -135,6 +135,7 @@ func newDLQPeekCmd() *cobra.Command {
 		limit      int
 		asJSON     bool
 		bodyFormat string
+		where      string
 	)
 	cmd := &cobra.Command{
 		Use:   "peek --queue Q",
@@ -161,13 +162,19 @@ puts them back in order; on Kafka no offset is committed).`,
 			if err != nil {
 				return usagef("%v", err)
 			}
+			f := catalog.Filter{Queue: queue, States: st}
+			if where != "" {
+				if f.Where, err = parseWhereFlag(where); err != nil {
+					return usagef("%v", err)
+				}
+			}
 			ctx := cmd.Context()
 			env, err := openDLQ(ctx, sf)
 			if err != nil {
 				return err
 			}
 			defer env.Close()
-			es, err := env.cat.List(ctx, catalog.Filter{Queue: queue, States: st}, limit)
+			es, err := env.cat.List(ctx, f, limit)
 			if err != nil {
 				return err
 			}
@@ -175,7 +182,7 @@ puts them back in order; on Kafka no offset is committed).`,
 			for _, e := range es {
 				views = append(views, entryView(e, "catalog", bodyFormat))
 			}
-			if q, ok := env.queue(queue); ok && isBroker(q.Transport) && len(views) < limit {
+			if q, ok := env.queue(queue); ok && isBroker(q.Transport) && len(views) < limit && where == "" { // --where reads the catalog only
 				brk, err := newBrokers(env.cfg, url, kbrk)
 				if err != nil {
 					return err
@@ -218,5 +225,6 @@ puts them back in order; on Kafka no offset is committed).`,
 	brokersFlag(cmd, &kbrk)
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.StringVar(&bodyFormat, "body", bodyAuto, "body format: auto, text, json or hex")
+	addWhereFlag(cmd, &where)
 	return cmd
 }

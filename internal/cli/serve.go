@@ -144,6 +144,9 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := useIndexRedactor(cfg); err != nil { // dlq_search.go
+		return err
+	}
 	tokens, err := httpapi.TokensFromConfig(cfg, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("serve: tokens: %w", err)

@@ -18,6 +18,10 @@
 //	                                  search_path names an empty schema; build ends with VACUUM)
 //	ops     -db F | -catalog URL      time list, group (every column), peek, a full streamed scan
 //	                                  and a dry-run redrive; print peak RSS and Go heap
+//	search  -db F | -catalog URL      time 'lily dlq search' (first page of 50: a word of one body,
+//	                                  a phrase of 1/8 of the messages, a word of every body, a
+//	                                  prefix, with filters, no hit; every hit streamed) and a
+//	                                  --where scan; print peak RSS, Go heap and the index size
 //	redrive -n N -rate R [-catalog URL] [-transport sqlite|rabbitmq] [-amqp URL] [-batch B]
 //	                                  redrive N entries at R/s (0: unthrottled) and report the
 //	                                  achieved rate, overall and per five seconds, and what arrived;
@@ -55,7 +59,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: catalogbench build|ops|redrive|all [flags]")
+		fmt.Fprintln(stderr, "usage: catalogbench build|ops|search|redrive|all [flags]")
 		return 2
 	}
 	ctx := context.Background()
@@ -114,10 +118,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if r, err = redrive(ctx, rc); err == nil {
 			err = printRedrive(stdout, r, *asJSON)
 		}
+	case "search": // search.go
+		var r searchResult
+		if r, err = searchOps(ctx, where); err == nil {
+			err = printSearch(stdout, r, *asJSON)
+		}
 	case "all":
 		err = all(ctx, *sizes, *repeat, rc, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "catalogbench: unknown subcommand %q: use build, ops, redrive or all\n", args[0])
+		fmt.Fprintf(stderr, "catalogbench: unknown subcommand %q: use build, ops, search, redrive or all\n", args[0])
 		return 2
 	}
 	if err != nil {

@@ -59,7 +59,10 @@ func build(ctx context.Context, where string, n int, stderr io.Writer) error {
 	r := rand.New(rand.NewPCG(1, 2))
 	start := time.Now()
 	now := time.Now()
-	body := []byte(strings.Repeat(`{"order_id":"o-000001","sku":"SKU-0001","qty":1},`, 11)[:512])
+	// A 512-byte JSON object (so that --where can read it); each entry's
+	// order_id is written over the start (syntheticEntry).
+	head, tail := `{"order_id":"o-0000001","sku":"SKU-0001","qty":1,"note":"`, `"}`
+	body := []byte(head + strings.Repeat("x", 512-len(head)-len(tail)) + tail)
 	for done := 0; done < n; {
 		batch := make([]*catalog.Entry, 0, 10000)
 		for len(batch) < cap(batch) && done < n {

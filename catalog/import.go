@@ -1,0 +1,253 @@
+package catalog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/lily-mq/lily/transport"
+)
+
+// ErrBadImport is wrapped by the errors of Import about its input.
+var ErrBadImport = errors.New("catalog: import")
+
+// ImportParams are the arguments of Store.Import.
+type ImportParams struct {
+	// Queue, when set, puts every imported entry in this queue instead of
+	// the one in its line (its source stays).
+	Queue string
+	// Name names the input for the audit records and errors (a file).
+	Name string
+	// Actor is who imports, for the audit records. Defaults to DefaultActor().
+	Actor string
+	// Op is the operation ID for the audit log. Defaults to NewOp.
+	Op string
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// ImportResult says what an import did.
+type ImportResult struct {
+	Op string `json:"op"`
+	// Lines is the number of entry lines read.
+	Lines int `json:"lines"`
+	// Added is the number of entries added.
+	Added int `json:"added"`
+	// Skipped counts the lines whose dead-lettering the catalog already
+	// holds (see Import), left out.
+	Skipped int `json:"skipped_duplicates"`
+	// History is the number of audit records carried over from the lines.
+	History int `json:"history_records"`
+}
+
+// importBatch is how many lines one import transaction covers.
+const importBatch = 200
+
+// Import reads an export (ExportLine per line, NDJSON) from r and adds its
+// entries to the catalog with their event IDs, states, evidence, typed
+// headers and bodies unchanged, streaming (one batch of lines in memory).
+// A line whose dead-lettering the catalog holds already is skipped and
+// counted, never added twice: the same dl_key, or — for entries without
+// one — the same queue, event ID, body hash, source, coordinates and
+// dead-lettering time. Each batch is one transaction with its audit record
+// (action "import", the added event IDs); the lines' history records are
+// appended to the audit log once each (a record already there — same op,
+// time, actor, action, selector and outcome — is not repeated). A bad line
+// stops the import with an error naming its line number; the batches
+// before it stay committed, and running the import again skips them.
+func (s *Store) Import(ctx context.Context, r io.Reader, p ImportParams) (ImportResult, error) {
+	d := newDecision(p.Op, p.Actor, "", p.Now)
+	sel, _ := json.Marshal(map[string]string{"file": p.Name, "queue": p.Queue})
+	d.selector = string(sel)
+	out := ImportResult{Op: d.op}
+	br := bufio.NewReaderSize(r, 1<<20)
+	lineNo := 0
+	var batch []*ExportLine
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := s.importBatch(ctx, d, p, batch, &out)
+		batch = batch[:0]
+		return err
+	}
+	for {
+		raw, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(raw)) > 0 {
+			lineNo++
+			l, lerr := parseImportLine(raw)
+			if lerr != nil {
+				if ferr := flush(); ferr != nil {
+					return out, ferr
+				}
+				return out, fmt.Errorf("%w: %s line %d: %v", ErrBadImport, p.Name, lineNo, lerr)
+			}
+			out.Lines++
+			batch = append(batch, l)
+			if len(batch) == importBatch {
+				if err := flush(); err != nil {
+					return out, err
+				}
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return out, fmt.Errorf("catalog: import: read %s: %w", p.Name, err)
+		}
+	}
+	return out, flush()
+}
+
+// parseImportLine decodes and checks one line.
+func parseImportLine(raw []byte) (*ExportLine, error) {
+	var l ExportLine
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&l); err != nil {
+		return nil, fmt.Errorf("not an export line: %v", err)
+	}
+	switch {
+	case l.Format != ExportFormat:
+		return nil, fmt.Errorf("format %q: this Lily reads %q (written by 'lily dlq export')", l.Format, ExportFormat)
+	case l.BodiesOmitted:
+		return nil, errors.New("bodies_omitted: the export left bodies and headers out (a viewer's export); import needs a full export")
+	case l.Queue == "" || l.EventID == "":
+		return nil, errors.New("queue and event_id are required")
+	case !l.State.Valid():
+		return nil, fmt.Errorf("state %q: want pending, parked, needs_manual, redriven, discarded or erased", l.State)
+	case l.DeadLetteredAt.IsZero():
+		return nil, errors.New("dead_lettered_at is required")
+	}
+	if l.Body != nil {
+		sum := sha256.Sum256(l.Body)
+		if hex.EncodeToString(sum[:]) != l.BodySHA256 {
+			return nil, fmt.Errorf("body_sha256 %q does not match the body (corrupted or edited line)", l.BodySHA256)
+		}
+	}
+	if len(l.Headers) > 0 && !bytes.Equal(l.Headers, []byte("null")) {
+		if _, err := transport.UnmarshalHeaders(l.Headers); err != nil {
+			return nil, fmt.Errorf("headers: %v", err)
+		}
+	} else {
+		l.Headers = nil
+	}
+	return &l, nil
+}
+
+const importSQL = `INSERT INTO lily_dlq_entries
+	(queue, event_id, msg_key, msg_type, body, headers, body_sha256, reason, error_type,
+	 error_message, fingerprint, consumer_version, source, delivery_count, retry_count,
+	 redrive_count, state, dead_lettered_at, updated_at, dl_key, hold_key, source_coords,
+	 duplicates, decided_at, decided_by, decision, erased_at, body_size, headers_size)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT DO NOTHING RETURNING id`
+
+func (s *Store) importBatch(ctx context.Context, d decision, p ImportParams, batch []*ExportLine, out *ImportResult) error {
+	return withTx(ctx, s.db, func(tx *txHandle) error {
+		x := searchIndexer{d: tx.d, q: tx}
+		var added []string
+		skipped, history := 0, 0
+		for _, l := range batch {
+			queue := lineQueue(l, p.Queue)
+			dup, err := importDuplicate(ctx, tx, l, queue)
+			if err != nil {
+				return err
+			}
+			if dup {
+				skipped++
+				continue
+			}
+			// Removed data keeps its sizes; data present has them NULL
+			// (its LENGTH is the size), as the catalog stores them.
+			var bodySize, headersSize any
+			if l.Body == nil && l.Headers == nil {
+				bodySize, headersSize = l.BodySize, l.HeadersSize
+			}
+			var id int64
+			err = tx.QueryRowContext(ctx, importSQL, queue, l.EventID, l.Key, l.Type, nullBytes(l.Body), nullBytes(l.Headers), l.BodySHA256,
+				l.Reason, l.ErrorType, l.ErrorMessage, l.Fingerprint, l.ConsumerVersion, l.Source, l.DeliveryCount, l.RetryCount,
+				l.RedriveCount, string(l.State), l.DeadLetteredAt.UnixMilli(), l.UpdatedAt.UnixMilli(), nullString(l.DLKey), l.HoldKey,
+				l.SourceCoords, l.Duplicates, nullTime(l.DecidedAt), l.DecidedBy, l.Decision, nullTime(l.ErasedAt), bodySize, headersSize).Scan(&id)
+			if err != nil {
+				return fmt.Errorf("catalog: import entry %s: %w", l.EventID, err)
+			}
+			if l.Body != nil {
+				if err := x.index(ctx, id, l.ErrorMessage, l.Body); err != nil {
+					return err
+				}
+			}
+			added = append(added, l.EventID)
+			for _, h := range l.History {
+				n, err := importHistory(ctx, tx, h)
+				if err != nil {
+					return err
+				}
+				history += n
+			}
+		}
+		detail := ""
+		if skipped > 0 {
+			detail = fmt.Sprintf("%d duplicate(s) skipped", skipped)
+		}
+		outcome := OutcomeImported
+		if len(added) == 0 {
+			outcome = OutcomeDuplicate
+		}
+		if err := appendAudit(ctx, tx, d.record(ActionImport, outcome, false, added, detail)); err != nil {
+			return err
+		}
+		out.Added += len(added)
+		out.Skipped += skipped
+		out.History += history
+		return nil
+	})
+}
+
+// importDuplicate reports whether the catalog holds l's dead-lettering.
+func importDuplicate(ctx context.Context, tx *txHandle, l *ExportLine, queue string) (bool, error) {
+	var one int
+	var err error
+	if l.DLKey != "" {
+		err = tx.QueryRowContext(ctx, `SELECT 1 FROM lily_dlq_entries WHERE dl_key = ?`, l.DLKey).Scan(&one)
+	} else {
+		err = tx.QueryRowContext(ctx, `SELECT 1 FROM lily_dlq_entries WHERE event_id = ? AND queue = ? AND body_sha256 = ?
+			AND source = ? AND source_coords = ? AND dead_lettered_at = ? LIMIT 1`,
+			l.EventID, queue, l.BodySHA256, l.Source, l.SourceCoords, l.DeadLetteredAt.UnixMilli()).Scan(&one)
+	}
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return false, fmt.Errorf("catalog: import: check duplicate of %s: %w", l.EventID, err)
+}
+
+// importHistory appends one history record unless it is there already;
+// it returns 1 when it was appended.
+func importHistory(ctx context.Context, tx *txHandle, h *AuditRecord) (int, error) {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM lily_audit WHERE at = ? AND op = ? AND actor = ? AND action = ? AND selector = ? AND outcome = ? LIMIT 1`,
+		h.At.UnixMilli(), h.Op, h.Actor, h.Action, h.Selector, h.Outcome).Scan(&one)
+	if err == nil {
+		return 0, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("catalog: import: history: %w", err)
+	}
+	r := *h
+	r.ID = 0
+	if err := appendAudit(ctx, tx, &r); err != nil {
+		return 0, err
+	}
+	return 1, nil
+}

@@ -1,0 +1,102 @@
+package httpapi
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestConsoleSearchInBrowser drives the console's search in headless
+// Chromium: log in as an operator, search words of error messages, narrow
+// by a body field (where), open a hit, and find the export link of the
+// filters. It skips loudly without Chromium, except under CI=true, where
+// it fails.
+func TestConsoleSearchInBrowser(t *testing.T) {
+	path := chromiumPath
+	if _, err := os.Stat(path); err != nil {
+		if p, lerr := exec.LookPath("chromium"); lerr == nil {
+			path = p
+		} else if os.Getenv("CI") == "true" {
+			t.Fatalf("chromium is not installed (%v): CI must run the browser test ('apt-get install -y chromium', as .ci/run does)", err)
+		} else {
+			t.Skipf("SKIPPED LOUDLY: chromium is not installed (%v); install it with 'apt-get install -y chromium' to run the console's search test", err)
+		}
+	}
+	f := newFixture(t, allTokens)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelTimeout()
+	step := func(name string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	textOf := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+	step("log in",
+		chromedp.Navigate(f.ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), operatorToken.Secret),
+		chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.CSS(`a.groups-link[data-queue="orders.created"]`)),
+	)
+	step("open the search",
+		chromedp.Click(chromedp.CSS(`a[href="#/search"]`)),
+		chromedp.WaitVisible(chromedp.ID("s-q")),
+	)
+	step("search error messages",
+		chromedp.SendKeys(chromedp.ID("s-q"), "gateway timeout"),
+		chromedp.Click(chromedp.ID("search-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`table.search tbody tr`)),
+	)
+	if got := textOf("#search-count"); !strings.HasPrefix(got, "4 entries match") {
+		t.Errorf("search count %q, want 4", got)
+	}
+	if marked := textOf("table.search tbody tr mark"); !strings.EqualFold(marked, "gateway") {
+		t.Errorf("first highlighted match %q, want gateway", marked)
+	}
+	step("narrow by a body field",
+		chromedp.SetValue(chromedp.ID("s-where"), `.amount_cents >= 1008`),
+		chromedp.Click(chromedp.ID("search-submit")),
+		chromedp.WaitVisible(chromedp.Search(`//p[@id="search-count" and starts-with(text(), "2 entries match")]`)),
+	)
+	if rows := textOf("table.search tbody"); !strings.Contains(rows, "orders.created") || strings.Contains(rows, "payments") {
+		t.Errorf("hits with where:\n%s", rows)
+	}
+	href, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.ID("export-link"), "href"))
+	if err != nil || !strings.Contains(href.Value, "/api/export?") || !strings.Contains(href.Value, "where=") {
+		t.Errorf("export link %q, %v", href.Value, err)
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#import-form").length`)); err != nil || n != 0 {
+		t.Errorf("an operator sees the import form (%d, %v): import is admin only", n, err)
+	}
+	step("a bad where names the column",
+		chromedp.SetValue(chromedp.ID("s-where"), `.amount_cents = 1`),
+		chromedp.Click(chromedp.ID("search-submit")),
+		chromedp.WaitVisible(chromedp.Search(`//p[@role="alert" and contains(text(), "is not an operator")]`)),
+	)
+	step("open a hit",
+		chromedp.Navigate(f.ts.URL+"/#/search?q=gateway"),
+		chromedp.WaitVisible(chromedp.CSS(`table.search tbody tr a`)),
+		chromedp.Click(chromedp.CSS(`table.search tbody tr a`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[starts-with(text(), "Entry")]`)),
+	)
+	f.conserved()
+}
