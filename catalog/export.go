@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -58,6 +59,24 @@ type ExportLine struct {
 	// History is the entry's audit records (every decision naming its
 	// event ID), oldest first.
 	History []*AuditRecord `json:"history"`
+	// Versions are the edited versions of the body ('lily dlq edit'), 1
+	// first; Body is the original (version 0). Absent when never edited.
+	Versions []*ExportVersion `json:"versions,omitempty"`
+}
+
+// ExportVersion is one edited version of an entry's body. Body is nil
+// when the data was removed (discard, expire, erase) or omitted.
+type ExportVersion struct {
+	Version    int        `json:"version"`
+	Body       []byte     `json:"body"`
+	BodySHA256 string     `json:"body_sha256"`
+	BodySize   int64      `json:"body_size"`
+	PrevSHA256 string     `json:"prev_sha256"`
+	EditedBy   string     `json:"edited_by"`
+	EditedAt   time.Time  `json:"edited_at"`
+	Reason     string     `json:"reason"`
+	Op         string     `json:"op"`
+	ErasedAt   *time.Time `json:"erased_at,omitempty"`
 }
 
 // ExportParams are the arguments of Store.Export.
@@ -96,6 +115,9 @@ func (s *Store) Export(ctx context.Context, w io.Writer, p ExportParams) (int, e
 			break
 		}
 		if err := s.exportHistory(ctx, page); err != nil {
+			return n, err
+		}
+		if err := s.exportVersions(ctx, page, p.OmitBodies); err != nil {
 			return n, err
 		}
 		for _, l := range page {
@@ -222,6 +244,43 @@ func (s *Store) exportHistory(ctx context.Context, page []*ExportLine) error {
 		for _, l := range byEvent[ev] {
 			l.History = append(l.History, &r)
 		}
+	}
+	return rows.Err()
+}
+
+// exportVersions fills the Versions of a page's lines from
+// lily_dlq_versions, in one query per page.
+func (s *Store) exportVersions(ctx context.Context, page []*ExportLine, omit bool) error {
+	byID := make(map[int64]*ExportLine, len(page))
+	ids := make([]any, 0, len(page))
+	for _, l := range page {
+		byID[l.ID] = l
+		ids = append(ids, l.ID)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT entry_id, version, body, body_sha256, body_size, prev_sha256, edited_by, edited_at, reason, op, erased_at
+		FROM lily_dlq_versions WHERE entry_id IN (`+qmarks(len(ids))+`) ORDER BY entry_id, version`, ids...)
+	if err != nil {
+		return fmt.Errorf("catalog: export: read body versions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, at int64
+			er     sql.NullInt64
+			v      ExportVersion
+		)
+		if err := rows.Scan(&id, &v.Version, &v.Body, &v.BodySHA256, &v.BodySize, &v.PrevSHA256, &v.EditedBy, &at, &v.Reason, &v.Op, &er); err != nil {
+			return err
+		}
+		v.EditedAt = time.UnixMilli(at).UTC()
+		if er.Valid {
+			t := time.UnixMilli(er.Int64).UTC()
+			v.ErasedAt = &t
+		}
+		if omit {
+			v.Body = nil
+		}
+		byID[id].Versions = append(byID[id].Versions, &v)
 	}
 	return rows.Err()
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -49,6 +50,14 @@ func fillForExport(t *testing.T, s *Store) {
 	}
 	if _, err := s.Erase(ctx, DecideParams{Filter: Filter{EventIDs: []string{"e-b"}}, Actor: "dpo", Reason: "gdpr", Now: fixed}); err != nil {
 		t.Fatal(err)
+	}
+	// Two edited versions of e-f's body (lily dlq edit) travel with it.
+	var ec *Entry
+	s.Each(ctx, Filter{EventIDs: []string{"e-f"}}, func(e *Entry) error { ec = e; return nil })
+	for i, body := range []string{`{"total":"12.50"}`, `{"total":12.5}`} {
+		if _, err := s.Edit(ctx, EditParams{ID: ec.ID, Body: []byte(body), Reason: fmt.Sprintf("fix %d", i+1), Actor: "erin", Now: fixed}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -129,6 +138,13 @@ func roundTrip(t *testing.T, from, to *Store) {
 	}
 	if a, b := rawRows(t, from), rawRows(t, to); !reflect.DeepEqual(a, b) {
 		t.Fatalf("stored bodies/headers differ:\n%q\n%q", a, b)
+	}
+	// The edited versions came along, bodies and hashes as stored.
+	var ec *Entry
+	to.Each(ctx, Filter{EventIDs: []string{"e-f"}}, func(e *Entry) error { ec = e; return nil })
+	vs, err := to.Versions(ctx, ec.ID)
+	if err != nil || len(vs) != 3 || string(vs[2].Body) != `{"total":12.5}` || vs[2].EditedBy != "erin" || vs[2].PrevSHA256 != vs[1].BodySHA256 {
+		t.Fatalf("versions of e-f in the target: %+v %v", vs, err)
 	}
 	// Typed header values come back with their types.
 	var got *Entry

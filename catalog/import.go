@@ -133,6 +133,14 @@ func parseImportLine(raw []byte) (*ExportLine, error) {
 			return nil, fmt.Errorf("body_sha256 %q does not match the body (corrupted or edited line)", l.BodySHA256)
 		}
 	}
+	for i, v := range l.Versions {
+		switch {
+		case v.Version != i+1:
+			return nil, fmt.Errorf("versions[%d]: version %d, want %d (versions are numbered 1, 2, ... in order)", i, v.Version, i+1)
+		case v.Body != nil && sha256Hex(v.Body) != v.BodySHA256:
+			return nil, fmt.Errorf("versions[%d]: body_sha256 %q does not match the body (corrupted or edited line)", i, v.BodySHA256)
+		}
+	}
 	if len(l.Headers) > 0 && !bytes.Equal(l.Headers, []byte("null")) {
 		if _, err := transport.UnmarshalHeaders(l.Headers); err != nil {
 			return nil, fmt.Errorf("headers: %v", err)
@@ -183,6 +191,13 @@ func (s *Store) importBatch(ctx context.Context, d decision, p ImportParams, bat
 			if l.Body != nil {
 				if err := x.index(ctx, id, l.ErrorMessage, l.Body); err != nil {
 					return err
+				}
+			}
+			for _, v := range l.Versions {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO lily_dlq_versions(entry_id, version, body, body_sha256, body_size, prev_sha256, edited_by, edited_at, reason, op, erased_at)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, v.Version, nullBytes(v.Body), v.BodySHA256, v.BodySize, v.PrevSHA256,
+					v.EditedBy, v.EditedAt.UnixMilli(), v.Reason, v.Op, nullTime(v.ErasedAt)); err != nil {
+					return fmt.Errorf("catalog: import version %d of entry %s: %w", v.Version, l.EventID, err)
 				}
 			}
 			added = append(added, l.EventID)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -177,27 +178,35 @@ type entrySummary struct {
 	DeadLetteredAt  time.Time     `json:"dead_lettered_at"`
 }
 
+// pageFilter reads the filter of a paged listing with ?limit=N (1..500,
+// default 50) and ?after_id= (the next_after_id of the previous page).
+func (s *Server) pageFilter(q url.Values) (catalog.Filter, int, error) {
+	f, err := s.queryFilter(q)
+	if err != nil {
+		return f, 0, err
+	}
+	limit, err := intParam(q, "limit", 50, 1, 500)
+	if err != nil {
+		return f, 0, err
+	}
+	after, err := intParam(q, "after_id", 0, 0, 1<<62)
+	if err != nil {
+		return f, 0, err
+	}
+	f.AfterID = int64(after)
+	return f, limit, nil
+}
+
 // handleEntries lists entries matching the filter (held ones unless
 // ?state=), ?limit=N (1..500, default 50) at a time; ?after_id= pages on
 // (next_after_id of the answer).
 func (s *Server) handleEntries(w http.ResponseWriter, r *http.Request, _ *principal) {
 	q := r.URL.Query()
-	f, err := s.queryFilter(q)
+	f, limit, err := s.pageFilter(q)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	limit, err := intParam(q, "limit", 50, 1, 500)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	after, err := intParam(q, "after_id", 0, 0, 1<<62)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	f.AfterID = int64(after)
 	es, err := s.o.Store.List(r.Context(), f, limit+1)
 	if err != nil {
 		s.fail(w, r, err)

@@ -23,22 +23,11 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, p *princip
 		s.fail(w, r, badField("q", "q is required: the words to find in error messages and (redacted) bodies, e.g. ?q=timeout"))
 		return
 	}
-	f, err := s.queryFilter(q)
+	f, limit, err := s.pageFilter(q)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	limit, err := intParam(q, "limit", 50, 1, 500)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	after, err := intParam(q, "after_id", 0, 0, 1<<62)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	f.AfterID = int64(after)
 	hits := []entryview.SearchHit{}
 	err = s.o.Store.Search(r.Context(), catalog.SearchParams{Text: text, Filter: f, Limit: limit + 1}, func(h *catalog.SearchHit) error {
 		hits = append(hits, entryview.NewSearchHit(h, p.bodies()))

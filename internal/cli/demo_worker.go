@@ -94,33 +94,8 @@ func newDemoWorkerCmd() *cobra.Command {
 			}
 			// Quiet: nothing left in flight (ready, leased or waiting to
 			// be retried) — every message is acked or dead-lettered — for
-			// longer than the longest retry delay: a broker moving a message
-			// from a bucket back to its queue counts it in neither for a moment.
-			counter := b.counter()
-			buckets := qc.Policy().Buckets()
-			settle := 200 * time.Millisecond
-			if len(buckets) > 0 {
-				settle += 2 * time.Duration(buckets[len(buckets)-1]) * time.Millisecond
-			}
-			go func() {
-				t := time.NewTicker(20 * time.Millisecond)
-				defer t.Stop()
-				busy := time.Now()
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-t.C:
-						n, err := counter.InFlight(ctx, qc.Name)
-						if err != nil || n > 0 {
-							busy = time.Now()
-						} else if time.Since(busy) >= settle {
-							cancel()
-							return
-						}
-					}
-				}
-			}()
+			// longer than the longest retry delay (stopWhenIdle, consume.go).
+			go stopWhenIdle(ctx, cancel, b.counter(), qc, 200*time.Millisecond)
 			return c.Run(ctx)
 		},
 	}

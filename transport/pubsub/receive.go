@@ -281,39 +281,27 @@ func (t *Transport) takeBuffered(ctx context.Context, queue string, max int) []*
 // modify sets the ack deadline of deliveries to secs (0 = nack), grouped
 // by subscription. It returns one error per delivery.
 func (t *Transport) modify(ctx context.Context, ds []*transport.Delivery, secs int32) []error {
-	errs := make([]error, len(ds))
-	bySub := map[string][]int{}
-	for i, d := range ds {
-		r, err := receiptOf(d)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		bySub[r.sub] = append(bySub[r.sub], i)
-	}
-	for sub, idx := range bySub {
-		for start := 0; start < len(idx); start += 1000 {
-			part := idx[start:min(start+1000, len(idx))]
-			ids := make([]string, len(part))
-			for k, i := range part {
-				ids[k] = ds[i].Receipt.(*receipt).ackID
-			}
-			rctx, cancel := t.rpc(ctx)
-			err := t.sub.ModifyAckDeadline(rctx, &pubsubpb.ModifyAckDeadlineRequest{Subscription: t.subPath(sub), AckIds: ids, AckDeadlineSeconds: secs})
-			cancel()
-			if err != nil {
-				for _, i := range part {
-					errs[i] = fmt.Errorf("pubsub: modify ack deadline on %s: %w", sub, err)
-				}
-			}
-		}
-	}
-	return errs
+	return t.perSubscription(ds, "modify ack deadline", func(sub string, ids []string) error {
+		rctx, cancel := t.rpc(ctx)
+		defer cancel()
+		return t.sub.ModifyAckDeadline(rctx, &pubsubpb.ModifyAckDeadlineRequest{Subscription: t.subPath(sub), AckIds: ids, AckDeadlineSeconds: secs})
+	})
 }
 
 // acknowledge acks deliveries, grouped by subscription; one error per
 // delivery.
 func (t *Transport) acknowledge(ctx context.Context, ds []*transport.Delivery) []error {
+	return t.perSubscription(ds, "acknowledge", func(sub string, ids []string) error {
+		rctx, cancel := t.rpc(ctx)
+		defer cancel()
+		return t.sub.Acknowledge(rctx, &pubsubpb.AcknowledgeRequest{Subscription: t.subPath(sub), AckIds: ids})
+	})
+}
+
+// perSubscription calls do with the ack IDs of ds, grouped by
+// subscription in calls of at most 1,000 IDs (the service's limit), and
+// returns one error per delivery: its receipt's, or its call's.
+func (t *Transport) perSubscription(ds []*transport.Delivery, what string, do func(sub string, ids []string) error) []error {
 	errs := make([]error, len(ds))
 	bySub := map[string][]int{}
 	for i, d := range ds {
@@ -331,12 +319,9 @@ func (t *Transport) acknowledge(ctx context.Context, ds []*transport.Delivery) [
 			for k, i := range part {
 				ids[k] = ds[i].Receipt.(*receipt).ackID
 			}
-			rctx, cancel := t.rpc(ctx)
-			err := t.sub.Acknowledge(rctx, &pubsubpb.AcknowledgeRequest{Subscription: t.subPath(sub), AckIds: ids})
-			cancel()
-			if err != nil {
+			if err := do(sub, ids); err != nil {
 				for _, i := range part {
-					errs[i] = fmt.Errorf("pubsub: acknowledge on %s: %w", sub, err)
+					errs[i] = fmt.Errorf("pubsub: %s on %s: %w", what, sub, err)
 				}
 			}
 		}
