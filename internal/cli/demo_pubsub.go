@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
@@ -33,6 +34,7 @@ type demoPubSub struct {
 	endpoint string // the fake's gRPC address
 	countURL string // the parent's count endpoint
 	tr       *pubsub.Transport
+	countMu  sync.Mutex // serializes count (pstest's records are shared)
 }
 
 // demoPubSubOptions are the demo's transport options: a 5 s ack deadline
@@ -77,6 +79,10 @@ func openDemoPubSub(ctx context.Context, endpoint, countURL string) (*demoPubSub
 // count returns the fake's unacknowledged messages of a queue's main,
 // retry-return and delay topics.
 func (p *demoPubSub) count(n pubsub.QueueNames) int64 {
+	// Server.Messages refreshes the Acks of the same *Message values it
+	// returned before: concurrent counts must not read them meanwhile.
+	p.countMu.Lock()
+	defer p.countMu.Unlock()
 	prefix := "projects/" + demoPubSubProject + "/topics/"
 	var c int64
 	for _, m := range p.srv.Messages() {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,7 +78,14 @@ func pstestCount(srv *pstest.Server) func(context.Context, string, pubsub.QueueN
 	}
 }
 
+// pstestMu serializes reads of pstest's records: Server.Messages refreshes
+// the Acks of the same *Message values it returned before, so a caller
+// reading them while another calls Messages races.
+var pstestMu sync.Mutex
+
 func countInFlight(srv *pstest.Server, n pubsub.QueueNames) int64 {
+	pstestMu.Lock()
+	defer pstestMu.Unlock()
 	prefix := "projects/" + project + "/topics/"
 	var c int64
 	for _, m := range srv.Messages() {
