@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -264,6 +265,12 @@ func runConsume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) e
 		Name: f.name, Version: f.version, Redactor: red, ReceiveWait: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
 		Hooks:  []lily.Hook{counts},
+	}
+	if b.cat != nil {
+		// Rule-driven redrive ([[redrive_rule]]) reads the breaker's
+		// transitions and the acking consumer versions from the catalog.
+		opts.Hooks = append(opts.Hooks, catalog.NewRuntimeRecorder(b.cat, catalog.RecorderParams{
+			Consumer: cmp.Or(f.name, "lily-consume") + "@" + cmp.Or(f.instance, catalog.LeaseHolder()), Version: f.version, Logger: opts.Logger}))
 	}
 	if q.Ordering == lily.OrderingPark || q.Ordering == lily.OrderingBlock {
 		opts.Keys = b.cat

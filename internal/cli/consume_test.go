@@ -195,7 +195,7 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 	if err := lily.Publish(ctx, pub, queue, msgs); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"consume", "--config", cfg, "--queue", queue, "--concurrency", "4", "--exit-when-idle", "300ms", "--json"}, handler...)
+	args := append([]string{"consume", "--config", cfg, "--queue", queue, "--concurrency", "4", "--exit-when-idle", "300ms", "--version", "sidecar-1.2", "--json"}, handler...)
 	code, out, errOut := run(t, args...)
 	if code != 0 {
 		t.Fatalf("consume exit %d\n%s\n%s", code, out, errOut)
@@ -230,6 +230,10 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 	r.byReason, err = cat.CountBy(ctx, "reason", catalog.Filter{Queue: queue})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The sidecar records the version that acked, for [[redrive_rule]]s.
+	if vs, err := cat.AckedVersions(ctx, queue); err != nil || len(vs) != 1 || vs[0].Version != "sidecar-1.2" {
+		t.Errorf("acked consumer versions of %s: %+v %v, want sidecar-1.2 (the RuntimeRecorder hook)", queue, vs, err)
 	}
 	return r
 }
