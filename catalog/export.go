@@ -62,6 +62,10 @@ type ExportLine struct {
 	// Versions are the edited versions of the body ('lily dlq edit'), 1
 	// first; Body is the original (version 0). Absent when never edited.
 	Versions []*ExportVersion `json:"versions,omitempty"`
+	// Triage is the entry's own triage record with its notes ('lily dlq
+	// triage --ids'); a group's record belongs to the catalog, not to an
+	// entry, and is not exported. Absent when the entry was never triaged.
+	Triage *Triage `json:"triage,omitempty"`
 }
 
 // ExportVersion is one edited version of an entry's body. Body is nil
@@ -119,6 +123,12 @@ func (s *Store) Export(ctx context.Context, w io.Writer, p ExportParams) (int, e
 		}
 		if err := s.exportVersions(ctx, page, p.OmitBodies); err != nil {
 			return n, err
+		}
+		for _, l := range page {
+			if l.Triage, err = s.readTriage(ctx, `SELECT assignee, status, ticket, updated_at, updated_by FROM lily_triage_entries WHERE entry_id = ?`,
+				`SELECT at, author, note FROM lily_triage_notes WHERE entry_id = ? ORDER BY id`, []any{l.ID}, []any{l.ID}); err != nil {
+				return n, err
+			}
 		}
 		for _, l := range page {
 			if err := enc.Encode(l); err != nil {

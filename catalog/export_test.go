@@ -51,6 +51,13 @@ func fillForExport(t *testing.T, s *Store) {
 	if _, err := s.Erase(ctx, DecideParams{Filter: Filter{EventIDs: []string{"e-b"}}, Actor: "dpo", Reason: "gdpr", Now: fixed}); err != nil {
 		t.Fatal(err)
 	}
+	// e-f's own triage, with two notes, travels with it.
+	for _, note := range []string{"looked at it", "tax service timeouts"} {
+		if _, err := s.TriageEntries(ctx, TriageParams{Filter: Filter{EventIDs: []string{"e-f"}}, Actor: "alice", Now: fixed,
+			Change: TriageChange{Assignee: strp("alice"), Status: strp("investigating"), Note: note}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Two edited versions of e-f's body (lily dlq edit) travel with it.
 	var ec *Entry
 	s.Each(ctx, Filter{EventIDs: []string{"e-f"}}, func(e *Entry) error { ec = e; return nil })
@@ -145,6 +152,11 @@ func roundTrip(t *testing.T, from, to *Store) {
 	vs, err := to.Versions(ctx, ec.ID)
 	if err != nil || len(vs) != 3 || string(vs[2].Body) != `{"total":12.5}` || vs[2].EditedBy != "erin" || vs[2].PrevSHA256 != vs[1].BodySHA256 {
 		t.Fatalf("versions of e-f in the target: %+v %v", vs, err)
+	}
+	// So did its triage and notes.
+	tr, err := to.EntryTriage(ctx, ec)
+	if err != nil || tr.Entry == nil || tr.Entry.Assignee != "alice" || tr.Entry.Status != "investigating" || len(tr.Entry.Notes) != 2 || tr.Entry.Notes[1].Note != "tax service timeouts" {
+		t.Fatalf("triage of e-f in the target: %+v %v", tr.Entry, err)
 	}
 	// Typed header values come back with their types.
 	var got *Entry

@@ -133,6 +133,9 @@ func parseImportLine(raw []byte) (*ExportLine, error) {
 			return nil, fmt.Errorf("body_sha256 %q does not match the body (corrupted or edited line)", l.BodySHA256)
 		}
 	}
+	if l.Triage != nil && l.Triage.Status != "" && !validTriageStatus(l.Triage.Status) {
+		return nil, fmt.Errorf("triage.status %q: want investigating, needs_fix, known_issue or wont_fix", l.Triage.Status)
+	}
 	for i, v := range l.Versions {
 		switch {
 		case v.Version != i+1:
@@ -198,6 +201,18 @@ func (s *Store) importBatch(ctx context.Context, d decision, p ImportParams, bat
 					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, v.Version, nullBytes(v.Body), v.BodySHA256, v.BodySize, v.PrevSHA256,
 					v.EditedBy, v.EditedAt.UnixMilli(), v.Reason, v.Op, nullTime(v.ErasedAt)); err != nil {
 					return fmt.Errorf("catalog: import version %d of entry %s: %w", v.Version, l.EventID, err)
+				}
+			}
+			if tr := l.Triage; tr != nil {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO lily_triage_entries(entry_id, assignee, status, ticket, updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?)`,
+					id, tr.Assignee, tr.Status, tr.Ticket, tr.UpdatedAt.UnixMilli(), tr.UpdatedBy); err != nil {
+					return fmt.Errorf("catalog: import the triage of entry %s: %w", l.EventID, err)
+				}
+				for _, n := range tr.Notes {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO lily_triage_notes(entry_id, queue, fingerprint, at, author, note) VALUES (?, ?, ?, ?, ?, ?)`,
+						id, queue, l.Fingerprint, n.At.UnixMilli(), n.Author, n.Note); err != nil {
+						return fmt.Errorf("catalog: import a triage note of entry %s: %w", l.EventID, err)
+					}
 				}
 			}
 			added = append(added, l.EventID)
