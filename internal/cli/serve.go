@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/httpapi"
 	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/transport"
@@ -293,7 +294,22 @@ func newIngestLoop(ctx context.Context, o serveOptions, env *dlqEnv, reg prometh
 	if err != nil {
 		return nil, brk.Close, err
 	}
-	if len(srcs) == 0 {
+	foreign := map[string]config.ForeignDLQConfig{}
+	foreignSrcs := map[string]transport.DeadLetterDrainer{}
+	if env.hasCfg {
+		for _, f := range env.cfg.ForeignDLQs { // [[foreign_dlq]]: drained like Lily's own (dlq_foreign.go)
+			rmq, err := brk.rabbit(ctx)
+			if err != nil {
+				return nil, brk.Close, err
+			}
+			fd, err := rmq.Foreign(f.Kind, "")
+			if err != nil {
+				return nil, brk.Close, err
+			}
+			foreignSrcs[f.Queue], foreign[f.Queue] = fd, f
+		}
+	}
+	if len(srcs)+len(foreignSrcs) == 0 {
 		return nil, brk.Close, nil
 	}
 	m, err := lilyprom.NewIngestMetrics(reg)
@@ -301,8 +317,11 @@ func newIngestLoop(ctx context.Context, o serveOptions, env *dlqEnv, reg prometh
 		return nil, brk.Close, err
 	}
 	l := &ingestLoop{cat: env.cat, sources: map[string]transport.DeadLetterDrainer{}, holder: catalog.LeaseHolder(),
-		interval: o.ingest.interval, ttl: o.ingest.leaseTTL, log: logger, metrics: m, hook: hook}
+		interval: o.ingest.interval, ttl: o.ingest.leaseTTL, log: logger, metrics: m, hook: hook, foreign: foreign}
 	for q, s := range srcs {
+		l.sources[q] = s
+	}
+	for q, s := range foreignSrcs {
 		l.sources[q] = s
 	}
 	return l, brk.Close, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/transport"
 )
@@ -57,6 +58,9 @@ func (o ingestOptions) validate() error {
 type ingestLoop struct {
 	cat      *catalog.Store
 	sources  map[string]transport.DeadLetterDrainer
+	// foreign are the sources that are [[foreign_dlq]] queues: ingested
+	// with their kind (the ledger counts them accepted) and reason.
+	foreign map[string]config.ForeignDLQConfig
 	holder   string
 	interval time.Duration
 	ttl      time.Duration
@@ -190,6 +194,9 @@ func (l *ingestLoop) pass(ctx context.Context, queue string, st *queueState) {
 				}
 			}
 		}}
+	if f, ok := l.foreign[queue]; ok {
+		p.Foreign, p.Reason = f.Kind, f.Reason()
+	}
 	n, err := l.cat.IngestWith(ctx, l.sources[queue], p)
 	if n > 0 {
 		l.metrics.Drained(queue, n)
