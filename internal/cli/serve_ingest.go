@@ -56,11 +56,11 @@ func (o ingestOptions) validate() error {
 // lost its lease commits nothing). A replica that stops releases its
 // leases; one that dies hands over when its leases expire (leaseTTL).
 type ingestLoop struct {
-	cat      *catalog.Store
-	sources  map[string]transport.DeadLetterDrainer
+	cat     *catalog.Store
+	sources map[string]transport.DeadLetterDrainer
 	// foreign are the sources that are [[foreign_dlq]] queues: ingested
 	// with their kind (the ledger counts them accepted) and reason.
-	foreign map[string]config.ForeignDLQConfig
+	foreign  map[string]config.ForeignDLQConfig
 	holder   string
 	interval time.Duration
 	ttl      time.Duration
