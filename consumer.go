@@ -283,7 +283,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	stopExt()
 	<-extended
 	if st, ok := c.t.(transport.ConsumerStopper); ok {
-		if serr := st.StopConsumer(base, &transport.StopParams{Queue: c.o.Queue.Name, Consumer: c.o.Instance}); serr != nil {
+		if serr := st.StopConsumer(base, &transport.StopParams{Queue: c.o.Queue.Name, Consumer: c.o.Instance, Ordered: c.ordered()}); serr != nil {
 			c.log.Warn("stopping the transport's consumer failed", "err", serr)
 		}
 	}
@@ -372,7 +372,7 @@ func (c *Consumer) drain(base context.Context, work chan<- *ticket) {
 	if c.canceler == nil {
 		return
 	}
-	sp := &transport.StopParams{Queue: c.o.Queue.Name, Consumer: c.o.Instance}
+	sp := &transport.StopParams{Queue: c.o.Queue.Name, Consumer: c.o.Instance, Ordered: c.ordered()}
 	if err := c.canceler.CancelConsume(base, sp); err != nil {
 		if errors.Is(err, errors.ErrUnsupported) {
 			return // a wrapper over a transport that pushes nothing

@@ -177,7 +177,17 @@ func (a *Accounted) giveBack(ctx context.Context, consumer string, ds []*transpo
 // one).
 func (a *Accounted) StopConsumer(ctx context.Context, p *transport.StopParams) error {
 	var errs []error
-	if hb := a.hold.take(holdKey{queue: p.Queue, consumer: p.Consumer}); hb != nil {
+	hb := a.hold.take(holdKey{queue: p.Queue, consumer: p.Consumer})
+	if hb != nil && p.Ordered && !a.Features().UnreceiveInPlace {
+		// Giving them back would put them behind later messages of their
+		// keys (RabbitMQ: a copy at the queue's tail). Left unacknowledged,
+		// the broker returns them in place when the session ends, counted
+		// once more: for an ordered queue, order wins (DESIGN §4).
+		a.o.Log.Warn("left held deliveries of an ordered queue to the broker at stop: they come back in place, counted once more",
+			"queue", p.Queue, "consumer", p.Consumer, "count", len(hb.ds))
+		hb = nil
+	}
+	if hb != nil {
 		how, left, err := a.giveBack(ctx, p.Consumer, hb.ds)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("catalog: give back %d uncounted deliveries of %s at stop: %w (they come back when the consumer's session ends, counted once more)", len(left), p.Queue, err))

@@ -267,3 +267,34 @@ func TestReceiveKeepsHoldingWhenGiveBackFails(t *testing.T) {
 		}
 	})
 }
+
+// TestStopConsumerLeavesAnOrderedQueuesHeldInPlace: on an ordered queue
+// over a transport that gives back to the queue's tail (RabbitMQ), a batch
+// held at stop is neither given back nor released nor settled: the broker
+// returns it in place when the session ends, so no message of a key passes
+// an earlier one. Without Ordered the same batch is given back uncounted.
+func TestStopConsumerLeavesAnOrderedQueuesHeldInPlace(t *testing.T) {
+	ctx := context.Background()
+	eachStore(t, func(t *testing.T, s *Store) {
+		for _, ordered := range []bool{true, false} {
+			b := &unreceiveBroker{holdBroker: &holdBroker{fakeBroker: &fakeBroker{queued: threeDeliveries()}}}
+			a := AccountWith(b, s, AccountOptions{})
+			repair := breakCatalog(t, s)
+			if _, err := a.Receive(ctx, recv); !errors.Is(err, ErrCatalogUnavailable) {
+				t.Fatalf("receive: %v, want ErrCatalogUnavailable", err)
+			}
+			if err := a.StopConsumer(ctx, &transport.StopParams{Queue: "q", Consumer: "c1", Ordered: ordered}); err != nil {
+				t.Fatal(err)
+			}
+			repair()
+			want := 3
+			if ordered {
+				want = 0
+			}
+			if len(b.unreceived) != want || len(b.settled) != 0 {
+				t.Errorf("ordered=%v: unreceived %d, settled %d at stop; want %d and 0", ordered, len(b.unreceived), len(b.settled), want)
+			}
+			noRelease(t, b.fakeBroker)
+		}
+	})
+}

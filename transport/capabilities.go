@@ -92,6 +92,12 @@ type Featurer interface {
 type StopParams struct {
 	Queue    string
 	Consumer string
+	// Ordered is set when the queue keeps per-key order (ordering block
+	// or park): what a wrapper still holds must not be given back where
+	// the transport would not put it back in place
+	// (Features.UnreceiveInPlace), since that moves it behind later
+	// messages of its key.
+	Ordered bool
 }
 
 // ConsumerStopper is implemented by transports that hold per-consumer
