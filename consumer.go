@@ -222,7 +222,8 @@ func (c *Consumer) Instance() string { return c.o.Instance }
 // returns an error early only if the transport is closed or refuses the
 // queue as unsafe to consume (transport.ErrUnsafeQueue).
 func (c *Consumer) Run(ctx context.Context) error {
-	base := context.WithoutCancel(ctx)
+	// The handlers' contexts carry the hooks (Observe), set once here.
+	base := withObserver(context.WithoutCancel(ctx), c.observe)
 	c.stopping = ctx
 	work := make(chan *ticket)
 	settles := make(chan settleReq, c.o.SettleBatch)

@@ -184,7 +184,7 @@ func (c *Consumer) call(ctx context.Context, d *Delivery) callResult {
 				done <- callResult{err: &PanicError{Value: v, Stack: stack}, stack: stack}
 			}
 		}()
-		done <- callResult{err: c.h.Handle(withObserver(hctx, c.observe), d)}
+		done <- callResult{err: c.h.Handle(hctx, d)}
 	}()
 	select {
 	case r := <-done:

@@ -1,12 +1,8 @@
 package httpapi
 
 import (
-	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -17,39 +13,9 @@ import (
 // filters. It skips loudly without Chromium, except under CI=true, where
 // it fails.
 func TestConsoleSearchInBrowser(t *testing.T) {
-	path := chromiumPath
-	if _, err := os.Stat(path); err != nil {
-		if p, lerr := exec.LookPath("chromium"); lerr == nil {
-			path = p
-		} else if os.Getenv("CI") == "true" {
-			t.Fatalf("chromium is not installed (%v): CI must run the browser test ('apt-get install -y chromium', as .ci/run does)", err)
-		} else {
-			t.Skipf("SKIPPED LOUDLY: chromium is not installed (%v); install it with 'apt-get install -y chromium' to run the console's search test", err)
-		}
-	}
+	b := newBrowser(t)
 	f := newFixture(t, allTokens)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-	step := func(name string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
-	textOf := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return v
-	}
+	ctx, step, textOf := b.ctx, b.do, b.text
 	step("log in",
 		chromedp.Navigate(f.ts.URL+"/"),
 		chromedp.WaitVisible(chromedp.ID("token")),

@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -44,21 +45,21 @@ func kafkaPlan(tc topologyConfig) []kafka.TopicPlan {
 	return out
 }
 
+// sortedPairs writes m as "k=v k=v", keys sorted.
+func sortedPairs[V any](m map[string]V, str func(V) string) string {
+	pairs := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		pairs = append(pairs, k+"="+str(m[k]))
+	}
+	return strings.Join(pairs, " ")
+}
+
 // printKafkaTopics prints planned topics as a table.
 func printKafkaTopics(w io.Writer, topics []kafka.TopicPlan) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tROLE\tPARTITIONS\tCONFIGS")
 	for _, tp := range topics {
-		keys := make([]string, 0, len(tp.Configs))
-		for k := range tp.Configs {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		cfgs := make([]string, len(keys))
-		for i, k := range keys {
-			cfgs[i] = k + "=" + *tp.Configs[k]
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", tp.Name, tp.Role, tp.Partitions, strings.Join(cfgs, " "))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", tp.Name, tp.Role, tp.Partitions, sortedPairs(tp.Configs, func(v *string) string { return *v }))
 	}
 	tw.Flush()
 }

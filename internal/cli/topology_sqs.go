@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -19,16 +17,7 @@ func printSQSQueues(w io.Writer, qs []sqs.QueuePlan) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SQS QUEUE\tROLE\tFOR\tATTRIBUTES")
 	for _, q := range qs {
-		keys := make([]string, 0, len(q.Attributes))
-		for k := range q.Attributes {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		attrs := make([]string, len(keys))
-		for i, k := range keys {
-			attrs[i] = k + "=" + q.Attributes[k]
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", q.Name, q.Role, q.Queue, strings.Join(attrs, " "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", q.Name, q.Role, q.Queue, sortedPairs(q.Attributes, func(v string) string { return v }))
 	}
 	tw.Flush()
 }

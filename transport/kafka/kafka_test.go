@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/lily-mq/lily/catalog"
-	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -71,16 +70,7 @@ func harness(c *kfake.Cluster) transporttest.Harness {
 		New:  func(t *testing.T) transport.Transport { return open(t, c) },
 		DeadLetters: func(ctx context.Context, tr transport.Transport, queue string) ([]transporttest.DeadLetter, error) {
 			ds, err := tr.(*kafka.Transport).DeadLetters(ctx, queue)
-			if err != nil {
-				return nil, err
-			}
-			out := make([]transporttest.DeadLetter, len(ds))
-			for i, d := range ds {
-				reason, _ := d.Headers[evidence.HeaderReason].(string)
-				out[i] = transporttest.DeadLetter{Queue: queue, EventID: d.EventID, Key: d.Key, Type: d.Type,
-					Body: d.Body, Headers: d.Headers, Reason: reason}
-			}
-			return out, nil
+			return transporttest.DeadLettersOf(queue, ds, err)
 		},
 		Abandon: func(ctx context.Context, tr transport.Transport, consumer string) error {
 			_, err := tr.(*kafka.Transport).RecoverLeases(ctx, &transport.RecoverParams{Consumer: consumer})

@@ -12,7 +12,6 @@ import (
 
 	"cloud.google.com/go/pubsub/v2/pstest"
 
-	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/pubsub"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -106,16 +105,7 @@ func harness(srv *pstest.Server) transporttest.Harness {
 		New:   func(t *testing.T) transport.Transport { return open(t, srv) },
 		DeadLetters: func(ctx context.Context, tr transport.Transport, queue string) ([]transporttest.DeadLetter, error) {
 			ds, err := tr.(*pubsub.Transport).DeadLetters(ctx, queue)
-			if err != nil {
-				return nil, err
-			}
-			out := make([]transporttest.DeadLetter, len(ds))
-			for i, d := range ds {
-				reason, _ := d.Headers[evidence.HeaderReason].(string)
-				out[i] = transporttest.DeadLetter{Queue: queue, EventID: d.EventID, Key: d.Key, Type: d.Type,
-					Body: d.Body, Headers: d.Headers, Reason: reason}
-			}
-			return out, nil
+			return transporttest.DeadLettersOf(queue, ds, err)
 		},
 		Abandon: func(ctx context.Context, tr transport.Transport, consumer string) error {
 			_, err := tr.(*pubsub.Transport).RecoverLeases(ctx, &transport.RecoverParams{Consumer: consumer})

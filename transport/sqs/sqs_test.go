@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/sqsemu"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
@@ -61,16 +60,7 @@ func harness() transporttest.Harness {
 		New:  func(t *testing.T) transport.Transport { return open(t) },
 		DeadLetters: func(ctx context.Context, tr transport.Transport, queue string) ([]transporttest.DeadLetter, error) {
 			ds, err := tr.(*sqs.Transport).PeekDeadLetters(ctx, queue, 0)
-			if err != nil {
-				return nil, err
-			}
-			out := make([]transporttest.DeadLetter, len(ds))
-			for i, d := range ds {
-				reason, _ := d.Headers[evidence.HeaderReason].(string)
-				out[i] = transporttest.DeadLetter{Queue: queue, EventID: d.EventID, Key: d.Key, Type: d.Type,
-					Body: d.Body, Headers: d.Headers, Reason: reason}
-			}
-			return out, nil
+			return transporttest.DeadLettersOf(queue, ds, err)
 		},
 		Abandon: func(ctx context.Context, tr transport.Transport, consumer string) error {
 			_, err := tr.(*sqs.Transport).RecoverLeases(ctx, &transport.RecoverParams{Consumer: consumer})

@@ -17,8 +17,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
+
+// DeadLettersOf turns what a transport's dead-letter destination of queue
+// holds (ds, read with err) into the suite's DeadLetters, for a Harness's
+// DeadLetters: the reason is Lily's evidence header, else the broker's own
+// (x-death, evidence.BrokerReason).
+func DeadLettersOf(queue string, ds []*transport.Delivery, err error) ([]DeadLetter, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DeadLetter, len(ds))
+	for i, d := range ds {
+		reason, _ := d.Headers[evidence.HeaderReason].(string)
+		if reason == "" {
+			if r, ok := evidence.BrokerReason(d.Headers); ok {
+				reason = string(r)
+			}
+		}
+		out[i] = DeadLetter{Queue: queue, EventID: d.EventID, Key: d.Key, Type: d.Type, Body: d.Body, Headers: d.Headers, Reason: reason}
+	}
+	return out, nil
+}
 
 // DeadLetter is a message held by a transport's dead-letter destination.
 type DeadLetter struct {
