@@ -292,6 +292,30 @@ func (f *fixture) consume(queue string) {
 	}()
 }
 
+// waitAcked waits until the ledger counts n messages of queue acked: the
+// consume goroutine settles on its own time, and with the catalog in
+// another store than the transport (PostgreSQL) the transport's ack and
+// the ledger's are two writes.
+func (f *fixture) waitAcked(queue string, n int64) {
+	f.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rows, err := f.cat.Ledger(context.Background(), f.tr)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Queue == queue && r.Acked >= n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("the ledger of %s does not count %d acked after a minute: %+v", queue, n, rows)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func itoa(n int64) string { return fmt.Sprint(n) }
 
 func readAll(t testing.TB, resp *http.Response) string {

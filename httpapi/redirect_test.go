@@ -83,6 +83,7 @@ func TestRedriveRedirect(t *testing.T) {
 		if st := f.states(); st["redriven"] != 6 || st["pending"] != 7 {
 			t.Errorf("states %v", st)
 		}
+		f.waitAcked("payments.captured", 6) // the consumer settles on its own time
 		rows, err := f.cat.Ledger(context.Background(), f.tr)
 		if err != nil {
 			t.Fatal(err)
