@@ -35,8 +35,16 @@ func TestConsumerRefusesClassicQueue(t *testing.T) {
 		c.QueueDelete(qc.Name, false, false, false)
 	})
 	tr.Register(qc.Spec())
-	if err := ch.PublishWithContext(ctx, "", qc.Name, true, false, amqp.Publishing{MessageId: "waiting-1", Body: []byte("x")}); err != nil {
+	// Confirmed, so that the broker holds it before anything counts it.
+	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
+	}
+	conf, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", qc.Name, true, false, amqp.Publishing{MessageId: "waiting-1", Body: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := conf.WaitContext(ctx); err != nil || !ok {
+		t.Fatalf("publish not confirmed: %v %v", ok, err)
 	}
 	var calls atomic.Int64
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
