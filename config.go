@@ -125,8 +125,18 @@ type QueueConfig struct {
 	ExpectedRatePerSecond float64 `toml:"expected_rate_per_second" json:"expected_rate_per_second,omitempty"`
 	// DeliveryLimit is the most times one copy is handed to a handler;
 	// the next delivery dead-letters it with reason delivery_limit, 1..1000.
-	// Defaults to 5.
+	// Defaults to 5, or to 4 on a queue with KafkaShareGroup (the broker's
+	// default group.share.delivery.count.limit is 5, and Lily must
+	// dead-letter before the broker archives).
 	DeliveryLimit *int `toml:"delivery_limit" json:"delivery_limit,omitempty"`
+	// KafkaShareGroup consumes a kafka queue through a Kafka share group
+	// (KIP-932, queue semantics) of this name instead of a consumer group:
+	// several members share each partition, the broker counts deliveries
+	// and locks each record while it is held. Share groups keep no per-key
+	// order, so ordering must be "reorder". Requires Kafka 4.1+ with share
+	// groups enabled (4.2+ for lock renewal). Defaults to "" (a consumer
+	// group, "lily.<queue>").
+	KafkaShareGroup string `toml:"kafka_share_group" json:"kafka_share_group,omitempty"`
 	// ImmediateRetries are in-process retries before a broker-delayed
 	// retry, for blips, 0..10. Defaults to 0.
 	ImmediateRetries int `toml:"immediate_retries" json:"immediate_retries"`
@@ -255,7 +265,7 @@ func (c QueueConfig) Settings() QueueSettings {
 	return QueueSettings{
 		RetryBackoffMillis:    backoff,
 		MaxRetryBackoffMillis: maxBackoff,
-		DeliveryLimit:         or(c.DeliveryLimit, DefaultDeliveryLimit),
+		DeliveryLimit:         or(c.DeliveryLimit, c.defaultDeliveryLimit()),
 		ImmediateRetryMillis:  or(c.ImmediateRetryMillis, DefaultImmediateRetryMillis),
 		HandlerTimeoutMillis:  or(c.HandlerTimeoutMillis, DefaultHandlerTimeoutMillis),
 		MaxRedrives:           or(c.MaxRedrives, DefaultMaxRedrives),
@@ -397,6 +407,7 @@ func (c QueueConfig) Validate() error {
 	if s.BreakerCooldownMillis <= 0 {
 		bad("breaker_cooldown_millis", s.BreakerCooldownMillis, "must be > 0 (milliseconds)")
 	}
+	errs = append(errs, c.validateShareGroup()...)
 	errs = append(errs, c.validateClassification()...)
 	errs = append(errs, c.validateSchemaVersions()...)
 	if ct := c.ContentType; ct != "" && !validContentType(ct) {
@@ -435,6 +446,7 @@ func (c QueueConfig) Spec() transport.QueueSpec {
 		BucketsMillis:   c.Policy().Buckets(),
 		BucketMaxLength: s.BucketMaxLength,
 		DLQMaxLength:    s.DLQMaxLength,
+		ShareGroup:      c.KafkaShareGroup,
 
 		SingleActiveConsumer: c.Ordering == OrderingBlock || c.Ordering == OrderingPark,
 	}

@@ -70,6 +70,11 @@ bucket_max_length = 1
 dlq_max_length = 2
 owner = "team-pay"
 permanent_errors = []
+
+[[queue]]
+name = "emails"
+transport = "kafka"
+kafka_share_group = "email-senders"
 `
 
 func TestParseConfigFull(t *testing.T) {
@@ -107,16 +112,24 @@ func TestParseConfigFull(t *testing.T) {
 			PermanentErrors:     []string{},
 			BreakerFailureRatio: new(0.5), BreakerMinRequests: new(20), BreakerWindowMillis: new(int64(10000)), BreakerCooldownMillis: new(int64(5000)),
 		},
+		lily.QueueConfig{Name: "emails", Transport: "kafka", KafkaShareGroup: "email-senders"}.WithDefaults(),
 	}
 	// The first queue sets every field: a new field must be added here. The
-	// delay chain is the one exception (it excludes the backoff fields): the
-	// second queue sets it.
+	// delay chain is one exception (it excludes the backoff fields): the
+	// second queue sets it; the share group another (it excludes ordering
+	// park): the third sets it.
 	v := reflect.ValueOf(want[0])
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
 		if f.Name == "RetryDelaysMillis" {
 			if !strings.Contains(fullConfig, "\nretry_delays_millis = ") || len(want[1].RetryDelaysMillis) == 0 {
 				t.Error("test setup: retry_delays_millis is not set in the second queue")
+			}
+			continue
+		}
+		if f.Name == "KafkaShareGroup" {
+			if !strings.Contains(fullConfig, "\nkafka_share_group = ") || want[2].KafkaShareGroup == "" {
+				t.Error("test setup: kafka_share_group is not set in the third queue")
 			}
 			continue
 		}
@@ -445,7 +458,7 @@ func TestLoadConfig(t *testing.T) {
 		if err != nil {
 			t.Fatalf("LoadConfig: %v", err)
 		}
-		if len(c.Queues) != 2 || c.Queues[1].Name != "payments" {
+		if len(c.Queues) != 3 || c.Queues[1].Name != "payments" || c.Queues[2].KafkaShareGroup != "email-senders" {
 			t.Errorf("LoadConfig queues = %+v", c.Queues)
 		}
 	})

@@ -26,6 +26,9 @@ type QueueSpec struct {
 	// (RabbitMQ's x-single-active-consumer): per-key order (ordering park
 	// or block) needs it.
 	SingleActiveConsumer bool
+	// ShareGroup, on a Kafka queue, is the share group (KIP-932) its
+	// consumers join instead of a consumer group; "" for a consumer group.
+	ShareGroup string
 }
 
 // DeclareParams are the arguments of Declarer.Declare.
