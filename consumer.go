@@ -168,9 +168,7 @@ func NewConsumer(t transport.Transport, h Handler, o ConsumerOptions) (*Consumer
 		log: o.Logger.With("queue", o.Queue.Name, "consumer", o.Instance), keyQ: map[string][]*ticket{},
 		slots: make(chan struct{}, o.Concurrency)}
 	c.cond = sync.NewCond(&c.mu)
-	if f, ok := t.(transport.Featurer); ok {
-		c.features = f.Features()
-	}
+	c.features = transport.FeaturesOf(t, o.Queue.Name)
 	if c.features.Leases {
 		c.lease = c.features.VisibilityTimeout
 	}

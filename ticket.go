@@ -248,11 +248,7 @@ func (c *Consumer) extend(ctx context.Context, age time.Duration) {
 // in the transport's lease when the transport cannot extend leases: the
 // delivery would be handed out again while its handler still runs.
 func checkLease(t transport.Transport, o ConsumerOptions) error {
-	f, ok := t.(transport.Featurer)
-	if !ok {
-		return nil
-	}
-	ft := f.Features()
+	ft := transport.FeaturesOf(t, o.Queue.Name)
 	if !ft.Leases || ft.VisibilityTimeout <= 0 {
 		return nil
 	}

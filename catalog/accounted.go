@@ -414,6 +414,14 @@ func (a *Accounted) Features() transport.Features {
 	return f
 }
 
+// QueueFeatures are the wrapped transport's for queue
+// (transport.FeaturesOf), with CatalogParking.
+func (a *Accounted) QueueFeatures(queue string) transport.Features {
+	f := transport.FeaturesOf(a.Transport, queue)
+	f.CatalogParking = true
+	return f
+}
+
 // SettleConcurrency forwards the wrapped transport's
 // (transport.ConcurrentSettler); 1 without one. Settle is safe for
 // concurrent calls: the ledger's counts are transactions of their own.

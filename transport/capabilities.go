@@ -91,6 +91,25 @@ type Featurer interface {
 	Features() Features
 }
 
+// QueueFeaturer is implemented by transports whose features differ per
+// queue (Kafka: a share-group queue's deliveries are leased, a consumer
+// group's are not). The runtime prefers it to Featurer.
+type QueueFeaturer interface {
+	QueueFeatures(queue string) Features
+}
+
+// FeaturesOf returns t's features for queue: QueueFeaturer's, else
+// Featurer's, else none.
+func FeaturesOf(t Transport, queue string) Features {
+	if qf, ok := t.(QueueFeaturer); ok {
+		return qf.QueueFeatures(queue)
+	}
+	if f, ok := t.(Featurer); ok {
+		return f.Features()
+	}
+	return Features{}
+}
+
 // StopParams are the arguments of ConsumerStopper.StopConsumer.
 type StopParams struct {
 	Queue    string

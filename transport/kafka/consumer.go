@@ -125,10 +125,14 @@ func (t *Transport) instance(queue, name string) (*instance, error) {
 		gone: map[TopicPartition]uint64{}, wake: make(chan struct{}, 1)}
 	c.settled = sync.NewCond(&c.mu)
 	o := t.opts
+	sub := subscription(queue)
+	if spec, ok := t.specs.Lookup(queue); ok && spec.ShareGroup != "" {
+		sub = retrySubscription(queue) // the share group consumes the main topic
+	}
 	opts := t.clientOpts(
 		kgo.ConsumerGroup(c.group),
 		kgo.ConsumeRegex(),
-		kgo.ConsumeTopics(subscription(queue)),
+		kgo.ConsumeTopics(sub),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(c.onAssigned),
@@ -342,6 +346,9 @@ func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) e
 	c, ok := t.instances[k]
 	delete(t.instances, k)
 	t.mu.Unlock()
+	for _, s := range t.takeShare(p.Queue, p.Consumer) {
+		s.stop(true)
+	}
 	if ok {
 		c.stop(ctx, true)
 	}
@@ -363,6 +370,9 @@ func (t *Transport) RecoverLeases(_ context.Context, p *transport.RecoverParams)
 	}
 	t.mu.Unlock()
 	n := 0
+	for _, s := range t.takeShare("", p.Consumer) {
+		n += s.stop(false)
+	}
 	for _, c := range cs {
 		n += c.stop(context.Background(), false)
 	}

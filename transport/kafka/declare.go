@@ -261,5 +261,13 @@ func (t *Transport) InFlight(ctx context.Context, queue string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if sg := t.shareGroupOf(queue); sg != "" {
+		n, err := t.shareLag(ctx, sg, queue)
+		if err != nil {
+			return 0, err
+		}
+		r, err := t.lag(ctx, t.group(queue), topics...)
+		return n + r, err
+	}
 	return t.lag(ctx, t.group(queue), append([]string{queue}, topics...)...)
 }

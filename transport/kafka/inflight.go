@@ -21,7 +21,12 @@ func (t *Transport) InFlightParts(ctx context.Context, queue string) (transport.
 		return p, err
 	}
 	group := t.group(queue)
-	if p.Ready, err = t.lag(ctx, group, queue); err != nil {
+	if sg := t.shareGroupOf(queue); sg != "" {
+		p.Ready, err = t.shareLag(ctx, sg, queue)
+	} else {
+		p.Ready, err = t.lag(ctx, group, queue)
+	}
+	if err != nil {
 		return p, err
 	}
 	if len(topics) > 0 {

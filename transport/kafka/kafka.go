@@ -26,6 +26,8 @@ var (
 	_ transport.ConsumerStopper   = (*Transport)(nil)
 	_ transport.DeadLetterDrainer = (*Transport)(nil)
 	_ transport.DeadLetterCounter = (*Transport)(nil)
+	_ transport.LeaseExtender     = (*Transport)(nil)
+	_ transport.QueueFeaturer     = (*Transport)(nil)
 )
 
 // DefaultBrokers are the seed brokers used when Options names none.
@@ -90,6 +92,19 @@ type Options struct {
 	// Verify checks. Defaults to DLTRetention{} for every queue: 336 hours,
 	// no size cap.
 	DeadLetterRetention map[string]DLTRetention
+	// ShareMaxRecords is how many records a share-group member fetches at
+	// once (ShareFetch MaxRecords, strict) while first-time deliveries
+	// flow; after a redelivery it fetches one at a time until a first-time
+	// delivery comes. Every record of a fetch is settled before the next
+	// one. Defaults to 64.
+	ShareMaxRecords int
+	// ShareLockDuration is the share groups' acquisition lock duration
+	// (the broker's group.share.record.lock.duration.ms, or the group's
+	// share.record.lock.duration.ms): the lease of a share-group delivery,
+	// which Lily renews every fifth of it. Set it to the cluster's value if
+	// that is shorter; 'lily lint --live' checks. Defaults to 30s (Kafka's
+	// default).
+	ShareLockDuration time.Duration
 	// ClientID names the clients to the brokers. Defaults to "lily".
 	ClientID string
 	// ClientOpts are added to every franz-go client the transport creates
@@ -130,6 +145,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MetadataMaxAge <= 0 {
 		o.MetadataMaxAge = 30 * time.Second
+	}
+	if o.ShareMaxRecords <= 0 {
+		o.ShareMaxRecords = 64
+	}
+	if o.ShareLockDuration <= 0 {
+		o.ShareLockDuration = 30 * time.Second
 	}
 	if o.ClientID == "" {
 		o.ClientID = "lily"
@@ -206,7 +227,13 @@ type Transport struct {
 	specs     transport.Specs
 	topics    map[string]int32 // known topics and their partition counts
 	instances map[instanceKey]*instance
-	closed    bool
+	shares    map[instanceKey]*shareInstance // share-group members
+	// shareReady marks share groups whose share.auto.offset.reset was set.
+	shareReady map[string]bool
+	// shareLimits caches each share group's delivery limit (the broker's
+	// archive limit) once checked against its queue's delivery_limit.
+	shareLimits map[string]int
+	closed      bool
 }
 
 // Open creates the transport's producer and checks that a broker answers
@@ -214,7 +241,8 @@ type Transport struct {
 func Open(ctx context.Context, opts Options) (*Transport, error) {
 	o := opts.withDefaults()
 	t := &Transport{opts: o, topics: map[string]int32{},
-		instances: map[instanceKey]*instance{}}
+		instances: map[instanceKey]*instance{}, shares: map[instanceKey]*shareInstance{},
+		shareReady: map[string]bool{}, shareLimits: map[string]int{}}
 	cl, err := kgo.NewClient(t.clientOpts(
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
@@ -278,9 +306,17 @@ func (t *Transport) Close() error {
 		insts = append(insts, c)
 	}
 	t.instances = map[instanceKey]*instance{}
+	shares := make([]*shareInstance, 0, len(t.shares))
+	for _, s := range t.shares {
+		shares = append(shares, s)
+	}
+	t.shares = map[instanceKey]*shareInstance{}
 	t.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), t.opts.ProduceTimeout)
 	defer cancel()
+	for _, s := range shares {
+		s.stop(true)
+	}
 	for _, c := range insts {
 		c.stop(ctx, true)
 	}

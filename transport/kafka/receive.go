@@ -42,6 +42,9 @@ type pick struct {
 // topic — for a retry copy, the original's — and MessageID names the copy
 // itself ("<topic>/<partition>/<offset>").
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
+	if spec, ok := t.spec(p.Queue); ok && spec.ShareGroup != "" {
+		return t.receiveShare(ctx, p, spec)
+	}
 	c, err := t.instance(p.Queue, p.Consumer)
 	if err != nil {
 		return nil, err

@@ -42,7 +42,12 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	rcs := make([]*receipt, n)
 	var recs []*kgo.Record
 	var recOf []int
+	var shared []int
 	for i, s := range p.Settlements {
+		if _, ok := s.Delivery.Receipt.(*shareEntry); ok {
+			shared = append(shared, i)
+			continue
+		}
 		rc, ok := s.Delivery.Receipt.(*receipt)
 		if !ok || rc.c.t != t {
 			errs[i] = fmt.Errorf("kafka: settle %s: delivery was not received from this transport", s.Delivery.EventID)
@@ -56,7 +61,7 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		if s.Action != transport.Retry && s.Action != transport.DeadLetter {
 			continue
 		}
-		r, err := t.handOff(ctx, s, rc)
+		r, err := t.handOff(ctx, s, rc.c.key.queue, rc.e.srcPart, rc.e.srcOff)
 		if err != nil {
 			errs[i] = err
 			continue
@@ -70,9 +75,12 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 			errs[recOf[j]] = fmt.Errorf("kafka: %s hand-off of %s not confirmed, original kept: %w", s.Action, s.Delivery.EventID, err)
 		}
 	}
+	if len(shared) > 0 {
+		t.settleShare(ctx, p.Settlements, shared, errs)
+	}
 	touched := map[*instance]bool{}
 	for i, s := range p.Settlements {
-		if errs[i] != nil {
+		if errs[i] != nil || rcs[i] == nil {
 			continue
 		}
 		switch s.Action {
@@ -144,10 +152,10 @@ func (r *receipt) mark(a transport.Action, delay time.Duration) error {
 	return nil
 }
 
-// handOff builds the copy of a Retry or a DeadLetter settlement.
-func (t *Transport) handOff(ctx context.Context, s transport.Settlement, rc *receipt) (*kgo.Record, error) {
+// handOff builds the copy of a Retry or a DeadLetter settlement of a
+// record of queue whose coordinates on the main topic are srcPart/srcOff.
+func (t *Transport) handOff(ctx context.Context, s transport.Settlement, queue string, srcPart int32, srcOff int64) (*kgo.Record, error) {
 	d := s.Delivery
-	queue := rc.c.key.queue
 	m := d.Message
 	m.Headers = s.Headers
 	var topic string
@@ -163,8 +171,8 @@ func (t *Transport) handOff(ctx context.Context, s transport.Settlement, rc *rec
 		}
 		topic = RetryTopic(queue, ms)
 		extra[HeaderDueAt] = time.Now().Add(s.Delay).UnixMilli()
-		extra[evidence.HeaderSourcePartition] = rc.e.srcPart
-		extra[evidence.HeaderSourceOffset] = rc.e.srcOff
+		extra[evidence.HeaderSourcePartition] = srcPart
+		extra[evidence.HeaderSourceOffset] = srcOff
 	}
 	if _, err := t.partitions(ctx, topic); err != nil {
 		return nil, fmt.Errorf("kafka: %s hand-off of %s: %w", s.Action, m.EventID, err)
@@ -177,7 +185,7 @@ func (t *Transport) handOff(ctx context.Context, s transport.Settlement, rc *rec
 	if m.Key != "" {
 		r.Key = []byte(m.Key)
 	}
-	pin(r, rc.e.srcPart)
+	pin(r, srcPart)
 	return r, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
@@ -75,6 +76,10 @@ type Harness struct {
 	// lease-based transports (0 otherwise). RunLoad's slow handlers run
 	// longer than it, so keep it short (a few hundred milliseconds).
 	Lease time.Duration
+	// Configure, when set, adjusts every queue configuration the suite
+	// builds (Name and Transport already filled in), e.g. to consume a
+	// Kafka queue through a share group.
+	Configure func(q *lily.QueueConfig)
 	// Teardown, when set, removes a subtest's queue after it ended (the
 	// transport is still open).
 	Teardown func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error

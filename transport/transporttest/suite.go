@@ -74,6 +74,9 @@ func newEnv(t *testing.T, h Harness, qc lily.QueueConfig) *env {
 	t.Cleanup(func() { tr.Close() })
 	qc.Name = uniqueQueue(t)
 	qc.Transport = h.Name
+	if h.Configure != nil {
+		h.Configure(&qc)
+	}
 	if qc.Breaker == nil {
 		// Behaviours that fail many messages on purpose are not outages.
 		qc.Breaker = new(bool)

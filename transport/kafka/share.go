@@ -1,0 +1,379 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lily-mq/lily/transport"
+)
+
+// Share groups (KIP-932). A queue with QueueSpec.ShareGroup is consumed by
+// a share group: the broker hands each record of the main topic to one
+// member at a time, locks it for the acquisition lock duration, counts its
+// deliveries and archives it (silently) past group.share.delivery.count.limit.
+// Lily uses the broker's count as Delivery.DeliveryCount, settles in the
+// safe order (copy confirmed, then ACCEPT), extends locks with RENEW, and
+// keeps its retry topics: they are consumed by the queue's consumer group
+// ("lily.<queue>"), which pauses a retry partition until its head copy is
+// due, exactly as for a queue without a share group.
+//
+// franz-go accepts every record of a poll that is not acknowledged before
+// the next poll. So a share instance polls again only when every record of
+// the previous poll has been settled (ACCEPT or RELEASE), never with one
+// still held; and the records it holds, handed out or not, are renewed
+// before their lock runs out.
+
+// shareInstance is one consumer instance (ReceiveParams.Consumer) of a
+// share-group queue: one member of the share group with its own client.
+type shareInstance struct {
+	t     *Transport
+	key   instanceKey
+	group string
+
+	recvMu sync.Mutex // one Receive at a time (polls are not concurrent)
+
+	mu      sync.Mutex
+	cond    *sync.Cond // broadcast when a record is settled or the instance closes
+	cl      *kgo.Client
+	gen     uint64 // counts clients: a receipt of an older one is void
+	narrow  bool   // the client fetches one record at a time (cautious)
+	// wantNarrow is the width the last poll asked for: narrow after a
+	// redelivery, wide after a first-time delivery.
+	wantNarrow bool
+	buf     []*shareEntry
+	held    map[*shareEntry]struct{} // handed out, not settled
+	closing bool
+	done    chan struct{} // closed when the instance ends (stops the renewer)
+
+	ackMu   sync.Mutex
+	ackSeq  uint64
+	ackErrs []shareAckErr // broker refusals, newest last (bounded)
+}
+
+// shareEntry is one record of the share group held by this instance.
+type shareEntry struct {
+	s       *shareInstance
+	gen     uint64
+	rec     *kgo.Record
+	msg     transport.Message
+	renewed time.Time // acquired or last renewed
+	handed  bool
+	settled bool
+}
+
+// shareAckErr is a broker refusal of acknowledgements of one partition.
+type shareAckErr struct {
+	seq   uint64
+	topic string
+	part  int32
+	err   error
+}
+
+// shareInstance returns the share-group member of queue named name,
+// joining the group on first use.
+func (t *Transport) shareInstance(ctx context.Context, spec transport.QueueSpec, name string) (*shareInstance, error) {
+	queue, group := spec.Name, spec.ShareGroup
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, errClosed
+	}
+	k := instanceKey{queue, name}
+	if s, ok := t.shares[k]; ok {
+		t.mu.Unlock()
+		return s, nil
+	}
+	t.mu.Unlock()
+	if err := t.checkShareGroup(ctx, spec); err != nil {
+		return nil, err
+	}
+	// Without share.auto.offset.reset = earliest a new share group starts at
+	// the log end: every record produced before its first member joined
+	// would never be delivered.
+	if err := t.ensureShareGroup(ctx, group); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errClosed
+	}
+	if s, ok := t.shares[k]; ok {
+		return s, nil
+	}
+	s := &shareInstance{t: t, key: k, group: group, held: map[*shareEntry]struct{}{}, done: make(chan struct{})}
+	s.cond = sync.NewCond(&s.mu)
+	// A new member starts cautious: after a crash its first records are the
+	// dead process's, and one at a time only the poison is in flight when
+	// it kills this process too.
+	if err := s.connect(true); err != nil {
+		return nil, err
+	}
+	t.shares[k] = s
+	go s.renewLoop()
+	return s, nil
+}
+
+// connect replaces the instance's client (the old one holds nothing: every
+// record it polled was settled) by one fetching one record at a time
+// (narrow) or up to ShareMaxRecords. Called with s.mu held or before the
+// instance is shared.
+func (s *shareInstance) connect(narrow bool) error {
+	n := int32(s.t.opts.ShareMaxRecords)
+	if narrow {
+		n = 1
+	}
+	cl, err := kgo.NewClient(s.t.clientOpts(
+		kgo.ShareGroup(s.group),
+		kgo.ConsumeTopics(s.key.queue),
+		kgo.ShareMaxRecords(n),
+		kgo.ShareMaxRecordsStrict(), // and so no fetch but the one a poll asks for: nothing is acquired while Lily holds a poll
+		kgo.FetchMaxWait(time.Second),
+		kgo.MetadataMaxAge(s.t.opts.MetadataMaxAge),
+		kgo.ShareAckCallback(s.acked),
+	)...)
+	if err != nil {
+		return fmt.Errorf("kafka: share group %s member %s of %s: %w", s.group, s.key.name, s.key.queue, err)
+	}
+	old := s.cl
+	s.cl, s.narrow, s.wantNarrow = cl, narrow, narrow
+	s.gen++
+	if old != nil {
+		go old.Close()
+	}
+	return nil
+}
+
+// acked records the broker's refusals of acknowledgements.
+func (s *shareInstance) acked(_ *kgo.Client, rs kgo.ShareAckResults) {
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	for _, r := range rs {
+		if r.Err == nil {
+			continue
+		}
+		s.ackSeq++
+		s.ackErrs = append(s.ackErrs, shareAckErr{seq: s.ackSeq, topic: r.Topic, part: r.Partition, err: r.Err})
+		if len(s.ackErrs) > 1024 {
+			s.ackErrs = slices.Delete(s.ackErrs, 0, len(s.ackErrs)-1024)
+		}
+		s.t.opts.Logger.Warn("kafka: share group refused acknowledgements; the records come back to the group",
+			"group", s.group, "topic", r.Topic, "partition", r.Partition, "err", r.Err)
+	}
+}
+
+// ackMark returns the sequence number of the newest refusal so far.
+func (s *shareInstance) ackMark() uint64 {
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	return s.ackSeq
+}
+
+// refusedSince returns the refusal of partition (topic, part) after mark,
+// or nil.
+func (s *shareInstance) refusedSince(mark uint64, topic string, part int32) error {
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	for i := len(s.ackErrs) - 1; i >= 0 && s.ackErrs[i].seq > mark; i-- {
+		if e := s.ackErrs[i]; e.topic == topic && e.part == part {
+			return e.err
+		}
+	}
+	return nil
+}
+
+// receiveShare is Receive for a share-group queue: due retry copies first
+// (from the queue's consumer group), then the share group's records.
+func (t *Transport) receiveShare(ctx context.Context, p *transport.ReceiveParams, spec transport.QueueSpec) ([]*transport.Delivery, error) {
+	s, err := t.shareInstance(ctx, spec, p.Consumer)
+	if err != nil {
+		return nil, err
+	}
+	var retries *instance
+	if len(spec.BucketsMillis) > 0 {
+		if retries, err = t.instance(p.Queue, p.Consumer); err != nil {
+			return nil, err
+		}
+	}
+	s.recvMu.Lock()
+	defer s.recvMu.Unlock()
+	limit := max(p.Max, 1)
+	deadline := time.Now().Add(p.Wait)
+	for first := true; ; first = false {
+		if retries != nil {
+			ds, err := t.receiveRetries(ctx, retries, limit, p.IsolateRedeliveries)
+			if err != nil || len(ds) > 0 {
+				return ds, err
+			}
+		}
+		if ds := s.take(limit, p.IsolateRedeliveries); len(ds) > 0 {
+			return ds, nil
+		}
+		now := time.Now()
+		if !first && !now.Before(deadline) {
+			return nil, ctx.Err()
+		}
+		slice := min(deadline.Sub(now), 200*time.Millisecond)
+		if retries != nil {
+			slice = min(slice, 50*time.Millisecond)
+		}
+		if err := s.fill(ctx, max(slice, 10*time.Millisecond)); err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// receiveRetries hands out due retry copies of the queue's retry topics,
+// polling the consumer group briefly for new ones.
+func (t *Transport) receiveRetries(ctx context.Context, c *instance, limit int, isolate bool) ([]*transport.Delivery, error) {
+	c.recvMu.Lock()
+	defer c.recvMu.Unlock()
+	ds, err := c.take(ctx, limit, isolate)
+	if err != nil || len(ds) > 0 {
+		return ds, err
+	}
+	if err := c.poll(ctx, time.Millisecond, limit); err != nil {
+		if errors.Is(err, errInstanceClosed) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return c.take(ctx, limit, isolate)
+}
+
+// take hands out up to limit records of the last poll: first-time
+// deliveries in a batch, a redelivered one (count > 1) alone when
+// isolate.
+func (s *shareInstance) take(limit int, isolate bool) []*transport.Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil
+	}
+	var out []*transport.Delivery
+	for len(s.buf) > 0 && len(out) < limit {
+		e := s.buf[0]
+		n := int(e.rec.DeliveryCount())
+		if isolate && n > 1 && (len(out) > 0 || len(s.held) > 0) {
+			break // a redelivery runs alone, with nothing else in flight
+		}
+		s.buf = s.buf[1:]
+		e.handed = true
+		s.held[e] = struct{}{}
+		m := e.msg
+		m.Headers = transport.CloneHeaders(e.msg.Headers)
+		out = append(out, &transport.Delivery{
+			Message: m, Queue: s.key.queue, DeliveryCount: n, EnqueuedAt: e.rec.Timestamp,
+			Partition: e.rec.Partition, Offset: e.rec.Offset, HasOffset: true, MessageID: recordID(e.rec),
+			Receipt: e,
+		})
+		if isolate && n > 1 {
+			break
+		}
+	}
+	return out
+}
+
+// fill polls the share group when everything the last poll returned has
+// been settled; otherwise it waits (up to wait) for settlements. A poll's
+// first-time deliveries are handed out before its redeliveries. A member
+// that received a redelivery turns narrow (one record per fetch) and wide
+// again once a first-time delivery comes.
+func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
+	s.mu.Lock()
+	if len(s.buf) > 0 || len(s.held) > 0 {
+		s.waitSettled(wait)
+		s.mu.Unlock()
+		return nil
+	}
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	cl, gen := s.cl, s.gen
+	s.mu.Unlock()
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	fs := cl.PollRecords(pctx, -1)
+	cancel()
+	if fs.IsClientClosed() {
+		if s.t.isClosed() {
+			return errClosed
+		}
+		return nil
+	}
+	fs.EachError(func(topic string, part int32, err error) {
+		if !isCtxErr(err) && !errors.Is(err, kgo.ErrClientClosed) {
+			s.t.opts.Logger.Warn("kafka: share fetch error; retrying", "group", s.group, "topic", topic, "partition", part, "err", err)
+		}
+	})
+	now := time.Now()
+	var fresh, again []*shareEntry
+	fs.EachRecord(func(r *kgo.Record) {
+		msg, _ := recordMessage(r)
+		e := &shareEntry{s: s, gen: gen, rec: r, msg: msg, renewed: now}
+		if r.DeliveryCount() > 1 {
+			again = append(again, e)
+		} else {
+			fresh = append(fresh, e)
+		}
+	})
+	if len(fresh)+len(again) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen != gen || s.closing {
+		// Stopped or abandoned meanwhile: the records go back with the
+		// client (released on close).
+		return nil
+	}
+	s.buf = append(fresh, again...)
+	s.wantNarrow = len(again) > 0 // applied once the poll is settled (reshapeLocked)
+	return nil
+}
+
+// waitSettled waits, with s.mu held, until nothing of the last poll is
+// held (then reconnects if the fetch width must change), or wait passed.
+func (s *shareInstance) waitSettled(wait time.Duration) {
+	timer := time.AfterFunc(wait, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer timer.Stop()
+	end := time.Now().Add(wait)
+	for (len(s.buf) > 0 || len(s.held) > 0) && !s.closing && time.Now().Before(end) {
+		s.cond.Wait()
+	}
+}
+
+// settled ends an entry's hand-out; with s.mu held.
+func (s *shareInstance) settledLocked(e *shareEntry) {
+	e.settled = true
+	delete(s.held, e)
+	if len(s.held) == 0 && len(s.buf) == 0 {
+		s.reshapeLocked()
+	}
+	s.cond.Broadcast()
+}
+
+// reshapeLocked reconnects with the other fetch width when the last poll
+// asked for it; only when nothing is held, with s.mu held.
+func (s *shareInstance) reshapeLocked() {
+	if s.closing || s.cl == nil || s.wantNarrow == s.narrow || s.t.opts.ShareMaxRecords <= 1 {
+		return
+	}
+	if err := s.connect(s.wantNarrow); err != nil {
+		s.t.opts.Logger.Warn("kafka: share member could not change its fetch width; it keeps the old one", "group", s.group, "err", err)
+		s.wantNarrow = s.narrow
+	}
+}
