@@ -38,18 +38,18 @@ type shareInstance struct {
 
 	recvMu sync.Mutex // one Receive at a time (polls are not concurrent)
 
-	mu      sync.Mutex
-	cond    *sync.Cond // broadcast when a record is settled or the instance closes
-	cl      *kgo.Client
-	gen     uint64 // counts clients: a receipt of an older one is void
-	narrow  bool   // the client fetches one record at a time (cautious)
+	mu     sync.Mutex
+	cond   *sync.Cond // broadcast when a record is settled or the instance closes
+	cl     *kgo.Client
+	gen    uint64 // counts clients: a receipt of an older one is void
+	narrow bool   // the client fetches one record at a time (cautious)
 	// wantNarrow is the width the last poll asked for: narrow after a
 	// redelivery, wide after a first-time delivery.
 	wantNarrow bool
-	buf     []*shareEntry
-	held    map[*shareEntry]struct{} // handed out, not settled
-	closing bool
-	done    chan struct{} // closed when the instance ends (stops the renewer)
+	buf        []*shareEntry
+	held       map[*shareEntry]struct{} // handed out, not settled
+	closing    bool
+	done       chan struct{} // closed when the instance ends (stops the renewer)
 
 	ackMu   sync.Mutex
 	ackSeq  uint64
