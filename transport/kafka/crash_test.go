@@ -23,6 +23,7 @@ const (
 	crashChildBrokers = "LILY_KAFKA_CRASH_BROKERS"
 	crashChildQueue   = "LILY_KAFKA_CRASH_QUEUE"
 	crashChildLog     = "LILY_KAFKA_CRASH_LOG"
+	crashChildShare   = "LILY_KAFKA_CRASH_SHARE_GROUP"
 )
 
 func TestMain(m *testing.M) {
@@ -33,7 +34,8 @@ func TestMain(m *testing.M) {
 }
 
 func crashQueueConfig(name string) lily.QueueConfig {
-	return lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: new(3)}.WithDefaults()
+	return lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: new(3),
+		KafkaShareGroup: os.Getenv(crashChildShare)}.WithDefaults()
 }
 
 // crashChild consumes until nothing is in flight; it appends the event ID
@@ -47,6 +49,7 @@ func crashChild(brokers, queue, logPath string) int {
 	defer cancel()
 	o := testOptions(kafka.ParseBrokers(brokers))
 	o.StaticMembership = true
+	shareOptions(&o)
 	tr, err := kafka.Open(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -46,6 +46,8 @@ type shareInstance struct {
 	// wantNarrow is the width the last poll asked for: narrow after a
 	// redelivery, wide after a first-time delivery.
 	wantNarrow bool
+	parts      int32 // partitions of the main topic (narrow rotation)
+	rot        int32 // the partition a narrow member fetches next
 	buf        []*shareEntry
 	held       map[*shareEntry]struct{} // handed out, not settled
 	closing    bool
@@ -93,6 +95,10 @@ func (t *Transport) shareInstance(ctx context.Context, spec transport.QueueSpec,
 	if err := t.checkShareGroup(ctx, spec); err != nil {
 		return nil, err
 	}
+	parts, err := t.partitions(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
 	// Without share.auto.offset.reset = earliest a new share group starts at
 	// the log end: every record produced before its first member joined
 	// would never be delivered.
@@ -107,7 +113,7 @@ func (t *Transport) shareInstance(ctx context.Context, spec transport.QueueSpec,
 	if s, ok := t.shares[k]; ok {
 		return s, nil
 	}
-	s := &shareInstance{t: t, key: k, group: group, held: map[*shareEntry]struct{}{}, done: make(chan struct{})}
+	s := &shareInstance{t: t, key: k, group: group, held: map[*shareEntry]struct{}{}, done: make(chan struct{}), parts: parts}
 	s.cond = sync.NewCond(&s.mu)
 	// A new member starts cautious: after a crash its first records are the
 	// dead process's, and one at a time only the poison is in flight when
@@ -134,7 +140,7 @@ func (s *shareInstance) connect(narrow bool) error {
 		kgo.ConsumeTopics(s.key.queue),
 		kgo.ShareMaxRecords(n),
 		kgo.ShareMaxRecordsStrict(), // and so no fetch but the one a poll asks for: nothing is acquired while Lily holds a poll
-		kgo.FetchMaxWait(time.Second),
+		kgo.FetchMaxWait(shareFetchWait(narrow)),
 		kgo.MetadataMaxAge(s.t.opts.MetadataMaxAge),
 		kgo.ShareAckCallback(s.acked),
 	)...)
@@ -223,6 +229,12 @@ func (t *Transport) receiveShare(ctx context.Context, p *transport.ReceiveParams
 		if retries != nil {
 			slice = min(slice, 50*time.Millisecond)
 		}
+		if s.isNarrow() {
+			// A narrow poll fetches one partition; it must outlast the
+			// broker's wait, or the answer arrives after the poll and is
+			// released with its partition paused.
+			slice = max(slice, 3*shareFetchWait(true))
+		}
 		if err := s.fill(ctx, max(slice, 10*time.Millisecond)); err != nil {
 			return nil, err
 		}
@@ -300,6 +312,9 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 		return nil
 	}
 	cl, gen := s.cl, s.gen
+	if s.narrow {
+		s.rotateLocked()
+	}
 	s.mu.Unlock()
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	fs := cl.PollRecords(pctx, -1)
@@ -339,6 +354,45 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 	s.buf = append(fresh, again...)
 	s.wantNarrow = len(again) > 0 // applied once the poll is settled (reshapeLocked)
 	return nil
+}
+
+// shareFetchWait is how long the broker may hold a share fetch of a wide
+// or a narrow member.
+func shareFetchWait(narrow bool) time.Duration {
+	if narrow {
+		return 100 * time.Millisecond
+	}
+	return time.Second
+}
+
+// isNarrow reports whether the member fetches one record at a time.
+func (s *shareInstance) isNarrow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.narrow
+}
+
+// rotateLocked lets a narrow member fetch from one partition only, the
+// next in turn, and pauses the others: a share fetch goes to every broker
+// that leads an unpaused partition, and each could hand out a record, so
+// without it a narrow member still holds one record per broker — the
+// poison's neighbours on other brokers then die with it, their counts
+// raised at every crash. With s.mu held.
+func (s *shareInstance) rotateLocked() {
+	n := s.parts
+	if n <= 1 {
+		return
+	}
+	p := s.rot % n
+	s.rot++
+	var pause []int32
+	for i := range n {
+		if i != p {
+			pause = append(pause, i)
+		}
+	}
+	s.cl.ResumeFetchPartitions(map[string][]int32{s.key.queue: {p}})
+	s.cl.PauseFetchPartitions(map[string][]int32{s.key.queue: pause})
 }
 
 // waitSettled waits, with s.mu held, until nothing of the last poll is

@@ -1,12 +1,18 @@
 package kafka_test
 
 import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -23,6 +29,7 @@ func newShareCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	return newCluster(t, append([]kfake.Opt{kfake.BrokerConfigs(map[string]string{
 		kafka.BrokerShareLockDuration:       "1000",
 		"group.share.heartbeat.interval.ms": "200",
+		"group.share.session.timeout.ms":    "2000",
 	})}, opts...)...)
 }
 
@@ -51,4 +58,74 @@ func TestShareConformance(t *testing.T) {
 // dead-lettered probe, a graceful hand-over) through share groups.
 func TestShareLoad(t *testing.T) {
 	transporttest.RunLoad(t, shareHarness(newShareCluster(t)))
+}
+
+// TestShareCrashTypePoison runs a consumer subprocess, a member of the
+// queue's share group, that calls os.Exit on one record, restarts it each
+// time it dies, and checks that the broker's own delivery count bounds the
+// poison: it is dead-lettered by Lily with reason delivery_limit and the
+// broker's count (delivery_limit + 1, below the broker's archive limit of
+// 5) after delivery_limit deaths, while every other record is processed —
+// none archived, none dead-lettered with it.
+func TestShareCrashTypePoison(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newShareCluster(t)
+	tr := open(t, c, shareOptions)
+	name := fmt.Sprintf("crash.share.%08x", rand.Uint32())
+	group := "share." + name
+	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: new(3), KafkaShareGroup: group}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]lily.Message, 30)
+	for i := range msgs {
+		msgs[i] = lily.Message{Key: fmt.Sprintf("k%d", i%6), Body: []byte(fmt.Sprintf("order-%d", i))}
+	}
+	const poison = 13
+	msgs[poison].Body = []byte("poison")
+	if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "acked.log")
+	restarts := transporttest.RunCrashChildren(t, crashChildBrokers+"="+strings.Join(c.ListenAddrs(), ","),
+		crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath, crashChildShare+"="+group)
+	if restarts != qc.Settings().DeliveryLimit {
+		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
+	}
+	dls, err := tr.DeadLetters(ctx, qc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].EventID != msgs[poison].EventID || string(dls[0].Body) != "poison" {
+		for _, d := range dls {
+			r, _ := evidence.Decode(d.Headers)
+			t.Logf("DL %s %s reason %s count %d", d.EventID, d.Body, r.Reason, r.DeliveryCount)
+		}
+		t.Fatalf("dead-letter topic holds %d records, want exactly the poison", len(dls))
+	}
+	rec, err := evidence.Decode(dls[0].Headers)
+	if err != nil {
+		t.Errorf("evidence: %v", err)
+	}
+	if rec.Reason != evidence.ReasonDeliveryLimit || rec.DeliveryCount != qc.Settings().DeliveryLimit+1 {
+		t.Errorf("reason %q delivery count %d, want delivery_limit and the broker's count %d", rec.Reason, rec.DeliveryCount, qc.Settings().DeliveryLimit+1)
+	}
+	if !rec.HasPartition || !rec.HasOffset || rec.SourcePartition != dls[0].Partition {
+		t.Errorf("dead letter source %d/%d (has %v/%v) in DLT partition %d: want the poison's coordinates and the same partition",
+			rec.SourcePartition, rec.SourceOffset, rec.HasPartition, rec.HasOffset, dls[0].Partition)
+	}
+	processed := transporttest.ReadIDs(t, logPath)
+	for i, m := range msgs {
+		if i != poison && !processed[m.EventID] {
+			t.Errorf("message %d (%s, key %s) was not processed", i, m.Body, m.Key)
+		}
+	}
+	if processed[msgs[poison].EventID] || len(processed) != len(msgs)-1 {
+		t.Errorf("processed %d distinct messages, want %d (all but the poison)", len(processed), len(msgs)-1)
+	}
+	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
+	}
+	t.Logf("poison at %d/%d; %d restarts", rec.SourcePartition, rec.SourceOffset, restarts)
 }
