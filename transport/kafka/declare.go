@@ -149,6 +149,11 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 				t.mu.Unlock()
 			}
 		}
+		if spec.ShareGroup != "" {
+			if err := t.ensureShareGroup(ctx, spec.ShareGroup); err != nil {
+				return err
+			}
+		}
 		for _, name := range existed {
 			if n, err := t.partitions(ctx, name); err == nil && n != parts {
 				t.opts.Logger.Warn("kafka: topic has another partition count than its queue's main topic: copies land in partition number mod its count, not the original's number",

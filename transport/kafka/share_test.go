@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -10,8 +11,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
@@ -128,4 +131,111 @@ func TestShareCrashTypePoison(t *testing.T) {
 		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
 	}
 	t.Logf("poison at %d/%d; %d restarts", rec.SourcePartition, rec.SourceOffset, restarts)
+}
+
+// TestShareDeliveryLimitNotBelowBroker checks that a share-group queue whose
+// delivery_limit is not below the broker's archive limit is refused as
+// unsafe (the broker would archive a crash-type poison record, silently,
+// before Lily dead-letters it), naming the values and the fix, and that the
+// consumer stops with that error instead of consuming.
+func TestShareDeliveryLimitNotBelowBroker(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newShareCluster(t, kfake.BrokerConfigs(map[string]string{kafka.BrokerShareDeliveryLimit: "3"}))
+	tr := open(t, c, shareOptions)
+	name := fmt.Sprintf("share.unsafe.%08x", rand.Uint32())
+	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: new(3), KafkaShareGroup: "share." + name}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := tr.ShareSettings(ctx, qc.KafkaShareGroup)
+	if err != nil || s.DeliveryLimit != 3 || s.DeliveryLimitSource != "broker" {
+		t.Fatalf("ShareSettings = %+v, %v; want the broker's limit 3", s, err)
+	}
+	_, err = tr.Receive(ctx, &transport.ReceiveParams{Queue: name, Max: 1, Consumer: "c1"})
+	if !errors.Is(err, transport.ErrUnsafeQueue) {
+		t.Fatalf("Receive = %v, want ErrUnsafeQueue", err)
+	}
+	for _, want := range []string{"delivery_limit 3", "delivery limit 3", "set delivery_limit to at most 2"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	cons, err := lily.NewConsumer(tr, lily.HandlerFunc(func(context.Context, *lily.Delivery) error { return nil }),
+		lily.ConsumerOptions{Queue: qc, Instance: "c2", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := cons.Run(rctx); !errors.Is(err, transport.ErrUnsafeQueue) {
+		t.Errorf("Run = %v, want it to stop with ErrUnsafeQueue", err)
+	}
+}
+
+// TestShareArchivedIsLost checks the worst loss mode of share groups: a
+// record that another member of the group keeps releasing is archived by
+// the broker at its delivery limit, without any copy. The ledger must not
+// count it as acked or in flight: it shows as lost, and reconcile fails.
+func TestShareArchivedIsLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newShareCluster(t, kfake.BrokerConfigs(map[string]string{kafka.BrokerShareDeliveryLimit: "2"}))
+	tr := open(t, c, shareOptions)
+	store := openCatalog(t)
+	acc := catalog.Account(tr, store)
+	name := fmt.Sprintf("share.archived.%08x", rand.Uint32())
+	group := "share." + name
+	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: new(1), KafkaShareGroup: group}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lily.Publish(ctx, acc, name, []lily.Message{{Body: []byte("doomed")}}); err != nil {
+		t.Fatal(err)
+	}
+	ledger := func() catalog.LedgerRow {
+		t.Helper()
+		rows, err := store.Ledger(ctx, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Queue == name {
+				return r
+			}
+		}
+		t.Fatalf("no ledger row for %s", name)
+		return catalog.LedgerRow{}
+	}
+	if r := ledger(); !r.Balanced() || r.InFlight != 1 {
+		t.Fatalf("before: ledger %+v, want balanced with 1 in flight", r)
+	}
+	// A member outside Lily (a foreign consumer in the same share group)
+	// releases the record every time, until the broker archives it.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(name), kgo.ShareGroup(group), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for releases := 0; releases < 2 && pctx.Err() == nil; {
+		for _, r := range cl.PollRecords(pctx, -1).Records() {
+			r.Ack(kgo.AckRelease)
+			releases++
+		}
+		if err := cl.FlushAcks(pctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var r catalog.LedgerRow
+	for pctx.Err() == nil {
+		if r = ledger(); r.InFlight == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r.InFlight != 0 || r.Acked != 0 || r.Lost != 1 || r.Balanced() {
+		t.Errorf("after the broker archived the record: ledger %+v, want 0 in flight, 0 acked, 1 lost", r)
+	}
 }
