@@ -140,6 +140,35 @@
 // by this transport yet; the runtime does not pass the ordering to
 // transports.
 //
+// # Share groups
+//
+// A queue with QueueSpec.ShareGroup (lily.QueueConfig.KafkaShareGroup,
+// kafka_share_group in lily.toml) is consumed through a share group
+// (KIP-932) instead: every member receives records of every partition, the
+// broker locks each record while a member holds it and counts its
+// deliveries, and Delivery.DeliveryCount is the broker's count — a record
+// that kills its process is counted without the attempt counter. Ack is
+// ACCEPT; a Retry or DeadLetter produces its copy (acks=all, confirmed)
+// and then ACCEPTs the original (not REJECT: on a broker with KIP-1191's
+// share-group dead-letter queue a REJECT would write a second copy without
+// Lily's evidence); Release is RELEASE; the runtime's lease extension
+// (LeaseExtender) is RENEW, and the member renews what it polled and did
+// not hand out yet (QueueFeatures: the lease is Options.ShareLockDuration).
+// franz-go accepts every record of a poll not acknowledged before the next
+// poll, so a member polls only when everything of its last poll is
+// settled. A member starts narrow — one record per fetch, from one
+// partition at a time — and widens (Options.ShareMaxRecords) once a
+// first-time delivery comes; a redelivery narrows it again, so that when
+// a poison record kills the process it holds nothing else. Retry topics are
+// still consumed by the queue's consumer group (DefaultGroup), paused until
+// due. Lily sets share.auto.offset.reset = earliest on the group (Declare,
+// and before a member first joins); a queue whose delivery_limit is not
+// below the group's delivery limit (group.share.delivery.count.limit) is
+// refused with transport.ErrUnsafeQueue: the broker would archive a record
+// silently first. InFlight counts the share-partition lag, so a record
+// the broker archived shows in the ledger as lost. Share groups keep no
+// per-key order: ordering park and block are refused by the configuration.
+//
 // # What the tests on kfake cannot show
 //
 // The tests run on kfake, franz-go's in-process Kafka. They exercise the
