@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
@@ -55,8 +56,25 @@ func rawHeaderBytes(t *testing.T, v any) []byte {
 
 // TestForeignProducers runs the foreign-producer harness on kfake.
 func TestForeignProducers(t *testing.T) {
-	c := newCluster(t)
-	transporttest.RunForeign(t, transporttest.ForeignHarness{
+	transporttest.RunForeign(t, foreignHarness(newCluster(t)))
+}
+
+// TestShareForeignProducers runs the foreign-producer harness with every
+// queue consumed through a share group.
+func TestShareForeignProducers(t *testing.T) {
+	c := newShareCluster(t)
+	h := foreignHarness(c)
+	h.Open = func(t *testing.T) (transport.Transport, *catalog.Store) {
+		cat := openCatalog(t)
+		return catalog.Account(open(t, c, shareOptions), cat), cat
+	}
+	h.Configure = func(q *lily.QueueConfig) { q.KafkaShareGroup = "share." + q.Name }
+	transporttest.RunForeign(t, h)
+}
+
+// foreignHarness publishes below Lily with a raw franz-go client.
+func foreignHarness(c *kfake.Cluster) transporttest.ForeignHarness {
+	return transporttest.ForeignHarness{
 		Name: "kafka",
 		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
 			cat := openCatalog(t)
@@ -85,5 +103,5 @@ func TestForeignProducers(t *testing.T) {
 		},
 		HugeHeader:  512 << 10, // well below the default 1 MiB record limit
 		ForgedCount: map[string]any{"x-delivery-count": []byte("99"), "x-retry-count-copied": []byte("99")},
-	})
+	}
 }

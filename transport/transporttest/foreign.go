@@ -65,6 +65,9 @@ type ForeignHarness struct {
 	ForgedCount map[string]any
 	// Teardown, when set, removes a subtest's queue after it ended.
 	Teardown func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error
+	// Configure, when set, adjusts every queue configuration the scenarios
+	// build (as Harness.Configure).
+	Configure func(q *lily.QueueConfig)
 }
 
 type foreignScenario struct {
@@ -123,6 +126,9 @@ func newForeignEnv(t *testing.T, h ForeignHarness, qc lily.QueueConfig) *foreign
 	tr, cat := h.Open(t)
 	qc.Name = uniqueQueue(t)
 	qc.Transport = h.Name
+	if h.Configure != nil {
+		h.Configure(&qc)
+	}
 	qc.Breaker = new(bool)
 	qc = qc.WithDefaults()
 	if err := qc.Validate(); err != nil {
