@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -238,4 +239,82 @@ func TestShareArchivedIsLost(t *testing.T) {
 	if r.InFlight != 0 || r.Acked != 0 || r.Lost != 1 || r.Balanced() {
 		t.Errorf("after the broker archived the record: ledger %+v, want 0 in flight, 0 acked, 1 lost", r)
 	}
+}
+
+// TestShareMembersSplitAPartition runs four consumers, four members of one
+// share group, on a topic with a single partition — what a consumer group
+// cannot do (one member per partition) and what share groups exist for —
+// and checks that every member handles records, that handler calls equal
+// messages (no duplicate, no redelivery), and that nothing is left in
+// flight.
+func TestShareMembersSplitAPartition(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newShareCluster(t)
+	tr := open(t, c, shareOptions, func(o *kafka.Options) { o.Partitions = 1; o.ShareMaxRecords = 8 })
+	name := fmt.Sprintf("share.split.%08x", rand.Uint32())
+	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, KafkaShareGroup: "share." + name}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	msgs := make([]lily.Message, n)
+	for i := range msgs {
+		msgs[i] = lily.Message{Body: []byte(fmt.Sprintf("job-%d", i))}
+	}
+	if err := lily.Publish(ctx, tr, name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	calls, byMember, recounted := map[string]int{}, map[string]int{}, 0
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		member := fmt.Sprintf("member-%d", i)
+		cons, err := lily.NewConsumer(tr, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
+			time.Sleep(5 * time.Millisecond) // a handler with some work, so that members overlap
+			mu.Lock()
+			defer mu.Unlock()
+			calls[d.EventID]++
+			byMember[member]++
+			if d.DeliveryCount > 1 {
+				recounted++
+			}
+			if len(calls) == n {
+				cancel()
+			}
+			return nil
+		}), lily.ConsumerOptions{Queue: qc, Instance: member, Concurrency: 2, ReceiveWait: 50 * time.Millisecond, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cons.Run(rctx); err != nil {
+				t.Errorf("%s: %v", member, err)
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for id, k := range calls {
+		total += k
+		if k != 1 {
+			t.Errorf("%s handled %d times", id, k)
+		}
+	}
+	if len(calls) != n || total != n || recounted != 0 {
+		t.Errorf("%d distinct records, %d handler calls, %d redeliveries; want %d, %d, 0", len(calls), total, recounted, n, n)
+	}
+	if len(byMember) != 4 {
+		t.Errorf("records per member %v: want all four members of the share group to take part in the one partition", byMember)
+	}
+	if got, err := tr.InFlight(ctx, name); err != nil || got != 0 {
+		t.Errorf("in flight after the run: %d (%v), want 0", got, err)
+	}
+	t.Logf("records per member: %v", byMember)
 }
