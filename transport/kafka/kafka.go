@@ -28,6 +28,7 @@ var (
 	_ transport.DeadLetterCounter = (*Transport)(nil)
 	_ transport.LeaseExtender     = (*Transport)(nil)
 	_ transport.QueueFeaturer     = (*Transport)(nil)
+	_ transport.ConsumeCanceller  = (*Transport)(nil)
 )
 
 // DefaultBrokers are the seed brokers used when Options names none.

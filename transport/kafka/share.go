@@ -51,7 +51,10 @@ type shareInstance struct {
 	buf        []*shareEntry
 	held       map[*shareEntry]struct{} // handed out, not settled
 	closing    bool
-	done       chan struct{} // closed when the instance ends (stops the renewer)
+	// cancelled: a graceful stop began (CancelConsume): no more polls;
+	// Receive hands out what the last poll returned, then nothing.
+	cancelled bool
+	done      chan struct{} // closed when the instance ends (stops the renewer)
 
 	ackMu   sync.Mutex
 	ackSeq  uint64
@@ -212,6 +215,9 @@ func (t *Transport) receiveShare(ctx context.Context, p *transport.ReceiveParams
 	limit := max(p.Max, 1)
 	deadline := time.Now().Add(p.Wait)
 	for first := true; ; first = false {
+		if s.isCancelled() {
+			return s.take(limit, p.IsolateRedeliveries), nil
+		}
 		if retries != nil {
 			ds, err := t.receiveRetries(ctx, retries, limit, p.IsolateRedeliveries)
 			if err != nil || len(ds) > 0 {
@@ -362,7 +368,16 @@ func shareFetchWait(narrow bool) time.Duration {
 	if narrow {
 		return 100 * time.Millisecond
 	}
-	return time.Second
+	// Short as well: a flush of acknowledgements waits for the fetch in
+	// flight, and every settlement flushes.
+	return 150 * time.Millisecond
+}
+
+// isCancelled reports whether a graceful stop began.
+func (s *shareInstance) isCancelled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancelled
 }
 
 // isNarrow reports whether the member fetches one record at a time.

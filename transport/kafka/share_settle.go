@@ -255,6 +255,27 @@ func (s *shareInstance) stop(release bool) int {
 	return n
 }
 
+// CancelConsume begins a graceful stop of a share-group member: it polls
+// no more, and Receive hands out, without waiting, what its last poll
+// returned and it did not hand out yet, so that the runtime processes it
+// before StopConsumer (a record released instead would come back with its
+// count raised: share groups count a delivery when they hand a record
+// out). For a consumer-group queue there is nothing pushed to drain: it
+// reports errors.ErrUnsupported.
+func (t *Transport) CancelConsume(_ context.Context, p *transport.StopParams) error {
+	t.mu.Lock()
+	s, ok := t.shares[instanceKey{p.Queue, p.Consumer}]
+	t.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("kafka: cancel consume of %s: %w", p.Queue, errors.ErrUnsupported)
+	}
+	s.mu.Lock()
+	s.cancelled = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	return nil
+}
+
 // takeShare removes the share members named consumer (all queues when
 // queue is "") from the transport.
 func (t *Transport) takeShare(queue, consumer string) []*shareInstance {
