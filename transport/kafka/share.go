@@ -54,6 +54,7 @@ type shareInstance struct {
 	// cancelled: a graceful stop began (CancelConsume): no more polls;
 	// Receive hands out what the last poll returned, then nothing.
 	cancelled bool
+	collected int           // polls made by the graceful stop (drainTake)
 	done      chan struct{} // closed when the instance ends (stops the renewer)
 
 	ackMu   sync.Mutex
@@ -216,7 +217,7 @@ func (t *Transport) receiveShare(ctx context.Context, p *transport.ReceiveParams
 	deadline := time.Now().Add(p.Wait)
 	for first := true; ; first = false {
 		if s.isCancelled() {
-			return s.take(limit, p.IsolateRedeliveries), nil
+			return s.drainTake(ctx, limit, p.IsolateRedeliveries), nil
 		}
 		if retries != nil {
 			ds, err := t.receiveRetries(ctx, retries, limit, p.IsolateRedeliveries)
@@ -372,6 +373,49 @@ func shareFetchWait(narrow bool) time.Duration {
 	// flight, and every settlement flushes.
 	return 150 * time.Millisecond
 }
+
+// drainTake is Receive during a graceful stop: what the last poll
+// returned, and once nothing is held any more a last poll for what the
+// client has already fetched (a fetch from another broker that came in
+// after the last poll returned, or one still on its way): the runtime
+// processes those too, since closing the client would release them with
+// their counts raised. Up to shareDrainPolls such polls, until one brings
+// nothing (every fetch it started ended within it). A fetch that arrives
+// later still is released.
+func (s *shareInstance) drainTake(ctx context.Context, limit int, isolate bool) []*transport.Delivery {
+	if ds := s.take(limit, isolate); len(ds) > 0 {
+		return ds
+	}
+	s.mu.Lock()
+	if len(s.buf) == 0 && len(s.held) > 0 && s.collected < shareDrainPolls {
+		// The runtime is still settling what it took: wait for that (the
+		// stop waits for its handlers anyway), or a buffered fetch would be
+		// released with the client.
+		s.waitSettled(s.t.opts.ShareLockDuration)
+	}
+	idle := len(s.buf) == 0 && len(s.held) == 0 && s.collected < shareDrainPolls
+	if idle {
+		s.collected++
+	}
+	narrow := s.narrow
+	s.mu.Unlock()
+	if !idle {
+		return nil
+	}
+	if err := s.fill(ctx, 2*shareFetchWait(narrow)+50*time.Millisecond); err != nil {
+		return nil
+	}
+	ds := s.take(limit, isolate)
+	if len(ds) == 0 {
+		s.mu.Lock()
+		s.collected = shareDrainPolls
+		s.mu.Unlock()
+	}
+	return ds
+}
+
+// shareDrainPolls bounds the polls of a graceful stop.
+const shareDrainPolls = 4
 
 // isCancelled reports whether a graceful stop began.
 func (s *shareInstance) isCancelled() bool {
