@@ -57,6 +57,9 @@ type shareInstance struct {
 	collected int           // polls made by the graceful stop (drainTake)
 	done      chan struct{} // closed when the instance ends (stops the renewer)
 
+	// flushMu serializes acknowledge-and-flush rounds (settlements,
+	// renewals), so that each reads only its own refusals.
+	flushMu sync.Mutex
 	ackMu   sync.Mutex
 	ackSeq  uint64
 	ackErrs []shareAckErr // broker refusals, newest last (bounded)

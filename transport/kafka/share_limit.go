@@ -38,49 +38,82 @@ type ShareSettings struct {
 }
 
 // ShareSettings reads the delivery limit and lock duration that apply to
-// share group group: the group's own setting when it has one, else the
-// brokers', else Kafka's defaults (5, 30s).
+// share group group: the group's own setting when it has one (a config
+// whose source is the group), else the brokers' — each broker is asked by
+// its ID, since a request for "any broker" returns only the cluster-wide
+// dynamic defaults, not what server.properties or a broker override set —
+// taking the strictest (lowest) value, else Kafka's defaults (5, 30s).
 func (t *Transport) ShareSettings(ctx context.Context, group string) (ShareSettings, error) {
 	s := ShareSettings{DeliveryLimit: 5, DeliveryLimitSource: "default", LockDuration: 30 * time.Second, LockDurationSource: "default"}
-	broker, err := t.describeConfigs(ctx, kmsg.ConfigResourceTypeBroker, "", BrokerShareDeliveryLimit, BrokerShareLockDuration)
+	brokers, err := t.adm.ListBrokers(ctx)
 	if err != nil {
-		return s, err
+		return s, fmt.Errorf("kafka: list brokers: %w", err)
 	}
-	grp, err := t.describeConfigs(ctx, kmsg.ConfigResourceTypeGroupConfig, group, GroupShareDeliveryLimit, GroupShareLockDuration)
+	rcs, err := t.adm.DescribeBrokerConfigs(ctx, brokers.NodeIDs()...)
 	if err != nil {
-		grp = nil // a broker without group configs: the broker's apply
+		return s, fmt.Errorf("kafka: describe broker configs (%s, %s): %w", BrokerShareDeliveryLimit, BrokerShareLockDuration, err)
 	}
-	set := func(vals map[string]string, limitKey, lockKey, src string) {
-		if n, err := strconv.Atoi(vals[limitKey]); err == nil && n > 0 {
-			s.DeliveryLimit, s.DeliveryLimitSource = n, src
+	limit, lock := 0, time.Duration(0)
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			return s, fmt.Errorf("kafka: describe configs of broker %s: %w", rc.Name, rc.Err)
 		}
-		if ms, err := strconv.ParseInt(vals[lockKey], 10, 64); err == nil && ms > 0 {
-			s.LockDuration, s.LockDurationSource = time.Duration(ms)*time.Millisecond, src
+		for _, c := range rc.Configs {
+			if c.Value == nil {
+				continue
+			}
+			switch c.Key {
+			case BrokerShareDeliveryLimit:
+				if n, err := strconv.Atoi(*c.Value); err == nil && n > 0 && (limit == 0 || n < limit) {
+					limit = n
+				}
+			case BrokerShareLockDuration:
+				if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && ms > 0 {
+					if d := time.Duration(ms) * time.Millisecond; lock == 0 || d < lock {
+						lock = d
+					}
+				}
+			}
 		}
 	}
-	set(broker, BrokerShareDeliveryLimit, BrokerShareLockDuration, "broker")
-	set(grp, GroupShareDeliveryLimit, GroupShareLockDuration, "group")
+	if limit > 0 {
+		s.DeliveryLimit, s.DeliveryLimitSource = limit, "broker"
+	}
+	if lock > 0 {
+		s.LockDuration, s.LockDurationSource = lock, "broker"
+	}
+	grp, err := t.groupConfigs(ctx, group, GroupShareDeliveryLimit, GroupShareLockDuration)
+	if err != nil {
+		return s, nil // a broker without group configs: the brokers' apply
+	}
+	if n, err := strconv.Atoi(grp[GroupShareDeliveryLimit]); err == nil && n > 0 {
+		s.DeliveryLimit, s.DeliveryLimitSource = n, "group"
+	}
+	if ms, err := strconv.ParseInt(grp[GroupShareLockDuration], 10, 64); err == nil && ms > 0 {
+		s.LockDuration, s.LockDurationSource = time.Duration(ms)*time.Millisecond, "group"
+	}
 	return s, nil
 }
 
-// describeConfigs returns the values of keys of one resource (a broker:
-// name "" asks any broker) that are set, explicitly or by default.
-func (t *Transport) describeConfigs(ctx context.Context, typ kmsg.ConfigResourceType, name string, keys ...string) (map[string]string, error) {
+// groupConfigs returns the values of keys set on the group itself (config
+// source GROUP_CONFIG): a broker returns every group config, the unset
+// ones filled in from its own defaults, which are not the group's.
+func (t *Transport) groupConfigs(ctx context.Context, group string, keys ...string) (map[string]string, error) {
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	r := kmsg.NewDescribeConfigsRequestResource()
-	r.ResourceType, r.ResourceName, r.ConfigNames = typ, name, keys
+	r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeGroupConfig, group, keys
 	req.Resources = append(req.Resources, r)
 	resp, err := req.RequestWith(ctx, t.prod)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: describe %s configs %v: %w", typ, keys, err)
+		return nil, fmt.Errorf("kafka: describe configs of group %s: %w", group, err)
 	}
 	out := map[string]string{}
 	for _, res := range resp.Resources {
 		if e := kerr.ErrorForCode(res.ErrorCode); e != nil {
-			return nil, fmt.Errorf("kafka: describe %s %q configs: %w", typ, name, e)
+			return nil, fmt.Errorf("kafka: describe configs of group %s: %w", group, e)
 		}
 		for _, c := range res.Configs {
-			if c.Value != nil && *c.Value != "" {
+			if c.Value != nil && *c.Value != "" && c.Source == kmsg.ConfigSourceGroupConfig {
 				out[c.Name] = *c.Value
 			}
 		}

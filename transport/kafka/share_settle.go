@@ -78,48 +78,57 @@ func (t *Transport) settleShare(ctx context.Context, ss []transport.Settlement, 
 			errs[recOf[j]] = fmt.Errorf("kafka: %s hand-off of %s not confirmed, original kept: %w", st.Action, st.Delivery.EventID, err)
 		}
 	}
-	marks := map[*shareInstance]uint64{}
-	clients := map[*shareInstance]*kgo.Client{}
-	var acked []int
+	// Per member: mark, acknowledge, flush, read the refusals — with the
+	// member's flush lock held, so that a renewal's refusal flushed at the
+	// same time is not taken for this settlement's (the broker reports
+	// refusals per partition, not per record).
+	byInst := map[*shareInstance][]int{}
+	var order []*shareInstance
 	for _, i := range idx {
 		if errs[i] != nil {
 			continue
 		}
-		e := ss[i].Delivery.Receipt.(*shareEntry)
-		s := e.s
-		if _, ok := marks[s]; !ok {
-			marks[s] = s.ackMark()
-			s.mu.Lock()
-			clients[s] = s.cl
-			s.mu.Unlock()
+		s := ss[i].Delivery.Receipt.(*shareEntry).s
+		if _, ok := byInst[s]; !ok {
+			order = append(order, s)
 		}
+		byInst[s] = append(byInst[s], i)
+	}
+	for _, s := range order {
+		t.ackShare(ctx, s, ss, byInst[s], errs)
+	}
+}
+
+// ackShare acknowledges the settlements at idx, all of member s, and
+// flushes: ACCEPT, or RELEASE for a Release.
+func (t *Transport) ackShare(ctx context.Context, s *shareInstance, ss []transport.Settlement, idx []int, errs []error) {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	mark := s.ackMark()
+	s.mu.Lock()
+	cl := s.cl
+	s.mu.Unlock()
+	for _, i := range idx {
 		status := kgo.AckAccept
 		if ss[i].Action == transport.Release {
 			status = kgo.AckRelease
 		}
-		e.rec.Ack(status)
-		acked = append(acked, i)
+		ss[i].Delivery.Receipt.(*shareEntry).rec.Ack(status)
 	}
-	flushErr := map[*shareInstance]error{}
-	for s, cl := range clients {
-		fctx, cancel := context.WithTimeout(ctx, t.opts.ProduceTimeout)
-		if err := cl.FlushAcks(fctx); err != nil {
-			flushErr[s] = err
-		}
-		cancel()
+	fctx, cancel := context.WithTimeout(ctx, t.opts.ProduceTimeout)
+	flushErr := cl.FlushAcks(fctx)
+	cancel()
+	if flushErr != nil {
+		// The acknowledgements stay queued and go with the next request;
+		// the settlements stand (copy confirmed where there is one), as a
+		// commit that is retried later does.
+		t.opts.Logger.Warn("kafka: flushing share acknowledgements did not finish; they go with the next request", "group", s.group, "err", flushErr)
 	}
-	for _, i := range acked {
+	for _, i := range idx {
 		e := ss[i].Delivery.Receipt.(*shareEntry)
-		s := e.s
-		switch err := s.refusedSince(marks[s], e.rec.Topic, e.rec.Partition); {
-		case err != nil:
+		if err := s.refusedSince(mark, e.rec.Topic, e.rec.Partition); err != nil {
 			errs[i] = fmt.Errorf("kafka: share group %s refused the %s of %s (%s): %w; it is handed out again: %w",
 				s.group, ss[i].Action, ss[i].Delivery.EventID, recordID(e.rec), err, transport.ErrLeaseLost)
-		case flushErr[s] != nil:
-			// The acknowledgement stays queued and goes with the next
-			// request; the settlement stands (copy confirmed where there is
-			// one), as a commit that is retried later does.
-			t.opts.Logger.Warn("kafka: flushing share acknowledgements did not finish; they go with the next request", "group", s.group, "err", flushErr[s])
 		}
 		s.mu.Lock()
 		s.settledLocked(e)
@@ -160,6 +169,8 @@ func (s *shareInstance) renew(cl *kgo.Client, rs []*kgo.Record) {
 	if len(rs) == 0 {
 		return
 	}
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	for _, r := range rs {
 		r.Ack(kgo.AckRenew)
 	}
