@@ -39,7 +39,8 @@ const shareWhy = "a share group counts deliveries on the broker and archives a r
 	"never delivered again and no copy is written anywhere — no dead letter, no evidence, no alarm (the silent loss of " +
 	"seed 000). Lily dead-letters a crash-type poison record (with evidence, to <topic>.dlt) on its delivery number " +
 	"delivery_limit + 1, without calling the handler; that delivery only comes while delivery_limit is below the group's " +
-	"limit. Otherwise the consumer refuses to start, and an archived record is counted as lost by the ledger"
+	"limit. Lily's consumer refuses such a queue when it starts (it reads the limit from the cluster), and the ledger " +
+	"counts an archived record as lost"
 
 // kafkaShareStatic reports the share-group queues whose delivery_limit is
 // not below Kafka's default archive limit
