@@ -52,6 +52,26 @@ func TestExampleKafkaConfig(t *testing.T) {
 	}
 }
 
+// TestExampleKafkaShareConfig keeps examples/lily-kafka-share.toml, which
+// the README points to, valid and meaning what its comments say: a share
+// group's default delivery_limit, below the broker's default archive limit.
+func TestExampleKafkaShareConfig(t *testing.T) {
+	c, err := config.LoadConfig("../examples/lily-kafka-share.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, ok := c.Queue("orders.created")
+	if !ok || q.Transport != lily.TransportKafka || q.KafkaShareGroup != "orders-workers" || q.Ordering != lily.OrderingReorder {
+		t.Fatalf("orders.created %+v", q)
+	}
+	if dl := q.Settings().DeliveryLimit; dl != lily.ShareGroupDeliveryLimit || dl >= lily.DefaultBrokerShareDeliveryLimit {
+		t.Errorf("delivery_limit %d, want %d (below %d)", dl, lily.ShareGroupDeliveryLimit, lily.DefaultBrokerShareDeliveryLimit)
+	}
+	if got := q.Policy().Buckets(); len(got) != 3 || got[0] != 1000 || got[1] != 2000 || got[2] != 4000 {
+		t.Errorf("orders.created buckets %v, want [1000 2000 4000]", got)
+	}
+}
+
 // TestExampleSQSConfig keeps examples/lily-sqs.toml, which the README
 // points to, valid.
 func TestExampleSQSConfig(t *testing.T) {

@@ -23,11 +23,16 @@
 // block-holds-partition, no-owner, handler-timeout-over-lease,
 // retry-capacity-short, breaker-without-retries; for transport "pubsub"
 // (lint/pubsub.go): pubsub-max-attempts, pubsub-retry-retention,
-// pubsub-retry-hops, pubsub-retry-rounded, pubsub-retry-needs-consumer. Live codes: topology-drift,
+// pubsub-retry-hops, pubsub-retry-rounded, pubsub-retry-needs-consumer;
+// for transport "kafka": dlt-outlives-catalog (lint/kafka_dlt.go) and, on a
+// queue with kafka_share_group, share-delivery-limit (lint/kafka_share.go).
+// Live codes: topology-drift,
 // dlx-missing, dlx-unbound, at-least-once-without-reject-publish,
 // delivery-limit-without-dlx, no-delivery-limit, dlq-message-ttl,
-// ttl-without-dlx, delivery-count-semantics. The doc comments of Static and
-// CheckBroker give each rule.
+// ttl-without-dlx, delivery-count-semantics; for kafka (KafkaDLTLive,
+// KafkaShareLive): dlt-outlives-catalog, share-delivery-limit against the
+// share group's real delivery limit, share-lock-short. The doc comments of
+// Static, CheckBroker and the Kafka functions give each rule.
 //
 // The rules come from the seed articles: a dead-letter exchange that does
 // not exist or has no binding for the routing key, a quorum queue with a

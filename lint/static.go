@@ -116,6 +116,11 @@ const (
 //   - breaker-without-retries (warning): breaker = true with
 //     retry_attempts = 0: the breaker's hold has no bucket and falls back
 //     to releases, which raise the delivery count.
+//   - share-delivery-limit (error; lint/kafka_share.go): a kafka queue
+//     with kafka_share_group whose delivery_limit is not below Kafka's
+//     default share-group delivery limit (5): the broker archives a
+//     crash-type poison record, silently, before Lily dead-letters it.
+//     KafkaShareLive judges it against the cluster's real limit.
 //
 // And for the whole configuration: no-queues (error), no [[queue]] at all
 // (an empty file, or only other settings); topology-buckets-near-limit
@@ -131,6 +136,7 @@ func Static(cfg config.Config) []Finding {
 		total += len(q.Policy().Buckets())
 	}
 	out = append(out, kafkaDLTStatic(cfg)...)
+	out = append(out, kafkaShareStatic(cfg)...)
 	out = append(out, pubsubFindings(cfg)...)
 	if total >= TopologyBucketsNearLimit {
 		out = append(out, Finding{

@@ -29,8 +29,11 @@ type demoJSON struct {
 	DB string `json:"db"`
 	// Catalog is the PostgreSQL catalog of --catalog (password hidden);
 	// DB is then empty.
-	Catalog             string           `json:"catalog,omitempty"`
-	Transport           string           `json:"transport"`
+	Catalog   string `json:"catalog,omitempty"`
+	Transport string `json:"transport"`
+	// ShareGroup is the Kafka share group that consumed the queue
+	// (--share-group); empty on a consumer group.
+	ShareGroup          string           `json:"share_group,omitempty"`
 	Queue               string           `json:"queue"`
 	Messages            int              `json:"messages"`
 	Accepted            int64            `json:"accepted"`
@@ -66,6 +69,7 @@ type demoJSON struct {
 
 type demoFlags struct {
 	db, transport, url, brokers, queue   string
+	shareGroup                           string // Kafka share group (--share-group, demo_share.go); "" for a consumer group
 	catalog                              string // PostgreSQL catalog URL (--catalog)
 	messages, malformed, flaky, hopeless int
 	crashing, maxRestarts                int
@@ -117,9 +121,16 @@ exactly once (effects_applied, duplicates_absorbed in --json).
 With --transport rabbitmq (--url) or kafka (--brokers) the queue lives on a
 broker and the catalog in the SQLite file. On Kafka without --brokers the demo
 starts an in-process Kafka (kfake) that its worker processes reach over TCP;
-the crashing orders are counted by the attempt counter topic.`,
+the crashing orders are counted by the attempt counter topic. With
+--share-group NAME the Kafka queue is consumed by share group NAME instead: the
+broker counts the deliveries, delivery_limit is 4 (below the broker's default
+group.share.delivery.count.limit of 5, past which it would archive a crashing
+order silently), and the counts are the same.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validateShareGroup(); err != nil { // every scenario
+				return usagef("demo: %v", err)
+			}
 			switch f.scenario {
 			case "poison":
 				return runDemo(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -137,6 +148,7 @@ the crashing orders are counted by the attempt counter topic.`,
 	fl.StringVar(&f.transport, "transport", lily.TransportSQLite, "where the queue lives: sqlite (embedded, no service), rabbitmq, kafka, sqs (an in-process SQS emulator, or --url https://sqs.<region>.amazonaws.com) or pubsub (an in-process Pub/Sub fake)")
 	fl.StringVar(&f.url, "url", config.DefaultRabbitMQURL, "AMQP URL of the broker, with --transport rabbitmq; SQS endpoint (http(s)://...) with --transport sqs")
 	fl.StringVar(&f.brokers, "brokers", "", "Kafka seed brokers host:port,..., with --transport kafka (default: an in-process Kafka, kfake)")
+	fl.StringVar(&f.shareGroup, "share-group", "", "with --transport kafka: consume the queue through this Kafka share group (KIP-932; Kafka 4.1+), not a consumer group")
 	fl.StringVar(&f.queue, "queue", demoQueue, "name of the demo's queue (its exchange is the part before the first dot)")
 	fl.IntVar(&f.messages, "messages", 1000, "orders to publish in all")
 	fl.IntVar(&f.malformed, "malformed", 10, "orders whose body does not decode")
@@ -190,8 +202,11 @@ func (f demoFlags) validate() error {
 	if sum := f.malformed + f.flaky + f.hopeless + f.crashing; sum > f.messages {
 		errs = append(errs, fmt.Errorf("--malformed + --flaky + --hopeless + --crashing = %d: must be <= --messages (%d)", sum, f.messages))
 	}
-	if f.maxRestarts < f.crashing*demoQueueConfig(f.queue, f.transport).Settings().DeliveryLimit {
-		errs = append(errs, fmt.Errorf("--max-restarts %d: must be >= --crashing × delivery_limit (%d)", f.maxRestarts, f.crashing*demoQueueConfig(f.queue, f.transport).Settings().DeliveryLimit))
+	if err := f.validateShareGroup(); err != nil {
+		errs = append(errs, err)
+	}
+	if dl := demoShareQueueConfig(f.queue, f.transport, f.shareGroup).Settings().DeliveryLimit; f.maxRestarts < f.crashing*dl {
+		errs = append(errs, fmt.Errorf("--max-restarts %d: must be >= --crashing × delivery_limit (%d)", f.maxRestarts, f.crashing*dl))
 	}
 	if len(errs) > 0 {
 		return &UsageError{Msg: "demo: " + errors.Join(errs...).Error()}
@@ -227,7 +242,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, format+"\n", args...)
 		}
 	}
-	qc := demoQueueConfig(f.queue, f.transport)
+	qc := demoShareQueueConfig(f.queue, f.transport, f.shareGroup)
 	if err := qc.Validate(); err != nil {
 		return usagef("--queue %q: %v", f.queue, err)
 	}
@@ -255,7 +270,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	case lily.TransportRabbitMQ:
 		where = "RabbitMQ (" + redactedURL(f.url) + "), catalog " + path
 	case lily.TransportKafka:
-		where = b.kafka.where() + ", catalog " + path
+		where = b.kafka.where() + shareWhere(f.shareGroup) + ", catalog " + path
 	case lily.TransportSQS:
 		where = b.sqs.where() + ", catalog " + path
 	case lily.TransportPubSub:
@@ -272,7 +287,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err := b.finish(ctx); err != nil {
 		return err
 	}
-	out := demoJSON{DB: path, Transport: f.transport, Queue: qc.Name, Messages: f.messages, WorkerRestarts: restarts}
+	out := demoJSON{DB: path, Transport: f.transport, ShareGroup: f.shareGroup, Queue: qc.Name, Messages: f.messages, WorkerRestarts: restarts}
 	if f.catalog != "" {
 		out.DB, out.Catalog = "", redactedURL(f.catalog)
 	}
@@ -370,9 +385,12 @@ func demoReport(ctx context.Context, b *demoBackend, out *demoJSON, say func(str
 	for _, r := range reasons {
 		say("  %-20s %d", r, byReason[r])
 	}
-	say("\nworker restarts: %d (each crash-type poison was counted by the %s, not caught in the handler)", out.WorkerRestarts,
-		map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker", lily.TransportKafka: "attempt counter",
-			lily.TransportSQS: "broker's ApproximateReceiveCount", lily.TransportPubSub: "subscription's delivery attempt"}[out.Transport])
+	counter := map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker", lily.TransportKafka: "attempt counter",
+		lily.TransportSQS: "broker's ApproximateReceiveCount", lily.TransportPubSub: "subscription's delivery attempt"}[out.Transport]
+	if out.ShareGroup != "" {
+		counter = "share group's delivery count (the broker's)"
+	}
+	say("\nworker restarts: %d (each crash-type poison was counted by the %s, not caught in the handler)", out.WorkerRestarts, counter)
 	say("inspect it yourself: lily dlq list %s; lily reconcile %s", out.storeArg(), out.storeArg())
 	return nil
 }
@@ -394,6 +412,9 @@ func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(st
 		args := []string{"demo-worker", "--db", f.db, "--instance", instance, "--transport", f.transport, "--url", f.url, "--queue", f.queue}
 		if b.kafka != nil {
 			args = append(args, "--brokers", strings.Join(b.kafka.brokers, ","))
+		}
+		if f.shareGroup != "" {
+			args = append(args, "--share-group", f.shareGroup)
 		}
 		if b.sqs != nil {
 			args = append(args, b.sqs.workerArgs()...)
@@ -437,6 +458,8 @@ func superviseDemo(ctx context.Context, b *demoBackend, f demoFlags, say func(st
 		switch {
 		case b.sq != nil:
 			say("worker %d died (%v) holding %d deliveries; restarting", restarts+1, ee.ProcessState, n)
+		case b.kafka != nil && f.shareGroup != "":
+			say("worker %d died (%v); the share group gives its records back, delivery counts raised by the broker; restarting", restarts+1, ee.ProcessState)
 		case b.kafka != nil:
 			say("worker %d died (%v); its records' counts were saved before its handler ran; restarting", restarts+1, ee.ProcessState)
 		case b.pubsub != nil:

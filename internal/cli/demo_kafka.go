@@ -30,7 +30,7 @@ func openDemoKafka(ctx context.Context, arg string) (*demoKafka, error) {
 	}
 	k := &demoKafka{brokers: bs}
 	if len(bs) == 0 {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(demoShareBrokerConfigs))
 		if err != nil {
 			return nil, fmt.Errorf("demo: start an in-process Kafka (kfake): %w", err)
 		}

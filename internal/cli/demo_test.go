@@ -246,7 +246,17 @@ func runBrokerDemo(t *testing.T, kind string, args ...string) demoJSON {
 	if got.Redriven != 5 || got.RedriveRounds != 2 || got.NeedsManual != 0 {
 		t.Errorf("redriven %d in %d rounds, needs_manual %d; want 5 in 2 rounds, 0", got.Redriven, got.RedriveRounds, got.NeedsManual)
 	}
-	limit := demoQueueConfig(demoQueue, kind).Settings().DeliveryLimit
+	group := ""
+	for i, a := range args {
+		if a == "--share-group" && i+1 < len(args) {
+			group = args[i+1]
+		}
+	}
+	if got.ShareGroup != group {
+		t.Errorf("share_group %q, want %q", got.ShareGroup, group)
+	}
+	// On a share group delivery_limit is 4, below the broker's archive limit.
+	limit := demoShareQueueConfig(demoQueue, kind, group).Settings().DeliveryLimit
 	switch {
 	case kind == lily.TransportPubSub || kind == lily.TransportSQS || kind == lily.TransportKafka:
 		// Both crashing orders can be handed to one worker in one batch
@@ -256,6 +266,8 @@ func runBrokerDemo(t *testing.T, kind string, args ...string) demoJSON {
 		// one then counts a delivery of the other too — the crash
 		// collateral of DESIGN §4, bounded to the first crash by the
 		// cautious one-at-a-time receives after it. Seen under load (9).
+		// A share group's poll is the same: the first crash releases the
+		// whole poll, the other crashing order with it.
 		if got.WorkerRestarts < limit+1 || got.WorkerRestarts > 2*limit {
 			t.Errorf("worker restarts %d, want delivery_limit+1 .. 2 × delivery_limit", got.WorkerRestarts)
 		}

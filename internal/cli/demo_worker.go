@@ -49,6 +49,7 @@ func newDemoWorkerCmd() *cobra.Command {
 		db, instance, kind, url, queue string
 		shopDB                         string
 		brokers, psEndpoint, psCount   string
+		shareGroup                     string
 		verbose, fixed, sqsQuery       bool
 	)
 	cmd := &cobra.Command{
@@ -59,7 +60,7 @@ func newDemoWorkerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			qc := demoQueueConfig(queue, kind)
+			qc := demoShareQueueConfig(queue, kind, shareGroup)
 			if kind == lily.TransportPubSub && psEndpoint == "" {
 				return usagef("demo-worker --transport pubsub needs --pubsub-endpoint and --pubsub-count (the demo passes its fake's)")
 			}
@@ -105,6 +106,7 @@ func newDemoWorkerCmd() *cobra.Command {
 	fl.StringVar(&kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq, kafka, sqs or pubsub")
 	fl.StringVar(&url, "url", config.DefaultRabbitMQURL, "AMQP URL")
 	fl.StringVar(&brokers, "brokers", "", "Kafka seed brokers (the demo passes its cluster's)")
+	fl.StringVar(&shareGroup, "share-group", "", "consume the Kafka queue through this share group (the demo passes its own)")
 	fl.BoolVar(&sqsQuery, "sqs-query", false, "the SQS endpoint (--url) speaks the Query protocol (the demo's emulator)")
 	fl.StringVar(&psEndpoint, "pubsub-endpoint", "", "the demo's Pub/Sub fake (the demo passes its own)")
 	fl.StringVar(&psCount, "pubsub-count", "", "the demo's count endpoint of its Pub/Sub fake")

@@ -39,7 +39,10 @@ buckets × bucket_max_length below expected_outage × expected_rate_per_second
 (retry-capacity-short); breaker = true with retry_attempts = 0
 (breaker-without-retries); a file without any [[queue]] (no-queues); a kafka
 queue whose kafka_dlt_retention_hours is longer than dlq_retention_hours
-(dlt-outlives-catalog).
+(dlt-outlives-catalog); a kafka queue with kafka_share_group whose
+delivery_limit is not below Kafka's default share-group delivery limit, 5: the
+broker would archive a crash-type poison record silently before Lily
+dead-letters it (share-delivery-limit).
 
 --live, for queues with transport = "rabbitmq", through the management API: every
 difference of 'lily topology verify' (topology-drift); a dead-letter exchange that
@@ -51,7 +54,12 @@ policy (dlq-message-ttl); a TTL without a dead-letter exchange; RabbitMQ 4.3's
 changed delivery count (delivery-count-semantics). For queues with transport =
 "kafka", through the cluster (kafka_brokers): a dead-letter topic that keeps
 records forever (retention.ms -1) or longer than dlq_retention_hours
-(dlt-outlives-catalog).
+(dlt-outlives-catalog); for a queue with kafka_share_group, a delivery_limit
+not below the share group's delivery limit as the cluster has it (the group's
+share.delivery.count.limit, else the brokers' group.share.delivery.count.limit,
+else 5), naming where it came from (share-delivery-limit, replacing the static
+finding), and an acquisition lock shorter than the 30 s Lily assumes
+(share-lock-short).
 
 --live, for queues with transport = "sqs": a missing queue or DLQ
 (sqs-queue-missing); no redrive policy (sqs-no-redrive-policy); maxReceiveCount
@@ -84,10 +92,11 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 				if err != nil {
 					return err
 				}
-				kf, err := lintLiveKafka(cmd, cfg) // lint_kafka.go
+				kf, shares, err := lintLiveKafka(cmd, cfg) // lint_kafka.go
 				if err != nil {
 					return err
 				}
+				findings = lint.WithoutStaticShare(findings, shares)
 				findings = append(append(findings, lf...), kf...)
 			}
 			r := lint.NewReport(findings)
@@ -112,7 +121,7 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 	}
 	f := cmd.Flags()
 	f.StringVar(&configPath, "config", "", "Lily configuration file (TOML) to judge (required)")
-	f.BoolVar(&live, "live", false, "also judge the RabbitMQ broker of the queues with transport = \"rabbitmq\" (management API) and the SQS queues of transport = \"sqs\"")
+	f.BoolVar(&live, "live", false, "also judge the RabbitMQ broker of the queues with transport = \"rabbitmq\" (management API), the SQS queues of transport = \"sqs\" and the Kafka cluster of transport = \"kafka\" (kafka_brokers: dead-letter topics, share groups)")
 	f.BoolVar(&strict, "strict", false, "exit 1 on warnings too")
 	f.BoolVar(&asJSON, "json", false, `print {"findings":[...],"errors":N,"warnings":N,"infos":N}`)
 	f.StringVar(&url, "url", "", "with --live: AMQP URL of the broker (default: the config's rabbitmq_url)")

@@ -8,6 +8,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
+	"github.com/lily-mq/lily/transport/kafka"
 )
 
 // hasKafkaQueue reports whether cfg has a queue with transport "kafka".
@@ -21,20 +22,24 @@ func hasKafkaQueue(cfg config.Config) bool {
 }
 
 // lintLiveKafka reads the dead-letter topics of the kafka queues on the
-// configuration's cluster (kafka_brokers) and judges their retention.
-func lintLiveKafka(cmd *cobra.Command, cfg config.Config) ([]lint.Finding, error) {
+// configuration's cluster (kafka_brokers) and judges their retention, and
+// reads the share-group settings (delivery limit, lock) of the queues with
+// kafka_share_group and judges them. It returns the share-group settings
+// it read, by queue: those queues' static share-delivery-limit findings
+// (judged against Kafka's default) give way to the live ones.
+func lintLiveKafka(cmd *cobra.Command, cfg config.Config) ([]lint.Finding, map[string]kafka.ShareSettings, error) {
 	if !hasKafkaQueue(cfg) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	b, err := newBrokers(cfg, "", "")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer b.Close()
 	ctx := cmd.Context()
 	k, err := b.kafka(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("lint --live: %w", err)
+		return nil, nil, fmt.Errorf("lint --live: %w", err)
 	}
 	topics, configs := map[string]string{}, map[string]map[string]string{}
 	for _, q := range cfg.Queues {
@@ -50,5 +55,19 @@ func lintLiveKafka(cmd *cobra.Command, cfg config.Config) ([]lint.Finding, error
 		}
 		configs[q.Name] = tc
 	}
-	return lint.KafkaDLTLive(cfg, topics, configs), nil
+	shares := map[string]kafka.ShareSettings{}
+	for _, q := range cfg.Queues {
+		if q.Transport != lily.TransportKafka || q.KafkaShareGroup == "" {
+			continue
+		}
+		s, err := k.ShareSettings(ctx, q.KafkaShareGroup)
+		if err != nil {
+			// The static finding (Kafka's default limit) stands.
+			fmt.Fprintf(cmd.ErrOrStderr(), "lily: lint --live: share group %s of %s: %v (judged against Kafka's default limit only)\n", q.KafkaShareGroup, q.Name, err)
+			continue
+		}
+		shares[q.Name] = s
+	}
+	out := lint.KafkaDLTLive(cfg, topics, configs)
+	return append(out, lint.KafkaShareLive(cfg, shares, lint.ShareLockAssumed)...), shares, nil
 }
