@@ -47,6 +47,7 @@ type shareInstance struct {
 	// redelivery, wide after a first-time delivery.
 	wantNarrow bool
 	parts      int32 // partitions of the main topic (narrow rotation)
+	asked      int   // the most deliveries one Receive asked for (wide fetch size)
 	rot        int32 // the partition a narrow member fetches next
 	buf        []*shareEntry
 	held       map[*shareEntry]struct{} // handed out, not settled
@@ -138,7 +139,13 @@ func (t *Transport) shareInstance(ctx context.Context, spec transport.QueueSpec,
 // (narrow) or up to ShareMaxRecords. Called with s.mu held or before the
 // instance is shared.
 func (s *shareInstance) connect(narrow bool) error {
+	// A wide fetch takes what the runtime asks for at once (its window),
+	// not more: a record held in the buffer is exposed to a crash of the
+	// process without being worked on.
 	n := int32(s.t.opts.ShareMaxRecords)
+	if s.asked > 0 && int32(s.asked) < n {
+		n = int32(s.asked)
+	}
 	if narrow {
 		n = 1
 	}
@@ -217,6 +224,9 @@ func (t *Transport) receiveShare(ctx context.Context, p *transport.ReceiveParams
 	s.recvMu.Lock()
 	defer s.recvMu.Unlock()
 	limit := max(p.Max, 1)
+	s.mu.Lock()
+	s.asked = max(s.asked, limit)
+	s.mu.Unlock()
 	deadline := time.Now().Add(p.Wait)
 	for first := true; ; first = false {
 		if s.isCancelled() {
@@ -243,7 +253,7 @@ func (t *Transport) receiveShare(ctx context.Context, p *transport.ReceiveParams
 			// A narrow poll fetches one partition; it must outlast the
 			// broker's wait, or the answer arrives after the poll and is
 			// released with its partition paused.
-			slice = max(slice, 3*shareFetchWait(true))
+			slice = max(slice, 30*shareFetchWait(true))
 		}
 		if err := s.fill(ctx, max(slice, 10*time.Millisecond)); err != nil {
 			return nil, err
@@ -341,19 +351,36 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 		}
 	})
 	now := time.Now()
-	var fresh, again []*shareEntry
+	// Records past the delivery limit first: the runtime dead-letters them
+	// without a handler, so nothing can kill the process while one waits
+	// behind a first-time poison — held then, it would come back past the
+	// broker's archive limit and be archived, with no copy anywhere.
+	var over, fresh, again []*shareEntry
+	limit := int32(0)
+	if spec, ok := s.t.spec(s.key.queue); ok {
+		limit = int32(spec.DeliveryLimit)
+	}
 	fs.EachRecord(func(r *kgo.Record) {
 		msg, _ := recordMessage(r)
 		e := &shareEntry{s: s, gen: gen, rec: r, msg: msg, renewed: now}
-		if r.DeliveryCount() > 1 {
+		switch n := r.DeliveryCount(); {
+		case limit > 0 && n > limit:
+			over = append(over, e)
+		case n > 1:
 			again = append(again, e)
-		} else {
+		default:
 			fresh = append(fresh, e)
 		}
 	})
-	if len(fresh)+len(again) == 0 {
+	if len(over)+len(fresh)+len(again) == 0 {
 		return nil
 	}
+	// Redeliveries with the lowest count first: a crash-type poison has
+	// the highest (it killed every holder), so its neighbours are settled
+	// before it runs.
+	slices.SortStableFunc(again, func(a, b *shareEntry) int {
+		return int(a.rec.DeliveryCount() - b.rec.DeliveryCount())
+	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gen != gen || s.closing {
@@ -361,8 +388,9 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 		// client (released on close).
 		return nil
 	}
-	s.buf = append(fresh, again...)
-	s.wantNarrow = len(again) > 0 // applied once the poll is settled (reshapeLocked)
+	s.buf = make([]*shareEntry, 0, len(over)+len(fresh)+len(again))
+	s.buf = append(append(append(s.buf, over...), fresh...), again...)
+	s.wantNarrow = len(over)+len(again) > 0 // applied once the poll is settled (reshapeLocked)
 	return nil
 }
 
@@ -370,7 +398,10 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 // or a narrow member.
 func shareFetchWait(narrow bool) time.Duration {
 	if narrow {
-		return 100 * time.Millisecond
+		// Next to nothing: a narrow poll rotates to another partition, and
+		// a fetch answered after its poll ended is released by franz-go
+		// with its partition paused — its record's count raised.
+		return 10 * time.Millisecond
 	}
 	// Short as well: a flush of acknowledgements waits for the fetch in
 	// flight, and every settlement flushes.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -37,8 +38,22 @@ func newShareCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	})}, opts...)...)
 }
 
-// shareOptions point a transport's share groups at the test lock.
-func shareOptions(o *kafka.Options) { o.ShareLockDuration = shareLock }
+// shareOptions point a transport's share groups at the test lock (or at
+// the crash test's, in its child processes).
+func shareOptions(o *kafka.Options) {
+	o.ShareLockDuration = shareLock
+	if d, err := time.ParseDuration(os.Getenv(crashChildShareLock)); err == nil {
+		o.ShareLockDuration = d
+	}
+}
+
+// crashChildShareLock passes the crash test's lock to its children.
+const crashChildShareLock = "LILY_KAFKA_CRASH_SHARE_LOCK"
+
+// crashShareLock is the crash test's lock: longer than shareLock, so that
+// a child slowed by the machine renews in time (a lock that runs out
+// raises the counts of what the child held, the poison's neighbours too).
+const crashShareLock = 5 * time.Second
 
 // shareHarness runs the suite's queues through share groups (one per
 // queue, named after it).
@@ -74,7 +89,7 @@ func TestShareLoad(t *testing.T) {
 func TestShareCrashTypePoison(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := newShareCluster(t)
+	c := newShareCluster(t, kfake.BrokerConfigs(map[string]string{kafka.BrokerShareLockDuration: fmt.Sprint(crashShareLock.Milliseconds())}))
 	tr := open(t, c, shareOptions)
 	name := fmt.Sprintf("crash.share.%08x", rand.Uint32())
 	group := "share." + name
@@ -93,7 +108,7 @@ func TestShareCrashTypePoison(t *testing.T) {
 	}
 	logPath := filepath.Join(t.TempDir(), "acked.log")
 	restarts := transporttest.RunCrashChildren(t, crashChildBrokers+"="+strings.Join(c.ListenAddrs(), ","),
-		crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath, crashChildShare+"="+group)
+		crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath, crashChildShare+"="+group, crashChildShareLock+"="+crashShareLock.String())
 	if restarts != qc.Settings().DeliveryLimit {
 		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
 	}
