@@ -27,7 +27,7 @@ import (
 // group.share.min.session.timeout.ms keeps it so on a real cluster).
 var demoShareBrokerConfigs = map[string]string{
 	"group.share.heartbeat.interval.ms": "200",
-	"group.share.session.timeout.ms":    "3000",
+	"group.share.session.timeout.ms":    "6000",
 }
 
 // demoShareQueueConfig is the demo queue's configuration, consumed through

@@ -48,6 +48,8 @@ type shareInstance struct {
 	wantNarrow bool
 	parts      int32 // partitions of the main topic (narrow rotation)
 	asked      int   // the most deliveries one Receive asked for (wide fetch size)
+	rotated    int   // rotations of the narrow member's partition
+	idlePolls  int   // narrow polls on the current partition that brought nothing
 	rot        int32 // the partition a narrow member fetches next
 	buf        []*shareEntry
 	held       map[*shareEntry]struct{} // handed out, not settled
@@ -332,8 +334,9 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 		return nil
 	}
 	cl, gen := s.cl, s.gen
-	if s.narrow {
+	if s.narrow && (s.rotated == 0 || s.idlePolls >= shareRotateAfter) {
 		s.rotateLocked()
+		s.idlePolls = 0
 	}
 	s.mu.Unlock()
 	pctx, cancel := context.WithTimeout(ctx, wait)
@@ -373,8 +376,14 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 		}
 	})
 	if len(over)+len(fresh)+len(again) == 0 {
+		s.mu.Lock()
+		s.idlePolls++
+		s.mu.Unlock()
 		return nil
 	}
+	s.mu.Lock()
+	s.idlePolls = shareRotateAfter // the fetch answered: the next poll may go to the next partition
+	s.mu.Unlock()
 	// Redeliveries with the lowest count first: a crash-type poison has
 	// the highest (it killed every holder), so its neighbours are settled
 	// before it runs.
@@ -465,6 +474,14 @@ func (s *shareInstance) isNarrow() bool {
 	return s.narrow
 }
 
+// shareRotateAfter is how many empty narrow polls a member makes on one
+// partition before it turns to the next: a fetch answered after its poll
+// ended is released by franz-go if its partition is paused by then (its
+// record's count raised, no handler having seen it), so the member stays
+// on a partition that brought nothing until such a late answer is out of
+// the question.
+const shareRotateAfter = 3
+
 // rotateLocked lets a narrow member fetch from one partition only, the
 // next in turn, and pauses the others: a share fetch goes to every broker
 // that leads an unpaused partition, and each could hand out a record, so
@@ -478,6 +495,7 @@ func (s *shareInstance) rotateLocked() {
 	}
 	p := s.rot % n
 	s.rot++
+	s.rotated++
 	var pause []int32
 	for i := range n {
 		if i != p {
