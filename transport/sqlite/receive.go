@@ -72,12 +72,25 @@ type candidate struct {
 // lease takes the ready messages; when none is ready it returns the time the
 // next one becomes visible (0 if the queue is empty).
 func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit int) ([]*transport.Delivery, int64, error) {
-	now := t.now()
-	tx, err := t.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite transport: receive: %w", err)
+	var (
+		ds   []*transport.Delivery
+		next int64
+	)
+	w := &write{kind: writeLease, what: "receive"}
+	w.run = func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		ds, next, err = t.leaseTx(ctx, tx, p, limit)
+		return err
 	}
-	defer tx.Rollback()
+	if err := t.write(ctx, w); err != nil { // group.go: committed when it returns nil
+		return nil, 0, err
+	}
+	return ds, next, nil
+}
+
+// leaseTx is lease's work in tx.
+func (t *Transport) leaseTx(ctx context.Context, tx *sql.Tx, p *transport.ReceiveParams, limit int) ([]*transport.Delivery, int64, error) {
+	now := t.now()
 	rows, err := t.st.candidatesFor(ctx, tx, p.KeyOrder).QueryContext(ctx, p.Queue, now, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite transport: receive from %s: %w", p.Queue, err)
@@ -149,9 +162,6 @@ func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite transport: lease from %s: %w", p.Queue, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, 0, fmt.Errorf("sqlite transport: lease commit: %w", err)
 	}
 	if got != len(cands) { // cannot happen inside the write transaction; never hand out a gap
 		ds = slices.DeleteFunc(ds, func(d *transport.Delivery) bool { return d == nil })

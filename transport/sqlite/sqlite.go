@@ -93,10 +93,14 @@ type Transport struct {
 	opts Options
 	st   *statements // prepared once on db
 
-	mu     sync.Mutex
-	wake   chan struct{} // closed and replaced when messages become ready
-	closed bool
-	done   chan struct{}
+	mu      sync.Mutex
+	wake    chan struct{} // closed and replaced when messages become ready
+	closed  bool
+	done    chan struct{}
+	pending []*write // writes waiting for the writer (group.go)
+
+	kick       chan struct{} // tells the writer that writes are pending
+	writerDone chan struct{} // closed when the writer has stopped
 }
 
 // Open opens (creating if needed) the database file at path.
@@ -123,7 +127,10 @@ func Open(ctx context.Context, path string, opts Options) (*Transport, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Transport{db: db, opts: opts, st: st, wake: make(chan struct{}), done: make(chan struct{})}, nil
+	t := &Transport{db: db, opts: opts, st: st, wake: make(chan struct{}), done: make(chan struct{}),
+		kick: make(chan struct{}, 1), writerDone: make(chan struct{})}
+	go t.writeLoop()
+	return t, nil
 }
 
 // DB returns the database handle, shared with the catalog (catalog.New).
@@ -139,6 +146,7 @@ func (t *Transport) Close() error {
 	t.closed = true
 	close(t.done)
 	t.mu.Unlock()
+	<-t.writerDone // the group in progress is committed or rolled back
 	return errors.Join(t.st.close(), t.db.Close())
 }
 

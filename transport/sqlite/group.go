@@ -1,0 +1,229 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync/atomic"
+
+	"github.com/lily-mq/lily/transport"
+)
+
+// Group commit across callers.
+//
+// Publish, the lease of Receive, Settle, ExtendLeases and Unreceive are
+// writes: each is a function of one transaction. They do not open their
+// own transactions; they hand the function to the transport's writer (one
+// goroutine per Transport), which runs every write waiting at that moment
+// in one transaction and commits once. A caller returns only after that
+// commit, so each write is as durable as it was in a transaction of its
+// own (WAL, synchronous FULL: when Publish returns nil the messages are on
+// disk; a lease's raised receive counts are on disk before any handler
+// sees the deliveries; an ack is on disk before Settle returns). What
+// changes is the number of commits — and of fsyncs, WAL frames for the
+// b-tree pages every transaction rewrites, and BEGIN/COMMIT round trips —
+// when callers run concurrently: a publisher, a consumer's lease and its
+// settlements, competing consumers on one Transport share one commit
+// instead of taking turns on the connection for one each.
+//
+// Within a transaction the writes run one after the other, as if each had
+// its own transaction in that order: settlements first, then publishes,
+// then leases (all of them are concurrent, so any order is one a caller
+// could have seen; this one lets a lease take what was just acknowledged
+// or published). A write that fails rolls the whole transaction back, and
+// then every write of the group runs again alone, in its own transaction:
+// a failure never leaks into another caller's outcome. So a write's
+// function must leave nothing behind but what it does in tx and must be
+// able to run again from the start (it resets its results).
+//
+// A caller whose context ends while its write waits withdraws it; once the
+// writer has taken a write, the caller waits for its outcome (a
+// transaction's time), so that what was committed — a lease above all —
+// is never lost to a caller that went away.
+
+// writeKind orders the writes of one group.
+type writeKind int
+
+const (
+	writeSettle  writeKind = iota // Settle, ExtendLeases, Unreceive
+	writePublish                  // Publish
+	writeLease                    // the lease of Receive
+)
+
+// maxGroup bounds the writes of one transaction, so that a burst of
+// callers cannot make one transaction (and its callers' wait) long.
+const maxGroup = 64
+
+// write states.
+const (
+	writeQueued int32 = iota
+	writeTaken
+	writeWithdrawn
+)
+
+// write is one caller's work in a group transaction.
+type write struct {
+	kind writeKind
+	what string          // for errors: "publish", "receive", "settle", …
+	ctx  context.Context // the caller's: a write alone runs under it
+	// run does the work in tx. It may run twice (alone after a failed
+	// group) and must reset what it reports.
+	run func(ctx context.Context, tx *sql.Tx) error
+	// wakes is set by run when the commit makes messages ready for
+	// Receive calls waiting in this process.
+	wakes bool
+
+	state atomic.Int32
+	done  chan error // buffered: the writer never waits for the caller
+}
+
+// write runs w in the next group transaction and returns its outcome.
+func (t *Transport) write(ctx context.Context, w *write) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.ctx, w.done = ctx, make(chan error, 1)
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return fmt.Errorf("sqlite transport: %s: %w", w.what, transport.ErrClosed)
+	}
+	t.pending = append(t.pending, w)
+	t.mu.Unlock()
+	select {
+	case t.kick <- struct{}{}:
+	default: // the writer has been kicked already
+	}
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		if w.state.CompareAndSwap(writeQueued, writeWithdrawn) {
+			return ctx.Err()
+		}
+		return <-w.done // taken: what it did decides
+	}
+}
+
+// writeLoop is the transport's writer: it runs the pending writes in group
+// transactions until Close.
+func (t *Transport) writeLoop() {
+	defer close(t.writerDone)
+	var spare []*write
+	for {
+		select {
+		case <-t.kick:
+		case <-t.done:
+		}
+		for {
+			t.mu.Lock()
+			if t.closed {
+				ws := t.pending
+				t.pending = nil
+				t.mu.Unlock()
+				for _, w := range ws {
+					if w.state.CompareAndSwap(writeQueued, writeTaken) {
+						w.done <- fmt.Errorf("sqlite transport: %s: %w", w.what, transport.ErrClosed)
+					}
+				}
+				return
+			}
+			n := min(len(t.pending), maxGroup)
+			ws := append(spare[:0], t.pending[:n]...)
+			t.pending = append(t.pending[:0], t.pending[n:]...)
+			t.mu.Unlock()
+			if len(ws) == 0 {
+				break
+			}
+			t.runGroup(ws)
+			clear(ws) // drop the references for the collector
+			spare = ws
+			// Let the callers just answered (a publisher, a settler) run
+			// and hand in their next write before the next group is cut.
+			runtime.Gosched()
+		}
+	}
+}
+
+// runGroup runs ws (the writes taken from the queue) in one transaction,
+// or each alone when one of them fails.
+func (t *Transport) runGroup(ws []*write) {
+	live := ws[:0]
+	for _, w := range ws {
+		if w.state.CompareAndSwap(writeQueued, writeTaken) {
+			live = append(live, w)
+		}
+	}
+	switch len(live) {
+	case 0:
+		return
+	case 1:
+		t.runAlone(live[0])
+		return
+	}
+	slices.SortStableFunc(live, func(a, b *write) int { return cmp.Compare(a.kind, b.kind) })
+	// The callers' contexts do not cancel a transaction they share: a
+	// caller that goes away still gets (and ignores) its outcome.
+	ctx := context.Background()
+	tx, err := t.db.BeginTx(ctx, nil)
+	if err != nil {
+		for _, w := range live {
+			w.done <- fmt.Errorf("sqlite transport: %s: %w", w.what, err)
+		}
+		return
+	}
+	for _, w := range live {
+		w.wakes = false
+		if err := w.run(ctx, tx); err != nil {
+			tx.Rollback()
+			for _, w := range live {
+				t.runAlone(w)
+			}
+			return
+		}
+	}
+	err = tx.Commit()
+	wakes := false
+	for _, w := range live {
+		wakes = wakes || w.wakes
+	}
+	if err == nil && wakes {
+		t.signal()
+	}
+	for _, w := range live {
+		if err != nil {
+			w.done <- fmt.Errorf("sqlite transport: %s commit: %w", w.what, err)
+			continue
+		}
+		w.done <- nil
+	}
+}
+
+// runAlone runs w in a transaction of its own, under its caller's
+// context as before group commit, and reports its outcome.
+func (t *Transport) runAlone(w *write) {
+	w.done <- t.inTx(w.ctx, w)
+}
+
+// inTx runs w in its own transaction and commits it.
+func (t *Transport) inTx(ctx context.Context, w *write) error {
+	tx, err := t.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite transport: %s: %w", w.what, err)
+	}
+	defer tx.Rollback()
+	w.wakes = false
+	if err := w.run(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite transport: %s commit: %w", w.what, err)
+	}
+	if w.wakes {
+		t.signal()
+	}
+	return nil
+}
