@@ -75,6 +75,10 @@ type write struct {
 	// wakes is set by run when the commit makes messages ready for
 	// Receive calls waiting in this process.
 	wakes bool
+	// readies is set on a write that makes messages of queue ready at
+	// once (a publish): the leases parked on queue join its group, after it.
+	readies bool
+	queue   string
 
 	state atomic.Int32
 	done  chan error // buffered: the writer never waits for the caller
@@ -134,6 +138,7 @@ func (t *Transport) writeLoop() {
 			n := min(len(t.pending), maxGroup)
 			ws := append(spare[:0], t.pending[:n]...)
 			t.pending = append(t.pending[:0], t.pending[n:]...)
+			ws = t.joinParked(ws)
 			t.mu.Unlock()
 			if len(ws) == 0 {
 				break
@@ -146,6 +151,55 @@ func (t *Transport) writeLoop() {
 			runtime.Gosched()
 		}
 	}
+}
+
+// park queues a lease w (of a Receive waiting for messages) to run in the
+// transaction of the next publish into its queue, after the publish. It is
+// not run otherwise: the caller withdraws it (unpark) when its wait ends.
+// It returns false after Close.
+func (t *Transport) park(w *write) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.parked = append(t.parked, w)
+	return true
+}
+
+// unpark withdraws a parked lease. It returns false when the writer has
+// taken it already: its outcome then comes on w.done.
+func (t *Transport) unpark(w *write) bool {
+	if !w.state.CompareAndSwap(writeQueued, writeWithdrawn) {
+		return false
+	}
+	t.mu.Lock()
+	if i := slices.Index(t.parked, w); i >= 0 {
+		t.parked = slices.Delete(t.parked, i, i+1)
+	}
+	t.mu.Unlock()
+	return true
+}
+
+// joinParked adds to the group ws the leases parked on the queues its
+// publishes make messages ready in (t.mu held).
+func (t *Transport) joinParked(ws []*write) []*write {
+	if len(t.parked) == 0 {
+		return ws
+	}
+	for _, r := range ws {
+		if !r.readies {
+			continue
+		}
+		t.parked = slices.DeleteFunc(t.parked, func(w *write) bool {
+			if w.queue != r.queue {
+				return false
+			}
+			ws = append(ws, w)
+			return true
+		})
+	}
+	return ws
 }
 
 // runGroup runs ws (the writes taken from the queue) in one transaction,
@@ -189,23 +243,25 @@ func (t *Transport) runGroup(ws []*write) {
 	wakes := false
 	for _, w := range live {
 		wakes = wakes || w.wakes
-	}
-	if err == nil && wakes {
-		t.signal()
-	}
-	for _, w := range live {
 		if err != nil {
 			w.done <- fmt.Errorf("sqlite transport: %s commit: %w", w.what, err)
 			continue
 		}
 		w.done <- nil
 	}
+	if err == nil && wakes {
+		t.signal() // after the answers: a parked lease of this group has its result
+	}
 }
 
 // runAlone runs w in a transaction of its own, under its caller's
 // context as before group commit, and reports its outcome.
 func (t *Transport) runAlone(w *write) {
-	w.done <- t.inTx(w.ctx, w)
+	err := t.inTx(w.ctx, w)
+	w.done <- err
+	if err == nil && w.wakes {
+		t.signal() // after the answer, as in runGroup
+	}
 }
 
 // inTx runs w in its own transaction and commits it.
@@ -221,9 +277,6 @@ func (t *Transport) inTx(ctx context.Context, w *write) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite transport: %s commit: %w", w.what, err)
-	}
-	if w.wakes {
-		t.signal()
 	}
 	return nil
 }

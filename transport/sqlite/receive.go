@@ -50,17 +50,56 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 			sleep = min(sleep, time.Duration(next-now)*time.Millisecond)
 		}
 		timer := time.NewTimer(max(sleep, time.Millisecond))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctx.Err()
-		case <-t.done:
-			timer.Stop()
-			return nil, transport.ErrClosed
-		case <-wake:
-		case <-timer.C:
-		}
+		ds, err, again := t.waitParked(ctx, p, limit, wake, timer.C)
 		timer.Stop()
+		if !again {
+			return ds, err
+		}
+	}
+}
+
+// leaseResult is what a lease write found.
+type leaseResult struct {
+	ds   []*transport.Delivery
+	next int64
+}
+
+// waitParked waits for messages with a lease parked on the next publish
+// into the queue (group.go): it runs in that publish's transaction, after
+// it, and takes what it published — no wake-up and no transaction of its
+// own. It returns again = true when the wait ends without a result (a
+// wake from another commit, or tick: the caller looks at the database
+// afresh, for other processes' publishes, delays that ended, keys that
+// moved on).
+func (t *Transport) waitParked(ctx context.Context, p *transport.ReceiveParams, limit int, wake <-chan struct{}, tick <-chan time.Time) (ds []*transport.Delivery, err error, again bool) {
+	for {
+		w, res := t.leaseWrite(p, limit)
+		w.ctx, w.done = ctx, make(chan error, 1)
+		if !t.park(w) {
+			return nil, fmt.Errorf("sqlite transport: receive: %w", transport.ErrClosed), false
+		}
+		var stop error // why the wait ends, when nothing was leased
+		select {
+		case err := <-w.done:
+			if err != nil || len(res.ds) > 0 {
+				return res.ds, err, false
+			}
+			continue // another consumer took them: park again
+		case <-wake:
+		case <-tick:
+		case <-ctx.Done():
+			stop = ctx.Err()
+		case <-t.done:
+			stop = fmt.Errorf("sqlite transport: receive: %w", transport.ErrClosed)
+		}
+		if t.unpark(w) {
+			return nil, stop, stop == nil
+		}
+		// The writer has taken it: what it leased is the caller's.
+		if err := <-w.done; err != nil || len(res.ds) > 0 {
+			return res.ds, err, false
+		}
+		return nil, stop, stop == nil
 	}
 }
 
@@ -72,20 +111,23 @@ type candidate struct {
 // lease takes the ready messages; when none is ready it returns the time the
 // next one becomes visible (0 if the queue is empty).
 func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit int) ([]*transport.Delivery, int64, error) {
-	var (
-		ds   []*transport.Delivery
-		next int64
-	)
-	w := &write{kind: writeLease, what: "receive"}
-	w.run = func(ctx context.Context, tx *sql.Tx) error {
-		var err error
-		ds, next, err = t.leaseTx(ctx, tx, p, limit)
-		return err
-	}
+	w, res := t.leaseWrite(p, limit)
 	if err := t.write(ctx, w); err != nil { // group.go: committed when it returns nil
 		return nil, 0, err
 	}
-	return ds, next, nil
+	return res.ds, res.next, nil
+}
+
+// leaseWrite returns the write of a lease and where it puts its result.
+func (t *Transport) leaseWrite(p *transport.ReceiveParams, limit int) (*write, *leaseResult) {
+	res := &leaseResult{}
+	w := &write{kind: writeLease, what: "receive", queue: p.Queue}
+	w.run = func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		res.ds, res.next, err = t.leaseTx(ctx, tx, p, limit)
+		return err
+	}
+	return w, res
 }
 
 // leaseTx is lease's work in tx.

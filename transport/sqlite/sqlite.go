@@ -98,6 +98,7 @@ type Transport struct {
 	closed  bool
 	done    chan struct{}
 	pending []*write // writes waiting for the writer (group.go)
+	parked  []*write // leases waiting for a publish into their queue (group.go)
 
 	kick       chan struct{} // tells the writer that writes are pending
 	writerDone chan struct{} // closed when the writer has stopped
