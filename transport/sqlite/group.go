@@ -143,6 +143,7 @@ func (t *Transport) writeLoop() {
 			if len(ws) == 0 {
 				break
 			}
+			t.groups.Add(1)
 			t.runGroup(ws)
 			clear(ws) // drop the references for the collector
 			spare = ws
@@ -240,6 +241,9 @@ func (t *Transport) runGroup(ws []*write) {
 		}
 	}
 	err = tx.Commit()
+	if err == nil {
+		t.shared.Add(int64(len(live)))
+	}
 	wakes := false
 	for _, w := range live {
 		wakes = wakes || w.wakes

@@ -103,8 +103,13 @@ func (t *Transport) insertMessages(ctx context.Context, tx *sql.Tx, queue string
 			}
 			args = append(args, queue, m.EventID, m.Key, m.Type, body, hdr, visibleAt, visibleAt, 1) // accounted: foreign.go
 		}
-		if _, err := st.ExecContext(ctx, args...); err != nil {
+		res, err := st.ExecContext(ctx, args...)
+		if err != nil {
 			return fmt.Errorf("sqlite transport: insert into %s: %w", queue, err)
+		}
+		if got, err := res.RowsAffected(); err != nil || got != int64(n) {
+			// INSERT OR IGNORE (stmts.go) skipped a row: fail the publish.
+			return fmt.Errorf("sqlite transport: insert into %s: %d of %d rows inserted (%v)", queue, got, n, err)
 		}
 		start += n
 	}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
@@ -102,6 +103,8 @@ type Transport struct {
 
 	kick       chan struct{} // tells the writer that writes are pending
 	writerDone chan struct{} // closed when the writer has stopped
+	groups     atomic.Int64  // groups the writer has taken
+	shared     atomic.Int64  // writes committed in a transaction shared with others
 }
 
 // Open opens (creating if needed) the database file at path.

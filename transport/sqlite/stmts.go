@@ -24,7 +24,16 @@ const (
 )
 
 const (
-	insertPrefix = `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted) VALUES `
+	// OR IGNORE, for the reason given at leaseSQL: a multi-row INSERT
+	// that may abort keeps a statement journal of every page it touches
+	// that the transaction had written before — in a group transaction
+	// (group.go) the pages of the settlements and leases before it, which
+	// past 64 KiB spill to a temporary file. A row could only be ignored
+	// on a NOT NULL column bound to NULL (no UNIQUE index covers the
+	// columns; the rowid is assigned), which insertMessages never binds;
+	// and it checks that every row was inserted, failing the publish
+	// otherwise, so nothing is ever skipped silently.
+	insertPrefix = `INSERT OR IGNORE INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted) VALUES `
 
 	checkQueueSQL = `SELECT 1 FROM lily_queues WHERE name = ?`
 
