@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -103,9 +102,14 @@ func (t *Transport) waitParked(ctx context.Context, p *transport.ReceiveParams, 
 	}
 }
 
+// candidate is a ready message read by the candidate query: all that
+// its delivery needs, so that the lease UPDATE returns nothing.
 type candidate struct {
-	id    int64
-	count int
+	id       int64
+	count    int
+	d        transport.Delivery // EventID, Key, Type, Body; the rest is set once leased
+	hdr      []byte
+	enqueued int64
 }
 
 // lease takes the ready messages; when none is ready it returns the time the
@@ -130,17 +134,21 @@ func (t *Transport) leaseWrite(p *transport.ReceiveParams, limit int) (*write, *
 	return w, res
 }
 
-// leaseTx is lease's work in tx.
+// leaseTx is lease's work in tx. The candidate query reads the ready
+// rows whole, in order (the receive count is not in the index: it reads
+// each row anyway), and the lease UPDATE then only moves them: an UPDATE
+// … RETURNING would copy every returned row, body included, into a
+// temporary b-tree before handing it out.
 func (t *Transport) leaseTx(ctx context.Context, tx *sql.Tx, p *transport.ReceiveParams, limit int) ([]*transport.Delivery, int64, error) {
 	now := t.now()
 	rows, err := t.st.candidatesFor(ctx, tx, p.KeyOrder).QueryContext(ctx, p.Queue, now, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite transport: receive from %s: %w", p.Queue, err)
 	}
-	cands := make([]candidate, 0, limit)
+	cands := make([]candidate, 0, min(limit, leaseChunk))
 	for rows.Next() {
 		var c candidate
-		if err := rows.Scan(&c.id, &c.count); err != nil {
+		if err := rows.Scan(&c.id, &c.count, &c.d.EventID, &c.d.Key, &c.d.Type, &c.d.Body, &c.hdr, &c.enqueued); err != nil {
 			rows.Close()
 			return nil, 0, err
 		}
@@ -163,50 +171,30 @@ func (t *Transport) leaseTx(ctx context.Context, tx *sql.Tx, p *transport.Receiv
 	if p.IsolateRedeliveries {
 		cands = isolate(cands)
 	}
-	// The lease runs from now, not from when the transaction began: it may
-	// have waited for the database.
-	// RETURNING gives the rows in no particular order: each is placed at
-	// its candidate's position.
-	pos := make(map[int64]int, len(cands))
-	for i, c := range cands {
-		pos[c.id] = i
-	}
 	ds := make([]*transport.Delivery, len(cands))
-	got := 0
-	err = t.st.leaseUpdate(ctx, tx, t.now()+t.opts.VisibilityTimeout.Milliseconds(), p.Consumer, cands, func(res *sql.Rows) error {
-		var (
-			d        transport.Delivery
-			id       int64
-			hdr      sql.RawBytes // decoded before the next row
-			enqueued int64
-		)
-		if err := res.Scan(&id, &d.EventID, &d.Key, &d.Type, &d.Body, &hdr, &enqueued); err != nil {
-			return err
-		}
-		i, ok := pos[id]
-		if !ok || ds[i] != nil {
-			return fmt.Errorf("sqlite transport: lease returned row %d, not a candidate", id)
-		}
-		if len(hdr) > 0 {
-			var err error
-			if d.Headers, err = transport.UnmarshalHeaders(hdr); err != nil {
-				return fmt.Errorf("sqlite transport: message %d: %w", id, err)
+	for i := range cands {
+		c := &cands[i]
+		d := &c.d
+		if len(c.hdr) > 0 {
+			if d.Headers, err = transport.UnmarshalHeaders(c.hdr); err != nil {
+				return nil, 0, fmt.Errorf("sqlite transport: message %d: %w", c.id, err)
 			}
 		}
 		d.Queue = p.Queue
-		d.DeliveryCount = cands[i].count + 1 // raised by the lease
-		d.EnqueuedAt = time.UnixMilli(enqueued).UTC()
-		d.MessageID = strconv.FormatInt(id, 10)
-		d.Receipt = receipt{id: id, count: d.DeliveryCount}
-		ds[i] = &d
-		got++
-		return nil
-	})
+		d.DeliveryCount = c.count + 1 // raised by the lease
+		d.EnqueuedAt = time.UnixMilli(c.enqueued).UTC()
+		d.MessageID = strconv.FormatInt(c.id, 10)
+		d.Receipt = receipt{id: c.id, count: d.DeliveryCount}
+		ds[i] = d
+	}
+	// The lease runs from now, not from when the transaction began: it may
+	// have waited for the database.
+	n, err := t.st.leaseUpdate(ctx, tx, t.now()+t.opts.VisibilityTimeout.Milliseconds(), p.Consumer, cands)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite transport: lease from %s: %w", p.Queue, err)
 	}
-	if got != len(cands) { // cannot happen inside the write transaction; never hand out a gap
-		ds = slices.DeleteFunc(ds, func(d *transport.Delivery) bool { return d == nil })
+	if n != int64(len(cands)) { // cannot happen inside the write transaction; never hand out a row not leased
+		return nil, 0, fmt.Errorf("sqlite transport: lease from %s: leased %d of %d candidates", p.Queue, n, len(cands))
 	}
 	return ds, 0, nil
 }
@@ -235,34 +223,29 @@ func (s *statements) candidatesFor(ctx context.Context, tx *sql.Tx, keyOrder boo
 
 // leaseUpdate leases the candidates in tx (visible at visibleAt, owned by
 // owner, receive count raised) through the prepared fixed-shape UPDATEs,
-// leaseChunk ids per statement, and calls row for each returned row (in
-// no particular order).
-func (s *statements) leaseUpdate(ctx context.Context, tx *sql.Tx, visibleAt int64, owner string, cands []candidate, row func(*sql.Rows) error) error {
+// leaseChunk ids per statement, and returns how many rows it leased.
+func (s *statements) leaseUpdate(ctx context.Context, tx *sql.Tx, visibleAt int64, owner string, cands []candidate) (int64, error) {
 	args := make([]any, 0, 2+min(len(cands), leaseChunk))
+	var leased int64
 	for start := 0; start < len(cands); start += leaseChunk {
 		chunk := cands[start:min(start+leaseChunk, len(cands))]
 		st, size := s.lease.padded(len(chunk))
 		args = append(args[:0], visibleAt, owner)
-		for _, c := range chunk {
-			args = append(args, c.id)
+		for i := range chunk {
+			args = append(args, chunk[i].id)
 		}
 		for len(args) < 2+size {
 			args = append(args, nil) // NULL matches no id
 		}
-		res, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		res, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 		if err != nil {
-			return err
+			return leased, err
 		}
-		for res.Next() {
-			if err := row(res); err != nil {
-				res.Close()
-				return err
-			}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return leased, err
 		}
-		res.Close()
-		if err := res.Err(); err != nil {
-			return err
-		}
+		leased += n
 	}
-	return nil
+	return leased, nil
 }
