@@ -107,7 +107,7 @@ func (t *Transport) waitParked(ctx context.Context, p *transport.ReceiveParams, 
 type candidate struct {
 	id       int64
 	count    int
-	d        transport.Delivery // EventID, Key, Type, Body; the rest is set once leased
+	d        *transport.Delivery // EventID, Key, Type, Body; the rest is set once leased
 	hdr      []byte
 	enqueued int64
 }
@@ -145,9 +145,9 @@ func (t *Transport) leaseTx(ctx context.Context, tx *sql.Tx, p *transport.Receiv
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite transport: receive from %s: %w", p.Queue, err)
 	}
-	cands := make([]candidate, 0, min(limit, leaseChunk))
+	var cands []candidate
 	for rows.Next() {
-		var c candidate
+		c := candidate{d: &transport.Delivery{}}
 		if err := rows.Scan(&c.id, &c.count, &c.d.EventID, &c.d.Key, &c.d.Type, &c.d.Body, &c.hdr, &c.enqueued); err != nil {
 			rows.Close()
 			return nil, 0, err
@@ -174,7 +174,7 @@ func (t *Transport) leaseTx(ctx context.Context, tx *sql.Tx, p *transport.Receiv
 	ds := make([]*transport.Delivery, len(cands))
 	for i := range cands {
 		c := &cands[i]
-		d := &c.d
+		d := c.d
 		if len(c.hdr) > 0 {
 			if d.Headers, err = transport.UnmarshalHeaders(c.hdr); err != nil {
 				return nil, 0, fmt.Errorf("sqlite transport: message %d: %w", c.id, err)
