@@ -75,10 +75,16 @@ type write struct {
 	// wakes is set by run when the commit makes messages ready for
 	// Receive calls waiting in this process.
 	wakes bool
-	// readies is set on a write that makes messages of queue ready at
-	// once (a publish): the leases parked on queue join its group, after it.
+	// readies is set on a write that makes count messages of queue ready
+	// at once (a publish): leases parked on queue join its group, after
+	// it, until their limits cover count.
 	readies bool
 	queue   string
+	count   int // a publish: messages; a lease: its limit
+	// drained is set by a lease's run when it saw every ready message of
+	// its queue (fewer than its limit, none held back): the publishes of
+	// its group then need wake nobody.
+	drained bool
 
 	state atomic.Int32
 	done  chan error // buffered: the writer never waits for the caller
@@ -182,25 +188,54 @@ func (t *Transport) unpark(w *write) bool {
 	return true
 }
 
-// joinParked adds to the group ws the leases parked on the queues its
-// publishes make messages ready in (t.mu held).
+// joinParked adds to the group ws leases parked on the queues its
+// publishes make messages ready in, oldest first, until their limits
+// cover what the publishes add (t.mu held). The others stay parked: with
+// competing consumers the first lease takes a publish whole, and running
+// the rest would only find nothing.
 func (t *Transport) joinParked(ws []*write) []*write {
 	if len(t.parked) == 0 {
 		return ws
 	}
+	added := map[string]int{}
 	for _, r := range ws {
-		if !r.readies {
-			continue
+		if r.readies {
+			added[r.queue] += r.count
 		}
-		t.parked = slices.DeleteFunc(t.parked, func(w *write) bool {
-			if w.queue != r.queue {
-				return false
-			}
-			ws = append(ws, w)
-			return true
-		})
 	}
+	if len(added) == 0 {
+		return ws
+	}
+	t.parked = slices.DeleteFunc(t.parked, func(w *write) bool {
+		if added[w.queue] <= 0 || w.state.Load() != writeQueued {
+			return false
+		}
+		added[w.queue] -= w.count
+		ws = append(ws, w)
+		return true
+	})
 	return ws
+}
+
+// groupWakes tells whether the commit of live must wake the Receive calls
+// waiting in this process: a write made messages ready, and not only
+// publishes into queues that a lease of the group then drained.
+func groupWakes(live []*write) bool {
+	var drained map[string]bool
+	for _, w := range live {
+		if w.kind == writeLease && w.drained {
+			if drained == nil {
+				drained = map[string]bool{}
+			}
+			drained[w.queue] = true
+		}
+	}
+	for _, w := range live {
+		if w.wakes && !(w.readies && drained[w.queue]) {
+			return true
+		}
+	}
+	return false
 }
 
 // runGroup runs ws (the writes taken from the queue) in one transaction,
@@ -231,7 +266,7 @@ func (t *Transport) runGroup(ws []*write) {
 		return
 	}
 	for _, w := range live {
-		w.wakes = false
+		w.wakes, w.drained = false, false
 		if err := w.run(ctx, tx); err != nil {
 			tx.Rollback()
 			for _, w := range live {
@@ -244,17 +279,18 @@ func (t *Transport) runGroup(ws []*write) {
 	if err == nil {
 		t.shared.Add(int64(len(live)))
 	}
-	wakes := false
+	if err == nil && groupWakes(live) {
+		// Before the answers: a lease of this group that found nothing
+		// parks again on the wake channel of after this commit
+		// (waitParked).
+		t.signal()
+	}
 	for _, w := range live {
-		wakes = wakes || w.wakes
 		if err != nil {
 			w.done <- fmt.Errorf("sqlite transport: %s commit: %w", w.what, err)
 			continue
 		}
 		w.done <- nil
-	}
-	if err == nil && wakes {
-		t.signal() // after the answers: a parked lease of this group has its result
 	}
 }
 
@@ -262,10 +298,10 @@ func (t *Transport) runGroup(ws []*write) {
 // context as before group commit, and reports its outcome.
 func (t *Transport) runAlone(w *write) {
 	err := t.inTx(w.ctx, w)
-	w.done <- err
 	if err == nil && w.wakes {
-		t.signal() // after the answer, as in runGroup
+		t.signal() // before the answer, as in runGroup
 	}
+	w.done <- err
 }
 
 // inTx runs w in its own transaction and commits it.
@@ -275,7 +311,7 @@ func (t *Transport) inTx(ctx context.Context, w *write) error {
 		return fmt.Errorf("sqlite transport: %s: %w", w.what, err)
 	}
 	defer tx.Rollback()
-	w.wakes = false
+	w.wakes, w.drained = false, false
 	if err := w.run(ctx, tx); err != nil {
 		return err
 	}

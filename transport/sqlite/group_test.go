@@ -252,21 +252,47 @@ func TestParkedLeaseRidesOnThePublish(t *testing.T) {
 	conserved(t, tr, "q", ds...)
 }
 
-// joinParked adds to a group only the leases parked on the queues its
-// publishes write to.
-func TestJoinParkedMatchesQueues(t *testing.T) {
+// joinParked adds to a group the leases parked on the queues its
+// publishes write to, oldest first, until their limits cover what the
+// publishes add; withdrawn ones are left out.
+func TestJoinParkedCoversThePublishes(t *testing.T) {
 	tr := open(t, Options{}, "q", "other")
-	onQ := &write{kind: writeLease, queue: "q"}
-	onOther := &write{kind: writeLease, queue: "other"}
-	tr.parked = []*write{onQ, onOther}
+	lease := func(queue string, limit int) *write { return &write{kind: writeLease, queue: queue, count: limit} }
+	q1, q2, q3, other := lease("q", 3), lease("q", 3), lease("q", 3), lease("other", 10)
+	gone := lease("q", 100)
+	gone.state.Store(writeWithdrawn)
+	tr.parked = []*write{gone, q1, other, q2, q3}
 	tr.mu.Lock()
-	ws := tr.joinParked([]*write{{kind: writeSettle}, {kind: writePublish, readies: true, queue: "q"}})
+	ws := tr.joinParked([]*write{{kind: writeSettle}, {kind: writePublish, readies: true, queue: "q", count: 5}})
 	tr.mu.Unlock()
-	if len(ws) != 3 || ws[2] != onQ {
-		t.Errorf("group = %d writes, want the settlement, the publish and the lease parked on q", len(ws))
+	if len(ws) != 4 || ws[2] != q1 || ws[3] != q2 {
+		t.Errorf("group = %d writes, want the settlement, the publish and the two oldest leases parked on q", len(ws))
 	}
-	if len(tr.parked) != 1 || tr.parked[0] != onOther {
-		t.Errorf("still parked: %d, want only the lease on the other queue", len(tr.parked))
+	if want := []*write{gone, other, q3}; !reflect.DeepEqual(tr.parked, want) {
+		t.Errorf("still parked: %d, want the withdrawn one, the lease on the other queue and the third on q", len(tr.parked))
 	}
 	tr.parked = nil
+}
+
+// A group's commit wakes waiting receivers unless all it made ready is
+// publishes into queues that a lease of the group drained.
+func TestGroupWakes(t *testing.T) {
+	pub := func(q string) *write { return &write{kind: writePublish, readies: true, queue: q, wakes: true} }
+	lease := func(q string, drained bool) *write { return &write{kind: writeLease, queue: q, drained: drained} }
+	for _, tt := range []struct {
+		name string
+		ws   []*write
+		want bool
+	}{
+		{"publish alone", []*write{pub("q")}, true},
+		{"publish drained by a lease", []*write{pub("q"), lease("q", false), lease("q", true)}, false},
+		{"publish, lease took up to its limit", []*write{pub("q"), lease("q", false)}, true},
+		{"publish into another queue", []*write{pub("q"), pub("r"), lease("q", true)}, true},
+		{"a retry beside", []*write{{kind: writeSettle, wakes: true}, pub("q"), lease("q", true)}, true},
+		{"acks only", []*write{{kind: writeSettle}, lease("q", true)}, false},
+	} {
+		if got := groupWakes(tt.ws); got != tt.want {
+			t.Errorf("%s: groupWakes = %v, want %v", tt.name, got, tt.want)
+		}
+	}
 }

@@ -19,7 +19,7 @@ func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) err
 	if err := t.checkPublish(p); err != nil {
 		return err
 	}
-	w := &write{kind: writePublish, what: "publish", readies: true, queue: p.Queue}
+	w := &write{kind: writePublish, what: "publish", readies: true, queue: p.Queue, count: len(p.Messages)}
 	w.run = func(ctx context.Context, tx *sql.Tx) error {
 		w.wakes = true
 		return t.enqueue(ctx, tx, p)

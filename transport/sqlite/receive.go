@@ -70,6 +70,12 @@ type leaseResult struct {
 // wake from another commit, or tick: the caller looks at the database
 // afresh, for other processes' publishes, delays that ended, keys that
 // moved on).
+//
+// A parked lease that ran and found nothing (competing consumers: another
+// lease of the group took the messages) parks again at once, with the
+// wake channel of after that group's commit: the group signals before it
+// answers (runGroup), and the lease looked at the database after every
+// commit before it, so no wake is lost and none is answered twice.
 func (t *Transport) waitParked(ctx context.Context, p *transport.ReceiveParams, limit int, wake <-chan struct{}, tick <-chan time.Time) (ds []*transport.Delivery, err error, again bool) {
 	for {
 		w, res := t.leaseWrite(p, limit)
@@ -78,13 +84,18 @@ func (t *Transport) waitParked(ctx context.Context, p *transport.ReceiveParams, 
 			return nil, fmt.Errorf("sqlite transport: receive: %w", transport.ErrClosed), false
 		}
 		var stop error // why the wait ends, when nothing was leased
+		woken := false
 		select {
 		case err := <-w.done:
 			if err != nil || len(res.ds) > 0 {
 				return res.ds, err, false
 			}
+			if wake, err = t.waiter(); err != nil {
+				return nil, fmt.Errorf("sqlite transport: receive: %w", err), false
+			}
 			continue // another consumer took them: park again
 		case <-wake:
+			woken = true
 		case <-tick:
 		case <-ctx.Done():
 			stop = ctx.Err()
@@ -97,6 +108,12 @@ func (t *Transport) waitParked(ctx context.Context, p *transport.ReceiveParams, 
 		// The writer has taken it: what it leased is the caller's.
 		if err := <-w.done; err != nil || len(res.ds) > 0 {
 			return res.ds, err, false
+		}
+		if woken { // the wake was its own group's (or one before it): it looked already
+			if wake, err = t.waiter(); err != nil {
+				return nil, fmt.Errorf("sqlite transport: receive: %w", err), false
+			}
+			continue
 		}
 		return nil, stop, stop == nil
 	}
@@ -125,10 +142,10 @@ func (t *Transport) lease(ctx context.Context, p *transport.ReceiveParams, limit
 // leaseWrite returns the write of a lease and where it puts its result.
 func (t *Transport) leaseWrite(p *transport.ReceiveParams, limit int) (*write, *leaseResult) {
 	res := &leaseResult{}
-	w := &write{kind: writeLease, what: "receive", queue: p.Queue}
+	w := &write{kind: writeLease, what: "receive", queue: p.Queue, count: limit}
 	w.run = func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		res.ds, res.next, err = t.leaseTx(ctx, tx, p, limit)
+		res.ds, res.next, w.drained, err = t.leaseTx(ctx, tx, p, limit)
 		return err
 	}
 	return w, res
@@ -139,45 +156,52 @@ func (t *Transport) leaseWrite(p *transport.ReceiveParams, limit int) (*write, *
 // each row anyway), and the lease UPDATE then only moves them: an UPDATE
 // … RETURNING would copy every returned row, body included, into a
 // temporary b-tree before handing it out.
-func (t *Transport) leaseTx(ctx context.Context, tx *sql.Tx, p *transport.ReceiveParams, limit int) ([]*transport.Delivery, int64, error) {
+//
+// drained reports that the lease saw every ready message of the queue
+// (fewer than limit, none held back; KeyOrder's view is narrower, so it
+// never reports it), for groupWakes.
+func (t *Transport) leaseTx(ctx context.Context, tx *sql.Tx, p *transport.ReceiveParams, limit int) (ds []*transport.Delivery, next int64, drained bool, err error) {
 	now := t.now()
 	rows, err := t.st.candidatesFor(ctx, tx, p.KeyOrder).QueryContext(ctx, p.Queue, now, limit)
 	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite transport: receive from %s: %w", p.Queue, err)
+		return nil, 0, false, fmt.Errorf("sqlite transport: receive from %s: %w", p.Queue, err)
 	}
 	var cands []candidate
 	for rows.Next() {
 		c := candidate{d: &transport.Delivery{}}
 		if err := rows.Scan(&c.id, &c.count, &c.d.EventID, &c.d.Key, &c.d.Type, &c.d.Body, &c.hdr, &c.enqueued); err != nil {
 			rows.Close()
-			return nil, 0, err
+			return nil, 0, false, err
 		}
 		cands = append(cands, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	if len(cands) == 0 {
 		var next *int64
 		if err := tx.StmtContext(ctx, t.st.nextVis).QueryRowContext(ctx, p.Queue).Scan(&next); err != nil {
-			return nil, 0, fmt.Errorf("sqlite transport: receive from %s: %w", p.Queue, err)
+			return nil, 0, false, fmt.Errorf("sqlite transport: receive from %s: %w", p.Queue, err)
 		}
 		if next == nil {
-			return nil, 0, nil
+			return nil, 0, !p.KeyOrder, nil
 		}
-		return nil, *next, nil
+		return nil, *next, !p.KeyOrder, nil
 	}
+	drained = len(cands) < limit && !p.KeyOrder
 	if p.IsolateRedeliveries {
+		all := len(cands)
 		cands = isolate(cands)
+		drained = drained && len(cands) == all
 	}
-	ds := make([]*transport.Delivery, len(cands))
+	ds = make([]*transport.Delivery, len(cands))
 	for i := range cands {
 		c := &cands[i]
 		d := c.d
 		if len(c.hdr) > 0 {
 			if d.Headers, err = transport.UnmarshalHeaders(c.hdr); err != nil {
-				return nil, 0, fmt.Errorf("sqlite transport: message %d: %w", c.id, err)
+				return nil, 0, false, fmt.Errorf("sqlite transport: message %d: %w", c.id, err)
 			}
 		}
 		d.Queue = p.Queue
@@ -191,12 +215,12 @@ func (t *Transport) leaseTx(ctx context.Context, tx *sql.Tx, p *transport.Receiv
 	// have waited for the database.
 	n, err := t.st.leaseUpdate(ctx, tx, t.now()+t.opts.VisibilityTimeout.Milliseconds(), p.Consumer, cands)
 	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite transport: lease from %s: %w", p.Queue, err)
+		return nil, 0, false, fmt.Errorf("sqlite transport: lease from %s: %w", p.Queue, err)
 	}
 	if n != int64(len(cands)) { // cannot happen inside the write transaction; never hand out a row not leased
-		return nil, 0, fmt.Errorf("sqlite transport: lease from %s: leased %d of %d candidates", p.Queue, n, len(cands))
+		return nil, 0, false, fmt.Errorf("sqlite transport: lease from %s: leased %d of %d candidates", p.Queue, n, len(cands))
 	}
-	return ds, 0, nil
+	return ds, 0, drained, nil
 }
 
 // isolate keeps a redelivered head alone, or the first-time deliveries
