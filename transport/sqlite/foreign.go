@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -27,17 +28,23 @@ import (
 //
 // So a queue fed by raw SQL balances like one fed by Publish, and a row
 // that disappears without an ack or a dead letter shows as lost.
-const foreignSchema = `
-CREATE TRIGGER IF NOT EXISTS lily_messages_foreign AFTER INSERT ON lily_messages
+//
+// The trigger's body makes sure the ledger row exists (INSERT OR IGNORE)
+// and then raises its counter, rather than one upsert: an upsert's DO
+// UPDATE may abort whatever the outer statement's conflict clause, and a
+// trigger that may abort makes every multi-row INSERT into lily_messages —
+// Lily's own, on which the trigger never fires — keep a statement journal
+// of the pages the transaction wrote before it (copied, and spilled to a
+// temporary file past 64 KiB; see insertPrefix in stmts.go).
+const foreignTrigger = `CREATE TRIGGER lily_messages_foreign AFTER INSERT ON lily_messages
 WHEN NEW.accounted = 0
 BEGIN
-	INSERT INTO lily_ledger(queue, accepted, acked) VALUES (NEW.queue, 1, 0)
-		ON CONFLICT(queue) DO UPDATE SET accepted = accepted + 1;
+	INSERT OR IGNORE INTO lily_ledger(queue, accepted, acked) VALUES (NEW.queue, 0, 0);
+	UPDATE lily_ledger SET accepted = accepted + 1 WHERE queue = NEW.queue;
 	UPDATE lily_messages SET accounted = 1,
 		event_id = CASE WHEN NEW.event_id = '' THEN 'sqlite-' || NEW.id || '-' || NEW.enqueued_at ELSE NEW.event_id END
 		WHERE id = NEW.id;
-END;
-`
+END`
 
 // migrateForeign adds the accounted column (existing rows were counted
 // when Lily wrote them: they get 1) and the trigger, in one transaction.
@@ -60,7 +67,21 @@ func migrateForeign(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("sqlite transport: mark existing messages accounted: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, foreignSchema); err != nil {
+	// The trigger is replaced only when it differs (a database made before
+	// the body above): a schema change makes every connection to the file
+	// prepare its statements again.
+	var have string
+	err = tx.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'lily_messages_foreign'`).Scan(&have)
+	switch {
+	case err == nil && have == foreignTrigger:
+		return tx.Commit()
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("sqlite transport: inspect trigger: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DROP TRIGGER IF EXISTS lily_messages_foreign`); err != nil {
+		return fmt.Errorf("sqlite transport: replace trigger: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, foreignTrigger); err != nil {
 		return fmt.Errorf("sqlite transport: create trigger: %w", err)
 	}
 	return tx.Commit()

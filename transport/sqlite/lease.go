@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/lily-mq/lily/transport"
@@ -41,7 +42,8 @@ func (t *Transport) Unreceive(ctx context.Context, p *transport.UnreceiveParams)
 	return err
 }
 
-// eachReceipt runs query for every delivery's receipt in one transaction:
+// eachReceipt runs query for every delivery's receipt in one transaction
+// (shared with concurrent writes: group.go):
 // args() first, then the row ID, the receive count and the owner.
 func (t *Transport) eachReceipt(ctx context.Context, what string, ds []*transport.Delivery, query string, args func() []any, owner string) error {
 	if len(ds) == 0 {
@@ -50,36 +52,37 @@ func (t *Transport) eachReceipt(ctx context.Context, what string, ds []*transpor
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
-	tx, err := t.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite transport: %s: %w", what, err)
-	}
-	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, query)
-	if err != nil {
-		return fmt.Errorf("sqlite transport: %s: %w", what, err)
-	}
-	defer stmt.Close()
 	errs := make([]error, len(ds))
 	failed := 0
-	for i, d := range ds {
-		rc, ok := d.Receipt.(receipt)
-		if !ok {
-			errs[i] = fmt.Errorf("sqlite transport: %s %s: delivery was not received from this transport", what, d.EventID)
-			failed++
-			continue
-		}
-		res, err := stmt.ExecContext(ctx, append(args(), rc.id, rc.count, owner)...)
+	w := &write{kind: writeSettle, what: what}
+	w.run = func(ctx context.Context, tx *sql.Tx) error {
+		clear(errs)
+		failed = 0
+		stmt, err := tx.PrepareContext(ctx, query)
 		if err != nil {
-			return fmt.Errorf("sqlite transport: %s %s: %w", what, d.EventID, err)
+			return fmt.Errorf("sqlite transport: %s: %w", what, err)
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			errs[i] = fmt.Errorf("sqlite transport: %s %s: %w", what, d.EventID, transport.ErrLeaseLost)
-			failed++
+		defer stmt.Close()
+		for i, d := range ds {
+			rc, ok := d.Receipt.(receipt)
+			if !ok {
+				errs[i] = fmt.Errorf("sqlite transport: %s %s: delivery was not received from this transport", what, d.EventID)
+				failed++
+				continue
+			}
+			res, err := stmt.ExecContext(ctx, append(args(), rc.id, rc.count, owner)...)
+			if err != nil {
+				return fmt.Errorf("sqlite transport: %s %s: %w", what, d.EventID, err)
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				errs[i] = fmt.Errorf("sqlite transport: %s %s: %w", what, d.EventID, transport.ErrLeaseLost)
+				failed++
+			}
 		}
+		return nil
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite transport: %s commit: %w", what, err)
+	if err := t.write(ctx, w); err != nil { // group.go: committed when it returns nil
+		return err
 	}
 	if failed > 0 {
 		return &transport.SettleError{Errs: errs}

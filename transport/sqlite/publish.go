@@ -9,8 +9,8 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-// Publish enqueues messages in one transaction: when it returns nil, all of
-// them are durable. The queue must have been declared. Messages are counted
+// Publish enqueues messages in one transaction (shared with concurrent
+// writes: group.go): when it returns nil, all of them are durable. The queue must have been declared. Messages are counted
 // as accepted in the ledger unless p.Redrive is set.
 func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) error {
 	if len(p.Messages) == 0 {
@@ -19,19 +19,12 @@ func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) err
 	if err := t.checkPublish(p); err != nil {
 		return err
 	}
-	tx, err := t.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite transport: publish: %w", err)
+	w := &write{kind: writePublish, what: "publish", readies: true, queue: p.Queue, count: len(p.Messages)}
+	w.run = func(ctx context.Context, tx *sql.Tx) error {
+		w.wakes = true
+		return t.enqueue(ctx, tx, p)
 	}
-	defer tx.Rollback()
-	if err := t.enqueue(ctx, tx, p); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite transport: publish commit: %w", err)
-	}
-	t.signal()
-	return nil
+	return t.write(ctx, w) // group.go: committed when it returns nil
 }
 
 // checkPublish checks what Publish and PublishTx check before writing: the
@@ -110,8 +103,13 @@ func (t *Transport) insertMessages(ctx context.Context, tx *sql.Tx, queue string
 			}
 			args = append(args, queue, m.EventID, m.Key, m.Type, body, hdr, visibleAt, visibleAt, 1) // accounted: foreign.go
 		}
-		if _, err := st.ExecContext(ctx, args...); err != nil {
+		res, err := st.ExecContext(ctx, args...)
+		if err != nil {
 			return fmt.Errorf("sqlite transport: insert into %s: %w", queue, err)
+		}
+		if got, err := res.RowsAffected(); err != nil || got != int64(n) {
+			// INSERT OR IGNORE (stmts.go) skipped a row: fail the publish.
+			return fmt.Errorf("sqlite transport: insert into %s: %d of %d rows inserted (%v)", queue, got, n, err)
 		}
 		start += n
 	}

@@ -10,7 +10,8 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-// Settle applies all settlements in one transaction (group commit). A
+// Settle applies all settlements in one transaction (group commit, shared
+// with concurrent writes: group.go). A
 // dead-letter inserts the catalog entry and deletes the message in that
 // transaction, so there is no moment where it is in neither or both. A
 // settlement whose lease was lost (the message was handed out again) fails
@@ -22,19 +23,33 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
-	now := t.opts.Now()
-	nowMs := now.UnixMilli()
 	errs := make([]error, len(p.Settlements))
 	failed := 0
-	tx, err := t.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite transport: settle: %w", err)
+	w := &write{kind: writeSettle, what: "settle"}
+	w.run = func(ctx context.Context, tx *sql.Tx) error {
+		clear(errs)
+		var err error
+		failed, w.wakes, err = t.settleTx(ctx, tx, p, errs)
+		return err
 	}
-	defer tx.Rollback()
+	if err := t.write(ctx, w); err != nil { // group.go: committed when it returns nil
+		return err
+	}
+	if failed > 0 {
+		return &transport.SettleError{Errs: errs}
+	}
+	return nil
+}
+
+// settleTx is Settle's work in tx: it fills errs with the per-settlement
+// failures and returns how many there are and whether the commit makes
+// messages ready (a retry, a release, a keyed message's successor).
+func (t *Transport) settleTx(ctx context.Context, tx *sql.Tx, p *transport.SettleParams, errs []error) (failed int, woke bool, err error) {
+	now := t.opts.Now()
+	nowMs := now.UnixMilli()
 	st := &settleStmts{tx: tx}
 	defer st.close()
 	acked := map[string]int64{}
-	woke := false
 	for i, s := range p.Settlements {
 		rc, ok := s.Delivery.Receipt.(receipt)
 		if !ok {
@@ -83,7 +98,7 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		}
 		if err != nil {
 			if !isRowError(err) {
-				return fmt.Errorf("sqlite transport: settle: %w", err)
+				return 0, false, fmt.Errorf("sqlite transport: settle: %w", err)
 			}
 			errs[i] = err
 			failed++
@@ -91,19 +106,10 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	}
 	for q, n := range acked {
 		if err := t.st.ledger.AddTx(ctx, tx, q, 0, n); err != nil {
-			return err
+			return 0, false, err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite transport: settle commit: %w", err)
-	}
-	if woke {
-		t.signal()
-	}
-	if failed > 0 {
-		return &transport.SettleError{Errs: errs}
-	}
-	return nil
+	return failed, woke, nil
 }
 
 // errBadHeaders marks a copy whose headers cannot be stored.

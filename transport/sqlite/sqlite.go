@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
@@ -93,10 +94,17 @@ type Transport struct {
 	opts Options
 	st   *statements // prepared once on db
 
-	mu     sync.Mutex
-	wake   chan struct{} // closed and replaced when messages become ready
-	closed bool
-	done   chan struct{}
+	mu      sync.Mutex
+	wake    chan struct{} // closed and replaced when messages become ready
+	closed  bool
+	done    chan struct{}
+	pending []*write // writes waiting for the writer (group.go)
+	parked  []*write // leases waiting for a publish into their queue (group.go)
+
+	kick       chan struct{} // tells the writer that writes are pending
+	writerDone chan struct{} // closed when the writer has stopped
+	groups     atomic.Int64  // groups the writer has taken
+	shared     atomic.Int64  // writes committed in a transaction shared with others
 }
 
 // Open opens (creating if needed) the database file at path.
@@ -123,7 +131,10 @@ func Open(ctx context.Context, path string, opts Options) (*Transport, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Transport{db: db, opts: opts, st: st, wake: make(chan struct{}), done: make(chan struct{})}, nil
+	t := &Transport{db: db, opts: opts, st: st, wake: make(chan struct{}), done: make(chan struct{}),
+		kick: make(chan struct{}, 1), writerDone: make(chan struct{})}
+	go t.writeLoop()
+	return t, nil
 }
 
 // DB returns the database handle, shared with the catalog (catalog.New).
@@ -139,6 +150,7 @@ func (t *Transport) Close() error {
 	t.closed = true
 	close(t.done)
 	t.mu.Unlock()
+	<-t.writerDone // the group in progress is committed or rolled back
 	return errors.Join(t.st.close(), t.db.Close())
 }
 

@@ -24,22 +24,33 @@ const (
 )
 
 const (
-	insertPrefix = `INSERT INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted) VALUES `
+	// OR IGNORE, for the reason given at leaseSQL: a multi-row INSERT
+	// that may abort keeps a statement journal of every page it touches
+	// that the transaction had written before — in a group transaction
+	// (group.go) the pages of the settlements and leases before it, which
+	// past 64 KiB spill to a temporary file. A row could only be ignored
+	// on a NOT NULL column bound to NULL (no UNIQUE index covers the
+	// columns; the rowid is assigned), which insertMessages never binds;
+	// and it checks that every row was inserted, failing the publish
+	// otherwise, so nothing is ever skipped silently.
+	insertPrefix = `INSERT OR IGNORE INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted) VALUES `
 
 	checkQueueSQL = `SELECT 1 FROM lily_queues WHERE name = ?`
 
 	// The LIMIT is an expression, not a bare parameter: SQLite's planner
 	// reads a bare LIMIT parameter's value and re-prepares the statement
 	// whenever it changes (every receive, with the runtime's prefetch).
-	candidatesSQL = `SELECT id, receive_count FROM lily_messages
+	candidatesSQL = `SELECT ` + candidateColumns + ` FROM lily_messages
 		WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT CAST(? AS INTEGER)`
 	// A keyed message waits while an older one of its key is still here
 	// (leased, perhaps by a consumer that died, or delayed).
-	candidatesKeyOrderSQL = `SELECT id, receive_count FROM lily_messages m
+	candidatesKeyOrderSQL = `SELECT ` + candidateColumns + ` FROM lily_messages m
 		WHERE queue = ? AND visible_at <= ? AND (msg_key = '' OR NOT EXISTS (
 			SELECT 1 FROM lily_messages o WHERE o.queue = m.queue AND o.msg_key = m.msg_key AND o.msg_key != '' AND o.id < m.id))
 		ORDER BY visible_at, id LIMIT CAST(? AS INTEGER)`
-	nextVisibleSQL = `SELECT MIN(visible_at) FROM lily_messages WHERE queue = ?`
+	// candidateColumns are what a delivery needs (receive.go: candidate).
+	candidateColumns = `id, receive_count, event_id, msg_key, msg_type, body, headers, enqueued_at`
+	nextVisibleSQL   = `SELECT MIN(visible_at) FROM lily_messages WHERE queue = ?`
 
 	deleteRowSQL = `DELETE FROM lily_messages WHERE id = ? AND receive_count = ?`
 	// The copy is a new row (new ID, receive count 0, enqueued now): a
@@ -54,7 +65,8 @@ const (
 // new visible_at and the lease owner). OR IGNORE changes no result: no
 // constraint can fail on the columns it sets (visible_at is bound, never
 // NULL; receive_count + 1; lease_owner may be NULL; no UNIQUE index covers
-// them), and a row it skipped would only stay unleased. But a statement
+// them), and a row it skipped would fail the lease (leaseTx counts the
+// rows leased against the candidates). But a statement
 // that cannot abort needs no statement journal: with the default ABORT,
 // SQLite copies every page the UPDATE touches into one, which past 64 KiB
 // spills to a temporary file — about a quarter of the bytes the transport
@@ -62,8 +74,7 @@ const (
 func leaseSQL(n int) string {
 	return `UPDATE OR IGNORE lily_messages
 		SET visible_at = ?, receive_count = receive_count + 1, lease_owner = ?
-		WHERE id IN (` + qmarks(n) + `)
-		RETURNING id, event_id, msg_key, msg_type, body, headers, enqueued_at`
+		WHERE id IN (` + qmarks(n) + `)`
 }
 
 func insertSQL(n int) string { return insertPrefix + placeholders(n, 9) }
