@@ -45,15 +45,16 @@ type shareInstance struct {
 	narrow bool   // the client fetches one record at a time (cautious)
 	// wantNarrow is the width the last poll asked for: narrow after a
 	// redelivery, wide after a first-time delivery.
-	wantNarrow bool
-	parts      int32 // partitions of the main topic (narrow rotation)
-	asked      int   // the most deliveries one Receive asked for (wide fetch size)
-	rotated    int   // rotations of the narrow member's partition
-	idlePolls  int   // narrow polls on the current partition that brought nothing
-	rot        int32 // the partition a narrow member fetches next
-	buf        []*shareEntry
-	held       map[*shareEntry]struct{} // handed out, not settled
-	closing    bool
+	wantNarrow  bool
+	parts       int32 // partitions of the main topic (narrow rotation)
+	asked       int   // the most deliveries one Receive asked for (wide fetch size)
+	rotated     int   // rotations of the narrow member's partition
+	freshStreak int   // narrow polls in a row that brought only first-time deliveries
+	idlePolls   int   // narrow polls on the current partition that brought nothing
+	rot         int32 // the partition a narrow member fetches next
+	buf         []*shareEntry
+	held        map[*shareEntry]struct{} // handed out, not settled
+	closing     bool
 	// cancelled: a graceful stop began (CancelConsume): no more polls;
 	// Receive hands out what the last poll returned, then nothing.
 	cancelled bool
@@ -255,7 +256,7 @@ func (t *Transport) receiveShare(ctx context.Context, p *transport.ReceiveParams
 			// A narrow poll fetches one partition; it must outlast the
 			// broker's wait, or the answer arrives after the poll and is
 			// released with its partition paused.
-			slice = max(slice, 30*shareFetchWait(true))
+			slice = max(slice, 10*shareFetchWait(true))
 		}
 		if err := s.fill(ctx, max(slice, 10*time.Millisecond)); err != nil {
 			return nil, err
@@ -399,7 +400,18 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 	}
 	s.buf = make([]*shareEntry, 0, len(over)+len(fresh)+len(again))
 	s.buf = append(append(append(s.buf, over...), fresh...), again...)
-	s.wantNarrow = len(over)+len(again) > 0 // applied once the poll is settled (reshapeLocked)
+	// Applied once the poll is settled (reshapeLocked). A narrow member
+	// widens only after first-time deliveries from every partition in turn
+	// (once round): a crashed member's records come back at the head of
+	// their partitions, so one fresh record from one partition does not
+	// mean the redeliveries are done — and a wide fetch that mixes them
+	// holds the others while one of them, the poison, runs.
+	if len(over)+len(again) > 0 {
+		s.freshStreak = 0
+	} else if s.narrow {
+		s.freshStreak++
+	}
+	s.wantNarrow = len(over)+len(again) > 0 || (s.narrow && s.freshStreak < int(max(s.parts, 1)))
 	return nil
 }
 
@@ -475,12 +487,12 @@ func (s *shareInstance) isNarrow() bool {
 }
 
 // shareRotateAfter is how many empty narrow polls a member makes on one
-// partition before it turns to the next: a fetch answered after its poll
+// partition before it turns to the next (two): a fetch answered after its poll
 // ended is released by franz-go if its partition is paused by then (its
 // record's count raised, no handler having seen it), so the member stays
 // on a partition that brought nothing until such a late answer is out of
 // the question.
-const shareRotateAfter = 3
+const shareRotateAfter = 2
 
 // rotateLocked lets a narrow member fetch from one partition only, the
 // next in turn, and pauses the others: a share fetch goes to every broker
