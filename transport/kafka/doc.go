@@ -157,8 +157,9 @@
 // franz-go accepts every record of a poll not acknowledged before the next
 // poll, so a member polls only when everything of its last poll is
 // settled. A member starts narrow — one record per fetch, from one
-// partition at a time — and widens (Options.ShareMaxRecords) once a
-// first-time delivery comes; a redelivery narrows it again, so that when
+// partition at a time — and widens (Options.ShareMaxRecords) once narrow
+// polls of every partition in turn brought only first-time deliveries; a
+// redelivery narrows it again, so that when
 // a poison record kills the process it holds nothing else. Retry topics are
 // still consumed by the queue's consumer group (DefaultGroup), paused until
 // due. Lily sets share.auto.offset.reset = earliest on the group (Declare,
