@@ -260,19 +260,9 @@ func (t *Transport) lag(ctx context.Context, group string, topics ...string) (in
 // and those not fetched yet). While a retry or dead-letter copy is being
 // handed off, its original is counted until its offset is committed, a
 // moment after the copy was confirmed, so a message can be counted twice
-// for that moment, never not at all.
+// for that moment, never not at all. A share-group queue's main topic
+// counts the share-partition lag instead (InFlightParts).
 func (t *Transport) InFlight(ctx context.Context, queue string) (int64, error) {
-	topics, err := t.retryTopics(ctx, queue)
-	if err != nil {
-		return 0, err
-	}
-	if sg := t.shareGroupOf(queue); sg != "" {
-		n, err := t.shareLag(ctx, sg, queue)
-		if err != nil {
-			return 0, err
-		}
-		r, err := t.lag(ctx, t.group(queue), topics...)
-		return n + r, err
-	}
-	return t.lag(ctx, t.group(queue), append([]string{queue}, topics...)...)
+	p, err := t.InFlightParts(ctx, queue)
+	return p.Ready + p.Retrying, err
 }

@@ -533,7 +533,7 @@ func (s *shareInstance) waitSettled(wait time.Duration) {
 	}
 }
 
-// settled ends an entry's hand-out; with s.mu held.
+// settledLocked ends an entry's hand-out; with s.mu held.
 func (s *shareInstance) settledLocked(e *shareEntry) {
 	e.settled = true
 	delete(s.held, e)
