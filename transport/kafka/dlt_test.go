@@ -268,8 +268,11 @@ func TestLedgerBalances(t *testing.T) {
 	tr := open(t, c)
 	store := openCatalog(t)
 	acc := catalog.Account(tr, store)
+	// Half the messages fail, a quarter transiently: enough for the
+	// breaker to open and hold them (the load decides the order), which is
+	// not what this test is about.
 	qc := lily.QueueConfig{Name: fmt.Sprintf("dlt.ledger.%08x", rand.Uint32()), Transport: lily.TransportKafka,
-		RetryAttempts: 1, RetryBackoffMillis: new(int64(20))}.WithDefaults()
+		RetryAttempts: 1, RetryBackoffMillis: new(int64(20)), Breaker: new(bool)}.WithDefaults()
 	if err := acc.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 		t.Fatal(err)
 	}
@@ -294,12 +297,21 @@ func TestLedgerBalances(t *testing.T) {
 	}
 	balanced("before consuming", int64(len(msgs)))
 	var acked atomic.Int64
+	// What happened to each message, printed if the test fails.
+	var mu sync.Mutex
+	seen := map[string][]string{}
 	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
+		mu.Lock()
+		seen[e.EventID] = append(seen[e.EventID], fmt.Sprintf("%s(%v %v)", e.Kind, e.Reason, e.Err))
+		mu.Unlock()
 		if e.Kind == lily.EventAcked || e.Kind == lily.EventDeadLettered {
 			acked.Add(1)
 		}
 	})
 	stop := runConsumer(t, acc, qc, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
+		mu.Lock()
+		seen[d.EventID] = append(seen[d.EventID], fmt.Sprintf("handled body %d count %d retry %d", d.Body[0], d.DeliveryCount, d.RetryCount))
+		mu.Unlock()
 		switch d.Body[0] % 4 {
 		case 0:
 			return lily.Permanent(errors.New("bad"))
@@ -308,6 +320,15 @@ func TestLedgerBalances(t *testing.T) {
 		}
 		return nil
 	}), hook)
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			for id, ev := range seen {
+				t.Logf("%s: %v", id, ev)
+			}
+			mu.Unlock()
+		}
+	})
 	transporttest.WaitFor(t, "every message settled", func() bool { return acked.Load() == int64(len(msgs)) })
 	stop()
 	balanced("dead letters in the topic", 0)

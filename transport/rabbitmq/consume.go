@@ -39,9 +39,11 @@ type consumer struct {
 	isolate  bool
 	held     map[uint64]bool // delivery tags handed out, not settled
 	dead     bool
-	canceled bool   // CancelConsume: never subscribe again, hand out what was pushed
-	alone    uint64 // tag of a redelivery handed out alone, until settled
-	keyOrder bool   // per-key order (a single-active-consumer queue): prefetch 1, never cancelled while it holds anything
+	canceled bool            // CancelConsume: never subscribe again, hand out what was pushed
+	alone    uint64          // tag of a redelivery handed out alone, until settled
+	keyOrder bool            // per-key order (a single-active-consumer queue): prefetch 1, never cancelled while it holds anything
+	maxTag   uint64          // the highest delivery tag read on ch
+	holes    map[uint64]bool // tags below maxTag not read (yet): see saw
 }
 
 var tagSeq atomic.Uint64
@@ -88,6 +90,7 @@ func (c *consumer) open(ctx context.Context) error {
 		return err
 	}
 	c.ch, c.in, c.pending, c.reds, c.held, c.dead = ch, nil, nil, nil, map[uint64]bool{}, false
+	c.maxTag, c.holes = 0, nil
 	c.cautious = c.isolate
 	return nil
 }
@@ -136,8 +139,12 @@ func (c *consumer) stop() {
 			got = &d
 		}
 	}
+	if got != nil {
+		c.saw(got.DeliveryTag)
+	}
 	if err := c.ch.Cancel(c.tag, false); err == nil {
 		for d := range c.in {
+			c.saw(d.DeliveryTag)
 			c.pending = append(c.pending, d)
 		}
 	}
@@ -145,6 +152,48 @@ func (c *consumer) stop() {
 		c.pending = append(c.pending, *got)
 	}
 	c.in = nil
+}
+
+// saw notes that the delivery with tag was read from the channel. A
+// channel numbers its deliveries 1, 2, 3, …, so a tag above the next one
+// expected leaves holes: deliveries not read yet (the basic.get of stop
+// is read before the pushed deliveries in front of it) or never to be
+// read — the client library drops a delivery that arrives for a consumer
+// tag it has already cancelled, and the broker still counts it as
+// delivered to this channel, unacknowledged and invisible until the
+// channel closes. See releaseHoles.
+func (c *consumer) saw(tag uint64) {
+	if tag <= c.maxTag {
+		delete(c.holes, tag)
+		return
+	}
+	for t := c.maxTag + 1; t < tag; t++ {
+		if c.holes == nil {
+			c.holes = map[uint64]bool{}
+		}
+		c.holes[t] = true
+	}
+	c.maxTag = tag
+}
+
+// releaseHoles gives back to the queue every delivery of the channel that
+// was never read, once none can still be: called when a delivery of the
+// current subscription is read, since the broker numbered everything sent
+// before it lower and the earlier subscriptions' deliveries were drained
+// (stop) or dropped by the client. Left alone, such a delivery would stay
+// unacknowledged, held by no handler, for as long as the channel lives.
+// The release (nack with requeue) raises its delivery count, as a channel
+// close would. c.mu is held.
+func (c *consumer) releaseHoles() {
+	for tag := range c.holes {
+		delete(c.holes, tag)
+		if err := c.ch.Nack(tag, false, true); err != nil {
+			c.t.opts.Logger.Warn("rabbitmq: releasing a delivery the client library dropped failed", "queue", c.key.queue, "tag", tag, "err", err)
+			continue
+		}
+		c.t.opts.Logger.Warn("rabbitmq: released a delivery the client library dropped after a cancel (it had reached the channel after the cancel's reply); it returns to the queue with its count raised",
+			"queue", c.key.queue, "tag", tag)
+	}
 }
 
 // redelivered reports whether the broker handed d out before (see
@@ -267,7 +316,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 			// the channel was replaced meanwhile: its deliveries are void
 		case !ok:
 			c.in = nil // channel closed: reopened on the next call
-		case take(*d):
+		case c.fresh(d) && take(*d):
 		more:
 			for c.in != nil {
 				select {
@@ -276,7 +325,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 						c.in = nil
 						break more
 					}
-					if !take(d) {
+					if c.fresh(&d); !take(d) {
 						break more
 					}
 				default:
@@ -302,6 +351,17 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	}
 	c.mu.Unlock()
 	return ds, nil
+}
+
+// fresh notes d, read from the current subscription, and releases the
+// deliveries that can no longer be read (see releaseHoles). It returns
+// true.
+func (c *consumer) fresh(d *amqp.Delivery) bool {
+	c.saw(d.DeliveryTag)
+	if len(c.holes) > 0 {
+		c.releaseHoles()
+	}
+	return true
 }
 
 // waitDelivery waits up to wait for a delivery on in. It returns the

@@ -3,9 +3,11 @@ package rabbitmq_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -275,6 +277,65 @@ func (f *fleet) stopAll(check bool) {
 	}
 }
 
+// diagnoseOnFailure registers a clean-up that, when the test has failed
+// with children still running, prints what the broker says about queue
+// and its consumers (who holds what unacknowledged) and makes every
+// running child print its goroutines (SIGQUIT) before they are stopped.
+func (f *fleet) diagnoseOnFailure(queue string) {
+	f.t.Cleanup(func() {
+		if !f.t.Failed() {
+			return
+		}
+		mgmt, err := rabbitmq.ManagementFor(brokerURL())
+		if err != nil {
+			f.t.Logf("diagnosis: %v", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var q map[string]any
+		found, err := mgmt.Get(ctx, "/api/queues/"+mgmt.VHostPath()+"/"+url.PathEscape(queue), &q)
+		f.t.Logf("diagnosis: queue %s (found %v, err %v): messages %v, ready %v, unacknowledged %v, dlx %v, consumers %v",
+			queue, found, err, q["messages"], q["messages_ready"], q["messages_unacknowledged"], q["messages_dlx"], q["consumers"])
+		var consumers []struct {
+			Tag      string `json:"consumer_tag"`
+			Prefetch int    `json:"prefetch_count"`
+			Queue    struct {
+				Name string `json:"name"`
+			} `json:"queue"`
+			Channel json.RawMessage `json:"channel_details"` // an object, or [] once the channel is gone
+		}
+		if _, err := mgmt.Get(ctx, "/api/consumers/"+mgmt.VHostPath(), &consumers); err != nil {
+			f.t.Logf("diagnosis: consumers: %v", err)
+		}
+		for _, c := range consumers {
+			if c.Queue.Name != queue {
+				continue
+			}
+			var details struct {
+				Name string `json:"name"`
+			}
+			json.Unmarshal(c.Channel, &details)
+			var ch map[string]any
+			mgmt.Get(ctx, "/api/channels/"+url.PathEscape(details.Name), &ch)
+			f.t.Logf("diagnosis: consumer %s (prefetch %d) on channel %q: unacknowledged %v, unconfirmed %v",
+				c.Tag, c.Prefetch, details.Name, ch["messages_unacknowledged"], ch["messages_unconfirmed"])
+		}
+		f.mu.Lock()
+		procs := f.procs
+		f.mu.Unlock()
+		for _, p := range procs {
+			select {
+			case <-p.done:
+			default:
+				f.t.Logf("diagnosis: child %d prints its goroutines", p.cmd.Process.Pid)
+				p.cmd.Process.Signal(syscall.SIGQUIT)
+				<-p.done
+			}
+		}
+	})
+}
+
 // writeFile creates the empty file dir/name (a signal to the children).
 func writeFile(dir, name string) error { return os.WriteFile(filepath.Join(dir, name), nil, 0o644) }
 
@@ -463,6 +524,7 @@ func TestFleetCompetingConsumers(t *testing.T) {
 	// twice while both copies wait in the broker's DLQ; ingest makes them
 	// one entry.)
 	var handledAt time.Duration
+	f.diagnoseOnFailure(qc.Name)
 	waitUntil(t, "every message handled to its end and the ledger settled", 50*time.Second, func() (bool, string) {
 		final := map[string]bool{}
 		for _, l := range f.handled() {
