@@ -183,7 +183,10 @@ func (c *consumer) saw(tag uint64) {
 // (stop) or dropped by the client. Left alone, such a delivery would stay
 // unacknowledged, held by no handler, for as long as the channel lives.
 // The release (nack with requeue) raises its delivery count, as a channel
-// close would. c.mu is held.
+// close would. A delivery dropped at the end of a burst, with nothing
+// behind it, is found only by the next delivery on the channel or given
+// back when the channel closes (the consumer stops): held late, never
+// lost. c.mu is held.
 func (c *consumer) releaseHoles() {
 	for tag := range c.holes {
 		delete(c.holes, tag)
