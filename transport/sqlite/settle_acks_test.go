@@ -13,7 +13,7 @@ import (
 // stale receipts of an earlier lease, an ack given twice, and an ack
 // followed by a release of the same delivery: each ack is fenced by its own
 // receipt, in the order given. (Written for a batched DELETE of the acks,
-// see docs/benchmarks.md, sessions 5 and 7.)
+// tried twice and not kept: see docs/benchmarks.md, sessions 5 and 7.)
 func TestAcksAcrossReceiveCounts(t *testing.T) {
 	clk := newClock()
 	tr := open(t, Options{Now: clk.Now, VisibilityTimeout: time.Minute}, "q")
