@@ -101,7 +101,7 @@ func (t *Transport) insertMessages(ctx context.Context, tx *sql.Tx, queue string
 			if body == nil {
 				body = []byte{}
 			}
-			args = append(args, queue, m.EventID, m.Key, m.Type, body, hdr, visibleAt, visibleAt, 1) // accounted: foreign.go
+			args = append(args, queue, m.EventID, orNull(m.Key), orNull(m.Type), body, hdr, visibleAt, visibleAt)
 		}
 		res, err := st.ExecContext(ctx, args...)
 		if err != nil {
@@ -114,6 +114,15 @@ func (t *Transport) insertMessages(ctx context.Context, tx *sql.Tx, queue string
 		start += n
 	}
 	return nil
+}
+
+// orNull is nil for "" (stored as the empty string by insertSQL, without
+// a buffer), else s.
+func orNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // PublishTx enqueues messages inside the caller's transaction on this
