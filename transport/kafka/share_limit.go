@@ -64,14 +64,12 @@ func (t *Transport) ShareSettings(ctx context.Context, group string) (ShareSetti
 			}
 			switch c.Key {
 			case BrokerShareDeliveryLimit:
-				if n, err := strconv.Atoi(*c.Value); err == nil && n > 0 && (limit == 0 || n < limit) {
+				if n, ok := shareLimit(*c.Value); ok && (limit == 0 || n < limit) {
 					limit = n
 				}
 			case BrokerShareLockDuration:
-				if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && ms > 0 {
-					if d := time.Duration(ms) * time.Millisecond; lock == 0 || d < lock {
-						lock = d
-					}
+				if d, ok := shareLock(*c.Value); ok && (lock == 0 || d < lock) {
+					lock = d
 				}
 			}
 		}
@@ -86,13 +84,26 @@ func (t *Transport) ShareSettings(ctx context.Context, group string) (ShareSetti
 	if err != nil {
 		return s, nil // a broker without group configs: the brokers' apply
 	}
-	if n, err := strconv.Atoi(grp[GroupShareDeliveryLimit]); err == nil && n > 0 {
+	if n, ok := shareLimit(grp[GroupShareDeliveryLimit]); ok {
 		s.DeliveryLimit, s.DeliveryLimitSource = n, "group"
 	}
-	if ms, err := strconv.ParseInt(grp[GroupShareLockDuration], 10, 64); err == nil && ms > 0 {
-		s.LockDuration, s.LockDurationSource = time.Duration(ms)*time.Millisecond, "group"
+	if d, ok := shareLock(grp[GroupShareLockDuration]); ok {
+		s.LockDuration, s.LockDurationSource = d, "group"
 	}
 	return s, nil
+}
+
+// shareLimit parses a delivery-count limit config value (a positive
+// integer).
+func shareLimit(v string) (int, bool) {
+	n, err := strconv.Atoi(v)
+	return n, err == nil && n > 0
+}
+
+// shareLock parses a lock-duration config value (positive milliseconds).
+func shareLock(v string) (time.Duration, bool) {
+	ms, err := strconv.ParseInt(v, 10, 64)
+	return time.Duration(ms) * time.Millisecond, err == nil && ms > 0
 }
 
 // groupConfigs returns the values of keys set on the group itself (config

@@ -319,7 +319,11 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 			// the channel was replaced meanwhile: its deliveries are void
 		case !ok:
 			c.in = nil // channel closed: reopened on the next call
-		case c.fresh(d) && take(*d):
+		default:
+			c.fresh(d)
+			if !take(*d) {
+				break
+			}
 		more:
 			for c.in != nil {
 				select {
@@ -328,7 +332,8 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 						c.in = nil
 						break more
 					}
-					if c.fresh(&d); !take(d) {
+					c.fresh(&d)
+					if !take(d) {
 						break more
 					}
 				default:
@@ -357,14 +362,12 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 }
 
 // fresh notes d, read from the current subscription, and releases the
-// deliveries that can no longer be read (see releaseHoles). It returns
-// true.
-func (c *consumer) fresh(d *amqp.Delivery) bool {
+// deliveries that can no longer be read (see releaseHoles).
+func (c *consumer) fresh(d *amqp.Delivery) {
 	c.saw(d.DeliveryTag)
 	if len(c.holes) > 0 {
 		c.releaseHoles()
 	}
-	return true
 }
 
 // waitDelivery waits up to wait for a delivery on in. It returns the

@@ -130,3 +130,22 @@ func openWith(t *testing.T, opts rabbitmq.Options) *rabbitmq.Transport {
 
 // slogTo is a text logger writing to w.
 func slogTo(w *transporttest.SyncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// receiveN calls Receive with p (Max: what is still missing) until n
+// deliveries came, failing the test after 10 s.
+func receiveN(t *testing.T, tr transport.Transport, p transport.ReceiveParams, n int) []*transport.Delivery {
+	t.Helper()
+	var out []*transport.Delivery
+	for deadline := time.Now().Add(10 * time.Second); len(out) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of %d from %s within 10 s", len(out), n, p.Queue)
+		}
+		p.Max = n - len(out)
+		ds, err := tr.Receive(context.Background(), &p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ds...)
+	}
+	return out
+}

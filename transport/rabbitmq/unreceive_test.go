@@ -33,18 +33,7 @@ func TestUnreceiveForeignMessage(t *testing.T) {
 	}
 	receive := func(n int) []*transport.Delivery {
 		t.Helper()
-		var out []*transport.Delivery
-		for deadline := time.Now().Add(10 * time.Second); len(out) < n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("received %d of %d", len(out), n)
-			}
-			ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: n - len(out), Wait: 100 * time.Millisecond, Consumer: "c"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, ds...)
-		}
-		return out
+		return receiveN(t, tr, transport.ReceiveParams{Queue: qc.Name, Wait: 100 * time.Millisecond, Consumer: "c"}, n)
 	}
 	first := receive(2)
 	if err := tr.Unreceive(ctx, &transport.UnreceiveParams{Consumer: "c", Deliveries: first}); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // holdConnection takes the pool's only connection, so that the writer
@@ -26,19 +27,6 @@ func holdConnection(t *testing.T, tr *Transport) func() {
 	release := func() { once.Do(func() { conn.Close() }) }
 	t.Cleanup(release) // before Close (registered after open's), which waits for the writer
 	return release
-}
-
-// waitFor polls cond until it holds (a wait for a state, not a timing
-// assertion: the deadline only stops a broken test).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func (t *Transport) pendingLen() int {
@@ -88,7 +76,7 @@ func TestGroupCommitSharesATransaction(t *testing.T) {
 	go func() { // taken by the writer, which then waits for the connection
 		first <- tr.Publish(ctx, &transport.PublishParams{Queue: "q", Messages: []transport.Message{{EventID: "m1", Body: []byte("b")}}})
 	}()
-	waitFor(t, "the writer takes the first publish", func() bool { return tr.groups.Load() == g0+1 })
+	transporttest.WaitFor(t, "the writer takes the first publish", func() bool { return tr.groups.Load() == g0+1 })
 
 	type received struct {
 		ds  []*transport.Delivery
@@ -102,12 +90,12 @@ func TestGroupCommitSharesATransaction(t *testing.T) {
 	go func() {
 		errs <- tr.Publish(ctx, &transport.PublishParams{Queue: "q", Messages: []transport.Message{{EventID: "m2", Body: []byte("b")}, {EventID: "m3", Body: []byte("b")}}})
 	}()
-	waitFor(t, "settle and publish queued", func() bool { return tr.pendingLen() == 2 })
+	transporttest.WaitFor(t, "settle and publish queued", func() bool { return tr.pendingLen() == 2 })
 	go func() {
 		ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: "q", Consumer: "c", Max: 10})
 		got <- received{ds, err}
 	}()
-	waitFor(t, "the lease queued", func() bool { return tr.pendingLen() == 3 })
+	transporttest.WaitFor(t, "the lease queued", func() bool { return tr.pendingLen() == 3 })
 	release()
 
 	if err := <-first; err != nil {
@@ -199,13 +187,13 @@ func TestGroupCommitWithdrawnWrite(t *testing.T) {
 	go func() {
 		first <- tr.Publish(ctx, &transport.PublishParams{Queue: "q", Messages: []transport.Message{{EventID: "m1", Body: []byte("b")}}})
 	}()
-	waitFor(t, "the writer takes the first publish", func() bool { return tr.groups.Load() == g0+1 })
+	transporttest.WaitFor(t, "the writer takes the first publish", func() bool { return tr.groups.Load() == g0+1 })
 	cctx, cancel := context.WithCancel(ctx)
 	gone := make(chan error, 1)
 	go func() {
 		gone <- tr.Publish(cctx, &transport.PublishParams{Queue: "q", Messages: []transport.Message{{EventID: "m2", Body: []byte("b")}}})
 	}()
-	waitFor(t, "the second publish queued", func() bool { return tr.pendingLen() == 1 })
+	transporttest.WaitFor(t, "the second publish queued", func() bool { return tr.pendingLen() == 1 })
 	cancel()
 	if err := <-gone; !errors.Is(err, context.Canceled) {
 		t.Errorf("withdrawn publish = %v, want context.Canceled", err)
@@ -237,7 +225,7 @@ func TestParkedLeaseRidesOnThePublish(t *testing.T) {
 		}
 		got <- ds
 	}()
-	waitFor(t, "the lease parked", func() bool { return tr.parkedLen() == 1 })
+	transporttest.WaitFor(t, "the lease parked", func() bool { return tr.parkedLen() == 1 })
 	publish(t, tr, "q", "m1", "m2")
 	ds := <-got
 	if got := summary(ds); !reflect.DeepEqual(got, []string{"m1/1", "m2/1"}) {

@@ -52,15 +52,10 @@ func (t *Transport) eachReceipt(ctx context.Context, what string, ds []*transpor
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
-	errs := make([]error, len(ds))
-	failed := 0
-	w := &write{kind: writeSettle, what: what}
-	w.run = func(ctx context.Context, tx *sql.Tx) error {
-		clear(errs)
-		failed = 0
+	return t.writeSettlements(ctx, what, len(ds), func(ctx context.Context, tx *sql.Tx, errs []error) (failed int, _ bool, _ error) {
 		stmt, err := tx.PrepareContext(ctx, query)
 		if err != nil {
-			return fmt.Errorf("sqlite transport: %s: %w", what, err)
+			return 0, false, fmt.Errorf("sqlite transport: %s: %w", what, err)
 		}
 		defer stmt.Close()
 		for i, d := range ds {
@@ -72,20 +67,13 @@ func (t *Transport) eachReceipt(ctx context.Context, what string, ds []*transpor
 			}
 			res, err := stmt.ExecContext(ctx, append(args(), rc.id, rc.count, owner)...)
 			if err != nil {
-				return fmt.Errorf("sqlite transport: %s %s: %w", what, d.EventID, err)
+				return 0, false, fmt.Errorf("sqlite transport: %s %s: %w", what, d.EventID, err)
 			}
 			if n, _ := res.RowsAffected(); n != 1 {
 				errs[i] = fmt.Errorf("sqlite transport: %s %s: %w", what, d.EventID, transport.ErrLeaseLost)
 				failed++
 			}
 		}
-		return nil
-	}
-	if err := t.write(ctx, w); err != nil { // group.go: committed when it returns nil
-		return err
-	}
-	if failed > 0 {
-		return &transport.SettleError{Errs: errs}
-	}
-	return nil
+		return failed, false, nil
+	})
 }

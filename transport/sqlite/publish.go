@@ -10,8 +10,9 @@ import (
 )
 
 // Publish enqueues messages in one transaction (shared with concurrent
-// writes: group.go): when it returns nil, all of them are durable. The queue must have been declared. Messages are counted
-// as accepted in the ledger unless p.Redrive is set.
+// writes: group.go): when it returns nil, all of them are durable. The
+// queue must have been declared. Messages are counted as accepted in the
+// ledger unless p.Redrive is set.
 func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) error {
 	if len(p.Messages) == 0 {
 		return nil

@@ -23,16 +23,29 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
-	errs := make([]error, len(p.Settlements))
+	return t.writeSettlements(ctx, "settle", len(p.Settlements), func(ctx context.Context, tx *sql.Tx, errs []error) (int, bool, error) {
+		return t.settleTx(ctx, tx, p, errs)
+	})
+}
+
+// writeSettlements runs run, the work of n settlements (Settle,
+// ExtendLeases, Unreceive), as one write of a group transaction (group.go)
+// and returns once it is committed. run fills errs with the failures of
+// single settlements and returns how many there are and whether the
+// commit makes messages ready; it may run twice (alone, after a failed
+// group), so errs is cleared before each run. Single failures come back as
+// a *transport.SettleError; a failure of the transaction as itself.
+func (t *Transport) writeSettlements(ctx context.Context, what string, n int, run func(ctx context.Context, tx *sql.Tx, errs []error) (failed int, wakes bool, err error)) error {
+	errs := make([]error, n)
 	failed := 0
-	w := &write{kind: writeSettle, what: "settle"}
+	w := &write{kind: writeSettle, what: what}
 	w.run = func(ctx context.Context, tx *sql.Tx) error {
 		clear(errs)
 		var err error
-		failed, w.wakes, err = t.settleTx(ctx, tx, p, errs)
+		failed, w.wakes, err = run(ctx, tx, errs)
 		return err
 	}
-	if err := t.write(ctx, w); err != nil { // group.go: committed when it returns nil
+	if err := t.write(ctx, w); err != nil { // committed when it returns nil
 		return err
 	}
 	if failed > 0 {

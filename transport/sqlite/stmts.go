@@ -15,8 +15,9 @@ import (
 // sizes, so that SQLite parses each shape once, at Open, never per call.
 const (
 	// publishChunk is the most rows in one INSERT statement (8 parameters
-	// each: insertSQL); a publish of fewer rows, or its remainder, is split into
-	// exact power-of-two chunks below it (100 = 100; 37 = 32 + 4 + 1).
+	// each: insertSQL); a publish of fewer rows, or its remainder, is
+	// split into exact power-of-two chunks below it (100 = 100; 37 = 32 +
+	// 4 + 1).
 	publishChunk = 100
 	// leaseChunk is the most ids in one lease UPDATE; fewer are padded
 	// with NULL up to the next power of two (NULL matches no id).
@@ -29,10 +30,11 @@ const (
 	// that the transaction had written before — in a group transaction
 	// (group.go) the pages of the settlements and leases before it, which
 	// past 64 KiB spill to a temporary file. A row could only be ignored
-	// on a NOT NULL column bound to NULL (no UNIQUE index covers the
-	// columns; the rowid is assigned), which insertMessages never binds;
-	// and it checks that every row was inserted, failing the publish
-	// otherwise, so nothing is ever skipped silently.
+	// on a NOT NULL column given NULL (no UNIQUE index covers the
+	// columns; the rowid is assigned), which insertSQL never gives one (a
+	// NULL key or type goes through COALESCE); and insertMessages checks
+	// that every row was inserted, failing the publish otherwise, so
+	// nothing is ever skipped silently.
 	insertPrefix = `INSERT OR IGNORE INTO lily_messages(queue, event_id, msg_key, msg_type, body, headers, visible_at, enqueued_at, accounted) VALUES `
 
 	checkQueueSQL = `SELECT 1 FROM lily_queues WHERE name = ?`
@@ -80,9 +82,9 @@ func leaseSQL(n int) string {
 // insertSQL is the INSERT of n rows, eight parameters each: accounted is
 // the literal 1 (foreign.go), and an empty key or type is bound as NULL
 // and stored as the empty string (COALESCE), since the driver copies every
-// text argument into a C buffer of its own, empty ones too. Binding is a
-// large part of a publish's CPU: these two cut it by a fifth, and the
-// runtime's CPU per message by ≈ 4 % (docs/benchmarks.md, session 7).
+// text argument into a C buffer of its own, empty ones too. Binding is
+// about a fifth of a publish's CPU; these two lowered the runtime's CPU
+// per message by ≈ 4 % (docs/benchmarks.md, session 7).
 // Parameters shared by the rows (queue, time) cannot be bound once: a
 // numbered parameter (?NNN) made the driver look up every parameter's
 // name, which cost more than it saved.
