@@ -57,6 +57,13 @@ func BenchmarkSettleAcks(b *testing.B) {
 				}
 				cpu += cpuTime(b) - before
 			}
+			// Conservation: every message published was acked.
+			if n, err := tr.InFlight(ctx, "q"); err != nil || n != 0 {
+				b.Fatalf("in flight after the run: %d (%v), want 0", n, err)
+			}
+			if r := ledger(b, tr)["q"]; !r.Balanced() || r.Accepted != int64(n) || r.Acked != int64(n) {
+				b.Fatalf("ledger %+v, want %d accepted and acked, balanced", r, n)
+			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/ack")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*batch), "cpu-ns/ack")
 		})

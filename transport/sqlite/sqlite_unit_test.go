@@ -96,7 +96,7 @@ func inFlight(t *testing.T, tr *Transport, queue string) int64 {
 	return n
 }
 
-func ledger(t *testing.T, tr *Transport) map[string]catalog.LedgerRow {
+func ledger(t testing.TB, tr *Transport) map[string]catalog.LedgerRow {
 	t.Helper()
 	ctx := context.Background()
 	cat, err := catalog.New(ctx, tr.DB())
