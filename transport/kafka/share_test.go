@@ -24,17 +24,22 @@ import (
 )
 
 // shareLock is the acquisition lock of the share-group test clusters:
-// short, so that the slow-handler behaviours outlive it and must renew.
-const shareLock = time.Second
+// short, so that the slow-handler behaviours outlive it and must renew,
+// but not so short that a renewal (every fifth of it) delayed by a loaded
+// CI machine lets it run out — that raises a count where the hanging-
+// dependency behaviour requires none (seen once with 1 s under the whole
+// suite). The member session (6 s) is long for the same reason: a member
+// whose session expires gives its records back with their counts raised.
+const shareLock = 2 * time.Second
 
 // newShareCluster starts kfake with share groups whose archive limit is
 // the broker default (5) and whose lock is shareLock.
 func newShareCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
 	return newCluster(t, append([]kfake.Opt{kfake.BrokerConfigs(map[string]string{
-		kafka.BrokerShareLockDuration:       "1000",
+		kafka.BrokerShareLockDuration:       fmt.Sprint(shareLock.Milliseconds()),
 		"group.share.heartbeat.interval.ms": "200",
-		"group.share.session.timeout.ms":    "2000",
+		"group.share.session.timeout.ms":    "6000",
 	})}, opts...)...)
 }
 
