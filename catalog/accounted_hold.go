@@ -38,6 +38,11 @@ var ErrCatalogUnavailable = errors.New("catalog unavailable")
 // as new copies through a retry bucket (AccountOptions.HoldDelay, with
 // headers unchanged, as the runtime's breaker holds deliveries); with
 // neither it stays held and the outage is reported again every HoldFor.
+// A batch of an ordered queue (p.KeyOrder) on a transport that cannot give
+// back in place (Features.UnreceiveInPlace false: RabbitMQ's give-back is
+// a copy at the queue's tail) stays held too: a copy behind later
+// messages of its keys would break the order the queue promises, and the
+// consumer of an ordered queue fetches nothing else meanwhile anyway.
 // StopConsumer gives back what is still held the same way.
 func (a *Accounted) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
 	k := holdKey{queue: p.Queue, consumer: p.Consumer}
@@ -48,7 +53,7 @@ func (a *Accounted) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	if err != nil || len(ds) == 0 {
 		return ds, err
 	}
-	return a.countOrHold(ctx, k, &heldBatch{ds: ds})
+	return a.countOrHold(ctx, k, &heldBatch{ds: ds, ordered: p.KeyOrder})
 }
 
 // holdKey names one consumer instance of one queue.
@@ -59,6 +64,7 @@ type heldBatch struct {
 	ds       []*transport.Delivery
 	since    time.Time // first failed count; zero before
 	reported time.Time // last loud report
+	ordered  bool      // received for an ordered queue (ReceiveParams.KeyOrder)
 }
 
 // holder keeps the batches that could not be counted, per consumer.
@@ -109,17 +115,21 @@ func (a *Accounted) countOrHold(ctx context.Context, k holdKey, hb *heldBatch) (
 			"queue", k.queue, "consumer", k.consumer, "count", len(hb.ds), "hold_for", a.o.HoldFor, "err", err)
 	}
 	if now.Sub(hb.since) >= a.o.HoldFor {
-		how, left, gerr := a.giveBack(ctx, k.consumer, hb.ds)
+		how, left, gerr := "", hb.ds, errOrderedInPlace
+		if !hb.ordered || a.Features().UnreceiveInPlace {
+			how, left, gerr = a.giveBack(ctx, k.consumer, hb.ds)
+		}
+		given := len(hb.ds) - len(left)
 		hb.ds = left
 		switch {
 		case gerr == nil:
 			a.o.Log.Error("catalog still down: gave the held deliveries back without raising their delivery count",
-				"queue", k.queue, "consumer", k.consumer, "count", len(hb.ds), "how", how, "held_for", now.Sub(hb.since), "err", err)
+				"queue", k.queue, "consumer", k.consumer, "count", given, "how", how, "held_for", now.Sub(hb.since), "err", err)
 			return nil, fmt.Errorf("catalog: count received messages as accepted: %w: %w (gave the held deliveries back by %s after %v)",
 				ErrCatalogUnavailable, err, how, now.Sub(hb.since).Round(time.Second))
 		case now.Sub(hb.reported) >= a.o.HoldFor:
 			hb.reported = now
-			a.o.Log.Error("catalog still down: still holding the deliveries unacknowledged (the transport cannot give them back uncounted; set AccountOptions.HoldDelay to a retry bucket to give them back as new copies)",
+			a.o.Log.Error("catalog still down: still holding the deliveries unacknowledged (they cannot be given back uncounted, in place)",
 				"queue", k.queue, "consumer", k.consumer, "count", len(hb.ds), "held_for", now.Sub(hb.since), "err", err, "give_back_err", gerr)
 		}
 	}
@@ -127,6 +137,10 @@ func (a *Accounted) countOrHold(ctx context.Context, k holdKey, hb *heldBatch) (
 	return nil, fmt.Errorf("catalog: count received messages as accepted: %w: %w (holding %d deliveries of %s unacknowledged since %s; nothing more is fetched until the catalog answers)",
 		ErrCatalogUnavailable, err, len(hb.ds), k.queue, hb.since.UTC().Format(time.RFC3339))
 }
+
+// errOrderedInPlace: a held batch of an ordered queue is kept rather than
+// given back behind later messages of its keys.
+var errOrderedInPlace = errors.New("an ordered queue's deliveries are kept held: the transport gives back only to the queue's tail (behind later messages of their keys), so they wait for the catalog in place")
 
 // errCannotGiveBack: the transport has no way to give a delivery back
 // without raising its count.

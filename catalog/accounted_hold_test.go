@@ -298,3 +298,66 @@ func TestStopConsumerLeavesAnOrderedQueuesHeldInPlace(t *testing.T) {
 		}
 	})
 }
+
+// inPlaceBroker gives deliveries back in place (the SQLite transport: the
+// row's lease is cleared, its position kept).
+type inPlaceBroker struct{ *unreceiveBroker }
+
+func (b *inPlaceBroker) Features() transport.Features {
+	f := b.unreceiveBroker.Features()
+	f.UnreceiveInPlace = true
+	return f
+}
+
+// TestReceiveKeepsAnOrderedQueuesBatchHeldPastHoldFor: a batch of an
+// ordered queue held past HoldFor is given back only by a transport that
+// gives back in place; over one that would put copies at the queue's tail
+// (behind later messages of their keys) it stays held — never released,
+// never given back — and is counted once when the catalog answers.
+func TestReceiveKeepsAnOrderedQueuesBatchHeldPastHoldFor(t *testing.T) {
+	ctx := context.Background()
+	ordered := &transport.ReceiveParams{Queue: "q", Max: 10, Consumer: "c1", KeyOrder: true}
+	eachStore(t, func(t *testing.T, s *Store) {
+		for _, inPlace := range []bool{false, true} {
+			clk := &clock{now: testNow}
+			u := &unreceiveBroker{holdBroker: &holdBroker{fakeBroker: &fakeBroker{queued: threeDeliveries()}}}
+			var tr transport.Transport = u
+			if inPlace {
+				tr = &inPlaceBroker{u}
+			}
+			a := AccountWith(tr, s, AccountOptions{Now: clk.Now, HoldFor: time.Minute,
+				HoldDelay: func(string) time.Duration { return time.Second }})
+			repair := breakCatalog(t, s)
+			rounds := 3 // held past HoldFor twice
+			if inPlace {
+				rounds = 2 // given back at the first HoldFor; then nothing is held
+			}
+			for range rounds {
+				_, err := a.Receive(ctx, ordered)
+				if !errors.Is(err, ErrCatalogUnavailable) {
+					t.Fatalf("in place %v: receive: %v, want ErrCatalogUnavailable", inPlace, err)
+				}
+				clk.advance(time.Minute)
+			}
+			if inPlace {
+				if len(u.unreceived) != 3 || len(u.settled) != 0 {
+					t.Errorf("in place: unreceived %d, settled %d; want the 3 given back in place", len(u.unreceived), len(u.settled))
+				}
+				repair()
+				continue
+			}
+			if len(u.unreceived) != 0 || len(u.settled) != 0 || u.receiveCalls() != 1 {
+				t.Errorf("to the tail: unreceived %d, settled %d, broker receives %d; want 0, 0, 1 (held in place)", len(u.unreceived), len(u.settled), u.receiveCalls())
+			}
+			repair()
+			ds, err := a.Receive(ctx, ordered)
+			if err != nil || len(ds) != 3 || ds[0].EventID != "a" || ds[2].EventID != "c" {
+				t.Fatalf("receive after recovery: %d, %v; want the 3 held, in order", len(ds), err)
+			}
+			if r := ledgerOf(t, s, "q"); r.Accepted != 3 {
+				t.Errorf("accepted %d, want 3", r.Accepted)
+			}
+			noRelease(t, u.fakeBroker)
+		}
+	})
+}
