@@ -125,6 +125,29 @@
 //	    runs; a value that stays up means nobody ingests (alert
 //	    LilyBrokerDLQNotIngested).
 //
+// From the RelayMetrics (an outbox relay, outbox.RelayOptions.Observer, as
+// 'lily relay --metrics' runs it; per relay process):
+//
+//	lily_outbox_published_total{queue}           counter
+//	    Outbox rows published and confirmed by the transport.
+//	lily_outbox_publish_failures_total{queue}    counter
+//	    Rows whose publish was not confirmed; they stay and are retried.
+//	lily_outbox_relay_errors_total               counter
+//	    Rounds that could not read or mark the outbox (database errors).
+//
+// From the OutboxCollector (the application's outbox as it is at each
+// scrape, outbox.Backlog):
+//
+//	lily_outbox_pending{queue}                   gauge
+//	    Rows not published yet.
+//	lily_outbox_failing{queue}                   gauge
+//	    Of those, rows with at least one unconfirmed publish.
+//	lily_outbox_oldest_pending_age_seconds{queue} gauge
+//	    Age of the oldest unpublished row, 0 with none: it grows while no
+//	    relay runs or every publish fails (alert LilyOutboxStalled).
+//	lily_outbox_up                               gauge
+//	    1 when the scrape could read the outbox, else 0.
+//
 // # Cost of a scrape
 //
 // A scrape runs one grouped count over the catalog's (queue, state) index,

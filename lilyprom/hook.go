@@ -97,15 +97,9 @@ func NewHook(reg prometheus.Registerer) (*Hook, error) {
 		}, []string{LabelQueue}),
 	}
 	h.inbox = newInboxMetrics()
-	cs := []prometheus.Collector{h.messages, h.duration, h.inflow, h.breaker, h.redrive, h.abandon,
-		h.inbox.duplicates, h.inbox.stale}
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("lilyprom: register runtime metrics: %w", err)
-		}
+	if err := registerAll(reg, "runtime", h.messages, h.duration, h.inflow, h.breaker, h.redrive, h.abandon,
+		h.inbox.duplicates, h.inbox.stale); err != nil {
+		return nil, err
 	}
 	return h, nil
 }
@@ -252,4 +246,22 @@ type slogPrintln struct{}
 
 func (slogPrintln) Println(v ...any) {
 	slog.Default().Error("lilyprom: serving metrics", "err", strings.TrimSpace(fmt.Sprintln(v...)))
+}
+
+// registerAll registers cs with reg (nil: prometheus.DefaultRegisterer),
+// all or none: when one is refused, those registered before it are
+// unregistered again. what names the metrics in the error.
+func registerAll(reg prometheus.Registerer, what string, cs ...prometheus.Collector) error {
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			return fmt.Errorf("lilyprom: register %s metrics: %w", what, err)
+		}
+	}
+	return nil
 }

@@ -25,9 +25,6 @@ type IngestMetrics struct {
 // NewIngestMetrics creates the ingest metrics and registers them with reg
 // (nil means prometheus.DefaultRegisterer).
 func NewIngestMetrics(reg prometheus.Registerer) (*IngestMetrics, error) {
-	if reg == nil {
-		reg = prometheus.DefaultRegisterer
-	}
 	m := &IngestMetrics{
 		drained: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricIngested,
@@ -46,14 +43,8 @@ func NewIngestMetrics(reg prometheus.Registerer) (*IngestMetrics, error) {
 			Help: "Unix time of this process's last ingest pass of the queue that drained its broker DLQ to the end; 0 before the first.",
 		}, []string{LabelQueue}),
 	}
-	cs := []prometheus.Collector{m.drained, m.failed, m.lease, m.last}
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("lilyprom: register ingest metrics: %w", err)
-		}
+	if err := registerAll(reg, "ingest", m.drained, m.failed, m.lease, m.last); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

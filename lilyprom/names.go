@@ -28,6 +28,13 @@ const (
 	MetricIngestLastSuccess = "lily_ingest_last_success_timestamp_seconds"
 	MetricInboxDuplicates   = "lily_inbox_duplicates_total"
 	MetricInboxStale        = "lily_inbox_stale_total"
+	MetricOutboxPublished   = "lily_outbox_published_total"
+	MetricOutboxFailures    = "lily_outbox_publish_failures_total"
+	MetricOutboxRoundErrors = "lily_outbox_relay_errors_total"
+	MetricOutboxPending     = "lily_outbox_pending"
+	MetricOutboxFailing     = "lily_outbox_failing"
+	MetricOutboxOldestAge   = "lily_outbox_oldest_pending_age_seconds"
+	MetricOutboxUp          = "lily_outbox_up"
 )
 
 // Label names.

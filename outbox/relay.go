@@ -37,6 +37,9 @@ type RelayOptions struct {
 	PublishTimeout time.Duration
 	// Logger receives publish failures. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Observer is told what each publish and round did (metrics:
+	// lilyprom.RelayMetrics). Defaults to none.
+	Observer RelayObserver
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -118,6 +121,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			r.o.Logger.Error("outbox relay: round failed", "err", err)
+			if r.o.Observer != nil {
+				r.o.Observer.RoundFailed(err)
+			}
 		}
 		if err != nil || res.Published == 0 {
 			select {
@@ -313,6 +319,13 @@ func (r *Relay) send(ctx context.Context, queue string, rs []row) error {
 	if err != nil {
 		r.o.Logger.Warn("outbox relay: publish failed; the rows stay unpublished and are tried again",
 			"queue", queue, "rows", len(rs), "err", err)
+	}
+	if o := r.o.Observer; o != nil {
+		if err != nil {
+			o.PublishFailed(queue, len(rs), err)
+		} else {
+			o.Published(queue, len(rs))
+		}
 	}
 	return err
 }

@@ -27,6 +27,8 @@ type alertOptions struct {
 	breakerFor  time.Duration // LilyBreakerOpenTooLong fires after this long not closed
 	keyHeldFor  time.Duration // LilyKeysHeld fires after a key was held this long
 	brokerFor   time.Duration // LilyBrokerDLQNotIngested: dead letters in the broker, none ingested, this long
+	outboxAge   time.Duration // LilyOutboxStalled: the oldest unpublished outbox row is older than this
+	outbox      bool          // the configuration names an outbox (outbox_url): outbox rules too
 }
 
 // Windows of the inflow-spike rule: the recent window is compared with the
@@ -113,6 +115,13 @@ annotations summary, description and runbook (the lily command to run first).
                                            (queues on RabbitMQ or Kafka only)
   LilyDLQMetricsAbsent           warning   no lily_dlq_entries of the queue for
                                            15m: the DLQ alerts above are blind
+  LilyOutboxStalled              critical  the oldest unpublished outbox row of
+                                           the queue is older than --outbox-age:
+                                           no relay runs or its publishes fail
+                                           (only with outbox_url configured)
+  LilyOutboxMetricsAbsent        warning   no lily_outbox_pending of the queue
+                                           for 15m: no 'lily relay --metrics'
+                                           is scraped (only with outbox_url)
 
 Check the file with 'promtool check rules FILE' before Prometheus loads it.
 Regenerate it when the configuration changes (retention, owner, breaker).`,
@@ -130,6 +139,7 @@ Regenerate it when the configuration changes (retention, owner, breaker).`,
 			if len(cfg.Queues) == 0 {
 				return usagef("alerts: --config %s has no [[queue]] entries: the rules are written per queue", o.config)
 			}
+			o.outbox = cfg.OutboxURL != ""
 			rf := alertRules(cfg, o)
 			for _, q := range cfg.Queues {
 				if q.Owner == "" {
@@ -171,6 +181,8 @@ Regenerate it when the configuration changes (retention, owner, breaker).`,
 	fl.DurationVar(&o.keyHeldFor, "key-held-for", 10*time.Minute, "LilyKeysHeld: how long a key may stay parked or blocked")
 	fl.DurationVar(&o.brokerFor, "broker-dlq-for", 5*time.Minute,
 		"LilyBrokerDLQNotIngested: how long dead letters may wait in a broker DLQ with none ingested (>= 2m)")
+	fl.DurationVar(&o.outboxAge, "outbox-age", 5*time.Minute,
+		"LilyOutboxStalled: how old the oldest unpublished outbox row may get (>= 1m; with outbox_url configured)")
 	fl.BoolVar(&asJSON, "json", false, "write the rules as JSON (the same structure; Prometheus reads it too)")
 	return cmd
 }
@@ -191,6 +203,8 @@ func (o alertOptions) validate() error {
 		return usagef("--key-held-for %s: must be whole seconds, at least 1m (Prometheus evaluates rules every 15s-1m)", o.keyHeldFor)
 	case o.brokerFor < 2*time.Minute || o.brokerFor%time.Second != 0:
 		return usagef("--broker-dlq-for %s: must be whole seconds, at least 2m (the rule's increase() needs two scrapes in the window)", o.brokerFor)
+	case o.outboxAge < time.Minute || o.outboxAge%time.Second != 0:
+		return usagef("--outbox-age %s: must be whole seconds, at least 1m (a relay polls every 200ms; a publish retried with backoff waits up to 30s)", o.outboxAge)
 	}
 	return nil
 }
@@ -337,6 +351,9 @@ func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
 					"meanwhile drain it by hand: lily dlq ingest --config %s --queue %s", cf, name, cf, name),
 			},
 		})
+	}
+	if o.outbox {
+		rules = append(rules, outboxRules(name, sel, cf, o.outboxAge, labels, owner)...)
 	}
 	rules = append(rules, alertRule{
 		Alert:  "LilyDLQMetricsAbsent",

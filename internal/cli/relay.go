@@ -6,15 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/internal/sqlitedb"
+	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/outbox"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -36,6 +40,7 @@ func newRelayCmd() *cobra.Command {
 		once, asJSON       bool
 		batch              int
 		poll               time.Duration
+		metricsAddr        string
 	)
 	cmd := &cobra.Command{
 		Use:   "relay",
@@ -53,7 +58,14 @@ configuration), a PostgreSQL URL or a SQLite file. On PostgreSQL any number of
 relays may run at once; on SQLite run one per file.
 
 Runs until interrupted; --once relays what is due until nothing is left that
-can be published now, then exits (non-zero if rows failed).`,
+can be published now, then exits (non-zero if rows failed).
+
+--metrics ADDR serves Prometheus metrics at http://ADDR/metrics while it runs:
+lily_outbox_published_total, lily_outbox_publish_failures_total and
+lily_outbox_relay_errors_total (this relay's), and, read from the outbox at every
+scrape, lily_outbox_pending, lily_outbox_failing and
+lily_outbox_oldest_pending_age_seconds per queue (see 'lily alerts':
+LilyOutboxStalled).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.LoadConfig(cfgPath)
@@ -80,8 +92,19 @@ can be published now, then exits (non-zero if rows failed).`,
 				return err
 			}
 			defer pub.Close()
-			r, err := outbox.NewRelay(db, pub, outbox.RelayOptions{Batch: batch, Poll: poll,
-				Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))})
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			ro := outbox.RelayOptions{Batch: batch, Poll: poll, Logger: logger}
+			if metricsAddr != "" {
+				if once {
+					return usagef("relay: --metrics goes with a running relay, not with --once (nothing would be there to scrape)")
+				}
+				stop, err := serveRelayMetrics(cmd, metricsAddr, db, cfg, &ro, logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			r, err := outbox.NewRelay(db, pub, ro)
 			if err != nil {
 				return err
 			}
@@ -124,7 +147,40 @@ can be published now, then exits (non-zero if rows failed).`,
 	fl.BoolVar(&asJSON, "json", false, "with --once: print one JSON object")
 	fl.IntVar(&batch, "batch", 100, "most rows per round")
 	fl.DurationVar(&poll, "poll", 200*time.Millisecond, "wait between rounds when nothing is due")
+	fl.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9465)")
 	return cmd
+}
+
+// serveRelayMetrics serves the relay's metrics on addr: its counters
+// (installed as ro.Observer) and the outbox's backlog, read at every
+// scrape, for every configured queue. stop shuts the server down.
+func serveRelayMetrics(cmd *cobra.Command, addr string, db *sql.DB, cfg config.Config, ro *outbox.RelayOptions, logger *slog.Logger) (stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	m, err := lilyprom.NewRelayMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	var queues []string
+	for _, q := range cfg.Queues {
+		queues = append(queues, q.Name)
+	}
+	m.Init(queues...)
+	reg.MustRegister(lilyprom.NewOutboxCollector(db, queues, 0))
+	ro.Observer = m
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("relay: --metrics %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", lilyprom.Handler(reg))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	go hs.Serve(ln)
+	fmt.Fprintf(cmd.OutOrStdout(), "lily relay: metrics on http://%s/metrics\n", ln.Addr())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(ctx)
+	}, nil
 }
 
 // openOutboxDB opens the application database: PostgreSQL by URL, else a
