@@ -66,18 +66,7 @@ func TestAlertsBrokerDLQNotIngestedRule(t *testing.T) {
 func TestAlertsBrokerDLQNotIngestedFires(t *testing.T) {
 	promtool := needPromtool(t)
 	path := writeConfig(t, brokerAlertsConfig)
-	rulesFile := filepath.Join(t.TempDir(), "lily-rules.yml")
-	if code, out, stderr := run(t, "alerts", "--config", path, "--out", rulesFile); code != 0 {
-		t.Fatalf("lily alerts: exit %d\n%s%s", code, out, stderr)
-	}
-	if out, err := exec.Command(promtool, "check", "rules", rulesFile).CombinedOutput(); err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
-	}
-	cfg, err := config.LoadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rf := alertRules(cfg, alertOptions{config: path, spikeFactor: 3, spikeMin: 10, breakerFor: 15 * time.Minute,
+	rulesFile, rf := checkedRules(t, promtool, path, alertOptions{config: path, spikeFactor: 3, spikeMin: 10, breakerFor: 15 * time.Minute,
 		keyHeldFor: 10 * time.Minute, brokerFor: 5 * time.Minute})
 	firing := func(queue, value string) promExpAlerts {
 		for _, g := range rf.Groups {
@@ -140,4 +129,24 @@ func TestAlertsBrokerDLQNotIngestedFires(t *testing.T) {
 		},
 	}
 	promtoolTest(t, promtool, rulesFile, "lily-broker-rules.test.yml", tests)
+}
+
+// checkedRules writes the rules of the configuration at path with 'lily
+// alerts' (and the extra flags), checks them with 'promtool check rules',
+// and returns the file and the same rules built with o, to derive the
+// expected alerts from.
+func checkedRules(t *testing.T, promtool, path string, o alertOptions, flags ...string) (string, ruleFile) {
+	t.Helper()
+	rulesFile := filepath.Join(t.TempDir(), "lily-rules.yml")
+	if code, out, stderr := run(t, append([]string{"alerts", "--config", path, "--out", rulesFile}, flags...)...); code != 0 {
+		t.Fatalf("lily alerts: exit %d\n%s%s", code, out, stderr)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", rulesFile).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	cfg, err := config.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rulesFile, alertRules(cfg, o)
 }

@@ -4,20 +4,14 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/config"
-	"github.com/lily-mq/lily/internal/sqlitedb"
 	"github.com/lily-mq/lily/outbox"
 	"github.com/lily-mq/lily/transport"
-	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
 
@@ -30,31 +24,9 @@ import (
 func TestRelayMetrics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	store := filepath.Join(dir, "lily.db")
-	cfg := filepath.Join(dir, "lily.toml")
-	toml := "db = \"" + store + "\"\n\n[[queue]]\nname = \"orders.created\"\n\n[[queue]]\nname = \"payments.captured\"\n\n[[queue]]\nname = \"quiet.queue\"\n"
-	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := sqlite.Open(ctx, store, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	qc := lily.QueueConfig{Name: "orders.created"}.WithDefaults()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	appPath := filepath.Join(dir, "app.db")
-	app, err := sqlitedb.Open(ctx, appPath, sqlitedb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
-	if err := outbox.Migrate(ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	// payments.captured is configured but not declared in the store: every
+	// publish to it fails.
+	cfg, tr, appPath, app := relayFixture(t, []string{"orders.created", "payments.captured", "quiet.queue"}, "orders.created")
 	tx, err := app.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +35,7 @@ func TestRelayMetrics(t *testing.T) {
 	for i := range 5 {
 		q := "orders.created"
 		if i >= 3 {
-			q = "payments.captured" // not declared in the store: every publish fails
+			q = "payments.captured"
 		}
 		msgs = append(msgs, outbox.Message{Queue: q, Message: lily.Message{Body: []byte{byte('a' + i)}}})
 	}
@@ -146,19 +118,8 @@ func TestRelayMetrics(t *testing.T) {
 func TestAlertsOutboxRules(t *testing.T) {
 	promtool := needPromtool(t)
 	path := writeConfig(t, "outbox_url = \"app.db\"\n\n[[queue]]\nname = \"orders.created\"\nowner = \"team-checkout\"\n")
-	rulesFile := filepath.Join(t.TempDir(), "lily-rules.yml")
-	if code, out, stderr := run(t, "alerts", "--config", path, "--outbox-age", "10m", "--out", rulesFile); code != 0 {
-		t.Fatalf("lily alerts: exit %d\n%s%s", code, out, stderr)
-	}
-	if out, err := exec.Command(promtool, "check", "rules", rulesFile).CombinedOutput(); err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
-	}
-	cfg, err := config.LoadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rf := alertRules(cfg, alertOptions{config: path, spikeFactor: 3, spikeMin: 10, breakerFor: 15 * time.Minute,
-		keyHeldFor: 10 * time.Minute, brokerFor: 5 * time.Minute, outboxAge: 10 * time.Minute, outbox: true})
+	rulesFile, rf := checkedRules(t, promtool, path, alertOptions{config: path, spikeFactor: 3, spikeMin: 10, breakerFor: 15 * time.Minute,
+		keyHeldFor: 10 * time.Minute, brokerFor: 5 * time.Minute, outboxAge: 10 * time.Minute, outbox: true}, "--outbox-age", "10m")
 	expect := func(alert string, value string) promExpAlerts {
 		for _, r := range rf.Groups[0].Rules {
 			if r.Alert == alert {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -20,30 +21,7 @@ import (
 // leaves none pending; a row for an unconfigured queue stays and fails.
 func TestRelayCommand(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	store := filepath.Join(dir, "lily.db")
-	cfg := filepath.Join(dir, "lily.toml")
-	if err := os.WriteFile(cfg, []byte("db = \""+store+"\"\n\n[[queue]]\nname = \"orders.created\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := sqlite.Open(ctx, store, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	qc := lily.QueueConfig{Name: "orders.created"}.WithDefaults()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	appPath := filepath.Join(dir, "app.db")
-	app, err := sqlitedb.Open(ctx, appPath, sqlitedb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
-	if err := outbox.Migrate(ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	cfg, tr, appPath, app := relayFixture(t, []string{"orders.created"}, "orders.created")
 	tx, err := app.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -93,4 +71,45 @@ func TestRelayCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Failed != 1 || out.Pending != 1 {
 		t.Fatalf("relay: %+v %v", out, err)
 	}
+}
+
+// relayFixture writes a configuration with the given queues on a SQLite
+// store, declares the queues of declared in that store (a configured
+// queue left out refuses every publish), and opens a migrated outbox
+// database beside it. All of it is closed when the test ends.
+func relayFixture(t *testing.T, configured []string, declared ...string) (cfg string, tr *sqlite.Transport, appPath string, app *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	store := filepath.Join(dir, "lily.db")
+	cfg = filepath.Join(dir, "lily.toml")
+	toml := "db = \"" + store + "\"\n"
+	for _, q := range configured {
+		toml += "\n[[queue]]\nname = \"" + q + "\"\n"
+	}
+	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := sqlite.Open(ctx, store, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	var specs []transport.QueueSpec
+	for _, q := range declared {
+		specs = append(specs, lily.QueueConfig{Name: q}.WithDefaults().Spec())
+	}
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: specs}); err != nil {
+		t.Fatal(err)
+	}
+	appPath = filepath.Join(dir, "app.db")
+	app, err = sqlitedb.Open(ctx, appPath, sqlitedb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close() })
+	if err := outbox.Migrate(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, tr, appPath, app
 }
