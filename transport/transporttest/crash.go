@@ -2,9 +2,11 @@ package transporttest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +42,86 @@ func RunCrashChildren(t *testing.T, env ...string) (restarts int) {
 			t.Fatalf("consumer died %d times: the poison is not bounded by the delivery limit", restarts)
 		}
 	}
+}
+
+// RunCrashFleet runs members copies of the crash-test child at once (as
+// RunCrashChildren runs one), each restarted whenever it dies with
+// CrashExitCode, until every one has ended normally, and returns how many
+// runs died in all. Competing consumers of one queue: a death raises the
+// delivery counts of what that member held, and the others must carry on.
+// It fails the test when a child fails any other way, or when the members
+// died more than 10 times in all.
+func RunCrashFleet(t *testing.T, members int, env ...string) (restarts int) {
+	t.Helper()
+	type exit struct {
+		member int
+		err    error
+		code   int
+	}
+	exits := make(chan exit, members)
+	var mu sync.Mutex
+	procs := make([]*os.Process, members)
+	start := func(m int) error {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		mu.Lock()
+		procs[m] = cmd.Process
+		mu.Unlock()
+		go func() {
+			err := cmd.Wait()
+			exits <- exit{member: m, err: err, code: cmd.ProcessState.ExitCode()}
+		}()
+		return nil
+	}
+	var failed error
+	fail := func(err error) {
+		if failed != nil {
+			return
+		}
+		failed = err
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range procs {
+			if p != nil {
+				p.Kill() // the others would wait for a queue that never drains
+			}
+		}
+	}
+	running := 0
+	for m := range members {
+		if err := start(m); err != nil {
+			fail(fmt.Errorf("start consumer process %d: %w", m, err))
+			break
+		}
+		running++
+	}
+	for running > 0 {
+		e := <-exits
+		running--
+		switch {
+		case failed != nil || e.err == nil:
+		case e.code != CrashExitCode:
+			fail(fmt.Errorf("consumer process %d failed (not the poison's exit): %w", e.member, e.err))
+		case restarts >= 10:
+			restarts++
+			fail(fmt.Errorf("consumers died %d times: the poison is not bounded by the delivery limit", restarts))
+		default:
+			restarts++
+			if err := start(e.member); err != nil {
+				fail(fmt.Errorf("restart consumer process %d: %w", e.member, err))
+				continue
+			}
+			running++
+		}
+	}
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	return restarts
 }
 
 // ReadIDs returns the distinct whitespace-separated words (event IDs) of

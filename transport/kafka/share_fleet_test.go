@@ -1,0 +1,86 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/transporttest"
+)
+
+// TestShareCrashTypePoisonCompetingMembers is the case share groups exist
+// for, with a record that kills its process: three member processes of one
+// share group consume one topic at once, each restarted when it dies. The
+// broker's count must bound the poison — whichever member holds it dies,
+// the next delivery goes to another member — so the members die exactly
+// delivery_limit times in all and the poison is dead-lettered with the
+// broker's count, alone: a death raises only what the dead member held,
+// and a member that sees a redelivery takes records one at a time, so no
+// neighbour reaches the limit with it. Every other record is processed and
+// nothing stays in flight.
+func TestShareCrashTypePoisonCompetingMembers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newShareCluster(t, kfake.BrokerConfigs(map[string]string{kafka.BrokerShareLockDuration: fmt.Sprint(crashShareLock.Milliseconds())}))
+	tr := open(t, c, shareOptions)
+	name := fmt.Sprintf("crash.fleet.%08x", rand.Uint32())
+	group := "share." + name
+	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: new(3), KafkaShareGroup: group}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]lily.Message, 90)
+	for i := range msgs {
+		msgs[i] = lily.Message{Key: fmt.Sprintf("k%d", i%9), Body: []byte(fmt.Sprintf("order-%d", i))}
+	}
+	const poison = 31
+	msgs[poison].Body = []byte("poison")
+	if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "acked.log")
+	restarts := transporttest.RunCrashFleet(t, 3, crashChildBrokers+"="+strings.Join(c.ListenAddrs(), ","),
+		crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath, crashChildShare+"="+group, crashChildShareLock+"="+crashShareLock.String())
+	if restarts != qc.Settings().DeliveryLimit {
+		t.Errorf("the members died %d times in all, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
+	}
+	dls, err := tr.DeadLetters(ctx, qc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].EventID != msgs[poison].EventID {
+		for _, d := range dls {
+			r, _ := evidence.Decode(d.Headers)
+			t.Logf("dead letter %s %s: reason %s, count %d", d.EventID, d.Body, r.Reason, r.DeliveryCount)
+		}
+		t.Fatalf("dead-letter topic holds %d records, want exactly the poison", len(dls))
+	}
+	rec, err := evidence.Decode(dls[0].Headers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Reason != evidence.ReasonDeliveryLimit || rec.DeliveryCount != qc.Settings().DeliveryLimit+1 {
+		t.Errorf("reason %q, delivery count %d; want delivery_limit and the broker's count %d", rec.Reason, rec.DeliveryCount, qc.Settings().DeliveryLimit+1)
+	}
+	processed := transporttest.ReadIDs(t, logPath)
+	for i, m := range msgs {
+		if i != poison && !processed[m.EventID] {
+			t.Errorf("record %d (%s) was not processed", i, m.Body)
+		}
+	}
+	if processed[msgs[poison].EventID] || len(processed) != len(msgs)-1 {
+		t.Errorf("processed %d distinct records, want %d (all but the poison)", len(processed), len(msgs)-1)
+	}
+	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
+	}
+}
