@@ -17,6 +17,19 @@ import (
 // redelivery.
 const headerDeliveryCount = "x-delivery-count"
 
+// headerPriorDeliveries carries, on a copy Lily gave back to its queue in
+// place of a redelivery that no handler saw (see consumer.spill), how many
+// times the message had been handed out before that hand-out: the copy's
+// delivery count goes on from there instead of starting again, so that a
+// give-back neither raises the count nor lets a crash-type poison escape
+// delivery_limit. Only the give-back writes it; every other copy (retry,
+// dead letter, redrive, first-delivery give-back) leaves it out.
+const headerPriorDeliveries = "x-lily-prior-deliveries"
+
+// maxPriorDeliveries bounds a carried count (delivery_limit is at most
+// 100); a larger or non-integer value is not Lily's and is ignored.
+const maxPriorDeliveries = 100
+
 // fromTable converts AMQP header values to Lily's header types, keeping
 // every value's AMQP type (DESIGN §7: headers travel as sent): nested
 // tables become map[string]any, decimals transport.Decimal; the unsigned
@@ -105,6 +118,9 @@ func publishing(m transport.Message, props *amqp.Delivery) (amqp.Publishing, err
 		// The broker's count is not copied; a header of that name that
 		// came with a first delivery is the message's own (a shovel, a
 		// republisher) and travels as sent.
+		if k == headerPriorDeliveries {
+			continue // the count is carried only by a give-back (spill), never by another copy
+		}
 		if k != headerDeliveryCount || (props != nil && !props.Redelivered) {
 			t[k] = toValue(v)
 		}
@@ -163,11 +179,37 @@ func delivery(queue string, d *amqp.Delivery) *transport.Delivery {
 	return out
 }
 
-// deliveryCount is the 1-based count of a delivery. The broker's
+// deliveryCount is the 1-based count of a delivery: the broker's, plus the
+// hand-outs a give-back copy carries (headerPriorDeliveries). The broker's
 // x-delivery-count is trusted only on a redelivery: on a first delivery a
 // header of that name was sent by the publisher (a shovel, a service that
 // republishes what it consumed, a forgery) and the count is 1 (DESIGN §7).
 func deliveryCount(d *amqp.Delivery) int {
+	return brokerCount(d) + priorDeliveries(d.Headers)
+}
+
+// priorDeliveries is the count a give-back copy carries: an integer header
+// in 1..maxPriorDeliveries, else 0.
+func priorDeliveries(h amqp.Table) int {
+	var n int64
+	switch v := h[headerPriorDeliveries].(type) {
+	case int32:
+		n = int64(v)
+	case int64:
+		n = v
+	case int16:
+		n = int64(v)
+	case int8:
+		n = int64(v)
+	}
+	if n < 1 || n > maxPriorDeliveries {
+		return 0
+	}
+	return int(n)
+}
+
+// brokerCount is the broker's 1-based count of a delivery.
+func brokerCount(d *amqp.Delivery) int {
 	if !d.Redelivered {
 		return 1
 	}

@@ -343,22 +343,75 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 			fill()
 		}
 	}
+	var spill []amqp.Delivery
 	if len(out) == 0 && len(c.reds) > 0 && len(c.pending) == 0 {
 		out, c.reds = append(out, c.reds[0]), c.reds[1:] // alone, after the window
+		if !c.keyOrder && len(c.reds) > 0 {
+			spill, c.reds = c.reds, nil // off the channel before it runs: see spill
+		}
 	}
-	ds := make([]*transport.Delivery, len(out))
-	for i := range out {
-		raw := &out[i]
-		d := delivery(p.Queue, raw)
+	ds := c.handOut(p.Queue, out)
+	if c.isolate && len(out) == 1 && redelivered(&out[0]) {
+		c.alone = out[0].DeliveryTag
+	}
+	spilled := c.handOut(p.Queue, spill)
+	c.mu.Unlock()
+	if len(spilled) > 0 {
+		c.spill(ctx, spilled)
+	}
+	return ds, nil
+}
+
+// handOut turns raw deliveries of the consumer's channel into held
+// transport deliveries. c.mu is held.
+func (c *consumer) handOut(queue string, raws []amqp.Delivery) []*transport.Delivery {
+	ds := make([]*transport.Delivery, len(raws))
+	for i := range raws {
+		raw := &raws[i]
+		d := delivery(queue, raw)
 		d.Receipt = receipt{c: c, ch: c.ch, tag: raw.DeliveryTag, raw: raw}
 		c.held[raw.DeliveryTag] = true
 		ds[i] = d
 	}
-	if c.isolate && len(out) == 1 && redelivered(&out[0]) {
-		c.alone = out[0].DeliveryTag
+	return ds
+}
+
+// spill gives back the other redeliveries the consumer holds before one
+// redelivery runs alone. Competing consumers make this necessary: when
+// one dies, its whole window returns to the queue with raised counts and
+// the broker pushes several of those redeliveries into another consumer's
+// window at once. Running one alone while the others wait on the channel
+// exposes them: if the one is the poison, they come back counted once more,
+// again and again, and reach delivery_limit with it (seen with three
+// consumers: five innocent messages dead-lettered beside the poison). So
+// they are given back as copies (Transport.giveBack with their count
+// carried: the give-back neither raises it nor resets it), and when the
+// one runs, nothing else is on the channel. A give-back that fails leaves
+// its deliveries to be handed out alone later, as before, exposed but
+// never lost.
+func (c *consumer) spill(ctx context.Context, ds []*transport.Delivery) {
+	errs := c.t.giveBack(ctx, ds, true)
+	var back []amqp.Delivery
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		rc := ds[i].Receipt.(receipt)
+		c.t.opts.Logger.Warn("rabbitmq: could not give back a redelivery held beside another; it waits on the channel and runs alone later",
+			"queue", c.key.queue, "event_id", ds[i].EventID, "err", err)
+		back = append(back, *rc.raw)
 	}
-	c.mu.Unlock()
-	return ds, nil
+	if len(back) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, raw := range back {
+		if c.ch == ds[0].Receipt.(receipt).ch && c.held[raw.DeliveryTag] {
+			delete(c.held, raw.DeliveryTag)
+			c.reds = append(c.reds, raw)
+		}
+	}
 }
 
 // fresh notes d, read from the current subscription, and releases the

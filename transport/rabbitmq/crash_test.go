@@ -24,6 +24,7 @@ const (
 	crashChildQueue   = "LILY_RMQ_CRASH_QUEUE"
 	crashChildLog     = "LILY_RMQ_CRASH_LOG"
 	crashChildCatalog = "LILY_RMQ_CRASH_CATALOG" // set: ordering park, held keys in this catalog
+	crashChildPause   = "LILY_RMQ_CRASH_PAUSE"   // a duration: each handler call takes this long
 )
 
 func TestMain(m *testing.M) {
@@ -68,7 +69,8 @@ func crashChild(queue, logPath, catalogPath string) int {
 		defer cat.Close()
 		consumed, keys = catalog.Account(tr, cat), cat
 	}
-	return crashConsume(ctx, cancel, tr, consumed, logPath, 0, func(d *lily.Delivery) string { return d.EventID + "\n" },
+	pause, _ := time.ParseDuration(os.Getenv(crashChildPause))
+	return crashConsume(ctx, cancel, tr, consumed, logPath, pause, func(d *lily.Delivery) string { return d.EventID + "\n" },
 		lily.ConsumerOptions{Queue: qc, Concurrency: 2, Prefetch: 10, Keys: keys})
 }
 
@@ -169,6 +171,10 @@ func poisonDeadLettered(t *testing.T, tr *rabbitmq.Transport, queue, poisonID st
 		t.Fatal(err)
 	}
 	if len(dls) != 1 || dls[0].EventID != poisonID || string(dls[0].Body) != "poison" {
+		for _, d := range dls {
+			r, _ := evidence.BrokerReason(d.Headers)
+			t.Logf("dead letter %s %q: broker reason %q, headers %v", d.EventID, d.Body, r, d.Headers)
+		}
 		t.Fatalf("dead-letter queue holds %d messages, want exactly the poison", len(dls))
 	}
 	if r, ok := evidence.BrokerReason(dls[0].Headers); !ok || r != evidence.ReasonDeliveryLimit {
@@ -258,5 +264,67 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 	rows, err := cat.Ledger(ctx, tr)
 	if err != nil || len(rows) != 1 || rows[0] != (catalog.LedgerRow{Queue: qc.Name, Accepted: 30, Acked: 30}) {
 		t.Errorf("ledger = %+v (%v), want 30 accepted, 30 acked", rows, err)
+	}
+}
+
+// TestCrashTypePoisonCompetingConsumers is TestCrashTypePoison with three
+// consumer processes on the queue at once, each restarted when it dies:
+// a death returns the dead consumer's whole window with raised counts to
+// the others, mid-stream, so each of them must take such redeliveries
+// alone (its pushed first deliveries settled first). The consumers die
+// exactly delivery_limit times in all, the broker dead-letters the poison
+// alone at its delivery limit, and every other message is processed.
+func TestCrashTypePoisonCompetingConsumers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	qc := crashQueueConfig(randomName("crash.fleet"), lily.OrderingReorder)
+	tr := openDeclared(t, qc)
+	msgs := make([]lily.Message, 90)
+	for i := range msgs {
+		msgs[i].Body = []byte(fmt.Sprintf("order-%d", i))
+	}
+	const poison = 31
+	msgs[poison].Body = []byte("poison")
+	if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "acked.log")
+	// 10 ms a message: the three consumers overlap for the whole run.
+	restarts := transporttest.RunCrashFleet(t, 3, crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath, crashChildCatalog+"=",
+		crashChildPause+"=10ms")
+	if restarts != qc.Settings().DeliveryLimit {
+		t.Errorf("the consumers died %d times in all, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
+	}
+	// The poison is dead-lettered alone, at the delivery limit: by the
+	// broker, or — when it was given back as a copy carrying its count —
+	// by Lily, on the delivery after the limit, without calling a handler.
+	dls, err := tr.Peek(ctx, &rabbitmq.PeekParams{Queue: rabbitmq.DeadLetterQueue(qc.Name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].EventID != msgs[poison].EventID {
+		for _, d := range dls {
+			t.Logf("dead letter %s %q: headers %v", d.EventID, d.Body, d.Headers)
+		}
+		t.Fatalf("dead-letter queue holds %d messages, want exactly the poison", len(dls))
+	}
+	if r, ok := evidence.BrokerReason(dls[0].Headers); !ok || r != evidence.ReasonDeliveryLimit {
+		rec, err := evidence.Decode(dls[0].Headers)
+		if err != nil || rec.Reason != evidence.ReasonDeliveryLimit || rec.DeliveryCount != qc.Settings().DeliveryLimit+1 {
+			t.Errorf("poison dead-lettered by the broker for %q (%v), by Lily for %q at count %d (%v); want delivery_limit, by Lily at count %d",
+				r, ok, rec.Reason, rec.DeliveryCount, err, qc.Settings().DeliveryLimit+1)
+		}
+	}
+	acked := transporttest.ReadIDs(t, logPath)
+	for i, m := range msgs {
+		if i != poison && !acked[m.EventID] {
+			t.Errorf("message %d (%s) was not processed", i, m.Body)
+		}
+	}
+	if acked[msgs[poison].EventID] || len(acked) != len(msgs)-1 {
+		t.Errorf("acked %d distinct messages, want %d (all but the poison)", len(acked), len(msgs)-1)
+	}
+	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
+		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
 	}
 }

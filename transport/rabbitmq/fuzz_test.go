@@ -39,7 +39,7 @@ func amqpValue(r *fuzzval.Reader, v any) any {
 	return v
 }
 
-var amqpNames = []string{evidence.HeaderRetryCount, headerDeliveryCount, evidence.HeaderEventID, evidence.HeaderKey,
+var amqpNames = []string{evidence.HeaderRetryCount, headerDeliveryCount, headerPriorDeliveries, evidence.HeaderEventID, evidence.HeaderKey,
 	evidence.HeaderType, "x-death", "tenant", evidence.HeaderSchemaVersion}
 
 // checkHeaderTypes fails unless every value of h (recursively) is one of
@@ -149,7 +149,7 @@ func FuzzAMQPHeaders(f *testing.F) {
 		}
 		h2 := fromTable(wire(p.Headers).(amqp.Table))
 		for k, v := range h {
-			if k == headerDeliveryCount || k == evidence.HeaderEventID {
+			if k == headerDeliveryCount || k == headerPriorDeliveries || k == evidence.HeaderEventID {
 				continue
 			}
 			if !sameAfterWire(v, h2[k]) {

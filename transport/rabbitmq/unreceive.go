@@ -30,16 +30,32 @@ var errRedelivered = errors.New("a redelivery is not given back: its copy would 
 // refused for that delivery: its count must stay. The result is reported
 // as for Settle; a delivery whose copy failed is still held.
 func (t *Transport) Unreceive(ctx context.Context, p *transport.UnreceiveParams) error {
-	n := len(p.Deliveries)
-	if n == 0 {
-		return nil
+	errs := t.giveBack(ctx, p.Deliveries, false)
+	for _, err := range errs {
+		if err != nil {
+			return &transport.SettleError{Errs: errs}
+		}
 	}
+	return nil
+}
+
+// giveBack republishes each delivery of ds, held and handed to no handler,
+// to its queue as it came (mandatory, confirmed) and then acknowledges the
+// original, reporting per delivery. Without carry a redelivery is refused
+// (its copy would start its count again); with carry it is given back
+// too, its count so far (less this hand-out, which no handler saw) carried
+// in headerPriorDeliveries, so that the copy's count goes on from there.
+func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery, carry bool) []error {
+	n := len(ds)
 	errs := make([]error, n)
+	if n == 0 {
+		return errs
+	}
 	rcs := make([]receipt, n)
 	ss := make([]transport.Settlement, n)
 	var copies []outMsg
 	var copyOf []int
-	for i, d := range p.Deliveries {
+	for i, d := range ds {
 		ss[i] = transport.Settlement{Delivery: d, Action: transport.Ack}
 		rc, ok := d.Receipt.(receipt)
 		if !ok {
@@ -51,7 +67,8 @@ func (t *Transport) Unreceive(ctx context.Context, p *transport.UnreceiveParams)
 			errs[i] = err
 			continue
 		}
-		if d.DeliveryCount > 1 || rc.raw.Redelivered {
+		redelivery := d.DeliveryCount > 1 || rc.raw.Redelivered
+		if redelivery && !carry {
 			errs[i] = fmt.Errorf("rabbitmq: give back %s (delivery %d): %w", d.EventID, d.DeliveryCount, errRedelivered)
 			continue
 		}
@@ -60,20 +77,18 @@ func (t *Transport) Unreceive(ctx context.Context, p *transport.UnreceiveParams)
 			errs[i] = err
 			continue
 		}
+		if prior := deliveryCount(rc.raw) - 1; redelivery && prior > 0 {
+			pub.Headers[headerPriorDeliveries] = int32(min(prior, maxPriorDeliveries))
+		}
 		copies = append(copies, outMsg{exchange: "", key: d.Queue, pub: pub})
 		copyOf = append(copyOf, i)
 	}
 	for j, err := range t.publish(ctx, copies) {
 		if err != nil {
 			i := copyOf[j]
-			errs[i] = fmt.Errorf("rabbitmq: give back %s to %s: %w", p.Deliveries[i].EventID, p.Deliveries[i].Queue, err)
+			errs[i] = fmt.Errorf("rabbitmq: give back %s to %s: %w", ds[i].EventID, ds[i].Queue, err)
 		}
 	}
 	settleOriginals(ss, rcs, errs)
-	for _, err := range errs {
-		if err != nil {
-			return &transport.SettleError{Errs: errs}
-		}
-	}
-	return nil
+	return errs
 }
