@@ -34,6 +34,11 @@ const (
 	// AttrDueAt is when a retry copy in a delay topic is due, in Unix
 	// milliseconds (decimal text).
 	AttrDueAt = "x-lily-due-at"
+	// AttrPriorDeliveries is carried by a copy Lily gave back in place of
+	// a redelivery no handler saw (see Transport.giveBack): how many
+	// delivery attempts the message had before that one (decimal text,
+	// 1..100). The copy's delivery count goes on from there.
+	AttrPriorDeliveries = "x-lily-prior-deliveries"
 )
 
 // HeaderEvidenceTrimmed is set ("true") on a dead-letter copy whose
@@ -52,7 +57,7 @@ func plain(k string, v any) bool {
 
 func validKey(k string) bool {
 	return k != "" && len(k) <= MaxAttributeKey && utf8.ValidString(k) && !strings.HasPrefix(k, "goog") &&
-		!strings.HasPrefix(k, AttrPacked) && k != AttrDueAt
+		!strings.HasPrefix(k, AttrPacked) && k != AttrDueAt && k != AttrPriorDeliveries
 }
 
 // EncodeAttributes turns Lily headers into Pub/Sub attributes. A string
@@ -121,7 +126,7 @@ func DecodeAttributes(attrs map[string]string) (h transport.Headers, internal ma
 		switch {
 		case strings.HasPrefix(k, AttrPacked):
 			chunks = append(chunks, k)
-		case k == AttrDueAt:
+		case k == AttrDueAt, k == AttrPriorDeliveries:
 			if internal == nil {
 				internal = map[string]string{}
 			}
@@ -257,6 +262,15 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut]
+}
+
+// priorDeliveries reads AttrPriorDeliveries: an integer in 1..100, else 0.
+func priorDeliveries(internal map[string]string) int {
+	n, err := strconv.Atoi(internal[AttrPriorDeliveries])
+	if err != nil || n < 1 || n > 100 {
+		return 0
+	}
+	return n
 }
 
 // dueAt reads AttrDueAt.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ const (
 	crashChildQueue = "LILY_PUBSUB_CRASH_QUEUE"
 	crashChildLog   = "LILY_PUBSUB_CRASH_LOG"
 	crashChildTotal = "LILY_PUBSUB_CRASH_TOTAL"
+	crashChildPause = "LILY_PUBSUB_CRASH_PAUSE" // a duration: each handler call takes this long
 )
 
 func TestMain(m *testing.M) {
@@ -59,10 +61,15 @@ func crashChild(addr, queue, logPath string, total int) int {
 	if err != nil {
 		return 3
 	}
+	pause, _ := time.ParseDuration(os.Getenv(crashChildPause))
+	var mu sync.Mutex
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if string(d.Body) == "poison" {
 			os.Exit(transporttest.CrashExitCode) // the process dies mid-handler: no catch block sees it
 		}
+		time.Sleep(pause)
+		mu.Lock()
+		defer mu.Unlock()
 		logf.WriteString(d.EventID + "\n")
 		return logf.Sync()
 	}), lily.ConsumerOptions{Queue: qc, Instance: "crash-consumer", Concurrency: 2, Prefetch: 10,
@@ -71,8 +78,19 @@ func crashChild(addr, queue, logPath string, total int) int {
 		return 3
 	}
 	go func() {
+		deadline := time.Now().Add(90 * time.Second)
 		for ctx.Err() == nil {
 			time.Sleep(50 * time.Millisecond)
+			if time.Now().After(deadline) { // say what is missing instead of hanging the test
+				data, _ := os.ReadFile(logPath)
+				dls, err := tr.DeadLetters(ctx, queue)
+				fmt.Fprintf(os.Stderr, "crash child %d: gave up after 90s: %d log lines, %d dead letters (%v)\n", os.Getpid(), len(strings.Fields(string(data))), len(dls), err)
+				for _, d := range dls {
+					r, _ := evidence.Decode(d.Headers)
+					fmt.Fprintf(os.Stderr, "  dead letter %s %s: %s count %d\n", d.EventID, d.Body, r.Reason, r.DeliveryCount)
+				}
+				os.Exit(4)
+			}
 			data, _ := os.ReadFile(logPath)
 			seen := map[string]bool{}
 			for _, id := range strings.Fields(string(data)) {
@@ -151,4 +169,56 @@ func TestCrashTypePoison(t *testing.T) {
 		t.Errorf("%d messages unacknowledged after the run, want 0", n)
 	}
 	t.Logf("%d restarts; poison dead-lettered with delivery count %d", restarts, rec.DeliveryCount)
+}
+
+// TestCrashTypePoisonCompetingConsumers is TestCrashTypePoison with three
+// consumer processes on the subscription at once, each restarted when it
+// dies: a death leaves the dead consumer's pulled messages to come back,
+// their delivery attempts raised, to whichever consumer pulls next,
+// mid-stream. The consumers die exactly delivery_limit times in all, the
+// poison alone is dead-lettered, and every other message is processed.
+func TestCrashTypePoisonCompetingConsumers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := newServer(t)
+	tr := open(t, srv)
+	qc := crashQueueConfig(fmt.Sprintf("crash.fleet.%08x", rand.Uint32()))
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]lily.Message, 60)
+	for i := range msgs {
+		msgs[i] = lily.Message{Body: []byte(fmt.Sprintf("order-%d", i))}
+	}
+	const poison = 21
+	msgs[poison].Body = []byte("poison")
+	if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "acked.log")
+	restarts := transporttest.RunCrashFleet(t, 3, crashChildAddr+"="+srv.Addr, crashChildQueue+"="+qc.Name,
+		crashChildLog+"="+logPath, crashChildTotal+"="+strconv.Itoa(len(msgs)), crashChildPause+"=10ms")
+	if restarts != qc.Settings().DeliveryLimit {
+		t.Errorf("the consumers died %d times in all, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
+	}
+	dls, err := tr.DeadLetters(ctx, qc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].EventID != msgs[poison].EventID {
+		for _, d := range dls {
+			r, _ := evidence.Decode(d.Headers)
+			t.Logf("dead letter %s %s: reason %s, count %d", d.EventID, d.Body, r.Reason, r.DeliveryCount)
+		}
+		t.Fatalf("dead-letter subscription holds %d messages, want exactly the poison", len(dls))
+	}
+	processed := transporttest.ReadIDs(t, logPath)
+	for i, m := range msgs {
+		if i != poison && !processed[m.EventID] {
+			t.Errorf("message %d (%s) was not processed", i, m.Body)
+		}
+	}
+	if n := inFlight(srv, tr, qc.Name); n != 0 {
+		t.Errorf("%d messages unacknowledged after the run, want 0", n)
+	}
 }

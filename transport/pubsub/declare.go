@@ -54,7 +54,8 @@ func maxAttempts(o Options, deliveryLimit int) (int, error) {
 // subscription (dead-letter policy to Lily's dead-letter topic), the
 // dead-letter topic with its own subscription (a dead-letter topic without
 // a subscription drops what is forwarded to it), the retry-return topic and
-// subscription (same dead-letter policy) and one delay topic and
+// subscription (same dead-letter policy; also with no retries: it takes
+// the redeliveries a consumer gives back) and one delay topic and
 // subscription per retry bucket (no dead-letter policy: holding a copy
 // there costs no delivery attempt).
 func (t *Transport) Plan(q transport.QueueSpec) ([]Resource, error) { return PlanFor(t.o, q) }
@@ -74,13 +75,13 @@ func PlanFor(o Options, q transport.QueueSpec) ([]Resource, error) {
 		{Queue: q.Name, Role: "main", Topic: n.Topic, Subscription: n.Subscription, DeadLetterTopic: dlt, MaxDeliveryAttempts: attempts, AckDeadlineSeconds: ack},
 		{Queue: q.Name, Role: "dlt", Topic: dlt, Subscription: dlt, AckDeadlineSeconds: ack},
 	}
-	if len(q.BucketsMillis) > 0 {
-		ret := ReturnTopic(n.Subscription)
-		out = append(out, Resource{Queue: q.Name, Role: "retry-return", Topic: ret, Subscription: ret, DeadLetterTopic: dlt, MaxDeliveryAttempts: attempts, AckDeadlineSeconds: ack})
-		for _, ms := range q.BucketsMillis {
-			d := DelayTopic(n.Subscription, ms)
-			out = append(out, Resource{Queue: q.Name, Role: "delay", Topic: d, Subscription: d, AckDeadlineSeconds: ack})
-		}
+	// The retry-return topic takes due retry copies and, without retries
+	// too, the redeliveries a consumer gives back (giveback.go).
+	ret := ReturnTopic(n.Subscription)
+	out = append(out, Resource{Queue: q.Name, Role: "retry-return", Topic: ret, Subscription: ret, DeadLetterTopic: dlt, MaxDeliveryAttempts: attempts, AckDeadlineSeconds: ack})
+	for _, ms := range q.BucketsMillis {
+		d := DelayTopic(n.Subscription, ms)
+		out = append(out, Resource{Queue: q.Name, Role: "delay", Topic: d, Subscription: d, AckDeadlineSeconds: ack})
 	}
 	for _, r := range out {
 		for _, id := range []string{r.Topic, r.Subscription} {

@@ -14,8 +14,10 @@
 //	                 at least 5, at most 100); ack deadline = the lease
 //	S.dlt, S.dlt     Lily's dead-letter topic WITH its own subscription (a
 //	                 topic without one drops what is published to it)
-//	S.retry, S.retry the retry-return topic and subscription (only with
-//	                 retries; same dead-letter policy as S)
+//	S.retry, S.retry the retry-return topic and subscription (same
+//	                 dead-letter policy as S): due retry copies, and the
+//	                 redeliveries a consumer gives back
+
 //	S.retry.<ms>ms   one delay topic and subscription per retry bucket
 //	                 (no dead-letter policy)
 //
@@ -33,7 +35,13 @@
 // the transport pulls no more than asked, pulls one at a time after it saw
 // a redelivery (until a first delivery comes), and hands first deliveries
 // out ahead of redeliveries (never across a key's order): a process that
-// dies gives back, with raised counts, only what it pulled.
+// dies gives back, with raised counts, only what it pulled. With competing
+// consumers a dead one's messages come back, raised, to the others, and a
+// consumer still pulling wide can get several redeliveries in one batch:
+// before one of them runs alone, the others are republished to S.retry with
+// their attempts so far in x-lily-prior-deliveries (the copy's count goes on
+// from there) and acked, so that only the one is pulled if it kills the
+// process (giveback.go).
 //
 // # Retry: delay topics, held without a handler
 //

@@ -161,6 +161,7 @@ type Transport struct {
 	held     map[string]*held // ack ID → delivery handed out, not settled
 	buffered map[string][]*transport.Delivery
 	checked  map[string]bool // subscriptions whose dead-letter policy was checked
+	returns  map[string]bool // retry-return subscriptions: exist or not (giveback.go)
 	holds    map[string][]*pending
 	moved    map[string]time.Time
 	bold     map[string]bool // queues pulled in batches (see pullMax)
@@ -179,7 +180,7 @@ func Open(ctx context.Context, o Options) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{o: o, held: map[string]*held{}, buffered: map[string][]*transport.Delivery{},
-		checked: map[string]bool{}, holds: map[string][]*pending{}, moved: map[string]time.Time{}, bold: map[string]bool{}}
+		checked: map[string]bool{}, returns: map[string]bool{}, holds: map[string][]*pending{}, moved: map[string]time.Time{}, bold: map[string]bool{}}
 	opts := append([]option.ClientOption(nil), o.ClientOptions...)
 	if o.Insecure {
 		if o.Endpoint == "" {

@@ -49,7 +49,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		}
 		ds := t.takeBuffered(ctx, p.Queue, max)
 		subs := []string{n.Subscription}
-		if len(t.buckets(p.Queue)) > 0 {
+		if t.hasReturn(ctx, p.Queue) {
 			subs = append(subs, ReturnTopic(n.Subscription))
 		}
 		for _, sub := range subs {
@@ -70,6 +70,9 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 			if p.IsolateRedeliveries {
 				var rest []*transport.Delivery
 				ds, rest = isolate(ds)
+				if !p.KeyOrder && len(ds) == 1 && ds[0].DeliveryCount > 1 && len(rest) > 0 {
+					rest = t.giveBack(ctx, p.Queue, rest)
+				}
 				t.buffer(p.Queue, rest)
 			}
 			t.hold(p.Consumer, ds)
@@ -204,7 +207,7 @@ func (t *Transport) pull(ctx context.Context, queue, sub string, max int) ([]*tr
 
 // delivery converts a received message.
 func (t *Transport) delivery(queue, sub string, rm *pubsubpb.ReceivedMessage, now time.Time) *transport.Delivery {
-	m, _ := fromPubsub(rm.Message)
+	m, internal := fromPubsub(rm.Message)
 	d := &transport.Delivery{Message: m, Queue: queue, DeliveryCount: int(rm.DeliveryAttempt),
 		MessageID: rm.Message.GetMessageId(), Receipt: &receipt{sub: sub, main: t.Names(queue).Subscription, ackID: rm.AckId, pulledAt: now}}
 	if pt := rm.Message.GetPublishTime(); pt != nil {
@@ -213,6 +216,7 @@ func (t *Transport) delivery(queue, sub string, rm *pubsubpb.ReceivedMessage, no
 	if d.DeliveryCount < 1 {
 		d.DeliveryCount = 1
 	}
+	d.DeliveryCount += priorDeliveries(internal)
 	return d
 }
 
