@@ -98,7 +98,7 @@ func NewHook(reg prometheus.Registerer) (*Hook, error) {
 	}
 	h.inbox = newInboxMetrics()
 	cs := []prometheus.Collector{h.messages, h.duration, h.inflow, h.breaker, h.redrive, h.abandon,
-		h.inbox.duplicates, h.inbox.stale}
+		h.inbox.duplicates, h.inbox.stale, h.inbox.twins}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {
@@ -165,7 +165,7 @@ func (h *Hook) Observe(_ context.Context, e lily.Event) {
 		return
 	case lily.EventFault:
 		return
-	case lily.EventDuplicate, lily.EventStale:
+	case lily.EventDuplicate, lily.EventStale, lily.EventTwin:
 		h.inbox.observe(e)
 		return
 	}
