@@ -52,6 +52,14 @@ const (
 	// ID already applied by its consumer — a redelivery or a redrive of an
 	// applied message — and skipped the effect; the delivery is acked.
 	EventDuplicate EventKind = "duplicate"
+	// EventTwin: the inbox (package inbox) found the content ID of a
+	// message without an ID of its own (Delivery.ContentID) already applied,
+	// on the first delivery of the producer's own copy: another message
+	// with the same body, headers and properties — a twin, or the same
+	// message published twice — whose effect was applied. The two are one
+	// message to the inbox, as to the ledger and the catalog: the effect is
+	// not applied again, and the delivery is acked.
+	EventTwin EventKind = "twin"
 	// EventStale: the version guard (package inbox) found the delivery's
 	// entity version not newer than the stored one and skipped the effect;
 	// the delivery is acked as a no-op, never dead-lettered (Event.Key is

@@ -35,6 +35,11 @@ type Delivery struct {
 	RedriveCount int
 	// EnqueuedAt is when this copy entered the queue, if known.
 	EnqueuedAt time.Time
+	// ContentID reports that EventID was derived from the message's
+	// content because its producer set no ID (RabbitMQ's synthetic ID):
+	// byte-identical messages ("twins") share it, so it names their content
+	// rather than one message. Package inbox reports twins it finds.
+	ContentID bool
 
 	raw *transport.Delivery
 }

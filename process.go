@@ -66,7 +66,7 @@ func (c *Consumer) process(ctx context.Context, t *ticket) settleReq {
 func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint64) settleReq {
 	q := c.o.Queue
 	ld := &Delivery{Message: d.Message, Queue: d.Queue, DeliveryCount: d.DeliveryCount,
-		EnqueuedAt: d.EnqueuedAt, raw: d, RedriveCount: evidence.RedriveCount(d.Headers)}
+		EnqueuedAt: d.EnqueuedAt, ContentID: d.ContentID, raw: d, RedriveCount: evidence.RedriveCount(d.Headers)}
 	ld.SchemaVersion, _ = evidence.SchemaVersion(d.Headers)
 	rc, err := evidence.RetryCount(d.Headers)
 	if err != nil {

@@ -9,6 +9,11 @@
 // (lily.EventDuplicate, lily.EventStale).
 //
 // Lily keeps a message's event ID through retry and redrive, which is what
-// makes it the deduplication key. Create the tables with Migrate (or
+// makes it the deduplication key. A message another service published
+// without an ID has the transport's ID: its log coordinates on Kafka, its
+// row on SQLite — one per message — or, on RabbitMQ, a content ID that
+// byte-identical messages share: those are one message to the inbox, and
+// every such twin it finds is reported (lily.EventTwin, a warning), or
+// refused with Inbox.ContentIDs. Create the tables with Migrate (or
 // Schema) and prune the marks with Prune past Horizon. See docs/inbox.md.
 package inbox

@@ -4,10 +4,46 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/evidence"
 )
+
+// ContentIDPolicy says what the inbox does with a delivery whose event ID
+// is a content ID (lily.Delivery.ContentID): an ID RabbitMQ's transport
+// derived from the body, headers and properties of a message whose
+// producer set none. Byte-identical messages ("twins") share such an ID,
+// and nothing the broker gives tells them apart (docs/identity.md), so
+// the inbox cannot know whether a second one is a twin or the same
+// message again.
+type ContentIDPolicy int
+
+const (
+	// ContentIDsOnce keys the effect by the content ID like any event ID:
+	// twins are one message and get one effect, as the ledger and the
+	// catalog count them. It is never silent where the inbox can see a
+	// twin: the first delivery of the producer's own copy (not a
+	// redelivery, not a retry or redrive copy) that finds the ID applied
+	// is another message with the same content — a twin, or the same
+	// message published twice — and is logged as a warning, reported as
+	// lily.EventTwin (lilyprom: lily_inbox_twins_total) and acked without
+	// the effect. A twin that was in flight when its consumer died and
+	// comes back redelivered looks like a redelivery and is counted as a
+	// duplicate (docs/inbox.md, "Messages without an ID").
+	ContentIDsOnce ContentIDPolicy = iota
+	// ContentIDsRefuse applies no effect under a content ID: Apply returns
+	// a permanent error wrapping ErrContentID, so the runtime dead-letters
+	// the message with that evidence at once. For effects that must never
+	// be merged, on queues whose producers must set a message_id.
+	ContentIDsRefuse
+)
+
+// ErrContentID is returned (wrapped, as a lily.Permanent error) by an
+// Inbox with ContentIDsRefuse for a delivery whose event ID is a content
+// ID.
+var ErrContentID = errors.New("the event ID was derived from the message's content (its producer set no message_id), so byte-identical messages would share one effect")
 
 // Inbox applies each message's effect at most once per consumer. Its zero
 // value is ready to use; the package-level Once and Apply use it.
@@ -22,6 +58,12 @@ type Inbox struct {
 	// Now returns the time written on a mark (for Prune). Defaults to
 	// time.Now.
 	Now func() time.Time
+	// ContentIDs says what to do with deliveries whose event ID was derived
+	// from their content (see ContentIDPolicy). Defaults to ContentIDsOnce.
+	ContentIDs ContentIDPolicy
+	// Logger receives a warning for every twin found (ContentIDsOnce).
+	// Defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // Once runs effect at most once per (consumer, event ID), inside tx, the
@@ -40,11 +82,17 @@ type Inbox struct {
 // On PostgreSQL two transactions that deliver the same event at once do
 // not both apply it: the second one's insert waits for the first to end,
 // then finds the mark (first committed) or makes it (first rolled back).
+//
+// A message whose producer set no ID has a content ID on RabbitMQ
+// (lily.Delivery.ContentID), shared by byte-identical messages: Once
+// applies one effect for such twins and reports each twin it finds
+// (lily.EventTwin and a warning); Inbox.ContentIDs can refuse such IDs.
 func Once(ctx context.Context, tx Tx, d *lily.Delivery, effect func() error) error {
 	return Inbox{}.Once(ctx, tx, d, effect)
 }
 
-// Apply is Once, and tells whether effect ran (false: a duplicate).
+// Apply is Once, and tells whether effect ran (false: a duplicate, or a
+// twin of a message without an ID).
 func Apply(ctx context.Context, tx Tx, d *lily.Delivery, effect func() error) (applied bool, err error) {
 	return Inbox{}.Apply(ctx, tx, d, effect)
 }
@@ -62,6 +110,9 @@ func (ib Inbox) Apply(ctx context.Context, tx Tx, d *lily.Delivery, effect func(
 	}
 	if d.EventID == "" {
 		return false, fmt.Errorf("inbox: delivery from %s has no event ID: the inbox needs one (lily.Publish assigns it; every transport derives one for foreign messages)", d.Queue)
+	}
+	if d.ContentID && ib.ContentIDs == ContentIDsRefuse {
+		return false, lily.Permanent(fmt.Errorf("inbox: delivery %s from %s: %w; set a message_id on the producer", d.EventID, d.Queue, ErrContentID))
 	}
 	h, err := open(tx)
 	if err != nil {
@@ -81,6 +132,10 @@ func (ib Inbox) Apply(ctx context.Context, tx Tx, d *lily.Delivery, effect func(
 		return false, fmt.Errorf("inbox: mark event %s for consumer %s: %w (did you run inbox.Migrate?)", d.EventID, consumer, err)
 	}
 	if n == 0 {
+		if d.ContentID && producersCopy(d) {
+			ib.twin(ctx, consumer, d)
+			return false, nil
+		}
 		ib.observe(ctx, lily.Event{Kind: lily.EventDuplicate, Queue: d.Queue, EventID: d.EventID})
 		return false, nil
 	}
@@ -108,6 +163,28 @@ func Applied(ctx context.Context, db Tx, consumer, eventID string) (bool, error)
 		return false, fmt.Errorf("inbox: look up event %s for consumer %s: %w", eventID, consumer, err)
 	}
 	return found, nil
+}
+
+// producersCopy reports whether d is the first hand-over of the copy its
+// producer published: not a redelivery (the broker handed it out before),
+// not one of Lily's copies (a retry, a hold, a redrive, a give-back), which
+// carry the event ID as x-lily-event-id. Such a delivery was never handled
+// before, so a mark for its content ID was made by another message.
+func producersCopy(d *lily.Delivery) bool {
+	_, lilys := d.Headers[evidence.HeaderEventID]
+	return d.DeliveryCount == 1 && !lilys
+}
+
+// twin reports a twin: d's content ID is applied, by another message.
+func (ib Inbox) twin(ctx context.Context, consumer string, d *lily.Delivery) {
+	log := ib.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log.WarnContext(ctx, "inbox: a message without an ID is byte-identical to one already applied (a twin, or the same message published twice): "+
+		"its effect is not applied again; set a message_id on the producer if its twins are distinct messages",
+		"queue", d.Queue, "consumer", consumer, "event_id", d.EventID)
+	ib.observe(ctx, lily.Event{Kind: lily.EventTwin, Queue: d.Queue, EventID: d.EventID})
 }
 
 func (ib Inbox) observe(ctx context.Context, e lily.Event) {

@@ -40,6 +40,19 @@ func delivery(queue, id string) *lily.Delivery {
 	return &lily.Delivery{Message: lily.Message{EventID: id, Body: []byte(`{}`)}, Queue: queue, DeliveryCount: 1}
 }
 
+// deliverIn runs Apply with an effect that adds a row, in tx.
+func deliverIn(t *testing.T, b backend, ib inbox.Inbox, tx any, d *lily.Delivery) bool {
+	t.Helper()
+	ctx := context.Background()
+	applied, err := ib.Apply(ctx, tx, d, func() error {
+		return exec(ctx, tx, `INSERT INTO effects (event_id, amount) VALUES ($1, $2)`, d.EventID, 100)
+	})
+	if err != nil {
+		t.Fatalf("%s: Apply %s: %v", b.name, d.EventID, err)
+	}
+	return applied
+}
+
 // deliver runs one handler transaction: Apply with an effect that adds a
 // row, then commit.
 func deliver(t *testing.T, b backend, ib inbox.Inbox, d *lily.Delivery) bool {
@@ -47,12 +60,7 @@ func deliver(t *testing.T, b backend, ib inbox.Inbox, d *lily.Delivery) bool {
 	ctx := context.Background()
 	tx, commit, rollback := b.begin(t, ctx)
 	defer rollback()
-	applied, err := ib.Apply(ctx, tx, d, func() error {
-		return exec(ctx, tx, `INSERT INTO effects (event_id, amount) VALUES ($1, $2)`, d.EventID, 100)
-	})
-	if err != nil {
-		t.Fatalf("%s: Apply %s: %v", b.name, d.EventID, err)
-	}
+	applied := deliverIn(t, b, ib, tx, d)
 	if err := commit(); err != nil {
 		t.Fatal(err)
 	}

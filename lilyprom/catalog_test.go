@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,19 +15,10 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-
-func openCatalog(t testing.TB) *catalog.Store {
-	t.Helper()
-	s, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 // entry builds a catalog entry of queue in state st, dead-lettered age ago.
 func entry(queue, id string, st catalog.State, age time.Duration) *catalog.Entry {
@@ -63,7 +53,7 @@ func (c inflight) InFlight(_ context.Context, q string) (int64, error) { return 
 // TestCatalogCollector checks every gauge against a catalog with known
 // entries in every state, a ledger, and a configured queue with nothing.
 func TestCatalogCollector(t *testing.T) {
-	s := openCatalog(t)
+	s := transporttest.TempCatalog(t)
 	h := time.Hour
 	err := s.Insert(context.Background(),
 		entry("orders.created", "o1", catalog.StatePending, 1*h),
@@ -150,7 +140,7 @@ lily_catalog_up 1
 // TestCatalogCollectorWithoutCounter: without an in-flight counter the
 // ledger would count in-flight messages as lost, so it is not exported.
 func TestCatalogCollectorWithoutCounter(t *testing.T) {
-	s := openCatalog(t)
+	s := transporttest.TempCatalog(t)
 	addCounts(t, s, "orders.created", 10, 4) // 6 in flight: not lost
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(lilyprom.NewCatalogCollector(s, nil, lilyprom.CatalogOptions{}))
@@ -167,7 +157,7 @@ func TestCatalogCollectorWithoutCounter(t *testing.T) {
 // TestCatalogCollectorUnreadable: a catalog that cannot be read reports
 // lily_catalog_up 0 and the error, and the handler still serves the rest.
 func TestCatalogCollectorUnreadable(t *testing.T) {
-	s := openCatalog(t)
+	s := transporttest.TempCatalog(t)
 	reg := prometheus.NewRegistry()
 	hook, err := lilyprom.NewHook(reg)
 	if err != nil {
@@ -198,7 +188,7 @@ func TestCatalogCollectorUnreadable(t *testing.T) {
 // TestCatalogCardinality: hundreds of entries with distinct event IDs,
 // reasons and error types make one series per queue and state.
 func TestCatalogCardinality(t *testing.T) {
-	s := openCatalog(t)
+	s := transporttest.TempCatalog(t)
 	var es []*catalog.Entry
 	states := []catalog.State{catalog.StatePending, catalog.StateRedriven, catalog.StateDiscarded}
 	for i := range 300 {
@@ -221,7 +211,7 @@ func TestCatalogCardinality(t *testing.T) {
 // BenchmarkCatalogCollect measures one scrape of a catalog of 200,000
 // entries in 4 queues, most of them decided long ago.
 func BenchmarkCatalogCollect(b *testing.B) {
-	s := openCatalog(b)
+	s := transporttest.TempCatalog(b)
 	fill(b, s)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(lilyprom.NewCatalogCollector(s, inflight{}, lilyprom.CatalogOptions{}))
@@ -265,7 +255,7 @@ func serve(t *testing.T, g prometheus.Gatherer) string {
 
 // TestCatalogHeldKeys: a parked key shows in lily_held_keys.
 func TestCatalogHeldKeys(t *testing.T) {
-	s := openCatalog(t)
+	s := transporttest.TempCatalog(t)
 	ctx := context.Background()
 	for _, k := range []string{"acct-1", "acct-2"} {
 		if err := s.HoldKey(ctx, "ledger.postings", k, catalog.KeyModePark, catalog.KeyHeld, "head-"+k); err != nil {

@@ -69,6 +69,12 @@
 //	    Deliveries the version guard (inbox.Newer) found not newer than the
 //	    entity's stored version: acked as a no-op, never applied, never
 //	    dead-lettered (lily.EventStale).
+//	lily_inbox_twins_total{queue}                counter
+//	    First deliveries of a message without an ID of its own whose content
+//	    ID (lily.Delivery.ContentID: RabbitMQ's synthetic ID) the inbox found
+//	    already applied: a byte-identical twin, or a message its producer
+//	    published twice. Acked without running the effect, with a warning
+//	    (lily.EventTwin). Alert on any: the producer should set a message_id.
 //
 // From the CatalogCollector (the catalog as it is at each scrape, for every
 // queue in the catalog, its ledger or CatalogOptions.Queues):

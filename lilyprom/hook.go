@@ -98,7 +98,7 @@ func NewHook(reg prometheus.Registerer) (*Hook, error) {
 	}
 	h.inbox = newInboxMetrics()
 	if err := registerAll(reg, "runtime", h.messages, h.duration, h.inflow, h.breaker, h.redrive, h.abandon,
-		h.inbox.duplicates, h.inbox.stale); err != nil {
+		h.inbox.duplicates, h.inbox.stale, h.inbox.twins); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -159,7 +159,7 @@ func (h *Hook) Observe(_ context.Context, e lily.Event) {
 		return
 	case lily.EventFault:
 		return
-	case lily.EventDuplicate, lily.EventStale:
+	case lily.EventDuplicate, lily.EventStale, lily.EventTwin:
 		h.inbox.observe(e)
 		return
 	}

@@ -28,6 +28,7 @@ const (
 	MetricIngestLastSuccess = "lily_ingest_last_success_timestamp_seconds"
 	MetricInboxDuplicates   = "lily_inbox_duplicates_total"
 	MetricInboxStale        = "lily_inbox_stale_total"
+	MetricInboxTwins        = "lily_inbox_twins_total"
 	MetricOutboxPublished   = "lily_outbox_published_total"
 	MetricOutboxFailures    = "lily_outbox_publish_failures_total"
 	MetricOutboxRoundErrors = "lily_outbox_relay_errors_total"

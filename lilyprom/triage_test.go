@@ -13,6 +13,7 @@ import (
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // lily_dlq_alarming_entries leaves out the held entries of a known_issue
@@ -22,7 +23,7 @@ func TestCatalogAlarmingEntries(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			s := openCatalog(t)
+			s := transporttest.TempCatalog(t)
 			if kind == "postgres" {
 				var err error
 				if s, err = catalog.OpenPostgres(ctx, pgtest.URL(t)); err != nil {

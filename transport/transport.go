@@ -71,6 +71,12 @@ type Delivery struct {
 	HasOffset bool
 	// MessageID is the transport's own identifier of this copy, for evidence.
 	MessageID string
+	// ContentID reports that EventID was derived from the message's content
+	// because its producer gave it no ID (RabbitMQ's synthetic ID, on the
+	// producer's copy and on Lily's copies of it): two byte-identical
+	// messages get the same one. IDs from a log's coordinates or a row ID
+	// are not content IDs.
+	ContentID bool
 	// Receipt is the transport's handle for settling this delivery; callers
 	// must treat it as opaque.
 	Receipt any

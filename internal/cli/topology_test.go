@@ -8,30 +8,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/internal/rabbittest"
 )
 
 // needRabbit returns the broker URL, skipping loudly without a broker —
 // except under CI=true, where the test fails.
 func needRabbit(t *testing.T) string {
 	t.Helper()
-	url := rabbitmq.DefaultURL
-	if u := os.Getenv("LILY_RABBITMQ_URL"); u != "" {
-		url = u
-	}
-	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("RabbitMQ is required under CI=true and unreachable at %s: %v", url, err)
-		}
-		t.Skipf("SKIPPING: RabbitMQ unreachable at %s (%v) — start it with 'rabbitmq-server -detached'", url, err)
-	}
-	conn.Close()
-	return url
+	return rabbittest.URL(t)
 }
 
 func writeConfig(t *testing.T, body string) string {

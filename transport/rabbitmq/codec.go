@@ -169,7 +169,7 @@ func delivery(queue string, d *amqp.Delivery) *transport.Delivery {
 	out := &transport.Delivery{Queue: queue, MessageID: d.MessageId, EnqueuedAt: d.Timestamp}
 	out.Body = d.Body
 	out.Headers = h
-	out.EventID = EventID(queue, d) // identity.go: message_id, x-lily-event-id, else synthetic
+	out.EventID, out.ContentID = eventID(queue, d) // identity.go: message_id, x-lily-event-id, else synthetic
 	out.Key, _ = h[evidence.HeaderKey].(string)
 	out.Type = d.Type
 	if out.Type == "" {

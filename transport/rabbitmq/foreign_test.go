@@ -9,6 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/rabbittest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -19,31 +20,14 @@ import (
 // publisher confirms awaited.
 func rawPublish(ctx context.Context, t *testing.T, _ transport.Transport, queue string, msgs []transporttest.ForeignMessage) {
 	t.Helper()
-	conn, err := amqp.Dial(brokerURL())
-	if err != nil {
-		t.Fatalf("raw amqp091 dial: %v", err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range msgs {
-		p := amqp.Publishing{Body: m.Body, MessageId: m.ID, DeliveryMode: amqp.Persistent}
+	pubs := make([]amqp.Publishing, len(msgs))
+	for i, m := range msgs {
+		pubs[i] = amqp.Publishing{Body: m.Body, MessageId: m.ID, DeliveryMode: amqp.Persistent}
 		if len(m.Headers) > 0 {
-			p.Headers = amqp.Table(m.Headers)
-		}
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, p)
-		if err != nil {
-			t.Fatalf("raw publish to %s: %v", queue, err)
-		}
-		if ok, err := dc.WaitContext(ctx); err != nil || !ok {
-			t.Fatalf("raw publish to %s not confirmed: ok %v, %v", queue, ok, err)
+			pubs[i].Headers = amqp.Table(m.Headers)
 		}
 	}
+	rabbittest.Publish(ctx, t, brokerURL(), queue, pubs...)
 }
 
 // foreignHarness runs the foreign-producer scenarios on the broker, with

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -99,15 +98,7 @@ func openDeclared(t *testing.T, qc lily.QueueConfig) *rabbitmq.Transport {
 }
 
 // tempCatalog opens a catalog in a temporary SQLite file.
-func tempCatalog(t *testing.T) *catalog.Store {
-	t.Helper()
-	cat, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	return cat
-}
+func tempCatalog(t *testing.T) *catalog.Store { return transporttest.TempCatalog(t) }
 
 // openWith connects to the real broker with opts (URL and logger filled
 // in). Without a broker it skips or fails as open does; with one, a

@@ -44,16 +44,29 @@ const SyntheticIDPrefix = "syn-"
 //
 // Two messages with the same body, headers and properties in the same
 // queue get the same synthetic ID: they cannot be told apart, and the
-// ledger and the catalog count them as one message (DESIGN §9). A producer
-// that sends such twins on purpose should set a message_id.
+// ledger and the catalog count them as one message (DESIGN §9). Nothing
+// the broker adds tells them apart either: a quorum queue's delivery
+// carries no per-message ID, and the delivery tag is the channel's
+// sequence number, new on every redelivery. A producer that sends such
+// twins on purpose should set a message_id; a handler's inbox reports the
+// twins it sees (docs/inbox.md, "Messages without an ID").
 func EventID(queue string, d *amqp.Delivery) string {
+	id, _ := eventID(queue, d)
+	return id
+}
+
+// eventID is EventID, and whether the ID is a content ID (synthetic): one
+// derived here, or one a Lily copy of such a message carries (message_id
+// and x-lily-event-id both set to a synthetic ID).
+func eventID(queue string, d *amqp.Delivery) (id string, content bool) {
+	header, _ := d.Headers[evidence.HeaderEventID].(string)
 	if d.MessageId != "" {
-		return d.MessageId
+		return d.MessageId, d.MessageId == header && strings.HasPrefix(header, SyntheticIDPrefix)
 	}
-	if id, ok := d.Headers[evidence.HeaderEventID].(string); ok && id != "" {
-		return id
+	if header != "" {
+		return header, false
 	}
-	return syntheticID(queue, d)
+	return syntheticID(queue, d), true
 }
 
 func syntheticID(queue string, d *amqp.Delivery) string {

@@ -2,6 +2,8 @@ package rabbitmq_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -124,5 +127,115 @@ func TestSyntheticIDStableAcrossRedeliveryAndBrokerDeadLetter(t *testing.T) {
 	}
 	if n, err := tr.DeadLetterDepth(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("DLQ depth after ingest: %d, %v", n, err)
+	}
+}
+
+// TestTwinsCarryNothingThatTellsThemApart: what the broker gives for two
+// different messages a foreign producer published byte-identical (same
+// body, headers and properties, no message_id) on a quorum queue. On the
+// first delivery and on a redelivery every field of the two deliveries is
+// the same except the delivery tag — the channel's sequence number, new on
+// every hand-over, so no identity — (and a basic.get's count of messages
+// left in the queue), and the redelivery adds the same x-delivery-count to
+// both: no stable per-message ID exists, and the
+// synthetic event ID is one for both (DESIGN §7 "identical twins count as
+// one"). Through the transport both are marked ContentID, as are Lily's
+// give-back copies of them (which carry the ID as message_id), while a
+// message published with an ID is not.
+func TestTwinsCarryNothingThatTellsThemApart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	qc := randomQueue("identity.twins", lily.QueueConfig{DeliveryLimit: new(5)})
+	tr := openDeclared(t, qc)
+	_, ch := rawChannel(t)
+	pub := amqp.Publishing{Body: []byte(`{"charge":10}`), AppId: "billing", ContentType: "application/json",
+		Headers: amqp.Table{"x-decimal": amqp.Decimal{Scale: 2, Value: 1000}, "x-nested": amqp.Table{"a": int32(1)}}}
+	publishTwins := func() {
+		t.Helper()
+		for range 2 {
+			if err := ch.PublishWithContext(ctx, "", qc.Name, true, false, pub); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publishTwins()
+	get := func() amqp.Delivery {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			d, ok, err := ch.Get(qc.Name, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				return d
+			}
+		}
+		t.Fatalf("nothing arrived in %s", qc.Name)
+		return amqp.Delivery{}
+	}
+	var tags []uint64
+	for round, redelivered := range []bool{false, true} {
+		a, b := get(), get()
+		tags = append(tags, a.DeliveryTag, b.DeliveryTag)
+		if a.Redelivered != redelivered || b.Redelivered != redelivered {
+			t.Fatalf("round %d: redelivered %v and %v, want %v", round, a.Redelivered, b.Redelivered, redelivered)
+		}
+		ida, idb := rabbitmq.EventID(qc.Name, &a), rabbitmq.EventID(qc.Name, &b)
+		if ida != idb || !strings.HasPrefix(ida, rabbitmq.SyntheticIDPrefix) {
+			t.Fatalf("round %d: twins' IDs %s and %s, want one synthetic ID", round, ida, idb)
+		}
+		a.Acknowledger, b.Acknowledger = nil, nil
+		a.DeliveryTag, b.DeliveryTag, a.MessageCount, b.MessageCount = 0, 0, 0, 0
+		if fmt.Sprintf("%#v", a) != fmt.Sprintf("%#v", b) {
+			t.Fatalf("round %d: the twins' deliveries differ beyond the delivery tag:\n%#v\n%#v", round, a, b)
+		}
+		if redelivered {
+			if err := ch.Ack(tags[len(tags)-1], true); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := ch.Nack(tags[len(tags)-1], true, true); err != nil { // both back, counted
+			t.Fatal(err)
+		}
+	}
+	if !slices.IsSorted(tags) || tags[0] == tags[2] || tags[1] == tags[3] {
+		t.Fatalf("delivery tags %v: want the channel's new sequence numbers on the redelivery", tags)
+	}
+	// Through the transport: content IDs, kept by Lily's copies.
+	publishTwins()
+	if err := lily.Publish(ctx, tr, qc.Name, []lily.Message{{Body: []byte(`{"charge":11}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	ds := receiveN(t, tr, transport.ReceiveParams{Queue: qc.Name, Consumer: "probe"}, 3)
+	var twins []*transport.Delivery
+	for _, d := range ds {
+		if d.ContentID != (string(d.Body) == string(pub.Body)) {
+			t.Fatalf("delivery %s of %s: ContentID %v", d.EventID, d.Body, d.ContentID)
+		}
+		if d.ContentID {
+			twins = append(twins, d)
+		}
+	}
+	if len(twins) != 2 || twins[0].EventID != twins[1].EventID {
+		t.Fatalf("%d twins received, IDs %v", len(twins), twins)
+	}
+	// A give-back copy of a twin is Lily's (first delivery, the ID as
+	// message_id and x-lily-event-id), and still a content ID.
+	if err := tr.Unreceive(ctx, &transport.UnreceiveParams{Consumer: "probe", Deliveries: twins[:1]}); err != nil {
+		t.Fatal(err)
+	}
+	cp := receiveN(t, tr, transport.ReceiveParams{Queue: qc.Name, Consumer: "probe"}, 1)[0]
+	if !cp.ContentID || cp.EventID != twins[0].EventID || cp.DeliveryCount != 1 || cp.Headers[evidence.HeaderEventID] != cp.EventID {
+		t.Fatalf("give-back copy: ContentID %v, ID %s (want %s), count %d, x-lily-event-id %v",
+			cp.ContentID, cp.EventID, twins[0].EventID, cp.DeliveryCount, cp.Headers[evidence.HeaderEventID])
+	}
+	ds = append(ds, cp)
+	var ss []transport.Settlement
+	for _, d := range ds {
+		if d != twins[0] {
+			ss = append(ss, transport.Settlement{Delivery: d, Action: transport.Ack})
+		}
+	}
+	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -3,13 +3,27 @@ package transporttest
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
 )
+
+// TempCatalog opens a catalog in a temporary SQLite file, closed when the
+// test ends.
+func TempCatalog(t testing.TB) *catalog.Store {
+	t.Helper()
+	cat, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	return cat
+}
 
 // WaitFor polls cond every 10ms until it holds, failing the test after 30
 // seconds with what was awaited.

@@ -1,0 +1,63 @@
+// Package rabbittest gives tests the machine's RabbitMQ (DESIGN §11): its
+// URL, once the broker answered — without a broker the test is skipped
+// with a loud message, except under CI=true, where it fails — and a
+// producer that publishes below Lily, as other services do.
+package rabbittest
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/transport/rabbitmq"
+)
+
+// URL returns the test broker's URL — LILY_RABBITMQ_URL, or the machine's
+// broker (rabbitmq.DefaultURL) — after dialling it once.
+func URL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("LILY_RABBITMQ_URL")
+	if u == "" {
+		u = rabbitmq.DefaultURL
+	}
+	conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("RabbitMQ is required under CI=true and unreachable at %s: %v", u, err)
+		}
+		t.Skipf("SKIPPING: RabbitMQ unreachable at %s (%v) — start it with 'rabbitmq-server -detached'", u, err)
+	}
+	conn.Close()
+	return u
+}
+
+// Publish publishes pubs to queue through the default exchange with a
+// plain amqp091 client — no Lily: message_id, headers and properties as
+// given — mandatory, and waits for every confirm.
+func Publish(ctx context.Context, t testing.TB, url, queue string, pubs ...amqp.Publishing) {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatalf("raw amqp091 dial: %v", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pubs {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, p)
+		if err != nil {
+			t.Fatalf("raw publish to %s: %v", queue, err)
+		}
+		if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+			t.Fatalf("raw publish to %s not confirmed: ok %v, %v", queue, ok, err)
+		}
+	}
+}
