@@ -55,7 +55,18 @@ const (
 	HeaderKey = "x-lily-key"
 	// HeaderType is the message type.
 	HeaderType = "x-lily-type"
+	// HeaderPriorDeliveries is carried only by a copy a transport gave back to its
+	// queue in place of a redelivery that no handler saw (RabbitMQ, Pub/Sub, with
+	// competing consumers): how many times the message had been handed out before
+	// (an integer in 1..MaxPriorDeliveries). The copy's delivery count goes on from
+	// there, so the give-back neither raises it nor resets it. Retry, dead-letter and
+	// redrive copies leave it out.
+	HeaderPriorDeliveries = "x-lily-prior-deliveries"
 )
+
+// MaxPriorDeliveries bounds HeaderPriorDeliveries (delivery_limit is at most 100); a
+// larger value, or one that is not an integer, is not Lily's and is ignored.
+const MaxPriorDeliveries = 100
 
 // evidenceHeaders are the headers Record.Apply owns: it writes each of them or, when the
 // record's field is empty, removes a stale value.

@@ -36,9 +36,9 @@ const (
 	AttrDueAt = "x-lily-due-at"
 	// AttrPriorDeliveries is carried by a copy Lily gave back in place of
 	// a redelivery no handler saw (see Transport.giveBack): how many
-	// delivery attempts the message had before that one (decimal text,
-	// 1..100). The copy's delivery count goes on from there.
-	AttrPriorDeliveries = "x-lily-prior-deliveries"
+	// delivery attempts the message had before that one, as decimal text
+	// (evidence.HeaderPriorDeliveries). The copy's count goes on from there.
+	AttrPriorDeliveries = evidence.HeaderPriorDeliveries
 )
 
 // HeaderEvidenceTrimmed is set ("true") on a dead-letter copy whose
@@ -267,7 +267,7 @@ func truncate(s string, n int) string {
 // priorDeliveries reads AttrPriorDeliveries: an integer in 1..100, else 0.
 func priorDeliveries(internal map[string]string) int {
 	n, err := strconv.Atoi(internal[AttrPriorDeliveries])
-	if err != nil || n < 1 || n > 100 {
+	if err != nil || n < 1 || n > evidence.MaxPriorDeliveries {
 		return 0
 	}
 	return n

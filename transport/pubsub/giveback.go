@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -40,7 +41,7 @@ func (t *Transport) giveBack(ctx context.Context, queue string, ds []*transport.
 			left = append(left, d)
 			continue
 		}
-		pm, err := toPubsub(d.Message, d.Headers, map[string]string{AttrPriorDeliveries: strconv.Itoa(min(d.DeliveryCount-1, 100))})
+		pm, err := toPubsub(d.Message, d.Headers, map[string]string{AttrPriorDeliveries: strconv.Itoa(min(d.DeliveryCount-1, evidence.MaxPriorDeliveries))})
 		if err != nil {
 			left = append(left, d)
 			continue

@@ -17,18 +17,12 @@ import (
 // redelivery.
 const headerDeliveryCount = "x-delivery-count"
 
-// headerPriorDeliveries carries, on a copy Lily gave back to its queue in
-// place of a redelivery that no handler saw (see consumer.spill), how many
-// times the message had been handed out before that hand-out: the copy's
-// delivery count goes on from there instead of starting again, so that a
-// give-back neither raises the count nor lets a crash-type poison escape
-// delivery_limit. Only the give-back writes it; every other copy (retry,
-// dead letter, redrive, first-delivery give-back) leaves it out.
-const headerPriorDeliveries = "x-lily-prior-deliveries"
+// headerPriorDeliveries is carried by a give-back copy (consumer.spill):
+// see evidence.HeaderPriorDeliveries.
+const headerPriorDeliveries = evidence.HeaderPriorDeliveries
 
-// maxPriorDeliveries bounds a carried count (delivery_limit is at most
-// 100); a larger or non-integer value is not Lily's and is ignored.
-const maxPriorDeliveries = 100
+// maxPriorDeliveries bounds a carried count.
+const maxPriorDeliveries = evidence.MaxPriorDeliveries
 
 // fromTable converts AMQP header values to Lily's header types, keeping
 // every value's AMQP type (DESIGN §7: headers travel as sent): nested
