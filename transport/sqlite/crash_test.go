@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,6 +40,8 @@ func TestMain(m *testing.M) {
 		os.Exit(crashConsumer(os.Getenv(childDB)))
 	case "publish":
 		os.Exit(crashPublisher(os.Getenv(childDB), os.Getenv(childLog)))
+	case "poison":
+		os.Exit(poisonConsumer(os.Getenv(childDB), os.Getenv(childLog)))
 	}
 	os.Exit(m.Run())
 }
@@ -246,4 +249,109 @@ func readLines(t *testing.T, path string) []string {
 		}
 	}
 	return out
+}
+
+// poisonQueue is the queue of the competing-consumer crash test.
+func poisonQueue() lily.QueueConfig {
+	return lily.QueueConfig{Name: "crash.poison", DeliveryLimit: new(3)}.WithDefaults()
+}
+
+// poisonConsumer consumes poisonQueue until nothing is in flight; every
+// handler call takes 10 ms and appends the event ID to logPath, and the
+// body "poison" kills the process mid-handler.
+func poisonConsumer(db, logPath string) int {
+	tr, err := openCrashDB(db)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer tr.Close()
+	logf, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 3
+	}
+	var mu sync.Mutex
+	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
+		if string(d.Body) == "poison" {
+			os.Exit(transporttest.CrashExitCode) // no recover sees it
+		}
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		logf.WriteString(d.EventID + "\n")
+		return logf.Sync()
+	}), lily.ConsumerOptions{Queue: poisonQueue(), Concurrency: 2, Prefetch: 10, ReceiveWait: 20 * time.Millisecond,
+		Instance: fmt.Sprintf("poison-%d", os.Getpid()), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go transporttest.CancelWhenIdle(ctx, tr, poisonQueue().Name, 20*time.Millisecond, cancel)
+	if err := c.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	return 0
+}
+
+// TestCrashTypePoisonCompetingConsumers runs three consumer processes on
+// one queue of one database file at once, each restarted when it dies on
+// a message that kills its process: a dead consumer's leases run out and
+// its batch is leased again, counted, by the others mid-stream. The
+// consumers die exactly delivery_limit times in all, the poison alone is
+// dead-lettered (reason delivery_limit, without a handler), every other
+// message is acknowledged, and the ledger balances.
+func TestCrashTypePoisonCompetingConsumers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "poison.db")
+	tr, err := openCrashDB(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	qc := poisonQueue()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]lily.Message, 60)
+	for i := range msgs {
+		msgs[i] = lily.Message{Body: []byte(fmt.Sprintf("order-%d", i))}
+	}
+	const poison = 21
+	msgs[poison].Body = []byte("poison")
+	if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "acked.log")
+	restarts := transporttest.RunCrashFleet(t, 3, childRole+"=poison", childDB+"="+db, childLog+"="+logPath)
+	if restarts != qc.Settings().DeliveryLimit {
+		t.Errorf("the consumers died %d times in all, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
+	}
+	cat, err := catalog.New(ctx, tr.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead []*catalog.Entry
+	if err := cat.Each(ctx, catalog.Filter{Queue: qc.Name}, func(e *catalog.Entry) error { dead = append(dead, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0].EventID != msgs[poison].EventID || dead[0].Reason != "delivery_limit" {
+		for _, e := range dead {
+			t.Logf("dead letter %s %q: %s", e.EventID, e.Body, e.Reason)
+		}
+		t.Fatalf("%d dead letters, want exactly the poison with reason delivery_limit", len(dead))
+	}
+	acked := transporttest.ReadIDs(t, logPath)
+	for i, m := range msgs {
+		if i != poison && !acked[m.EventID] {
+			t.Errorf("message %d (%s) was not processed", i, m.Body)
+		}
+	}
+	rows, err := cat.Ledger(ctx, tr)
+	if err != nil || len(rows) != 1 || rows[0].Lost != 0 || rows[0].InFlight != 0 || rows[0].Acked != int64(len(msgs)-1) || rows[0].DeadLettered != 1 {
+		t.Errorf("ledger %+v (%v): want %d acked, 1 dead-lettered, nothing in flight or lost", rows, err, len(msgs)-1)
+	}
 }
