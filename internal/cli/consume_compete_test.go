@@ -315,6 +315,13 @@ func runCompete(t *testing.T, q *competeQueue, handOver bool) {
 	}
 	e := newCompeteEndpoint(t, holdCall)
 	cs := q.startSidecars(t, e)
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.mu.Lock()
+			t.Logf("handler calls by sidecar %v, running %v, %d messages answered", e.callsBy, e.running, len(e.done))
+			e.mu.Unlock()
+		}
+	})
 	sent := q.publish(t)
 	transporttest.WaitFor(t, "a handler call running in each sidecar", e.eachRunning)
 	e.started.open()
