@@ -143,14 +143,11 @@ func runConsumeWorkload(t *testing.T, kind, url string, handler ...string) consu
 	return runConsumeWorkloadOn(t, kind, url, "", handler...)
 }
 
-// runConsumeWorkloadOn is runConsumeWorkload with the catalog on the
-// PostgreSQL catalogURL when not empty (a broker transport).
-func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ...string) consumeRun {
+// sidecarConfig writes the config of a sidecar test: the demo's queue
+// of kind, its SQLite store (or catalog) in db, the broker at url, the
+// catalog on the PostgreSQL catalogURL when not empty.
+func sidecarConfig(t *testing.T, kind, url, catalogURL, db, queue string) string {
 	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	db := filepath.Join(dir, "lily.db")
-	queue := fmt.Sprintf("sidecar%08x.created", rand.Uint32())
 	toml := fmt.Sprintf("db = %q\n", db)
 	if catalogURL != "" {
 		toml += fmt.Sprintf("catalog_url = %q\n", catalogURL)
@@ -161,20 +158,32 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 	case lily.TransportKafka: // url is the seed broker
 		toml += fmt.Sprintf("kafka_brokers = [%q]\n", url)
 	}
-	cfg := writeConfig(t, toml+demoQueueTOML(queue, kind))
-	qc := demoQueueConfig(queue, kind)
-	msgs, _ := consumeWorkload()
-	var pub interface {
-		transport.Transport
-		transport.Declarer
-	}
+	return writeConfig(t, toml+demoQueueTOML(queue, kind))
+}
+
+// sidecarQueue is the transport a test publishes to a sidecar's queue
+// through, and counts what is left in it with.
+type sidecarQueue interface {
+	transport.Transport
+	transport.Declarer
+	transport.InFlightCounter
+}
+
+// openSidecarQueue opens the transport of kind in the test's process (the
+// SQLite file db, the broker at url), declares qc's queue — deleted from
+// a RabbitMQ broker when the test ends — and returns the transport,
+// closed when the test ends.
+func openSidecarQueue(t *testing.T, kind, url, db string, qc lily.QueueConfig) sidecarQueue {
+	t.Helper()
+	ctx := context.Background()
+	var pub sidecarQueue
 	switch kind {
 	case lily.TransportSQLite:
 		tr, err := sqlite.Open(ctx, db, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer tr.Close()
+		t.Cleanup(func() { tr.Close() })
 		pub = tr
 	case lily.TransportRabbitMQ:
 		cleanupRabbitQueues(t, url, qc)
@@ -182,7 +191,7 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer tr.Close()
+		t.Cleanup(func() { tr.Close() })
 		pub = tr
 	case lily.TransportKafka:
 		tr := openTestKafka(t, url)
@@ -192,6 +201,19 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 	if err := pub.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 		t.Fatal(err)
 	}
+	return pub
+}
+
+// runConsumeWorkloadOn is runConsumeWorkload with the catalog on the
+// PostgreSQL catalogURL when not empty (a broker transport).
+func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ...string) consumeRun {
+	t.Helper()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lily.db")
+	queue := fmt.Sprintf("sidecar%08x.created", rand.Uint32())
+	cfg := sidecarConfig(t, kind, url, catalogURL, db, queue)
+	pub := openSidecarQueue(t, kind, url, db, demoQueueConfig(queue, kind))
+	msgs, _ := consumeWorkload()
 	if err := lily.Publish(ctx, pub, queue, msgs); err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,13 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // childEnv marks a test binary started as a lily child process (the demo's
@@ -25,4 +30,67 @@ func run(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// child is a lily command in a child process (the test binary, see
+// TestMain).
+type child struct {
+	cmd       *exec.Cmd
+	out, errb *transporttest.SyncBuffer
+	holder    string // 'lily serve': its ingest lease holder (serveChild)
+}
+
+// lilyChild starts 'lily args...' in a child process, its output
+// captured; a child still running when the test ends is killed.
+func lilyChild(t *testing.T, args ...string) *child {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &child{out: &transporttest.SyncBuffer{}, errb: &transporttest.SyncBuffer{}}
+	c.cmd = exec.Command(exe, args...)
+	c.cmd.Env = append(os.Environ(), childEnv+"=1")
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.errb
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			c.cmd.Process.Kill()
+			c.cmd.Wait()
+		}
+	})
+	return c
+}
+
+// exit waits up to within for the child to end and returns its exit code
+// (-1: ended by a signal); past within it is killed and the test fails.
+func (c *child) exit(t *testing.T, within time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(within):
+		c.cmd.Process.Kill()
+		<-done
+		t.Fatalf("%v did not end within %s\nstdout: %s\nstderr: %s", c.cmd.Args[1:], within, c.out.String(), c.errb.String())
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("%v: %v", c.cmd.Args[1:], err)
+	}
+	return c.cmd.ProcessState.ExitCode()
+}
+
+// runChild runs 'lily args...' to its end in a child process (a second
+// process, as an operator's command beside the consumers) and returns its
+// exit code and output.
+func runChild(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	c := lilyChild(t, args...)
+	code := c.exit(t, 2*time.Minute)
+	return code, c.out.String(), c.errb.String()
 }

@@ -6,8 +6,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -426,35 +424,11 @@ func TestServeIngestFlags(t *testing.T) {
 	}
 }
 
-// child is 'lily serve' in a child process (the test binary, see
-// TestMain).
-type child struct {
-	cmd       *exec.Cmd
-	out, errb *transporttest.SyncBuffer
-	holder    string
-}
-
 // serveChild starts 'lily serve args...' in a child process and waits
 // until it printed its ingest lease holder.
 func serveChild(t *testing.T, args ...string) *child {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &child{out: &transporttest.SyncBuffer{}, errb: &transporttest.SyncBuffer{}}
-	c.cmd = exec.Command(exe, append([]string{"serve"}, args...)...)
-	c.cmd.Env = append(os.Environ(), childEnv+"=1")
-	c.cmd.Stdout, c.cmd.Stderr = c.out, c.errb
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if c.cmd.ProcessState == nil {
-			c.cmd.Process.Kill()
-			c.cmd.Wait()
-		}
-	})
+	c := lilyChild(t, append([]string{"serve"}, args...)...)
 	re := regexp.MustCompile(`holder (\S+)\)`)
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if m := re.FindStringSubmatch(c.out.String()); m != nil {

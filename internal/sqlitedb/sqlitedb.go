@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Options tune Open.
@@ -61,9 +63,37 @@ func Open(ctx context.Context, path string, o Options) (*sql.DB, error) {
 	db.SetMaxOpenConns(o.MaxOpenConns)
 	db.SetMaxIdleConns(o.MaxOpenConns)
 	db.SetConnMaxLifetime(0)
-	if err := db.PingContext(ctx); err != nil {
+	if err := connect(ctx, db, time.Duration(o.BusyTimeoutMillis)*time.Millisecond); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// connect makes db's first connection, trying again for up to busy while
+// it fails with SQLITE_BUSY. The first connection to a new database file
+// switches it to WAL (journal_mode), and SQLite does not call the busy
+// handler for that switch: a process that opens a new file at the moment
+// another one switches it (several 'lily consume' started together on a
+// new catalog) is refused with "database is locked" at once, whatever the
+// busy timeout.
+func connect(ctx context.Context, db *sql.DB, busy time.Duration) error {
+	deadline := time.Now().Add(busy)
+	for {
+		err := db.PingContext(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// isBusy reports an SQLITE_BUSY error (any of its extended codes).
+func isBusy(err error) bool {
+	var se interface{ Code() int }
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }

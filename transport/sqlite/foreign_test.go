@@ -3,7 +3,6 @@ package sqlite_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
@@ -12,26 +11,10 @@ import (
 )
 
 // rawInsert writes msgs into the queue table with plain SQL, as another
-// program sharing the database file would: no lily.Publish, the event_id
-// column ” when the message has no ID, headers in the column's documented
-// encoding (transport.MarshalHeaders), no accounted column.
+// program sharing the database file would (transporttest.InsertRaw).
 func rawInsert(ctx context.Context, t *testing.T, tr transport.Transport, queue string, msgs []transporttest.ForeignMessage) {
 	t.Helper()
-	db := tr.(*sqlite.Transport).DB()
-	now := time.Now().UnixMilli()
-	for _, m := range msgs {
-		var hdr []byte
-		if len(m.Headers) > 0 {
-			var err error
-			if hdr, err = transport.MarshalHeaders(m.Headers); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := db.ExecContext(ctx, `INSERT INTO lily_messages(queue, event_id, body, headers, visible_at, enqueued_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, queue, m.ID, m.Body, hdr, now, now); err != nil {
-			t.Fatalf("raw insert into %s: %v", queue, err)
-		}
-	}
+	transporttest.InsertRaw(ctx, t, tr.(*sqlite.Transport).DB(), queue, msgs)
 }
 
 // TestForeignProducers runs the foreign-producer harness on the embedded
