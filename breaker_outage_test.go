@@ -52,8 +52,12 @@ func TestBreakerTurnsOutageIntoLag(t *testing.T) {
 			if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
 				t.Fatal(err)
 			}
-			var down, started atomic.Bool
-			down.Store(true)
+			// The outage lasts one second of wall time; without the breaker
+			// it lasts, besides, until the first message was dead-lettered,
+			// so that the control shows what the breaker prevents however
+			// slowly a loaded machine runs the handlers.
+			var timeUp, deadLettered, started atomic.Bool
+			down := func() bool { return !timeUp.Load() || (!withBreaker && !deadLettered.Load()) }
 			var mu sync.Mutex
 			var states []lily.BreakerState
 			held := atomic.Int64{}
@@ -66,15 +70,18 @@ func TestBreakerTurnsOutageIntoLag(t *testing.T) {
 					mu.Unlock()
 				case lily.EventHeld:
 					held.Add(1)
-				case lily.EventAcked, lily.EventDeadLettered:
+				case lily.EventDeadLettered:
+					deadLettered.Store(true)
+					settled.Add(1)
+				case lily.EventAcked:
 					settled.Add(1)
 				}
 			})
 			c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 				if !started.Swap(true) {
-					time.AfterFunc(time.Second, func() { down.Store(false) })
+					time.AfterFunc(time.Second, func() { timeUp.Store(true) })
 				}
-				if down.Load() {
+				if down() {
 					return errors.New("payment service unavailable")
 				}
 				return nil
