@@ -596,18 +596,29 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 }
 
 // heldCount counts the deliveries of queue this process holds unsettled.
+// A consumer's lock is never taken with t.mu held: Receive holds the
+// consumer's while it opens a channel, which takes t.mu.
 func (t *Transport) heldCount(queue string) int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	var n int64
-	for k, c := range t.consumers {
-		if k.queue == queue {
-			c.mu.Lock()
-			n += int64(len(c.held) + len(c.pending) + len(c.reds))
-			c.mu.Unlock()
-		}
+	for _, c := range t.consumersOf(func(k consumerKey) bool { return k.queue == queue }) {
+		c.mu.Lock()
+		n += int64(len(c.held) + len(c.pending) + len(c.reds))
+		c.mu.Unlock()
 	}
 	return n
+}
+
+// consumersOf returns the consumer instances whose keys match.
+func (t *Transport) consumersOf(match func(consumerKey) bool) []*consumer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var cs []*consumer
+	for k, c := range t.consumers {
+		if match(k) {
+			cs = append(cs, c)
+		}
+	}
+	return cs
 }
 
 // CancelConsume ends a consumer instance's subscription (basic.cancel)

@@ -198,17 +198,21 @@ func (t *Transport) channel(ctx context.Context) (*amqp.Channel, uint64, error) 
 // queues.
 func (t *Transport) Close() error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
+		t.mu.Unlock()
 		return nil
 	}
 	t.closed = true
+	conn := t.conn
+	t.mu.Unlock()
 	t.mgmtHTTP.CloseIdleConnections()
-	for _, c := range t.consumers {
+	// Without t.mu: invalidate takes a consumer's lock, which Receive
+	// holds while it opens a channel (and that takes t.mu).
+	for _, c := range t.consumersOf(func(consumerKey) bool { return true }) {
 		c.invalidate()
 	}
-	if t.conn != nil {
-		return t.conn.Close()
+	if conn != nil {
+		return conn.Close()
 	}
 	return nil
 }
