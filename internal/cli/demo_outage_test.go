@@ -16,8 +16,9 @@ import (
 )
 
 // TestOutageScenario runs the outage scenario on each transport, with and
-// without the breaker: without it the dead letters match the planner's
-// prediction within ±20%; with it none, and every message is acked.
+// without the breaker: without it the outage dead-letters messages, at
+// most 1.2× the planner's prediction (a lagging consumer dead-letters
+// fewer; the share is logged); with it none, and every message is acked.
 func TestOutageScenario(t *testing.T) {
 	for _, kind := range []string{lily.TransportSQLite, lily.TransportRabbitMQ, lily.TransportKafka} {
 		t.Run(kind, func(t *testing.T) {
@@ -73,8 +74,17 @@ func outageRun(t *testing.T, kind string, breaker bool) {
 		}
 		return
 	}
-	if ratio := float64(got.DeadLettered) / got.PredictedDeadLettered; ratio < 0.8 || ratio > 1.2 {
-		t.Errorf("without the breaker %d dead-lettered, predicted %.0f: outside ±20%%", got.DeadLettered, got.PredictedDeadLettered)
+	// The prediction assumes a consumer that keeps up; one that lags (a
+	// loaded machine: CI runs every package at once under -race) handles
+	// part of the outage's arrivals after the outage and dead-letters
+	// fewer, never more. So the prediction bounds the damage from above,
+	// and the measured share is reported, not asserted (no timing
+	// assertions in tests; the planner's formulas are checked exactly in
+	// package plan).
+	ratio := float64(got.DeadLettered) / got.PredictedDeadLettered
+	t.Logf("without the breaker: %d dead-lettered, predicted %.1f (%.2f× the prediction; max lag %d)", got.DeadLettered, got.PredictedDeadLettered, ratio, got.MaxLag)
+	if got.DeadLettered == 0 || ratio > 1.2 {
+		t.Errorf("without the breaker %d dead-lettered, predicted %.0f: want some, and at most 1.2× the prediction", got.DeadLettered, got.PredictedDeadLettered)
 	}
 }
 
