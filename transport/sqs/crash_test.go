@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +25,6 @@ const (
 	childEndpoint = "LILY_SQS_CRASH_ENDPOINT"
 	childQueue    = "LILY_SQS_CRASH_QUEUE"
 	childLog      = "LILY_SQS_CRASH_LOG"
-	childPause    = "LILY_SQS_CRASH_PAUSE" // a duration: each handler call takes this long
 	crashLimit    = 3
 )
 
@@ -62,15 +60,10 @@ func crashConsumer(endpoint, queue, logPath string) int {
 		return 3
 	}
 	defer f.Close()
-	pause, _ := time.ParseDuration(os.Getenv(childPause))
-	var mu sync.Mutex
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if string(d.Body) == "poison" {
 			os.Exit(transporttest.CrashExitCode) // no recover sees it
 		}
-		time.Sleep(pause)
-		mu.Lock()
-		defer mu.Unlock()
 		fmt.Fprintf(f, "%s\n", d.EventID)
 		return nil
 	}), lily.ConsumerOptions{Queue: crashQueue(queue), Concurrency: 4, Prefetch: 10, ReceiveWait: time.Second,
@@ -140,54 +133,6 @@ func TestCrashPoisonByReceiveCount(t *testing.T) {
 	}
 	if acked[msgs[3].EventID] {
 		t.Error("the poison was acknowledged")
-	}
-	if n := sqsemu.Depth(queue); n != 0 {
-		t.Errorf("%d messages left in the queue, want 0", n)
-	}
-}
-
-// TestCrashPoisonCompetingConsumers is TestCrashPoisonByReceiveCount with
-// three consumer processes on the queue at once, each restarted when it
-// dies: a death leaves the dead consumer's received messages to come back
-// after their visibility timeout with their receive counts raised, to
-// whichever consumer receives next, mid-stream. The consumers die exactly
-// delivery_limit times in all, the poison alone is dead-lettered, and
-// every other message is acknowledged.
-func TestCrashPoisonCompetingConsumers(t *testing.T) {
-	t.Parallel()
-	e := emulator(t)
-	tr := open(t)
-	ctx := context.Background()
-	queue := fmt.Sprintf("crash-fleet-%d", time.Now().UnixNano())
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{crashQueue(queue).Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	msgs := make([]lily.Message, 60)
-	for i := range msgs {
-		msgs[i] = lily.Message{Body: []byte(fmt.Sprintf("ok-%d", i))}
-	}
-	const poison = 21
-	msgs[poison].Body = []byte("poison")
-	if err := lily.Publish(ctx, tr, queue, msgs); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(t.TempDir(), "acked.log")
-	restarts := transporttest.RunCrashFleet(t, 3, childEndpoint+"="+e.URL(), childQueue+"="+queue, childLog+"="+logPath, childPause+"=10ms")
-	if restarts != crashLimit {
-		t.Errorf("the consumers died %d times in all, want delivery_limit = %d", restarts, crashLimit)
-	}
-	dls, err := tr.PeekDeadLetters(ctx, queue, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dls) != 1 || dls[0].EventID != msgs[poison].EventID {
-		t.Fatalf("dead letters %v, want only the poison %s", ids(dls), msgs[poison].EventID)
-	}
-	acked := transporttest.ReadIDs(t, logPath)
-	for i, m := range msgs {
-		if i != poison && !acked[m.EventID] {
-			t.Errorf("neighbour %s (%s) not acknowledged", m.EventID, m.Body)
-		}
 	}
 	if n := sqsemu.Depth(queue); n != 0 {
 		t.Errorf("%d messages left in the queue, want 0", n)
