@@ -71,15 +71,8 @@ func TestShareCrashTypePoisonCompetingMembers(t *testing.T) {
 	if rec.Reason != evidence.ReasonDeliveryLimit || rec.DeliveryCount != qc.Settings().DeliveryLimit+1 {
 		t.Errorf("reason %q, delivery count %d; want delivery_limit and the broker's count %d", rec.Reason, rec.DeliveryCount, qc.Settings().DeliveryLimit+1)
 	}
-	processed := transporttest.ReadIDs(t, logPath)
-	for i, m := range msgs {
-		if i != poison && !processed[m.EventID] {
-			t.Errorf("record %d (%s) was not processed", i, m.Body)
-		}
-	}
-	if processed[msgs[poison].EventID] || len(processed) != len(msgs)-1 {
-		t.Errorf("processed %d distinct records, want %d (all but the poison)", len(processed), len(msgs)-1)
-	}
+	// Conservation: every message but the poison processed, none invented.
+	transporttest.WantProcessedAllBut(t, logPath, msgs, poison)
 	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
 	}

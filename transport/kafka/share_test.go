@@ -139,15 +139,8 @@ func TestShareCrashTypePoison(t *testing.T) {
 		t.Errorf("dead letter source %d/%d (has %v/%v) in DLT partition %d: want the poison's coordinates and the same partition",
 			rec.SourcePartition, rec.SourceOffset, rec.HasPartition, rec.HasOffset, dls[0].Partition)
 	}
-	processed := transporttest.ReadIDs(t, logPath)
-	for i, m := range msgs {
-		if i != poison && !processed[m.EventID] {
-			t.Errorf("message %d (%s, key %s) was not processed", i, m.Body, m.Key)
-		}
-	}
-	if processed[msgs[poison].EventID] || len(processed) != len(msgs)-1 {
-		t.Errorf("processed %d distinct messages, want %d (all but the poison)", len(processed), len(msgs)-1)
-	}
+	// Conservation: every message but the poison processed, none invented.
+	transporttest.WantProcessedAllBut(t, logPath, msgs, poison)
 	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
 	}

@@ -156,15 +156,8 @@ func TestCrashTypePoison(t *testing.T) {
 	if rec.Reason != evidence.ReasonDeliveryLimit || rec.DeliveryCount != qc.Settings().DeliveryLimit+1 {
 		t.Errorf("reason %q delivery count %d, want delivery_limit and %d", rec.Reason, rec.DeliveryCount, qc.Settings().DeliveryLimit+1)
 	}
-	processed := transporttest.ReadIDs(t, logPath)
-	for i, m := range msgs {
-		if i != poison && !processed[m.EventID] {
-			t.Errorf("message %d (%s) was not processed", i, m.Body)
-		}
-	}
-	if processed[msgs[poison].EventID] || len(processed) != len(msgs)-1 {
-		t.Errorf("processed %d distinct messages, want %d (all but the poison)", len(processed), len(msgs)-1)
-	}
+	// Conservation: every message but the poison processed, none invented.
+	transporttest.WantProcessedAllBut(t, logPath, msgs, poison)
 	if n := inFlight(srv, tr, qc.Name); n != 0 {
 		t.Errorf("%d messages unacknowledged after the run, want 0", n)
 	}
@@ -212,12 +205,8 @@ func TestCrashTypePoisonCompetingConsumers(t *testing.T) {
 		}
 		t.Fatalf("dead-letter subscription holds %d messages, want exactly the poison", len(dls))
 	}
-	processed := transporttest.ReadIDs(t, logPath)
-	for i, m := range msgs {
-		if i != poison && !processed[m.EventID] {
-			t.Errorf("message %d (%s) was not processed", i, m.Body)
-		}
-	}
+	// Conservation: every message but the poison processed, none invented.
+	transporttest.WantProcessedAllBut(t, logPath, msgs, poison)
 	if n := inFlight(srv, tr, qc.Name); n != 0 {
 		t.Errorf("%d messages unacknowledged after the run, want 0", n)
 	}

@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/rabbittest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -146,16 +149,8 @@ func TestCrashTypePoison(t *testing.T) {
 		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
 	}
 	poisonDeadLettered(t, tr, qc.Name, msgs[3].EventID)
-	acked := transporttest.ReadIDs(t, logPath)
-	// Conservation: every message but the poison acked, none invented.
-	for i, m := range msgs {
-		if i != 3 && !acked[m.EventID] {
-			t.Errorf("message %d (%s) was not processed", i, m.Body)
-		}
-	}
-	if acked[msgs[3].EventID] || len(acked) != len(msgs)-1 {
-		t.Errorf("acked %d distinct messages, want %d (all but the poison)", len(acked), len(msgs)-1)
-	}
+	// Conservation: every message but the poison processed, none invented.
+	transporttest.WantProcessedAllBut(t, logPath, msgs, 3)
 	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
 	}
@@ -268,7 +263,8 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 }
 
 // TestCrashTypePoisonCompetingConsumers is TestCrashTypePoison with three
-// consumer processes on the queue at once, each restarted when it dies:
+// consumer processes on the queue at once (a third of the messages from a
+// foreign producer, without a message_id), each restarted when it dies:
 // a death returns the dead consumer's whole window with raised counts to
 // the others, mid-stream, so each of them must take such redeliveries
 // alone (its pushed first deliveries settled first). The consumers die
@@ -279,15 +275,35 @@ func TestCrashTypePoisonCompetingConsumers(t *testing.T) {
 	ctx := context.Background()
 	qc := crashQueueConfig(randomName("crash.fleet"), lily.OrderingReorder)
 	tr := openDeclared(t, qc)
+	// A third of the messages come from another service's producer: no
+	// message_id, an AMQP decimal and a nested table. Their event IDs are
+	// the synthetic ones, which a give-back copy must keep.
 	msgs := make([]lily.Message, 90)
+	var ours []lily.Message
+	var foreign []amqp.Publishing
+	const poison = 31
 	for i := range msgs {
 		msgs[i].Body = []byte(fmt.Sprintf("order-%d", i))
+		if i == poison {
+			msgs[i].Body = []byte("poison")
+		}
+		if i%3 != 0 {
+			ours = append(ours, msgs[i])
+			continue
+		}
+		h := amqp.Table{"amount": amqp.Decimal{Scale: 2, Value: int32(1999 + i)}, "meta": amqp.Table{"n": int32(i)}}
+		msgs[i].EventID = rabbitmq.EventID(qc.Name, &amqp.Delivery{Body: msgs[i].Body, Headers: h})
+		foreign = append(foreign, amqp.Publishing{Body: msgs[i].Body, Headers: h, DeliveryMode: amqp.Persistent})
 	}
-	const poison = 31
-	msgs[poison].Body = []byte("poison")
-	if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil {
+	if err := lily.Publish(ctx, tr, qc.Name, ours); err != nil {
 		t.Fatal(err)
 	}
+	for i, j := 0, 0; i < len(msgs); i++ { // the event IDs lily.Publish chose
+		if i%3 != 0 {
+			msgs[i].EventID, j = ours[j].EventID, j+1
+		}
+	}
+	rabbittest.Publish(ctx, t, brokerURL(), qc.Name, foreign...)
 	logPath := filepath.Join(t.TempDir(), "acked.log")
 	// 10 ms a message: the three consumers overlap for the whole run.
 	restarts := transporttest.RunCrashFleet(t, 3, crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath, crashChildCatalog+"=",
@@ -315,15 +331,8 @@ func TestCrashTypePoisonCompetingConsumers(t *testing.T) {
 				r, ok, rec.Reason, rec.DeliveryCount, err, qc.Settings().DeliveryLimit+1)
 		}
 	}
-	acked := transporttest.ReadIDs(t, logPath)
-	for i, m := range msgs {
-		if i != poison && !acked[m.EventID] {
-			t.Errorf("message %d (%s) was not processed", i, m.Body)
-		}
-	}
-	if acked[msgs[poison].EventID] || len(acked) != len(msgs)-1 {
-		t.Errorf("acked %d distinct messages, want %d (all but the poison)", len(acked), len(msgs)-1)
-	}
+	// Conservation: every message but the poison processed, none invented.
+	transporttest.WantProcessedAllBut(t, logPath, msgs, poison)
 	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("in flight after the run: %d (%v), want 0", n, err)
 	}

@@ -124,6 +124,23 @@ func RunCrashFleet(t *testing.T, members int, env ...string) (restarts int) {
 	return restarts
 }
 
+// WantProcessedAllBut checks the log a crash-test child writes (one event
+// ID per processed message, see ReadIDs) against the published msgs: every
+// message but msgs[poison] was processed, the poison never, and nothing
+// else — none lost, none invented.
+func WantProcessedAllBut(t *testing.T, logPath string, msgs []lily.Message, poison int) {
+	t.Helper()
+	processed := ReadIDs(t, logPath)
+	for i, m := range msgs {
+		if i != poison && !processed[m.EventID] {
+			t.Errorf("message %d (%s, key %q) was not processed", i, m.Body, m.Key)
+		}
+	}
+	if processed[msgs[poison].EventID] || len(processed) != len(msgs)-1 {
+		t.Errorf("processed %d distinct messages (the poison: %v), want %d: all but the poison", len(processed), processed[msgs[poison].EventID], len(msgs)-1)
+	}
+}
+
 // ReadIDs returns the distinct whitespace-separated words (event IDs) of
 // the file at path, as a crash-test child logs what it processed.
 func ReadIDs(t *testing.T, path string) map[string]bool {
