@@ -8,8 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
@@ -25,6 +30,7 @@ const (
 	childEndpoint = "LILY_SQS_CRASH_ENDPOINT"
 	childQueue    = "LILY_SQS_CRASH_QUEUE"
 	childLog      = "LILY_SQS_CRASH_LOG"
+	childPause    = "LILY_SQS_CRASH_PAUSE" // a duration: each handler call takes this long
 	crashLimit    = 3
 )
 
@@ -60,10 +66,15 @@ func crashConsumer(endpoint, queue, logPath string) int {
 		return 3
 	}
 	defer f.Close()
+	pause, _ := time.ParseDuration(os.Getenv(childPause))
+	var mu sync.Mutex
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if string(d.Body) == "poison" {
 			os.Exit(transporttest.CrashExitCode) // no recover sees it
 		}
+		time.Sleep(pause)
+		mu.Lock()
+		defer mu.Unlock()
 		fmt.Fprintf(f, "%s\n", d.EventID)
 		return nil
 	}), lily.ConsumerOptions{Queue: crashQueue(queue), Concurrency: 4, Prefetch: 10, ReceiveWait: time.Second,
@@ -126,6 +137,79 @@ func TestCrashPoisonByReceiveCount(t *testing.T) {
 		t.Errorf("poison dead-lettered with reason %s at delivery count %d, want delivery_limit at %d", rec.Reason, rec.DeliveryCount, crashLimit+1)
 	}
 	transporttest.WantProcessedAllBut(t, logPath, msgs, 3)
+	if n := sqsemu.Depth(queue); n != 0 {
+		t.Errorf("%d messages left in the queue, want 0", n)
+	}
+}
+
+// TestCrashPoisonCompetingConsumers is TestCrashPoisonByReceiveCount with
+// three consumer processes on the queue at once, each restarted when it
+// dies: a death leaves the dead consumer's received messages to come back
+// after their visibility timeout with their receive counts raised, to
+// whichever consumer receives next, mid-stream, several in one batch. The
+// redeliveries received beside one that runs alone are given back as
+// copies carrying their count (giveBack): kept leased instead, they died
+// with the poison and reached delivery_limit beside it (three innocent
+// messages dead-lettered in a CI run). The consumers die exactly
+// delivery_limit times in all, the poison alone is dead-lettered, and
+// every other message is processed once.
+func TestCrashPoisonCompetingConsumers(t *testing.T) {
+	t.Parallel()
+	e := emulator(t)
+	tr := open(t)
+	ctx := context.Background()
+	queue := fmt.Sprintf("crash-fleet-%d", time.Now().UnixNano())
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{crashQueue(queue).Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]lily.Message, 60)
+	for i := range msgs {
+		msgs[i] = lily.Message{Body: []byte(fmt.Sprintf("ok-%d", i))}
+	}
+	const poison = 21
+	msgs[poison].Body = []byte("poison")
+	// Every third message comes from a foreign producer (no Lily pack, a
+	// Number attribute): its event ID is its SQS message ID, which a
+	// give-back copy must keep (it gets a new message ID of its own).
+	var lilys []lily.Message
+	url, err := tr.QueueURL(ctx, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range msgs {
+		if i%3 != 0 {
+			lilys = append(lilys, msgs[i])
+			continue
+		}
+		out, err := tr.Client().SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(string(msgs[i].Body)),
+			MessageAttributes: map[string]types.MessageAttributeValue{"amount": {DataType: aws.String("Number.decimal"), StringValue: aws.String("12.50")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs[i].EventID = aws.ToString(out.MessageId)
+	}
+	if err := lily.Publish(ctx, tr, queue, lilys); err != nil {
+		t.Fatal(err)
+	}
+	for i, j := 0, 0; i < len(msgs); i++ {
+		if i%3 != 0 {
+			msgs[i].EventID = lilys[j].EventID
+			j++
+		}
+	}
+	logPath := filepath.Join(t.TempDir(), "acked.log")
+	restarts := transporttest.RunCrashFleet(t, 3, childEndpoint+"="+e.URL(), childQueue+"="+queue, childLog+"="+logPath, childPause+"=10ms")
+	if restarts != crashLimit {
+		t.Errorf("the consumers died %d times in all, want delivery_limit = %d", restarts, crashLimit)
+	}
+	dls, err := tr.PeekDeadLetters(ctx, queue, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].EventID != msgs[poison].EventID {
+		t.Fatalf("dead letters %v, want only the poison %s", ids(dls), msgs[poison].EventID)
+	}
+	transporttest.WantProcessedAllBut(t, logPath, msgs, poison)
 	if n := sqsemu.Depth(queue); n != 0 {
 		t.Errorf("%d messages left in the queue, want 0", n)
 	}

@@ -10,6 +10,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -74,7 +75,6 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		ds = append(ds, t.delivery(p.Queue, url, p.Consumer, m))
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	h := t.held[p.Consumer]
 	if h == nil {
 		h = map[string]*receipt{}
@@ -85,6 +85,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		h[rc.handle] = rc
 	}
 	if !p.IsolateRedeliveries || len(ds) == 0 {
+		t.mu.Unlock()
 		return ds, nil
 	}
 	redelivered := false
@@ -95,13 +96,20 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	}
 	t.wary[p.Consumer] = redelivered
 	cut := isolate(ds)
-	if cut < len(ds) {
+	t.mu.Unlock()
+	if cut == len(ds) {
+		return ds, nil
+	}
+	rest := t.giveBack(ctx, p.Queue, url, ds[cut:])
+	if len(rest) > 0 {
+		t.mu.Lock()
 		k := stashKey(p.Consumer, p.Queue)
-		t.stash[k] = append(t.stash[k], ds[cut:]...)
+		t.stash[k] = append(t.stash[k], rest...)
 		if !t.stashing {
 			t.stashing = true
 			go t.keepStash()
 		}
+		t.mu.Unlock()
 	}
 	return ds[:cut], nil
 }
@@ -200,7 +208,7 @@ func (t *Transport) delivery(queue, url, consumer string, m types.Message) *tran
 			key = g
 		}
 	}
-	count := max(sysInt(m, string(types.MessageSystemAttributeNameApproximateReceiveCount)), 1)
+	count := max(sysInt(m, string(types.MessageSystemAttributeNameApproximateReceiveCount)), 1) + priorDeliveries(dec.Headers)
 	return &transport.Delivery{
 		Message:       transport.Message{EventID: id, Key: key, Type: dec.Type, Body: dec.Body, Headers: dec.Headers},
 		Queue:         queue,
@@ -222,4 +230,30 @@ func (t *Transport) Received(ctx context.Context, queue string, m types.Message)
 		return nil, err
 	}
 	return t.delivery(queue, url, "", m), nil
+}
+
+// priorDeliveries removes evidence.HeaderPriorDeliveries from h and
+// returns it: the receives a give-back copy carries (giveBack), an integer
+// in 1..evidence.MaxPriorDeliveries, else 0. A foreign producer that sets
+// it can make Lily dead-letter its message early (with evidence), never
+// lose it.
+func priorDeliveries(h transport.Headers) int {
+	v, ok := h[evidence.HeaderPriorDeliveries]
+	if !ok {
+		return 0
+	}
+	delete(h, evidence.HeaderPriorDeliveries)
+	var n int64
+	switch x := v.(type) {
+	case int32:
+		n = int64(x)
+	case int64:
+		n = x
+	case int:
+		n = int64(x)
+	}
+	if n < 1 || n > evidence.MaxPriorDeliveries {
+		return 0
+	}
+	return int(n)
 }
