@@ -78,6 +78,10 @@ type shareEntry struct {
 	renewed time.Time // acquired or last renewed
 	handed  bool
 	settled bool
+	// over: delivered past the queue's delivery_limit, so the runtime
+	// dead-letters it without a handler. It goes out alone and nothing
+	// follows it until it is settled (take).
+	over bool
 }
 
 // shareAckErr is a broker refusal of acknowledgements of one partition.
@@ -294,11 +298,21 @@ func (s *shareInstance) take(limit int, isolate bool) []*transport.Delivery {
 	if s.closing {
 		return nil
 	}
+	for e := range s.held {
+		if e.over {
+			// Nothing runs beside a record past the delivery limit until
+			// it is dead-lettered: a first-time poison handed out now
+			// could kill the process first, and the record would come back
+			// past the broker's archive limit and be archived, with no
+			// copy anywhere.
+			return nil
+		}
+	}
 	var out []*transport.Delivery
 	for len(s.buf) > 0 && len(out) < limit {
 		e := s.buf[0]
 		n := int(e.rec.DeliveryCount())
-		if isolate && n > 1 && (len(out) > 0 || len(s.held) > 0) {
+		if (e.over || isolate && n > 1) && (len(out) > 0 || len(s.held) > 0) {
 			break // a redelivery runs alone, with nothing else in flight
 		}
 		s.buf = s.buf[1:]
@@ -311,7 +325,7 @@ func (s *shareInstance) take(limit int, isolate bool) []*transport.Delivery {
 			Partition: e.rec.Partition, Offset: e.rec.Offset, HasOffset: true, MessageID: recordID(e.rec),
 			Receipt: e,
 		})
-		if isolate && n > 1 {
+		if e.over || isolate && n > 1 {
 			break
 		}
 	}
@@ -355,10 +369,11 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 		}
 	})
 	now := time.Now()
-	// Records past the delivery limit first: the runtime dead-letters them
-	// without a handler, so nothing can kill the process while one waits
-	// behind a first-time poison — held then, it would come back past the
-	// broker's archive limit and be archived, with no copy anywhere.
+	// Records past the delivery limit first, each alone (take): the
+	// runtime dead-letters them without a handler, so nothing can kill the
+	// process while one waits behind or beside a first-time poison — held
+	// then, it would come back past the broker's archive limit and be
+	// archived, with no copy anywhere.
 	var over, fresh, again []*shareEntry
 	limit := int32(0)
 	if spec, ok := s.t.spec(s.key.queue); ok {
@@ -369,6 +384,7 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 		e := &shareEntry{s: s, gen: gen, rec: r, msg: msg, renewed: now}
 		switch n := r.DeliveryCount(); {
 		case limit > 0 && n > limit:
+			e.over = true
 			over = append(over, e)
 		case n > 1:
 			again = append(again, e)
