@@ -77,11 +77,11 @@ func (c *Consumer) finish(ts ...*ticket) {
 
 // giveBack returns deliveries that no handler saw. A transport that can
 // (transport.Unreceiver: SQLite in place, RabbitMQ by a confirmed copy to
-// the queue's tail) takes them back uncounted; what it cannot — a broker
-// redelivery, whose count must stay, or anything of an ordered queue whose
-// transport would not put it back in place — is processed as usual, since
-// giving it back otherwise would raise its delivery count (a requeue) or
-// lose its place.
+// the queue's tail, a redelivery's count carried on the copy) takes them
+// back uncounted; what it cannot — a delivery the transport refuses, or
+// anything of an ordered queue whose transport would not put it back in
+// place — is processed as usual, since giving it back otherwise would
+// raise its delivery count (a requeue) or lose its place.
 func (c *Consumer) giveBack(base context.Context, ts []*ticket, work chan<- *ticket) {
 	if len(ts) == 0 {
 		return

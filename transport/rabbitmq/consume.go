@@ -44,6 +44,7 @@ type consumer struct {
 	keyOrder bool            // per-key order (a single-active-consumer queue): prefetch 1, never cancelled while it holds anything
 	maxTag   uint64          // the highest delivery tag read on ch
 	holes    map[uint64]bool // tags below maxTag not read (yet): see saw
+	settled  settleClock     // recent acknowledgements: see quiet.go
 }
 
 var tagSeq atomic.Uint64
@@ -89,10 +90,25 @@ func (c *consumer) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	go c.watch(ch.NotifyClose(make(chan *amqp.Error, 1)))
 	c.ch, c.in, c.pending, c.reds, c.held, c.dead = ch, nil, nil, nil, map[uint64]bool{}, false
 	c.maxTag, c.holes = 0, nil
 	c.cautious = c.isolate
 	return nil
+}
+
+// watch logs a channel exception on a consumer's channel: the broker
+// closed it, and every delivery it held unacknowledged goes back to the
+// queue with its count raised — those being handled now will be handled
+// again (their settlements report transport.ErrLeaseLost).
+func (c *consumer) watch(closed <-chan *amqp.Error) {
+	if err, ok := <-closed; ok && err != nil {
+		c.mu.Lock()
+		held := len(c.held)
+		c.mu.Unlock()
+		c.t.opts.Logger.Warn("rabbitmq: the broker closed a consumer's channel; its unacknowledged deliveries return to the queue with their counts raised",
+			"queue", c.key.queue, "instance", c.key.instance, "held", held, "code", err.Code, "reason", err.Reason)
+	}
 }
 
 // start begins consuming with the mode's prefetch (always 1 for per-key
@@ -190,6 +206,7 @@ func (c *consumer) saw(tag uint64) {
 func (c *consumer) releaseHoles() {
 	for tag := range c.holes {
 		delete(c.holes, tag)
+		c.settled.note(1)
 		if err := c.ch.Nack(tag, false, true); err != nil {
 			c.t.opts.Logger.Warn("rabbitmq: releasing a delivery the client library dropped failed", "queue", c.key.queue, "tag", tag, "err", err)
 			continue
@@ -390,7 +407,7 @@ func (c *consumer) handOut(queue string, raws []amqp.Delivery) []*transport.Deli
 // its deliveries to be handed out alone later, as before, exposed but
 // never lost.
 func (c *consumer) spill(ctx context.Context, ds []*transport.Delivery) {
-	errs := c.t.giveBack(ctx, ds, true)
+	errs := c.t.giveBack(ctx, ds)
 	var back []amqp.Delivery
 	for i, err := range errs {
 		if err == nil {
@@ -486,8 +503,9 @@ func (r receipt) lost() error {
 // the rest are acknowledged one by one. A multiple ack never covers a
 // delivery that is not being acknowledged here: every delivery the channel
 // holds with a lower tag — handed out and unsettled (held), received and
-// not yet handed out (pending) — bounds it, and deliveries still buffered
-// in the client have higher tags than every delivery read so far.
+// not yet handed out (pending, reds), not read (holes) — bounds it, and
+// deliveries still buffered in the client have higher tags than every
+// delivery read so far.
 func (c *consumer) settle(rcs []receipt, acks, nacks []int, errs []error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -497,6 +515,7 @@ func (c *consumer) settle(rcs []receipt, acks, nacks []int, errs []error) {
 			errs[i] = r.lost()
 			continue
 		}
+		c.settled.note(1)
 		if err := r.ch.Nack(r.tag, false, true); err != nil {
 			errs[i] = fmt.Errorf("rabbitmq: release delivery %d on %s: %v: %w", r.tag, c.key.queue, err, transport.ErrLeaseLost)
 			continue
@@ -535,12 +554,18 @@ func (c *consumer) settle(rcs []receipt, acks, nacks []int, errs []error) {
 	for k := range c.reds {
 		bound = min(bound, c.reds[k].DeliveryTag)
 	}
+	for tag := range c.holes {
+		// A delivery the client dropped (or not read yet): a multiple
+		// ack past it would acknowledge a message no handler saw.
+		bound = min(bound, tag)
+	}
 	prefix := 0
 	for prefix < len(valid) && rcs[valid[prefix]].tag < bound {
 		prefix++
 	}
 	ch := rcs[valid[0]].ch
 	ack := func(idx []int, tag uint64, multiple bool) {
+		c.settled.note(1)
 		err := ch.Ack(tag, multiple)
 		for _, i := range idx {
 			if err != nil {
@@ -668,6 +693,7 @@ func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) e
 		c.stop()
 	}
 	c.mu.Unlock()
+	sleepCtx(ctx, c.quietWait()) // see quiet.go
 	c.invalidate()
 	return nil
 }

@@ -208,7 +208,13 @@ func (t *Transport) Close() error {
 	t.mgmtHTTP.CloseIdleConnections()
 	// Without t.mu: invalidate takes a consumer's lock, which Receive
 	// holds while it opens a channel (and that takes t.mu).
-	for _, c := range t.consumersOf(func(consumerKey) bool { return true }) {
+	cs := t.consumersOf(func(consumerKey) bool { return true })
+	var wait time.Duration
+	for _, c := range cs {
+		wait = max(wait, c.quietWait())
+	}
+	time.Sleep(wait) // acknowledgements just sent must reach their queues: see quiet.go
+	for _, c := range cs {
 		c.invalidate()
 	}
 	if conn != nil {

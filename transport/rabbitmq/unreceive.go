@@ -2,7 +2,6 @@ package rabbitmq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/lily-mq/lily/transport"
@@ -10,27 +9,24 @@ import (
 
 var _ transport.Unreceiver = (*Transport)(nil)
 
-// errRedelivered refuses to give back a redelivery: a new copy would start
-// its count again and so escape delivery_limit.
-var errRedelivered = errors.New("a redelivery is not given back: its copy would lose the broker's delivery count")
-
-// Unreceive gives first deliveries that no handler saw back to their
-// queue without raising their delivery count, so that a graceful stop
-// neither waits for the whole prefetch window nor hands the successor a
-// window of "redelivered" messages (which would run one at a time).
+// Unreceive gives deliveries that no handler saw back to their queue
+// without raising their delivery count, so that a graceful stop neither
+// waits for the whole prefetch window nor hands the successor a window of
+// "redelivered" messages (which would run one at a time).
 //
 // AMQP cannot return a message uncounted — a nack with requeue, or closing
 // the channel, counts as a delivery on a quorum queue — so the delivery is
 // republished as it came (body, headers with their types, properties,
 // event ID as message_id) to its queue through the default exchange,
 // mandatory and confirmed, and only then is the original acknowledged, the
-// same order as every hand-off (DESIGN §4). The copy is at the tail of the
+// same order as every hand-off (DESIGN §4). A redelivery's copy carries
+// its count so far in headerPriorDeliveries (giveBack), so its count goes
+// on from there: neither raised nor reset. The copy is at the tail of the
 // queue: a consumer of an ordered queue does not give back (see
-// transport.Features.UnreceiveInPlace). A redelivery (count above 1) is
-// refused for that delivery: its count must stay. The result is reported
-// as for Settle; a delivery whose copy failed is still held.
+// transport.Features.UnreceiveInPlace). The result is reported as for
+// Settle; a delivery whose copy failed is still held.
 func (t *Transport) Unreceive(ctx context.Context, p *transport.UnreceiveParams) error {
-	errs := t.giveBack(ctx, p.Deliveries, false)
+	errs := t.giveBack(ctx, p.Deliveries)
 	for _, err := range errs {
 		if err != nil {
 			return &transport.SettleError{Errs: errs}
@@ -41,11 +37,10 @@ func (t *Transport) Unreceive(ctx context.Context, p *transport.UnreceiveParams)
 
 // giveBack republishes each delivery of ds, held and handed to no handler,
 // to its queue as it came (mandatory, confirmed) and then acknowledges the
-// original, reporting per delivery. Without carry a redelivery is refused
-// (its copy would start its count again); with carry it is given back
-// too, its count so far (less this hand-out, which no handler saw) carried
-// in headerPriorDeliveries, so that the copy's count goes on from there.
-func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery, carry bool) []error {
+// original, reporting per delivery. A redelivery's count so far (less this
+// hand-out, which no handler saw) is carried in headerPriorDeliveries, so
+// that the copy's count goes on from there.
+func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery) []error {
 	n := len(ds)
 	errs := make([]error, n)
 	if n == 0 {
@@ -68,10 +63,6 @@ func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery, carr
 			continue
 		}
 		redelivery := d.DeliveryCount > 1 || rc.raw.Redelivered
-		if redelivery && !carry {
-			errs[i] = fmt.Errorf("rabbitmq: give back %s (delivery %d): %w", d.EventID, d.DeliveryCount, errRedelivered)
-			continue
-		}
 		pub, err := publishing(d.Message, rc.raw)
 		if err != nil {
 			errs[i] = err

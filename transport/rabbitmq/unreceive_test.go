@@ -2,7 +2,6 @@ package rabbitmq_test
 
 import (
 	"context"
-	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -10,14 +9,16 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
 
 // A message of a foreign producer — no message_id, header types Lily does
 // not write — that no handler saw is given back as it came: the next
 // receipt has the same event ID, body and typed headers, and is a first
-// delivery (count 1, not cautious). A redelivery is refused, so that its
-// count stays. At the end the queue is empty: every message acked once.
+// delivery (count 1, not cautious). A redelivery is given back with its
+// count carried, so its count stays. At the end the queue is empty: every
+// message acked once.
 func TestUnreceiveForeignMessage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -56,7 +57,10 @@ func TestUnreceiveForeignMessage(t *testing.T) {
 			}
 		}
 	}
-	// Released once, the first comes back as a redelivery: not given back.
+	// Released once, the first comes back as a redelivery (count 2): given
+	// back too, its copy carries the count, so the next receipt is delivery
+	// 2 again — neither raised (a requeue would) nor reset (a plain copy
+	// would) — with the same identity.
 	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: again[0], Action: transport.Release}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -64,12 +68,29 @@ func TestUnreceiveForeignMessage(t *testing.T) {
 	for _, d := range receive(1) {
 		redelivered = d
 	}
-	err := tr.Unreceive(ctx, &transport.UnreceiveParams{Consumer: "c", Deliveries: []*transport.Delivery{redelivered}})
-	var se *transport.SettleError
-	if !errors.As(err, &se) || len(se.Errs) != 1 || se.Errs[0] == nil {
-		t.Fatalf("Unreceive of a redelivery (count %d) = %v, want it refused", redelivered.DeliveryCount, err)
+	if redelivered.DeliveryCount != 2 {
+		t.Fatalf("after a release: delivery %d, want 2", redelivered.DeliveryCount)
 	}
-	ss := []transport.Settlement{{Delivery: redelivered, Action: transport.Ack}, {Delivery: again[1], Action: transport.Ack}}
+	if err := tr.Unreceive(ctx, &transport.UnreceiveParams{Consumer: "c", Deliveries: []*transport.Delivery{redelivered}}); err != nil {
+		t.Fatalf("Unreceive of a redelivery: %v", err)
+	}
+	var back *transport.Delivery
+	for _, d := range receive(1) {
+		back = d
+	}
+	if back.EventID != redelivered.EventID || back.DeliveryCount != 2 || string(back.Body) != string(redelivered.Body) {
+		t.Fatalf("the redelivery given back came back as %q %s delivery %d; want %q %s delivery 2",
+			back.Body, back.EventID, back.DeliveryCount, redelivered.Body, redelivered.EventID)
+	}
+	for k, v := range redelivered.Headers {
+		if k != "x-delivery-count" && !reflect.DeepEqual(back.Headers[k], v) { // the broker's count is the broker's
+			t.Errorf("header %s of the redelivery given back: %#v, was %#v: want it as sent", k, back.Headers[k], v)
+		}
+	}
+	if v := back.Headers[evidence.HeaderPriorDeliveries]; v != int32(1) {
+		t.Errorf("%s = %#v, want int32 1 (the release; this hand-out no handler saw is not counted)", evidence.HeaderPriorDeliveries, v)
+	}
+	ss := []transport.Settlement{{Delivery: back, Action: transport.Ack}, {Delivery: again[1], Action: transport.Ack}}
 	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
 		t.Fatal(err)
 	}
