@@ -45,11 +45,11 @@ type shareInstance struct {
 	narrow bool   // the client fetches one record at a time (cautious)
 	// wantNarrow is the width the last poll asked for: narrow after a
 	// redelivery, wide after a first-time delivery.
-	wantNarrow  bool
-	parts       int32 // partitions of the main topic
+	wantNarrow bool
+	parts      int32 // partitions of the main topic
 	// byLeader are the main topic's partitions grouped by leader broker
 	// when the member joined (narrow rotation: see rotateLocked).
-	byLeader [][]int32
+	byLeader    [][]int32
 	asked       int   // the most deliveries one Receive asked for (wide fetch size)
 	rotated     int   // rotations of the narrow member's leader (rotateLocked)
 	freshStreak int   // narrow polls in a row that brought only first-time deliveries
