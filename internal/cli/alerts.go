@@ -352,6 +352,9 @@ func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
 			},
 		})
 	}
+	if q.Transport == lily.TransportRabbitMQ {
+		rules = append(rules, inboxTwinsRule(name, sel, labels, owner))
+	}
 	if o.outbox {
 		rules = append(rules, outboxRules(name, sel, cf, o.outboxAge, labels, owner)...)
 	}
