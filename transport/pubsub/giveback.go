@@ -3,6 +3,7 @@ package pubsub
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc/codes"
@@ -57,9 +58,13 @@ func (t *Transport) giveBack(ctx context.Context, queue string, ds []*transport.
 			"queue", queue, "count", len(gone), "err", err)
 		return append(left, gone...)
 	}
-	// Confirmed: the copies are the messages now. An original whose ack
-	// fails comes back as a redelivery too (a duplicate, same event ID).
-	for i, err := range t.acknowledge(ctx, gone) {
+	// Confirmed: the copies are the messages now, and the originals must
+	// be acknowledged even if the consumer is stopping (ctx cancelled). An
+	// original whose ack fails comes back as a redelivery too (a
+	// duplicate, same event ID).
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for i, err := range t.acknowledge(actx, gone) {
 		if err != nil {
 			t.o.Logger.Warn("pubsub: acknowledging a given-back redelivery failed; it may come back beside its copy (same event ID)",
 				"queue", queue, "event_id", gone[i].EventID, "err", err)

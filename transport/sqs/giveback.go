@@ -2,6 +2,7 @@ package sqs
 
 import (
 	"context"
+	"time"
 
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
@@ -54,9 +55,13 @@ func (t *Transport) giveBack(ctx context.Context, queue, url string, ds []*trans
 			return err
 		}
 		sent[i] = true
-		// Sent: the copy is the message now. An original whose delete
-		// fails comes back as well (a duplicate with the same event ID).
-		return t.settle(ctx, &transport.Settlement{Delivery: d, Action: transport.Ack})
+		// Sent: the copy is the message now, and the delete must happen
+		// even if the consumer is stopping (ctx cancelled). An original
+		// whose delete fails comes back as well (a duplicate with the same
+		// event ID).
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return t.settle(dctx, &transport.Settlement{Delivery: d, Action: transport.Ack})
 	})
 	for i, err := range errs {
 		switch {
