@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -61,12 +63,28 @@ func (b *chrome) do(name string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// text returns the text of the first element matching the CSS selector.
+// text returns the visible text of the first element matching the CSS
+// selector, once one exists. The text is read in one script evaluation,
+// not through a DOM node ID: the console re-renders a page when its data
+// arrives, and a node found by one call could be gone by the next ("No node
+// with given id found", seen in a CI run on the audit page).
 func (b *chrome) text(sel string) string {
 	b.t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err := chromedp.Do(b.ctx, chromedp.WaitReady(chromedp.CSS(sel))); err != nil {
+		b.t.Fatalf("text of %s: %v", sel, err)
+	}
+	q, err := json.Marshal(sel)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	const missing = "\x00missing"
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf(
+		`(() => { const e = document.querySelector(%s); return e === null ? %q : e.innerText; })()`, q, missing)))
 	if err != nil {
 		b.t.Fatalf("text of %s: %v", sel, err)
+	}
+	if v == missing {
+		b.t.Fatalf("text of %s: the element is gone (the page re-rendered without it)", sel)
 	}
 	return v
 }
