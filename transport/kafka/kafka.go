@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -372,30 +370,6 @@ func (t *Transport) partitions(ctx context.Context, topic string) (int32, error)
 	t.topics[topic] = n
 	t.mu.Unlock()
 	return n, nil
-}
-
-// partitionsByLeader returns topic's partitions grouped by their leader
-// broker, groups in broker order, partitions ascending.
-func (t *Transport) partitionsByLeader(ctx context.Context, topic string) ([][]int32, error) {
-	td, err := t.adm.ListTopics(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: describe topic %s: %w", topic, err)
-	}
-	d, ok := td[topic]
-	if !ok || d.Err != nil || len(d.Partitions) == 0 {
-		return nil, fmt.Errorf("kafka: topic %q does not exist (declare it with lily topology apply): %w", topic, transport.ErrUnknownQueue)
-	}
-	byLeader := map[int32][]int32{}
-	for p, pd := range d.Partitions {
-		byLeader[pd.Leader] = append(byLeader[pd.Leader], p)
-	}
-	groups := make([][]int32, 0, len(byLeader))
-	for _, leader := range slices.Sorted(maps.Keys(byLeader)) {
-		ps := byLeader[leader]
-		slices.Sort(ps)
-		groups = append(groups, ps)
-	}
-	return groups, nil
 }
 
 // forget drops cached topic metadata (after deletes).

@@ -45,16 +45,13 @@ type shareInstance struct {
 	narrow bool   // the client fetches one record at a time (cautious)
 	// wantNarrow is the width the last poll asked for: narrow after a
 	// redelivery, wide after a first-time delivery.
-	wantNarrow bool
-	parts      int32 // partitions of the main topic
-	// byLeader are the main topic's partitions grouped by leader broker
-	// when the member joined (narrow rotation: see rotateLocked).
-	byLeader    [][]int32
+	wantNarrow  bool
+	parts       int32 // partitions of the main topic (narrow rotation)
 	asked       int   // the most deliveries one Receive asked for (wide fetch size)
-	rotated     int   // rotations of the narrow member's leader (rotateLocked)
+	rotated     int   // rotations of the narrow member's partition
 	freshStreak int   // narrow polls in a row that brought only first-time deliveries
 	idlePolls   int   // narrow polls on the current partition that brought nothing
-	rot         int32 // the leader group a narrow member fetches from next
+	rot         int32 // the partition a narrow member fetches next
 	buf         []*shareEntry
 	held        map[*shareEntry]struct{} // handed out, not settled
 	closing     bool
@@ -117,10 +114,6 @@ func (t *Transport) shareInstance(ctx context.Context, spec transport.QueueSpec,
 	if err != nil {
 		return nil, err
 	}
-	byLeader, err := t.partitionsByLeader(ctx, queue)
-	if err != nil {
-		return nil, err
-	}
 	// Without share.auto.offset.reset = earliest a new share group starts at
 	// the log end: every record produced before its first member joined
 	// would never be delivered.
@@ -135,7 +128,7 @@ func (t *Transport) shareInstance(ctx context.Context, spec transport.QueueSpec,
 	if s, ok := t.shares[k]; ok {
 		return s, nil
 	}
-	s := &shareInstance{t: t, key: k, group: group, held: map[*shareEntry]struct{}{}, done: make(chan struct{}), parts: parts, byLeader: byLeader}
+	s := &shareInstance{t: t, key: k, group: group, held: map[*shareEntry]struct{}{}, done: make(chan struct{}), parts: parts}
 	s.cond = sync.NewCond(&s.mu)
 	// A new member starts cautious: after a crash its first records are the
 	// dead process's, and one at a time only the poison is in flight when
@@ -517,32 +510,27 @@ func (s *shareInstance) isNarrow() bool {
 // the question.
 const shareRotateAfter = 2
 
-// rotateLocked lets a narrow member fetch from the partitions of one
-// leader broker only, the next in turn, and pauses the others: a share
-// fetch goes to every broker that leads an unpaused partition, and each
-// could hand out a record, so without it a narrow member still holds one
-// record per broker — the poison's neighbours on other brokers then die
-// with it, their counts raised at every crash. With one leader nothing is
-// paused: a fetch answered after its poll ended is released by franz-go
-// if its partition is paused by then (its record's count raised, no
-// handler having seen it), and a record on its last delivery before the
-// broker's archive limit would so be archived — a pause is a risk taken
-// only where it buys something. With s.mu held.
+// rotateLocked lets a narrow member fetch from one partition only, the
+// next in turn, and pauses the others: a share fetch goes to every broker
+// that leads an unpaused partition, and each could hand out a record, so
+// without it a narrow member still holds one record per broker — the
+// poison's neighbours on other brokers then die with it, their counts
+// raised at every crash. With s.mu held.
 func (s *shareInstance) rotateLocked() {
-	n := int32(len(s.byLeader))
+	n := s.parts
 	if n <= 1 {
 		return
 	}
-	g := s.rot % n
+	p := s.rot % n
 	s.rot++
 	s.rotated++
 	var pause []int32
-	for i, ps := range s.byLeader {
-		if int32(i) != g {
-			pause = append(pause, ps...)
+	for i := range n {
+		if i != p {
+			pause = append(pause, i)
 		}
 	}
-	s.cl.ResumeFetchPartitions(map[string][]int32{s.key.queue: s.byLeader[g]})
+	s.cl.ResumeFetchPartitions(map[string][]int32{s.key.queue: {p}})
 	s.cl.PauseFetchPartitions(map[string][]int32{s.key.queue: pause})
 }
 
