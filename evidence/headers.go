@@ -56,7 +56,7 @@ const (
 	// HeaderType is the message type.
 	HeaderType = "x-lily-type"
 	// HeaderPriorDeliveries is carried only by a copy a transport gave back to its
-	// queue in place of a redelivery that no handler saw (RabbitMQ, Pub/Sub, with
+	// queue in place of a redelivery that no handler saw (RabbitMQ, Pub/Sub, SQS, with
 	// competing consumers): how many times the message had been handed out before
 	// (an integer in 1..MaxPriorDeliveries). The copy's delivery count goes on from
 	// there, so the give-back neither raises it nor resets it. Retry, dead-letter and
@@ -67,6 +67,29 @@ const (
 // MaxPriorDeliveries bounds HeaderPriorDeliveries (delivery_limit is at most 100); a
 // larger value, or one that is not an integer, is not Lily's and is ignored.
 const MaxPriorDeliveries = 100
+
+// PriorDeliveries reads a HeaderPriorDeliveries value: a signed integer in
+// 1..MaxPriorDeliveries, else 0 (absent, another type, out of range: not a
+// count Lily wrote, ignored).
+func PriorDeliveries(v any) int {
+	var n int64
+	switch x := v.(type) {
+	case int8:
+		n = int64(x)
+	case int16:
+		n = int64(x)
+	case int32:
+		n = int64(x)
+	case int64:
+		n = x
+	case int:
+		n = int64(x)
+	}
+	if n < 1 || n > MaxPriorDeliveries {
+		return 0
+	}
+	return int(n)
+}
 
 // evidenceHeaders are the headers Record.Apply owns: it writes each of them or, when the
 // record's field is empty, removes a stale value.

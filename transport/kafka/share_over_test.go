@@ -29,9 +29,7 @@ func TestShareOverLimitRunsAlone(t *testing.T) {
 	name := fmt.Sprintf("share.over.%08x", rand.Uint32())
 	group := "share." + name
 	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: new(1), KafkaShareGroup: group}.WithDefaults()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
+	declare(t, tr, qc)
 	publish := func(bodies ...string) {
 		t.Helper()
 		msgs := make([]lily.Message, len(bodies))

@@ -185,21 +185,7 @@ func deliveryCount(d *amqp.Delivery) int {
 // priorDeliveries is the count a give-back copy carries: an integer header
 // in 1..maxPriorDeliveries, else 0.
 func priorDeliveries(h amqp.Table) int {
-	var n int64
-	switch v := h[headerPriorDeliveries].(type) {
-	case int32:
-		n = int64(v)
-	case int64:
-		n = v
-	case int16:
-		n = int64(v)
-	case int8:
-		n = int64(v)
-	}
-	if n < 1 || n > maxPriorDeliveries {
-		return 0
-	}
-	return int(n)
+	return evidence.PriorDeliveries(h[headerPriorDeliveries])
 }
 
 // brokerCount is the broker's 1-based count of a delivery.

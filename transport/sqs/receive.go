@@ -243,17 +243,5 @@ func priorDeliveries(h transport.Headers) int {
 		return 0
 	}
 	delete(h, evidence.HeaderPriorDeliveries)
-	var n int64
-	switch x := v.(type) {
-	case int32:
-		n = int64(x)
-	case int64:
-		n = x
-	case int:
-		n = int64(x)
-	}
-	if n < 1 || n > evidence.MaxPriorDeliveries {
-		return 0
-	}
-	return int(n)
+	return evidence.PriorDeliveries(v)
 }
