@@ -13,10 +13,9 @@ import (
 // counts the deliveries (a crashed worker's records come back with their
 // count raised) and Lily's attempts topic is not used; the retry topics
 // are still consumed by the consumer group lily.<queue>. The queue's
-// delivery_limit is demoShareDeliveryLimit (3), two below the broker's
+// delivery_limit is lily.ShareGroupDeliveryLimit (4), below the broker's
 // default group.share.delivery.count.limit (5): Lily dead-letters a
-// crashing order on its 4th delivery, with one delivery of margin before
-// the broker would archive it (see demoShareDeliveryLimit).
+// crashing order on its 5th delivery, before the broker would archive it.
 
 // demoShareBrokerConfigs are the in-process Kafka's share-group settings.
 // The delivery limit and the lock stay Kafka's defaults (5 and 30 s, what
@@ -31,23 +30,13 @@ var demoShareBrokerConfigs = map[string]string{
 	"group.share.session.timeout.ms":    "6000",
 }
 
-// demoShareDeliveryLimit is the demo queue's delivery_limit on a share
-// group: the README's advice where a crash-type poison must never be
-// archived (the group's limit − 2), not the default (limit − 1). A member
-// can spend a delivery no handler sees — franz-go releases a fetch answer
-// that came after its poll ended when the partition is paused by then, or
-// when the client closes — and on a crashing order's last delivery before
-// the archive limit that archives it: clean-clone CI runs lost one so, at
-// the default 4, under the whole -race suite.
-const demoShareDeliveryLimit = lily.ShareGroupDeliveryLimit - 1
-
 // demoShareQueueConfig is the demo queue's configuration, consumed through
 // share group group when it is not empty.
 func demoShareQueueConfig(name, kind, group string) lily.QueueConfig {
 	qc := demoQueueConfig(name, kind)
 	if group != "" {
 		qc.KafkaShareGroup = group
-		qc.DeliveryLimit = new(demoShareDeliveryLimit)
+		qc.DeliveryLimit = new(lily.ShareGroupDeliveryLimit)
 	}
 	return qc
 }

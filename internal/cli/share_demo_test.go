@@ -13,7 +13,7 @@ import (
 // share group, on a cluster given with --brokers (so that the ledger,
 // in-flight from the share-partition lag, can be checked afterwards) and on
 // the demo's own in-process kfake: the counts are the SQLite demo's, the
-// crashing orders dead-lettered at delivery_limit (3) by the broker's
+// crashing orders dead-lettered at delivery_limit (4) by the broker's
 // delivery count, before the broker's archive limit (5).
 func TestDemoKafkaShareGroup(t *testing.T) {
 	t.Parallel()
@@ -25,8 +25,8 @@ func TestDemoKafkaShareGroup(t *testing.T) {
 		db := filepath.Join(t.TempDir(), "catalog.db")
 		runBrokerDemo(t, lily.TransportKafka, "--brokers", brokers, "--db", db, "--share-group", "orders-workers")
 		// The cluster outlives the demo: reconcile counts its side too.
-		cfg := writeConfig(t, fmt.Sprintf("db = %q\nkafka_brokers = [%q]\n[[queue]]\nname = %q\ntransport = \"kafka\"\nkafka_share_group = \"orders-workers\"\nretry_attempts = 3\nretry_backoff_millis = 20\nmax_retry_backoff_millis = 80\nretry_jitter_ratio = 0.2\ndelivery_limit = %d\n",
-			db, brokers, demoQueue, demoShareDeliveryLimit))
+		cfg := writeConfig(t, fmt.Sprintf("db = %q\nkafka_brokers = [%q]\n[[queue]]\nname = %q\ntransport = \"kafka\"\nkafka_share_group = \"orders-workers\"\nretry_attempts = 3\nretry_backoff_millis = 20\nmax_retry_backoff_millis = 80\nretry_jitter_ratio = 0.2\n",
+			db, brokers, demoQueue))
 		code, out, errOut := run(t, "reconcile", "--config", cfg, "--json")
 		if code != 0 {
 			t.Fatalf("reconcile exit %d\n%s\n%s", code, out, errOut)
@@ -62,7 +62,7 @@ func TestDemoShareGroupBadInput(t *testing.T) {
 		{[]string{"demo", "--transport", "rabbitmq", "--share-group", "workers"}, []string{`--share-group "workers" with --transport rabbitmq`}},
 		{[]string{"demo", "--transport", "kafka", "--share-group", "workers", "--scenario", "ordering"}, []string{`--share-group "workers" with --scenario ordering`, "drop --share-group or --scenario"}},
 		{[]string{"demo", "--transport", "kafka", "--share-group", "no spaces"}, []string{`--share-group "no spaces"`, "must be 1..249 characters"}},
-		{[]string{"demo", "--transport", "kafka", "--share-group", "workers", "--crashing", "3", "--max-restarts", "8"}, []string{"--max-restarts 8: must be >= --crashing × delivery_limit (9)"}},
+		{[]string{"demo", "--transport", "kafka", "--share-group", "workers", "--crashing", "3", "--max-restarts", "11"}, []string{"--max-restarts 11: must be >= --crashing × delivery_limit (12)"}},
 	} {
 		code, _, errOut := run(t, c.args...)
 		for _, w := range c.want {
