@@ -186,7 +186,7 @@ func (f *foreignEnv) run(handle func(d *lily.Delivery, call int) error, done fun
 	c, err := lily.NewConsumer(f.tr, h, lily.ConsumerOptions{
 		Queue: f.qc, Concurrency: 4, Prefetch: 16, Name: "foreign", Version: "v-test",
 		Hooks: []lily.Hook{hook}, ReceiveWait: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(testWriter{f.t}, nil)),
+		Logger: slog.New(slog.NewTextHandler(newTestWriter(f.t), nil)),
 	})
 	if err != nil {
 		f.t.Fatalf("new consumer: %v", err)

@@ -83,7 +83,7 @@ func (l *load) start(h lily.Handler, opts ...func(*lily.ConsumerOptions)) (stop 
 	o := lily.ConsumerOptions{
 		Queue: l.qc, Concurrency: 4, Prefetch: 256, Name: "transporttest", Version: "v-test",
 		Hooks: []lily.Hook{l.hook()}, ReceiveWait: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(testWriter{l.t}, nil)),
+		Logger: slog.New(slog.NewTextHandler(newTestWriter(l.t), nil)),
 	}
 	for _, f := range opts {
 		f(&o)

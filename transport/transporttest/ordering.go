@@ -140,7 +140,7 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 		return nil
 	})
 	c, err := lily.NewConsumer(tr, handler, lily.ConsumerOptions{Queue: q, Concurrency: 4, Prefetch: 32,
-		ReceiveWait: 50 * time.Millisecond, Keys: store, KeyPoll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+		ReceiveWait: 50 * time.Millisecond, Keys: store, KeyPoll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(newTestWriter(t), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,7 +187,7 @@ func (e *env) consume(h lily.Handler, done func() bool, opts ...func(*lily.Consu
 	o := lily.ConsumerOptions{
 		Queue: e.qc, Concurrency: 4, Prefetch: 32, Name: "transporttest", Version: "v-test",
 		Hooks: []lily.Hook{e.hook()}, ReceiveWait: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(testWriter{e.t}, nil)),
+		Logger: slog.New(slog.NewTextHandler(newTestWriter(e.t), nil)),
 	}
 	for _, f := range opts {
 		f(&o)
@@ -300,10 +300,32 @@ func (e *env) conserve(inFlight int64) {
 }
 
 // testWriter sends the consumer's log to the test log (shown on failure
-// or with -v).
-type testWriter struct{ t *testing.T }
+// or with -v). A handler the runtime abandoned can return, and log, after
+// its test has ended; testing.T must not be used then (the race detector
+// reports it against the testing package's own bookkeeping), so the writer
+// drops what arrives after the test's cleanup.
+type testWriter struct {
+	mu    sync.Mutex
+	t     *testing.T
+	ended bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+// newTestWriter returns a writer to t's log that goes quiet when t ends.
+func newTestWriter(t *testing.T) *testWriter {
+	w := &testWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.ended = true
+		w.mu.Unlock()
+	})
+	return w
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ended {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
 }
