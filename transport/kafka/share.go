@@ -41,17 +41,15 @@ type shareInstance struct {
 	mu     sync.Mutex
 	cond   *sync.Cond // broadcast when a record is settled or the instance closes
 	cl     *kgo.Client
-	gen    uint64 // counts clients: a receipt of an older one is void
+	acq    *acquired // the records cl fetched that no poll returned yet
+	gen    uint64    // counts clients: a receipt of an older one is void
 	narrow bool   // the client fetches one record at a time (cautious)
 	// wantNarrow is the width the last poll asked for: narrow after a
 	// redelivery, wide after a first-time delivery.
 	wantNarrow  bool
-	parts       int32 // partitions of the main topic (narrow rotation)
+	parts       int32 // partitions of the main topic (how long a narrow member stays narrow)
 	asked       int   // the most deliveries one Receive asked for (wide fetch size)
-	rotated     int   // rotations of the narrow member's partition
 	freshStreak int   // narrow polls in a row that brought only first-time deliveries
-	idlePolls   int   // narrow polls on the current partition that brought nothing
-	rot         int32 // the partition a narrow member fetches next
 	buf         []*shareEntry
 	held        map[*shareEntry]struct{} // handed out, not settled
 	closing     bool
@@ -60,6 +58,7 @@ type shareInstance struct {
 	cancelled bool
 	collected int           // polls made by the graceful stop (drainTake)
 	done      chan struct{} // closed when the instance ends (stops the renewer)
+	retiring  sync.WaitGroup // clients being closed after a change of width (retire)
 
 	// flushMu serializes acknowledge-and-flush rounds (settlements,
 	// renewals), so that each reads only its own refusals.
@@ -156,6 +155,7 @@ func (s *shareInstance) connect(narrow bool) error {
 	if narrow {
 		n = 1
 	}
+	acq := newAcquired()
 	cl, err := kgo.NewClient(s.t.clientOpts(
 		kgo.ShareGroup(s.group),
 		kgo.ConsumeTopics(s.key.queue),
@@ -164,15 +164,17 @@ func (s *shareInstance) connect(narrow bool) error {
 		kgo.FetchMaxWait(shareFetchWait(narrow)),
 		kgo.MetadataMaxAge(s.t.opts.MetadataMaxAge),
 		kgo.ShareAckCallback(s.acked),
+		kgo.WithHooks(acq),
 	)...)
 	if err != nil {
 		return fmt.Errorf("kafka: share group %s member %s of %s: %w", s.group, s.key.name, s.key.queue, err)
 	}
-	old := s.cl
-	s.cl, s.narrow, s.wantNarrow = cl, narrow, narrow
+	old, oldAcq := s.cl, s.acq
+	s.cl, s.acq, s.narrow, s.wantNarrow = cl, acq, narrow, narrow
 	s.gen++
 	if old != nil {
-		go old.Close()
+		s.retiring.Add(1)
+		go s.retire(old, oldAcq)
 	}
 	return nil
 }
@@ -257,9 +259,9 @@ func (t *Transport) receiveShare(ctx context.Context, p *transport.ReceiveParams
 			slice = min(slice, 50*time.Millisecond)
 		}
 		if s.isNarrow() {
-			// A narrow poll fetches one partition; it must outlast the
-			// broker's wait, or the answer arrives after the poll and is
-			// released with its partition paused.
+			// A narrow poll should outlast a few of the broker's waits:
+			// an answer that comes after the poll ended waits in the
+			// client for the next poll.
 			slice = max(slice, 10*shareFetchWait(true))
 		}
 		if err := s.fill(ctx, max(slice, 10*time.Millisecond)); err != nil {
@@ -349,10 +351,6 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 		return nil
 	}
 	cl, gen := s.cl, s.gen
-	if s.narrow && (s.rotated == 0 || s.idlePolls >= shareRotateAfter) {
-		s.rotateLocked()
-		s.idlePolls = 0
-	}
 	s.mu.Unlock()
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	fs := cl.PollRecords(pctx, -1)
@@ -393,14 +391,8 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 		}
 	})
 	if len(over)+len(fresh)+len(again) == 0 {
-		s.mu.Lock()
-		s.idlePolls++
-		s.mu.Unlock()
 		return nil
 	}
-	s.mu.Lock()
-	s.idlePolls = shareRotateAfter // the fetch answered: the next poll may go to the next partition
-	s.mu.Unlock()
 	// Redeliveries with the lowest count first: a crash-type poison has
 	// the highest (it killed every holder), so its neighbours are settled
 	// before it runs.
@@ -414,14 +406,16 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 		// client (released on close).
 		return nil
 	}
-	s.buf = make([]*shareEntry, 0, len(over)+len(fresh)+len(again))
+	// Appended: a record the member rescued from a closed client
+	// (rescueLocked) may be waiting already.
 	s.buf = append(append(append(s.buf, over...), fresh...), again...)
 	// Applied once the poll is settled (reshapeLocked). A narrow member
-	// widens only after first-time deliveries from every partition in turn
-	// (once round): a crashed member's records come back at the head of
-	// their partitions, so one fresh record from one partition does not
-	// mean the redeliveries are done — and a wide fetch that mixes them
-	// holds the others while one of them, the poison, runs.
+	// widens only after as many first-time deliveries in a row as the
+	// topic has partitions: a crashed member's records come back at the
+	// head of their partitions, and the broker serves the partitions in
+	// turn, so one fresh record from one partition does not mean the
+	// redeliveries are done — and a wide fetch that mixes them holds the
+	// others while one of them, the poison, runs.
 	if len(over)+len(again) > 0 {
 		s.freshStreak = 0
 	} else if s.narrow {
@@ -435,9 +429,8 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 // or a narrow member.
 func shareFetchWait(narrow bool) time.Duration {
 	if narrow {
-		// Next to nothing: a narrow poll rotates to another partition, and
-		// a fetch answered after its poll ended is released by franz-go
-		// with its partition paused — its record's count raised.
+		// Next to nothing: a narrow member's fetches go to one broker at
+		// a time, so a short wait lets it turn to the next soon.
 		return 10 * time.Millisecond
 	}
 	// Short as well: a flush of acknowledgements waits for the fetch in
@@ -500,38 +493,6 @@ func (s *shareInstance) isNarrow() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.narrow
-}
-
-// shareRotateAfter is how many empty narrow polls a member makes on one
-// partition before it turns to the next (two): a fetch answered after its poll
-// ended is released by franz-go if its partition is paused by then (its
-// record's count raised, no handler having seen it), so the member stays
-// on a partition that brought nothing until such a late answer is out of
-// the question.
-const shareRotateAfter = 2
-
-// rotateLocked lets a narrow member fetch from one partition only, the
-// next in turn, and pauses the others: a share fetch goes to every broker
-// that leads an unpaused partition, and each could hand out a record, so
-// without it a narrow member still holds one record per broker — the
-// poison's neighbours on other brokers then die with it, their counts
-// raised at every crash. With s.mu held.
-func (s *shareInstance) rotateLocked() {
-	n := s.parts
-	if n <= 1 {
-		return
-	}
-	p := s.rot % n
-	s.rot++
-	s.rotated++
-	var pause []int32
-	for i := range n {
-		if i != p {
-			pause = append(pause, i)
-		}
-	}
-	s.cl.ResumeFetchPartitions(map[string][]int32{s.key.queue: {p}})
-	s.cl.PauseFetchPartitions(map[string][]int32{s.key.queue: pause})
 }
 
 // waitSettled waits, with s.mu held, until nothing of the last poll is

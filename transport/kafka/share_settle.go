@@ -229,8 +229,10 @@ func (t *Transport) QueueFeatures(queue string) transport.Features {
 // stop ends the member. With release (a graceful stop), what it polled and
 // never handed out is released first; without (abandoned, as if the
 // process died) the client just closes and the broker gives every record
-// it held back to the group, its count raised at the next delivery. It
-// returns how many records were held.
+// it held back to the group, its count raised at the next delivery. Either
+// way a record never handed out that is on the group's last delivery is
+// dead-lettered (then accepted) instead: released, the broker would archive
+// it. It returns how many records were held.
 func (s *shareInstance) stop(release bool) int {
 	s.mu.Lock()
 	if s.closing {
@@ -239,17 +241,24 @@ func (s *shareInstance) stop(release bool) int {
 	}
 	s.closing = true
 	n := len(s.buf) + len(s.held)
-	var rs []*kgo.Record
-	if release {
-		for _, e := range s.buf {
+	var last, rs []*kgo.Record
+	limit := s.archiveLimit()
+	for _, e := range s.buf {
+		switch {
+		case limit > 0 && int(e.rec.DeliveryCount()) >= limit:
+			last = append(last, e.rec)
+		case release:
 			rs = append(rs, e.rec)
 		}
 	}
-	cl := s.cl
+	cl, acq := s.cl, s.acq
 	s.buf = nil
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	close(s.done)
+	if len(last) > 0 {
+		s.deadLetterLast(cl, last)
+	}
 	if len(rs) > 0 {
 		// The broker counts a delivery when it hands a record out, so a
 		// record no handler saw still comes back with its count raised:
@@ -263,6 +272,8 @@ func (s *shareInstance) stop(release bool) int {
 		cancel()
 	}
 	cl.Close()
+	s.rescue(acq.unseen())
+	s.retiring.Wait()
 	return n
 }
 
