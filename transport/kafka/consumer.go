@@ -39,7 +39,10 @@ type entry struct {
 	// its own, or for a retry copy the original's.
 	srcPart int32
 	srcOff  int64
-	hands   uint32 // hand-out number, checked by receipts
+	// prior is the count a share member's give-back copy carries (the
+	// original's deliveries no handler finished); 0 for other records.
+	prior int32
+	hands uint32 // hand-out number, checked by receipts
 }
 
 // part is the state of one assigned partition of the main topic or of a
@@ -224,6 +227,24 @@ func (c *instance) giveUp(ctx context.Context, cl *kgo.Client, lost map[string][
 	if len(resume) > 0 {
 		cl.ResumeFetchPartitions(resume) // pauses outlive assignments
 	}
+}
+
+// waitIdle reports whether the instance has records handed out and not
+// settled; if so, it waits up to d for them first.
+func (c *instance) waitIdle(d time.Duration) bool {
+	c.mu.Lock()
+	var ps []*part
+	for _, p := range c.parts {
+		if p.handed > 0 {
+			ps = append(ps, p)
+		}
+	}
+	c.mu.Unlock()
+	if len(ps) == 0 {
+		return false
+	}
+	c.waitSettled(ps, time.Now().Add(d))
+	return true
 }
 
 // waitSettled waits until the parts have nothing handed out, or deadline.

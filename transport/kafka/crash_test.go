@@ -67,7 +67,7 @@ func crashChild(brokers, queue, logPath string) int {
 		}
 		logf.WriteString(d.EventID + "\n")
 		return logf.Sync()
-	}), lily.ConsumerOptions{Queue: qc, Instance: "crash-consumer", Concurrency: 2, Prefetch: 10,
+	}), lily.ConsumerOptions{Queue: qc, Instance: crashInstance(), Concurrency: 2, Prefetch: 10,
 		ReceiveWait: 20 * time.Millisecond, Logger: quietLogger()})
 	if err != nil {
 		return 3
@@ -78,6 +78,21 @@ func crashChild(brokers, queue, logPath string) int {
 	}
 	tr.Close()
 	return 0
+}
+
+// crashInstance names a crash child's consumer: one name for every run of
+// a member, so that a restarted run replaces its dead predecessor in the
+// consumer group (static membership) at once, and a name per member of a
+// fleet, so that members do not fence each other. (kfake never expires a
+// classic-group member that died while waiting in JoinGroup — its join
+// answer fails to send and no session timer starts — so a dynamic member
+// killed mid-rebalance would keep its partitions forever; Kafka expires it
+// after the session timeout.)
+func crashInstance() string {
+	if m := os.Getenv(transporttest.CrashMemberEnv); m != "" {
+		return "crash-consumer-" + m
+	}
+	return "crash-consumer"
 }
 
 // TestCrashTypePoison runs a consumer subprocess that calls os.Exit on one

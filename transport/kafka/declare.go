@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -71,7 +72,8 @@ type TopicPlan struct {
 }
 
 // Plan returns the topics of a queue: the main topic, one retry topic per
-// bucket, the dead-letter topic (with the default DLTRetention: its
+// bucket (and for a share-group queue the give-back topic, GiveBackTopic),
+// the dead-letter topic (with the default DLTRetention: its
 // records end when the catalog's would; PlanRetention sets another) and
 // the attempts topic (compacted, hourly segments), each with partitions
 // partitions.
@@ -79,6 +81,9 @@ func Plan(spec transport.QueueSpec, partitions int32) []TopicPlan {
 	out := []TopicPlan{{Name: spec.Name, Role: "main", Partitions: partitions}}
 	for _, ms := range spec.BucketsMillis {
 		out = append(out, TopicPlan{Name: RetryTopic(spec.Name, ms), Role: "retry", Partitions: partitions})
+	}
+	if spec.ShareGroup != "" && !slices.Contains(spec.BucketsMillis, 0) {
+		out = append(out, TopicPlan{Name: GiveBackTopic(spec.Name), Role: "retry", Partitions: partitions})
 	}
 	out = append(out,
 		TopicPlan{Name: DeadLetterTopic(spec.Name), Role: "dlt", Partitions: partitions,
@@ -195,6 +200,9 @@ func (t *Transport) retryTopics(ctx context.Context, queue string) ([]string, er
 	if s, ok := t.spec(queue); ok {
 		for _, ms := range s.BucketsMillis {
 			seen[RetryTopic(queue, ms)] = true
+		}
+		if s.ShareGroup != "" {
+			seen[GiveBackTopic(queue)] = true
 		}
 	}
 	td, err := t.adm.ListTopics(ctx)

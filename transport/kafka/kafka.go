@@ -180,6 +180,12 @@ func RetryTopic(queue string, ms int64) string {
 	return queue + ".retry." + strconv.FormatInt(ms, 10) + "ms"
 }
 
+// GiveBackTopic returns the topic a share-group member gives redeliveries
+// back through (see the README's share-group section): the retry topic
+// of a zero delay, "<queue>.retry.0ms", consumed like the others by the
+// queue's consumer group.
+func GiveBackTopic(queue string) string { return RetryTopic(queue, 0) }
+
 // ParseRetryTopic splits a retry topic name into its queue and delay; ok
 // is false when topic is not one.
 func ParseRetryTopic(topic string) (queue string, ms int64, ok bool) {

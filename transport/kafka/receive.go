@@ -24,7 +24,7 @@ type receipt struct {
 type pick struct {
 	p *part
 	e *entry
-	n int32
+	n int32 // the delivery count handed out: persisted attempts + 1 + the copy's carried count
 }
 
 // Receive hands out up to p.Max records of the queue's main topic and of
@@ -157,6 +157,10 @@ func (c *instance) newEntry(p *part, r *kgo.Record) *entry {
 	}
 	delete(msg.Headers, evidence.HeaderSourcePartition)
 	delete(msg.Headers, evidence.HeaderSourceOffset)
+	// A copy a share member gave back (giveBackShare) carries the
+	// deliveries of the original; its count goes on from there.
+	e.prior = int32(evidence.PriorDeliveries(msg.Headers[evidence.HeaderPriorDeliveries]))
+	delete(msg.Headers, evidence.HeaderPriorDeliveries)
 	if ms, ok := evidence.Int(internal[HeaderDueAt]); ok {
 		e.due = time.UnixMilli(ms)
 	} else {
@@ -218,7 +222,7 @@ func (c *instance) take(ctx context.Context, limit int, isolate bool) ([]*transp
 			}
 			snaps[pk.p.tp] = s
 		}
-		s[pk.e.rec.Offset] = pk.n
+		s[pk.e.rec.Offset] = pk.n - pk.e.prior // the carried count is in the record, not in the store
 	}
 	c.mu.Unlock()
 	err := c.t.attempts.SaveAttempts(ctx, c.group, c.key.queue, snaps)
@@ -282,7 +286,7 @@ func (c *instance) pick(limit int, isolate bool, now time.Time) []pick {
 				continue
 			}
 			e := p.log[j]
-			n := p.counts[e.rec.Offset] + 1
+			n := p.counts[e.rec.Offset] + 1 + e.prior
 			if isolate && n > 1 {
 				if len(picks) == 0 {
 					e.state = stateReserved

@@ -155,6 +155,12 @@ func (r *receipt) mark(a transport.Action, delay time.Duration) error {
 // handOff builds the copy of a Retry or a DeadLetter settlement of a
 // record of queue whose coordinates on the main topic are srcPart/srcOff.
 func (t *Transport) handOff(ctx context.Context, s transport.Settlement, queue string, srcPart int32, srcOff int64) (*kgo.Record, error) {
+	return t.handOffDue(ctx, s, queue, srcPart, srcOff, time.Now().Add(s.Delay))
+}
+
+// handOffDue is handOff with a retry copy due at due, not after its
+// bucket's delay: a share member's give-back copy is due at once.
+func (t *Transport) handOffDue(ctx context.Context, s transport.Settlement, queue string, srcPart int32, srcOff int64, due time.Time) (*kgo.Record, error) {
 	d := s.Delivery
 	m := d.Message
 	m.Headers = s.Headers
@@ -165,12 +171,12 @@ func (t *Transport) handOff(ctx context.Context, s transport.Settlement, queue s
 	} else {
 		ms := s.Delay.Milliseconds()
 		if spec, ok := t.spec(queue); ok {
-			if !slices.Contains(spec.BucketsMillis, ms) {
+			if !slices.Contains(spec.BucketsMillis, ms) && (ms != 0 || spec.ShareGroup == "") {
 				return nil, fmt.Errorf("kafka: retry of %s after %dms: queue %s has no such bucket (buckets %v): the runtime and topology disagree", m.EventID, ms, queue, spec.BucketsMillis)
 			}
 		}
 		topic = RetryTopic(queue, ms)
-		extra[HeaderDueAt] = time.Now().Add(s.Delay).UnixMilli()
+		extra[HeaderDueAt] = due.UnixMilli()
 		extra[evidence.HeaderSourcePartition] = srcPart
 		extra[evidence.HeaderSourceOffset] = srcOff
 	}

@@ -43,7 +43,7 @@ type shareInstance struct {
 	cl     *kgo.Client
 	acq    *acquired // the records cl fetched that no poll returned yet
 	gen    uint64    // counts clients: a receipt of an older one is void
-	narrow bool   // the client fetches one record at a time (cautious)
+	narrow bool      // the client fetches one record at a time (cautious)
 	// wantNarrow is the width the last poll asked for: narrow after a
 	// redelivery, wide after a first-time delivery.
 	wantNarrow  bool
@@ -56,8 +56,8 @@ type shareInstance struct {
 	// cancelled: a graceful stop began (CancelConsume): no more polls;
 	// Receive hands out what the last poll returned, then nothing.
 	cancelled bool
-	collected int           // polls made by the graceful stop (drainTake)
-	done      chan struct{} // closed when the instance ends (stops the renewer)
+	collected int            // polls made by the graceful stop (drainTake)
+	done      chan struct{}  // closed when the instance ends (stops the renewer)
 	retiring  sync.WaitGroup // clients being closed after a change of width (retire)
 
 	// flushMu serializes acknowledge-and-flush rounds (settlements,
@@ -224,11 +224,11 @@ func (t *Transport) receiveShare(ctx context.Context, p *transport.ReceiveParams
 	if err != nil {
 		return nil, err
 	}
-	var retries *instance
-	if len(spec.BucketsMillis) > 0 {
-		if retries, err = t.instance(p.Queue, p.Consumer); err != nil {
-			return nil, err
-		}
+	// Retry copies and given-back redeliveries (giveBack) come through
+	// the queue's consumer group.
+	retries, err := t.instance(p.Queue, p.Consumer)
+	if err != nil {
+		return nil, err
 	}
 	s.recvMu.Lock()
 	defer s.recvMu.Unlock()
@@ -237,26 +237,32 @@ func (t *Transport) receiveShare(ctx context.Context, p *transport.ReceiveParams
 	s.asked = max(s.asked, limit)
 	s.mu.Unlock()
 	deadline := time.Now().Add(p.Wait)
+	isolate := p.IsolateRedeliveries
 	for first := true; ; first = false {
 		if s.isCancelled() {
-			return s.drainTake(ctx, limit, p.IsolateRedeliveries), nil
+			return s.drainTake(ctx, limit), nil
 		}
-		if retries != nil {
-			ds, err := t.receiveRetries(ctx, retries, limit, p.IsolateRedeliveries)
+		// What the member acquired first: a crash would take it down.
+		if ds := s.take(limit); len(ds) > 0 {
+			return ds, nil
+		}
+		// A cautious runtime (isolate) runs a redelivery alone, across
+		// both paths: no retry copy runs while the member holds a record,
+		// and (below) the member does not poll while a retry copy runs —
+		// a crash of either would take the other down with it.
+		if !isolate || !s.holding() {
+			ds, err := t.receiveRetries(ctx, retries, limit, isolate)
 			if err != nil || len(ds) > 0 {
 				return ds, err
 			}
-		}
-		if ds := s.take(limit, p.IsolateRedeliveries); len(ds) > 0 {
-			return ds, nil
 		}
 		now := time.Now()
 		if !first && !now.Before(deadline) {
 			return nil, ctx.Err()
 		}
-		slice := min(deadline.Sub(now), 200*time.Millisecond)
-		if retries != nil {
-			slice = min(slice, 50*time.Millisecond)
+		slice := min(deadline.Sub(now), 50*time.Millisecond)
+		if isolate && retries.waitIdle(max(slice, 10*time.Millisecond)) {
+			continue
 		}
 		if s.isNarrow() {
 			// A narrow poll should outlast a few of the broker's waits:
@@ -292,9 +298,11 @@ func (t *Transport) receiveRetries(ctx context.Context, c *instance, limit int, 
 }
 
 // take hands out up to limit records of the last poll: first-time
-// deliveries in a batch, a redelivered one (count > 1) alone when
-// isolate.
-func (s *shareInstance) take(limit int, isolate bool) []*transport.Delivery {
+// deliveries in a batch, a redelivered one (count > 1) alone — even to a
+// runtime that is not cautious yet: a member died holding it, and the
+// poison that killed it may be this one (the poll's other redeliveries
+// were given back, giveBack).
+func (s *shareInstance) take(limit int) []*transport.Delivery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -314,7 +322,7 @@ func (s *shareInstance) take(limit int, isolate bool) []*transport.Delivery {
 	for len(s.buf) > 0 && len(out) < limit {
 		e := s.buf[0]
 		n := int(e.rec.DeliveryCount())
-		if (e.over || isolate && n > 1) && (len(out) > 0 || len(s.held) > 0) {
+		if (e.over || n > 1) && (len(out) > 0 || len(s.held) > 0) {
 			break // a redelivery runs alone, with nothing else in flight
 		}
 		s.buf = s.buf[1:]
@@ -327,7 +335,7 @@ func (s *shareInstance) take(limit int, isolate bool) []*transport.Delivery {
 			Partition: e.rec.Partition, Offset: e.rec.Offset, HasOffset: true, MessageID: recordID(e.rec),
 			Receipt: e,
 		})
-		if e.over || isolate && n > 1 {
+		if e.over || n > 1 {
 			break
 		}
 	}
@@ -399,6 +407,9 @@ func (s *shareInstance) fill(ctx context.Context, wait time.Duration) error {
 	slices.SortStableFunc(again, func(a, b *shareEntry) int {
 		return int(a.rec.DeliveryCount() - b.rec.DeliveryCount())
 	})
+	// One runs alone; the others go back (giveBack) rather than wait
+	// beside it.
+	again = s.giveBack(cl, again)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gen != gen || s.closing {
@@ -446,8 +457,8 @@ func shareFetchWait(narrow bool) time.Duration {
 // their counts raised. Up to shareDrainPolls such polls, until one brings
 // nothing (every fetch it started ended within it). A fetch that arrives
 // later still is released.
-func (s *shareInstance) drainTake(ctx context.Context, limit int, isolate bool) []*transport.Delivery {
-	if ds := s.take(limit, isolate); len(ds) > 0 {
+func (s *shareInstance) drainTake(ctx context.Context, limit int) []*transport.Delivery {
+	if ds := s.take(limit); len(ds) > 0 {
 		return ds
 	}
 	s.mu.Lock()
@@ -469,7 +480,7 @@ func (s *shareInstance) drainTake(ctx context.Context, limit int, isolate bool) 
 	if err := s.fill(ctx, 2*shareFetchWait(narrow)+50*time.Millisecond); err != nil {
 		return nil
 	}
-	ds := s.take(limit, isolate)
+	ds := s.take(limit)
 	if len(ds) == 0 {
 		s.mu.Lock()
 		s.collected = shareDrainPolls
@@ -486,6 +497,13 @@ func (s *shareInstance) isCancelled() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cancelled
+}
+
+// holding reports whether the member holds records of its last poll.
+func (s *shareInstance) holding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.buf) > 0 || len(s.held) > 0
 }
 
 // isNarrow reports whether the member fetches one record at a time.

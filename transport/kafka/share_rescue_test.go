@@ -122,3 +122,65 @@ func TestShareLateAnswerOnLastDelivery(t *testing.T) {
 		t.Errorf("in flight at the end: %d (%v), want 0", n, err)
 	}
 }
+
+// TestShareStrictPollHoldsOneRecord pins what a narrow member relies on:
+// in record-limit mode (ShareMaxRecordsStrict, ShareMaxRecords 1) franz-go
+// runs one share fetch at a time, so a poll returns at most one record
+// even when several brokers lead partitions with records ready. Were it to
+// fetch from every broker at once, a narrow member would hold one record
+// per broker while a redelivered poison runs, and they would die with it.
+func TestShareStrictPollHoldsOneRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newShareCluster(t) // three brokers
+	tr := open(t, c, shareOptions, func(o *kafka.Options) { o.Partitions = 6 })
+	name := fmt.Sprintf("share.strict.%08x", rand.Uint32())
+	group := "share." + name
+	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, KafkaShareGroup: group}.WithDefaults()
+	declare(t, tr, qc)
+	// Joining through Lily sets share.auto.offset.reset = earliest.
+	if _, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: name, Max: 1, Wait: time.Millisecond, Consumer: "setup"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.StopConsumer(ctx, &transport.StopParams{Queue: name, Consumer: "setup"}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	msgs := make([]lily.Message, n)
+	for i := range msgs {
+		msgs[i] = lily.Message{Key: fmt.Sprintf("k%d", i), Body: []byte(fmt.Sprint(i))}
+	}
+	if err := lily.Publish(ctx, tr, name, msgs); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(name), kgo.ShareGroup(group),
+		kgo.ShareMaxRecords(1), kgo.ShareMaxRecordsStrict(), kgo.FetchMaxWait(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	parts := map[int32]bool{}
+	seen := map[string]bool{}
+	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for len(seen) < n && pctx.Err() == nil {
+		rs := cl.PollRecords(pctx, -1).Records()
+		if len(rs) > 1 {
+			t.Fatalf("one poll returned %d records; a narrow member would hold them all", len(rs))
+		}
+		for _, r := range rs {
+			seen[string(r.Value)] = true
+			parts[r.Partition] = true
+			r.Ack(kgo.AckAccept)
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("received %d of %d records", len(seen), n)
+	}
+	if len(parts) < 2 {
+		t.Fatalf("records came from %d partition(s); the test needs several brokers' partitions", len(parts))
+	}
+	if err := cl.FlushAcks(pctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -14,6 +14,17 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
+// CrashMemberEnv names the environment variable RunCrashFleet sets for
+// each child: its member number (0, 1, ...), the same for the runs that
+// replace it when it dies — a stable identity, as a pod of a stateful set
+// keeps its name.
+const CrashMemberEnv = "LILY_CRASH_MEMBER"
+
+// crashFleetTimeout bounds a crash fleet's run: children that never drain
+// their queue are killed and the test fails, instead of hanging until the
+// package's timeout.
+const crashFleetTimeout = 4 * time.Minute
+
 // CrashExitCode is the exit code of a crash-test child process that dies on
 // its poison message (os.Exit in the handler, so that no recover sees it).
 const CrashExitCode = 7
@@ -63,7 +74,7 @@ func RunCrashFleet(t *testing.T, members int, env ...string) (restarts int) {
 	procs := make([]*os.Process, members)
 	start := func(m int) error {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), env...)
+		cmd.Env = append(append(os.Environ(), env...), fmt.Sprintf("%s=%d", CrashMemberEnv, m))
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			return err
@@ -99,8 +110,16 @@ func RunCrashFleet(t *testing.T, members int, env ...string) (restarts int) {
 		}
 		running++
 	}
+	timeout := time.NewTimer(crashFleetTimeout)
+	defer timeout.Stop()
 	for running > 0 {
-		e := <-exits
+		var e exit
+		select {
+		case e = <-exits:
+		case <-timeout.C:
+			fail(fmt.Errorf("the members did not drain the queue within %s (their stderr says what stayed in flight); killed", crashFleetTimeout))
+			continue
+		}
 		running--
 		switch {
 		case failed != nil || e.err == nil:
@@ -159,18 +178,30 @@ func ReadIDs(t *testing.T, path string) map[string]bool {
 // CancelWhenIdle polls c every interval until queue has nothing in flight
 // (or ctx ends), then calls cancel. A crash-test child runs it in a
 // goroutine to end its consumer once the queue is drained.
+//
+// A queue that does not drain within a minute is reported on stderr
+// (what is still in flight) every 30 seconds, so that a run that never
+// ends says why.
 func CancelWhenIdle(ctx context.Context, c transport.InFlightCounter, queue string, every time.Duration, cancel func()) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	start := time.Now()
+	report := start.Add(time.Minute)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if n, err := c.InFlight(ctx, queue); err == nil && n == 0 {
+		n, err := c.InFlight(ctx, queue)
+		if err == nil && n == 0 {
 			cancel()
 			return
+		}
+		if now := time.Now(); now.After(report) {
+			fmt.Fprintf(os.Stderr, "crash child %d: queue %s not drained after %s: %d in flight (%v)\n",
+				os.Getpid(), queue, now.Sub(start).Round(time.Second), n, err)
+			report = now.Add(30 * time.Second)
 		}
 	}
 }
