@@ -95,6 +95,7 @@ type instance struct {
 	cl    *kgo.Client
 
 	recvMu   sync.Mutex // one Receive at a time (polls are not concurrent)
+	polled   time.Time  // the last poll of a share-group queue's retry topics (receiveRetries); with recvMu
 	saveMu   sync.Mutex // held while a snapshot is saved; revocation waits for it
 	commitMu sync.Mutex // commits in order
 

@@ -288,6 +288,13 @@ func (t *Transport) receiveRetries(ctx context.Context, c *instance, limit int, 
 	if err != nil || len(ds) > 0 {
 		return ds, err
 	}
+	if c.cl.BufferedFetchRecords() == 0 && time.Since(c.polled) < retryPollEvery {
+		// Nothing fetched in the background: no poll, which would wait
+		// for its timeout on the share group's path every time (most
+		// share queues' retry topics are empty most of the time).
+		return nil, nil
+	}
+	c.polled = time.Now()
 	if err := c.poll(ctx, time.Millisecond, limit); err != nil {
 		if errors.Is(err, errInstanceClosed) {
 			return nil, nil
@@ -296,6 +303,11 @@ func (t *Transport) receiveRetries(ctx context.Context, c *instance, limit int, 
 	}
 	return c.take(ctx, limit, isolate)
 }
+
+// retryPollEvery is how often a share-group member polls its retry
+// topics' consumer group when nothing is buffered (the poll runs the
+// consumer's bookkeeping too).
+const retryPollEvery = 100 * time.Millisecond
 
 // take hands out up to limit records of the last poll: first-time
 // deliveries in a batch, a redelivered one (count > 1) alone — even to a
