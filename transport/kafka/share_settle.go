@@ -273,8 +273,26 @@ func (s *shareInstance) stop(release bool) int {
 	}
 	cl.Close()
 	s.rescue(acq.unseen())
-	s.retiring.Wait()
+	s.waitRetired()
 	return n
+}
+
+// waitRetired waits for the clients a change of width retired (retire) to
+// close and to dead-letter what they released on its last delivery, but
+// not forever: a close that hangs is reported and left behind.
+func (s *shareInstance) waitRetired() {
+	done := make(chan struct{})
+	go func() {
+		s.retiring.Wait()
+		close(done)
+	}()
+	bound := 2 * s.t.opts.ProduceTimeout
+	select {
+	case <-done:
+	case <-time.After(bound):
+		s.t.opts.Logger.Error("kafka: a share client retired after a change of fetch width did not close in time; the member stops without it (what it held returns to the group when its session ends)",
+			"group", s.group, "waited", bound)
+	}
 }
 
 // CancelConsume begins a graceful stop of a share-group member: it polls
