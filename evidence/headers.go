@@ -56,8 +56,8 @@ const (
 	// HeaderType is the message type.
 	HeaderType = "x-lily-type"
 	// HeaderPriorDeliveries is carried only by a copy a transport gave back to its
-	// queue in place of a redelivery that no handler saw (RabbitMQ, Pub/Sub, SQS, with
-	// competing consumers): how many times the message had been handed out before
+	// queue in place of a redelivery that no handler saw (RabbitMQ, Pub/Sub, SQS, Kafka
+	// share groups, with competing consumers): how many times the message had been handed out before
 	// (an integer in 1..MaxPriorDeliveries). The copy's delivery count goes on from
 	// there, so the give-back neither raises it nor resets it. Retry, dead-letter and
 	// redrive copies leave it out.
@@ -89,6 +89,14 @@ func PriorDeliveries(v any) int {
 		return 0
 	}
 	return int(n)
+}
+
+// CarriedDeliveries is the HeaderPriorDeliveries value of a give-back copy of a
+// message handed out count times: count − 1 (the hand-out being given back, which no
+// handler saw, is not carried), at most MaxPriorDeliveries, 0 when there is nothing to
+// carry.
+func CarriedDeliveries(count int) int32 {
+	return int32(min(max(count-1, 0), MaxPriorDeliveries))
 }
 
 // evidenceHeaders are the headers Record.Apply owns: it writes each of them or, when the

@@ -19,3 +19,17 @@ func TestPriorDeliveries(t *testing.T) {
 		}
 	}
 }
+
+// TestCarriedDeliveries: a copy carries the hand-outs before the one given
+// back, bounded so that PriorDeliveries reads it back.
+func TestCarriedDeliveries(t *testing.T) {
+	for count, want := range map[int]int32{0: 0, 1: 0, 2: 1, 5: 4, MaxPriorDeliveries + 1: MaxPriorDeliveries, 1000: MaxPriorDeliveries} {
+		got := CarriedDeliveries(count)
+		if got != want {
+			t.Errorf("CarriedDeliveries(%d) = %d, want %d", count, got, want)
+		}
+		if got > 0 && PriorDeliveries(got) != int(got) {
+			t.Errorf("PriorDeliveries(CarriedDeliveries(%d)) = %d, want %d", count, PriorDeliveries(got), got)
+		}
+	}
+}

@@ -333,50 +333,18 @@ func BenchmarkConsume(b *testing.B) {
 			tr := open(b, c, mod)
 			qc := lily.QueueConfig{Name: fmt.Sprintf("bench.consume.%08x", rand.Uint32()), Transport: lily.TransportKafka}.WithDefaults()
 			declare(b, tr, qc)
-			body := make([]byte, 512)
-			for start := 0; start < b.N; start += 1000 {
-				msgs := make([]lily.Message, min(1000, b.N-start))
-				for i := range msgs {
-					msgs[i] = lily.Message{Key: strconv.Itoa(start + i), Body: body}
-				}
-				if err := lily.Publish(context.Background(), tr, qc.Name, msgs); err != nil {
-					b.Fatal(err)
-				}
-			}
-			var acked atomic.Int64
-			hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
-				if e.Kind == lily.EventAcked {
-					acked.Add(1)
-				}
-			})
+			publishBench(b, tr, qc.Name)
 			ct := &countingTransport{Transport: tr}
 			concurrency := 4
 			if v.work > 0 {
 				concurrency = 16
 			}
-			cons, err := lily.NewConsumer(ct, lily.HandlerFunc(func(context.Context, *lily.Delivery) error {
+			runBench(b, ct, qc, lily.HandlerFunc(func(context.Context, *lily.Delivery) error {
 				if v.work > 0 {
 					time.Sleep(v.work)
 				}
 				return nil
-			}), lily.ConsumerOptions{Queue: qc, Concurrency: concurrency, Prefetch: v.prefetch, ReceiveWait: 20 * time.Millisecond,
-				Hooks: []lily.Hook{hook}, Logger: quietLogger()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			finished := make(chan struct{})
-			b.ResetTimer()
-			start := time.Now()
-			go func() { defer close(finished); cons.Run(ctx) }()
-			for acked.Load() < int64(b.N) {
-				time.Sleep(time.Millisecond)
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			cancel()
-			<-finished
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+			}), concurrency, v.prefetch)
 			// Each Receive that hands records out saves one snapshot per
 			// partition it touched, in one produce.
 			b.ReportMetric(float64(ct.saves.Load())/float64(b.N), "saves/msg")
@@ -421,27 +389,45 @@ func BenchmarkShareConsume(b *testing.B) {
 	name := fmt.Sprintf("bench.share.%08x", rand.Uint32())
 	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, KafkaShareGroup: "share." + name}.WithDefaults()
 	declare(b, tr, qc)
+	publishBench(b, tr, qc.Name)
+	var calls atomic.Int64
+	runBench(b, tr, qc, lily.HandlerFunc(func(context.Context, *lily.Delivery) error {
+		calls.Add(1)
+		return nil
+	}), 4, 256)
+	if n := calls.Load(); n != int64(b.N) {
+		b.Fatalf("handler calls %d for %d records, want one each", n, b.N)
+	}
+}
+
+// publishBench publishes b.N records of 512 bytes (keys 0..N-1) to queue,
+// 1000 at a time.
+func publishBench(b *testing.B, tr transport.Transport, queue string) {
+	b.Helper()
 	body := make([]byte, 512)
 	for start := 0; start < b.N; start += 1000 {
 		msgs := make([]lily.Message, min(1000, b.N-start))
 		for i := range msgs {
 			msgs[i] = lily.Message{Key: strconv.Itoa(start + i), Body: body}
 		}
-		if err := lily.Publish(context.Background(), tr, qc.Name, msgs); err != nil {
+		if err := lily.Publish(context.Background(), tr, queue, msgs); err != nil {
 			b.Fatal(err)
 		}
 	}
-	var acked, calls atomic.Int64
+}
+
+// runBench runs a consumer of qc with handler on tr until b.N deliveries
+// were acked, timing only that, and reports msgs/s.
+func runBench(b *testing.B, tr transport.Transport, qc lily.QueueConfig, handler lily.Handler, concurrency, prefetch int) {
+	b.Helper()
+	var acked atomic.Int64
 	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
 		if e.Kind == lily.EventAcked {
 			acked.Add(1)
 		}
 	})
-	cons, err := lily.NewConsumer(tr, lily.HandlerFunc(func(context.Context, *lily.Delivery) error {
-		calls.Add(1)
-		return nil
-	}), lily.ConsumerOptions{Queue: qc, Concurrency: 4, Prefetch: 256, ReceiveWait: 20 * time.Millisecond,
-		Hooks: []lily.Hook{hook}, Logger: quietLogger()})
+	cons, err := lily.NewConsumer(tr, handler, lily.ConsumerOptions{Queue: qc, Concurrency: concurrency, Prefetch: prefetch,
+		ReceiveWait: 20 * time.Millisecond, Hooks: []lily.Hook{hook}, Logger: quietLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -457,8 +443,5 @@ func BenchmarkShareConsume(b *testing.B) {
 	b.StopTimer()
 	cancel()
 	<-finished
-	if n := calls.Load(); n != int64(b.N) {
-		b.Fatalf("handler calls %d for %d records, want one each", n, b.N)
-	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
 }

@@ -79,11 +79,8 @@ type TopicPlan struct {
 // partitions.
 func Plan(spec transport.QueueSpec, partitions int32) []TopicPlan {
 	out := []TopicPlan{{Name: spec.Name, Role: "main", Partitions: partitions}}
-	for _, ms := range spec.BucketsMillis {
+	for _, ms := range topicBuckets(spec) {
 		out = append(out, TopicPlan{Name: RetryTopic(spec.Name, ms), Role: "retry", Partitions: partitions})
-	}
-	if spec.ShareGroup != "" && !slices.Contains(spec.BucketsMillis, 0) {
-		out = append(out, TopicPlan{Name: GiveBackTopic(spec.Name), Role: "retry", Partitions: partitions})
 	}
 	out = append(out,
 		TopicPlan{Name: DeadLetterTopic(spec.Name), Role: "dlt", Partitions: partitions,
@@ -95,6 +92,15 @@ func Plan(spec transport.QueueSpec, partitions int32) []TopicPlan {
 				"segment.ms": kadm.StringPtr("3600000")}},
 	)
 	return out
+}
+
+// topicBuckets are the delays of the queue's retry topics: its buckets
+// and, for a share-group queue, 0 — the give-back topic (GiveBackTopic).
+func topicBuckets(spec transport.QueueSpec) []int64 {
+	if spec.ShareGroup == "" || slices.Contains(spec.BucketsMillis, 0) {
+		return spec.BucketsMillis
+	}
+	return append(slices.Clone(spec.BucketsMillis), 0)
 }
 
 // PlanWith is Plan with the dead-letter topic named dlt (e.g. one written
@@ -198,11 +204,8 @@ func (t *Transport) retryTopics(ctx context.Context, queue string) ([]string, er
 	seen := map[string]bool{}
 	var out []string
 	if s, ok := t.spec(queue); ok {
-		for _, ms := range s.BucketsMillis {
+		for _, ms := range topicBuckets(s) {
 			seen[RetryTopic(queue, ms)] = true
-		}
-		if s.ShareGroup != "" {
-			seen[GiveBackTopic(queue)] = true
 		}
 	}
 	td, err := t.adm.ListTopics(ctx)

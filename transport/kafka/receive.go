@@ -157,7 +157,7 @@ func (c *instance) newEntry(p *part, r *kgo.Record) *entry {
 	}
 	delete(msg.Headers, evidence.HeaderSourcePartition)
 	delete(msg.Headers, evidence.HeaderSourceOffset)
-	// A copy a share member gave back (giveBackShare) carries the
+	// A copy a share member gave back (shareInstance.giveBack) carries the
 	// deliveries of the original; its count goes on from there.
 	e.prior = int32(evidence.PriorDeliveries(msg.Headers[evidence.HeaderPriorDeliveries]))
 	delete(msg.Headers, evidence.HeaderPriorDeliveries)

@@ -171,7 +171,7 @@ func (t *Transport) handOffDue(ctx context.Context, s transport.Settlement, queu
 	} else {
 		ms := s.Delay.Milliseconds()
 		if spec, ok := t.spec(queue); ok {
-			if !slices.Contains(spec.BucketsMillis, ms) && (ms != 0 || spec.ShareGroup == "") {
+			if !slices.Contains(topicBuckets(spec), ms) {
 				return nil, fmt.Errorf("kafka: retry of %s after %dms: queue %s has no such bucket (buckets %v): the runtime and topology disagree", m.EventID, ms, queue, spec.BucketsMillis)
 			}
 		}

@@ -42,7 +42,7 @@ func (s *shareInstance) giveBack(cl *kgo.Client, es []*shareEntry) []*shareEntry
 		if h == nil {
 			h = transport.Headers{}
 		}
-		h[evidence.HeaderPriorDeliveries] = int32(min(int(e.rec.DeliveryCount())-1, evidence.MaxPriorDeliveries))
+		h[evidence.HeaderPriorDeliveries] = evidence.CarriedDeliveries(int(e.rec.DeliveryCount()))
 		st := transport.Settlement{Delivery: &transport.Delivery{Message: e.msg}, Action: transport.Retry, Headers: h} // Delay 0: GiveBackTopic
 		r, err := s.t.handOffDue(ctx, st, s.key.queue, e.rec.Partition, e.rec.Offset, now)
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -31,51 +30,28 @@ func TestShareGiveBackRedeliveries(t *testing.T) {
 	group := "share." + name
 	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, KafkaShareGroup: group}.WithDefaults() // no retries: the give-back topic is there anyway
 	declare(t, tr, qc)
-	receive := func(wait time.Duration) []*transport.Delivery {
-		t.Helper()
-		ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: name, Max: 10, Wait: wait, Consumer: "c1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ds
-	}
-	acked := map[string]int{}
-	ack := func(ds []*transport.Delivery) {
-		t.Helper()
-		ss := make([]transport.Settlement, len(ds))
-		for i, d := range ds {
-			ss[i] = transport.Settlement{Delivery: d, Action: transport.Ack}
-			acked[string(d.Body)]++
-		}
-		if err := tr.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sc := newShareConsumer(t, tr, name, "c1")
 	// A first-time record from the one partition widens the new member.
-	first := lily.Message{Body: []byte("first")}
-	if err := lily.Publish(ctx, tr, name, []lily.Message{first}); err != nil {
-		t.Fatal(err)
-	}
-	var ds []*transport.Delivery
-	for deadline := time.Now().Add(30 * time.Second); len(ds) == 0 && time.Now().Before(deadline); {
-		ds = receive(time.Second)
-	}
-	ack(ds)
-	// Another member of the group takes three records and gives them back
+	sc.publish("first")
+	sc.ack(sc.receiveSome())
+	// Another member of the group takes four records and gives them back
 	// unacknowledged, as a member that crashed would: each comes back with
-	// count 2.
-	msgs := []lily.Message{{Body: []byte("a")}, {Body: []byte("b")}, {Body: []byte("c")}}
-	if err := lily.Publish(ctx, tr, name, msgs); err != nil {
+	// count 2. The fourth comes from a producer outside Lily: no event ID,
+	// a plain-text header of its own.
+	msgs := sc.publish("a", "b", "c")
+	raw := &kgo.Record{Topic: name, Value: []byte("d"), Headers: []kgo.RecordHeader{{Key: "origin", Value: []byte("raw")}}}
+	if err := tr.Client().ProduceSync(ctx, raw).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(name), kgo.ShareGroup(group),
-		kgo.ShareMaxRecords(10), kgo.ShareMaxRecordsStrict(), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
+	want := map[string]string{"d": fmt.Sprintf("%s/0/%d", name, raw.Offset)} // body → event ID
+	for _, m := range msgs {
+		want[string(m.Body)] = m.EventID
 	}
+	offsets := map[string]int64{"a": 1, "b": 2, "c": 3, "d": raw.Offset}
+	cl := foreignShareMember(t, c, name, group, 10)
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	// One poll takes all three (they were produced before the member
+	// One poll takes all four (they were produced before the member
 	// joined). The member then leaves without acknowledging them: its
 	// client releases them once it fetches no more (released while it
 	// still fetched, a record could be taken again and come back with
@@ -84,35 +60,35 @@ func TestShareGiveBackRedeliveries(t *testing.T) {
 	for len(rs) == 0 && pctx.Err() == nil {
 		rs = cl.PollRecords(pctx, -1).Records()
 	}
-	if len(rs) != len(msgs) {
-		t.Fatalf("the other member's first poll took %d records, want all %d", len(rs), len(msgs))
+	if len(rs) != len(want) {
+		t.Fatalf("the other member's first poll took %d records, want all %d", len(rs), len(want))
 	}
 	cl.Close()
 
-	var got []*transport.Delivery
-	for deadline := time.Now().Add(30 * time.Second); len(got) == 0 && time.Now().Before(deadline); {
-		got = receive(time.Second)
-	}
+	got := sc.receiveSome()
 	if len(got) != 1 || got[0].DeliveryCount != 2 {
 		t.Fatalf("first receive after the releases: %d deliveries %v, want one redelivery (count 2) alone", len(got), bodies(got))
 	}
-	if n, err := tr.InFlight(ctx, name); err != nil || n != 3 {
-		t.Errorf("in flight while one runs and two were given back: %d (%v), want 3", n, err)
+	if n, err := tr.InFlight(ctx, name); err != nil || n != 4 {
+		t.Errorf("in flight while one runs and three were given back: %d (%v), want 4", n, err)
 	}
-	ack(got)
+	sc.ack(got)
 	all := append([]*transport.Delivery(nil), got...)
-	for deadline := time.Now().Add(30 * time.Second); len(all) < len(msgs) && time.Now().Before(deadline); {
-		more := receive(time.Second)
-		ack(more)
+	for deadline := time.Now().Add(30 * time.Second); len(all) < len(want) && time.Now().Before(deadline); {
+		more := sc.receive(time.Second)
+		sc.ack(more)
 		all = append(all, more...)
 	}
-	if len(all) != len(msgs) {
-		t.Fatalf("received %v, want a, b and c", bodies(all))
+	if len(all) != len(want) {
+		t.Fatalf("received %v, want a, b, c and d", bodies(all))
 	}
 	for _, d := range all {
-		i := slices.IndexFunc(msgs, func(m lily.Message) bool { return string(m.Body) == string(d.Body) })
-		if i < 0 || d.EventID != msgs[i].EventID || d.DeliveryCount != 2 || !d.HasOffset || d.Offset != int64(i+1) {
-			t.Errorf("delivery %s event %s count %d offset %d, want its event ID, count 2 and offset %d", d.Body, d.EventID, d.DeliveryCount, d.Offset, i+1)
+		b := string(d.Body)
+		if d.EventID != want[b] || d.DeliveryCount != 2 || !d.HasOffset || d.Offset != offsets[b] {
+			t.Errorf("delivery %s event %s count %d offset %d, want event %s, count 2 and offset %d", b, d.EventID, d.DeliveryCount, d.Offset, want[b], offsets[b])
+		}
+		if v, ok := d.Headers["origin"].([]byte); b == "d" && (!ok || string(v) != "raw") {
+			t.Errorf("the foreign record's headers %v, want origin kept as it came (the bytes raw)", d.Headers)
 		}
 		if _, ok := d.Headers["x-lily-prior-deliveries"]; ok {
 			t.Errorf("delivery %s still carries x-lily-prior-deliveries: the transport must remove it", d.Body)
@@ -120,12 +96,12 @@ func TestShareGiveBackRedeliveries(t *testing.T) {
 	}
 	// Conservation: every record acked exactly once, nothing dead-lettered,
 	// nothing left in the share group or the give-back topic.
-	for _, b := range []string{"first", "a", "b", "c"} {
-		if acked[b] != 1 {
-			t.Errorf("%s acked %d times, want once", b, acked[b])
+	for _, b := range []string{"first", "a", "b", "c", "d"} {
+		if sc.acked[b] != 1 {
+			t.Errorf("%s acked %d times, want once", b, sc.acked[b])
 		}
 	}
-	if more := receive(time.Second); len(more) != 0 {
+	if more := sc.receive(time.Second); len(more) != 0 {
 		t.Errorf("after everything was acked, receive handed out %v", bodies(more))
 	}
 	if dls, err := tr.DeadLetters(ctx, name); err != nil || len(dls) != 0 {
@@ -134,12 +110,4 @@ func TestShareGiveBackRedeliveries(t *testing.T) {
 	if n, err := tr.InFlight(ctx, name); err != nil || n != 0 {
 		t.Errorf("in flight at the end: %d (%v), want 0", n, err)
 	}
-}
-
-// bodies names deliveries as body@count.
-func bodies(ds []*transport.Delivery) (out []string) {
-	for _, d := range ds {
-		out = append(out, fmt.Sprintf("%s@%d", d.Body, d.DeliveryCount))
-	}
-	return out
 }

@@ -40,29 +40,12 @@ func TestShareLateAnswerOnLastDelivery(t *testing.T) {
 	}
 	// A member outside Lily releases the record once: its next delivery is
 	// the group's last (limit 2).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(name), kgo.ShareGroup(group),
-		kgo.ShareMaxRecords(1), kgo.ShareMaxRecordsStrict(), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	var eventID string
-	for released := false; !released && pctx.Err() == nil; {
-		for _, r := range cl.PollRecords(pctx, 1).Records() {
-			for _, h := range r.Headers {
-				if h.Key == evidence.HeaderEventID {
-					eventID = string(h.Value)
-				}
-			}
-			r.Ack(kgo.AckRelease)
-			released = true
+	for _, h := range releaseOne(t, c, name, group).Headers {
+		if h.Key == evidence.HeaderEventID {
+			eventID = string(h.Value)
 		}
 	}
-	if err := cl.FlushAcks(pctx); err != nil {
-		t.Fatal(err)
-	}
-	cl.Close()
 	if eventID == "" {
 		t.Fatal("the released record carries no event ID")
 	}
@@ -182,5 +165,9 @@ func TestShareStrictPollHoldsOneRecord(t *testing.T) {
 	}
 	if err := cl.FlushAcks(pctx); err != nil {
 		t.Fatal(err)
+	}
+	// Conservation: every record accepted once, nothing left in the group.
+	if n, err := tr.InFlight(ctx, name); err != nil || n != 0 {
+		t.Errorf("in flight at the end: %d (%v), want 0", n, err)
 	}
 }

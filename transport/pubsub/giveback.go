@@ -42,7 +42,7 @@ func (t *Transport) giveBack(ctx context.Context, queue string, ds []*transport.
 			left = append(left, d)
 			continue
 		}
-		pm, err := toPubsub(d.Message, d.Headers, map[string]string{AttrPriorDeliveries: strconv.Itoa(min(d.DeliveryCount-1, evidence.MaxPriorDeliveries))})
+		pm, err := toPubsub(d.Message, d.Headers, map[string]string{AttrPriorDeliveries: strconv.Itoa(int(evidence.CarriedDeliveries(d.DeliveryCount)))})
 		if err != nil {
 			left = append(left, d)
 			continue

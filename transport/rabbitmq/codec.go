@@ -21,9 +21,6 @@ const headerDeliveryCount = "x-delivery-count"
 // see evidence.HeaderPriorDeliveries.
 const headerPriorDeliveries = evidence.HeaderPriorDeliveries
 
-// maxPriorDeliveries bounds a carried count.
-const maxPriorDeliveries = evidence.MaxPriorDeliveries
-
 // fromTable converts AMQP header values to Lily's header types, keeping
 // every value's AMQP type (DESIGN §7: headers travel as sent): nested
 // tables become map[string]any, decimals transport.Decimal; the unsigned
@@ -183,7 +180,7 @@ func deliveryCount(d *amqp.Delivery) int {
 }
 
 // priorDeliveries is the count a give-back copy carries: an integer header
-// in 1..maxPriorDeliveries, else 0.
+// in 1..evidence.MaxPriorDeliveries, else 0.
 func priorDeliveries(h amqp.Table) int {
 	return evidence.PriorDeliveries(h[headerPriorDeliveries])
 }

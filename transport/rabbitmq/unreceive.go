@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -68,8 +69,8 @@ func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery) []er
 			errs[i] = err
 			continue
 		}
-		if prior := deliveryCount(rc.raw) - 1; redelivery && prior > 0 {
-			pub.Headers[headerPriorDeliveries] = int32(min(prior, maxPriorDeliveries))
+		if prior := evidence.CarriedDeliveries(deliveryCount(rc.raw)); redelivery && prior > 0 {
+			pub.Headers[headerPriorDeliveries] = prior
 		}
 		copies = append(copies, outMsg{exchange: "", key: d.Queue, pub: pub})
 		copyOf = append(copyOf, i)

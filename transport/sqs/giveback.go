@@ -46,7 +46,7 @@ func (t *Transport) giveBack(ctx context.Context, queue, url string, ds []*trans
 		d := back[i]
 		rc := d.Receipt.(*receipt)
 		h := transport.CloneHeaders(d.Headers)
-		h[evidence.HeaderPriorDeliveries] = int32(min(d.DeliveryCount-1, evidence.MaxPriorDeliveries))
+		h[evidence.HeaderPriorDeliveries] = evidence.CarriedDeliveries(d.DeliveryCount)
 		w, err := encode(d.EventID, d.Key, d.Type, d.Body, h, rc.types)
 		if err != nil {
 			return err
