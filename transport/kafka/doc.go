@@ -156,11 +156,13 @@
 // not hand out yet (QueueFeatures: the lease is Options.ShareLockDuration).
 // franz-go accepts every record of a poll not acknowledged before the next
 // poll, so a member polls only when everything of its last poll is
-// settled. A member starts narrow — one record per fetch, from one
-// partition at a time — and widens (Options.ShareMaxRecords) once narrow
-// polls of every partition in turn brought only first-time deliveries; a
-// redelivery narrows it again, so that when
-// a poison record kills the process it holds nothing else. Retry topics are
+// settled. A poll's redeliveries but one are given back through the
+// give-back topic (GiveBackTopic: copies carrying their counts), and the
+// one runs alone; a redelivery also narrows the member — one record per
+// fetch — until as many polls in a row as the topic has partitions brought
+// only first-time deliveries, so that when a poison record kills the
+// process it holds nothing else. A member starts wide
+// (Options.ShareMaxRecords). Retry topics are
 // still consumed by the queue's consumer group (DefaultGroup), paused until
 // due. Lily sets share.auto.offset.reset = earliest on the group (Declare,
 // and before a member first joins); a queue whose delivery_limit is not

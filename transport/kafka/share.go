@@ -129,10 +129,14 @@ func (t *Transport) shareInstance(ctx context.Context, spec transport.QueueSpec,
 	}
 	s := &shareInstance{t: t, key: k, group: group, held: map[*shareEntry]struct{}{}, done: make(chan struct{}), parts: parts}
 	s.cond = sync.NewCond(&s.mu)
-	// A new member starts cautious: after a crash its first records are the
-	// dead process's, and one at a time only the poison is in flight when
-	// it kills this process too.
-	if err := s.connect(true); err != nil {
+	// A new member starts wide. After a crash its first records may be the
+	// dead process's redeliveries: a poll keeps one of them and gives the
+	// others back (giveBack), so only one is in flight when it runs, and the
+	// member then turns narrow. Starting narrow would mean a change of width
+	// — a new client, the old one closed — on every start, and a close
+	// releases a fetch answer that came after the last poll, its records'
+	// counts raised with no handler having seen them.
+	if err := s.connect(false); err != nil {
 		return nil, err
 	}
 	t.shares[k] = s

@@ -31,7 +31,7 @@ func TestShareGiveBackRedeliveries(t *testing.T) {
 	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, KafkaShareGroup: group}.WithDefaults() // no retries: the give-back topic is there anyway
 	declare(t, tr, qc)
 	sc := newShareConsumer(t, tr, name, "c1")
-	// A first-time record from the one partition widens the new member.
+	// A first-time record: the new member fetches wide.
 	sc.publish("first")
 	sc.ack(sc.receiveSome())
 	// Another member of the group takes four records and gives them back

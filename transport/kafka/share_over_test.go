@@ -29,8 +29,7 @@ func TestShareOverLimitRunsAlone(t *testing.T) {
 	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: new(1), KafkaShareGroup: group}.WithDefaults()
 	declare(t, tr, qc)
 	sc := newShareConsumer(t, tr, name, "c1")
-	// A new member fetches one record at a time; a first-time record from
-	// the one partition widens it.
+	// A first-time record, so that the member has polled once.
 	sc.publish("first")
 	ds := sc.receiveSome()
 	if len(ds) != 1 || string(ds[0].Body) != "first" {
