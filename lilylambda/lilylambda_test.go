@@ -16,10 +16,10 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
-	"github.com/lily-mq/lily/internal/sqsemu"
 	"github.com/lily-mq/lily/lilylambda"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
+	"github.com/lily-mq/lily/transport/sqs/sqstest"
 )
 
 // fixture is a queue on the emulator and the function's handler calls.
@@ -34,7 +34,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, prefix string) *fixture {
 	t.Helper()
-	e, err := sqsemu.Start()
+	e, err := sqstest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +88,8 @@ func (f *fixture) poll(wait time.Duration) events.SQSEvent {
 			attrs[k] = events.SQSMessageAttribute{DataType: aws.ToString(a.DataType), StringValue: a.StringValue, BinaryValue: a.BinaryValue}
 		}
 		ev.Records = append(ev.Records, events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
-			Body: aws.ToString(m.Body), Attributes: m.Attributes, MessageAttributes: attrs, EventSource: "aws:sqs", AWSRegion: sqsemu.Region,
-			EventSourceARN: "arn:aws:sqs:" + sqsemu.Region + ":" + sqsemu.AccountID + ":" + sqs.QueueName(f.qc.Name)})
+			Body: aws.ToString(m.Body), Attributes: m.Attributes, MessageAttributes: attrs, EventSource: "aws:sqs", AWSRegion: sqstest.Region,
+			EventSourceARN: "arn:aws:sqs:" + sqstest.Region + ":" + sqstest.AccountID + ":" + sqs.QueueName(f.qc.Name)})
 	}
 	return ev
 }
@@ -201,7 +201,7 @@ func TestBatch(t *testing.T) {
 	if len(dls) != 2 || reasons["bad"] != evidence.ReasonPermanent || reasons["crash"] != evidence.ReasonDeliveryLimit {
 		t.Errorf("dead letters %v, want bad permanent and crash delivery_limit", reasons)
 	}
-	if n := sqsemu.Depth(f.qc.Name); n != 0 {
+	if n := sqstest.Depth(f.qc.Name); n != 0 {
 		t.Errorf("%d messages left in the queue, want 0", n)
 	}
 }
@@ -221,7 +221,7 @@ func TestBatchItemFailureWhenTheDLQRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A fresh transport: it does not know the DLQ's URL.
-	fresh, err := sqs.Open(func() sqs.Options { e, _ := sqsemu.Start(); return e.Options(2 * time.Second) }())
+	fresh, err := sqs.Open(func() sqs.Options { e, _ := sqstest.Start(); return e.Options(2 * time.Second) }())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestBatchItemFailureWhenTheDLQRefuses(t *testing.T) {
 		t.Errorf("batch item failures %v, want only the bad record %s", resp.BatchItemFailures, bad)
 	}
 	f.finish(ev, resp)
-	if n := sqsemu.Depth(f.qc.Name); n != 1 {
+	if n := sqstest.Depth(f.qc.Name); n != 1 {
 		t.Errorf("%d messages in the queue, want the bad one back", n)
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"strings"
 
 	"github.com/lily-mq/lily/config"
-	"github.com/lily-mq/lily/internal/sqsemu"
 	"github.com/lily-mq/lily/transport/sqs"
+	sqsemu "github.com/lily-mq/lily/transport/sqs/sqstest"
 )
 
 // demoSQSVisibility is the demo's SQS visibility timeout: a dead worker's

@@ -16,17 +16,17 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
-	"github.com/lily-mq/lily/internal/sqsemu"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
+	"github.com/lily-mq/lily/transport/sqs/sqstest"
 )
 
 // sqsConfig writes a configuration with one sqs queue on the in-process
 // emulator.
 func sqsConfig(t *testing.T, db, queue, extra string) string {
 	t.Helper()
-	e, err := sqsemu.Start()
+	e, err := sqstest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestSQSTopologyIngestRedrive(t *testing.T) {
 	}
 	// A consumer that receives them and dies every time, until SQS moves
 	// them (maxReceiveCount 3): Lily never got to dead-letter them.
-	for sqsemu.Depth(sqs.DeadLetterQueue(queue)) < 3 {
+	for sqstest.Depth(sqs.DeadLetterQueue(queue)) < 3 {
 		if _, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: queue, Max: 10, Wait: time.Second, Consumer: "dies"}); err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func TestSQSTopologyIngestRedrive(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- cons.Run(runCtx) }()
-	waitFor(t, "the queue to drain", func() bool { return sqsemu.Depth(queue) == 0 })
+	waitFor(t, "the queue to drain", func() bool { return sqstest.Depth(queue) == 0 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestSQSTopologyIngestRedrive(t *testing.T) {
 	if !settled[fresh[0].EventID] {
 		t.Errorf("ok2 was not acknowledged")
 	}
-	if n := sqsemu.Depth(sqs.DeadLetterQueue(queue)); n != 0 {
+	if n := sqstest.Depth(sqs.DeadLetterQueue(queue)); n != 0 {
 		t.Errorf("%d messages left in the DLQ after ingest", n)
 	}
 

@@ -18,9 +18,9 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
-	"github.com/lily-mq/lily/internal/sqsemu"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
+	"github.com/lily-mq/lily/transport/sqs/sqstest"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
 
@@ -52,7 +52,7 @@ func crashChild() bool {
 // crashConsumer consumes the queue until nothing is in flight, logging each
 // message it acknowledges; the body "poison" kills the process mid-handler.
 func crashConsumer(endpoint, queue, logPath string) int {
-	o := (&sqsemu.Emulator{}).Options(time.Second)
+	o := (&sqstest.Emulator{}).Options(time.Second)
 	o.Endpoint = endpoint
 	tr, err := sqs.Open(o)
 	if err != nil {
@@ -137,7 +137,7 @@ func TestCrashPoisonByReceiveCount(t *testing.T) {
 		t.Errorf("poison dead-lettered with reason %s at delivery count %d, want delivery_limit at %d", rec.Reason, rec.DeliveryCount, crashLimit+1)
 	}
 	transporttest.WantProcessedAllBut(t, logPath, msgs, 3)
-	if n := sqsemu.Depth(queue); n != 0 {
+	if n := sqstest.Depth(queue); n != 0 {
 		t.Errorf("%d messages left in the queue, want 0", n)
 	}
 }
@@ -210,7 +210,7 @@ func TestCrashPoisonCompetingConsumers(t *testing.T) {
 		t.Fatalf("dead letters %v, want only the poison %s", ids(dls), msgs[poison].EventID)
 	}
 	transporttest.WantProcessedAllBut(t, logPath, msgs, poison)
-	if n := sqsemu.Depth(queue); n != 0 {
+	if n := sqstest.Depth(queue); n != 0 {
 		t.Errorf("%d messages left in the queue, want 0", n)
 	}
 }
@@ -244,7 +244,7 @@ func TestRedrivePolicyBackstop(t *testing.T) {
 	msg := pub[0]
 	id := ""
 	deadline := time.Now().Add(time.Minute)
-	for sqsemu.Depth(sqs.DeadLetterQueue(queue)) == 0 {
+	for sqstest.Depth(sqs.DeadLetterQueue(queue)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the broker never moved the unsettled message to the DLQ")
 		}
@@ -279,7 +279,7 @@ func TestRedrivePolicyBackstop(t *testing.T) {
 	if rec.Reason != evidence.ReasonDeliveryLimit || rec.Source != "sqs/"+queue || d.DeliveryCount < 2 {
 		t.Errorf("evidence reason %s source %s count %d, want delivery_limit, sqs/%s, >= 2", rec.Reason, rec.Source, d.DeliveryCount, queue)
 	}
-	if n := sqsemu.Depth(sqs.DeadLetterQueue(queue)) + sqsemu.Depth(queue); n != 0 {
+	if n := sqstest.Depth(sqs.DeadLetterQueue(queue)) + sqstest.Depth(queue); n != 0 {
 		t.Errorf("%d messages left after the drain, want 0", n)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/internal/sqsemu"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/sqs/sqstest"
 )
 
 // TestFIFOGroupAndDeduplication: on a FIFO queue the key travels as
@@ -30,7 +30,7 @@ func TestFIFOGroupAndDeduplication(t *testing.T) {
 	if err := lily.Publish(ctx, tr, qc.Name, msgs); err != nil { // the same event again
 		t.Fatal(err)
 	}
-	if n := sqsemu.Depth(qc.Name); n != 1 {
+	if n := sqstest.Depth(qc.Name); n != 1 {
 		t.Errorf("%d messages after publishing one event twice, want 1 (deduplication ID = event ID)", n)
 	}
 	ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 10, Wait: time.Second, Consumer: "fifo"})
@@ -43,7 +43,7 @@ func TestFIFOGroupAndDeduplication(t *testing.T) {
 	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: ds[0], Action: transport.Ack}}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := sqsemu.Depth(qc.Name); n != 0 {
+	if n := sqstest.Depth(qc.Name); n != 0 {
 		t.Errorf("%d messages after the ack, want 0", n)
 	}
 }

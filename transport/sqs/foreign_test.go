@@ -17,9 +17,9 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
-	"github.com/lily-mq/lily/internal/sqsemu"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
+	"github.com/lily-mq/lily/transport/sqs/sqstest"
 )
 
 func strAttr(dt, v string) types.MessageAttributeValue {
@@ -105,7 +105,7 @@ func TestForeignProducerEvidencePacking(t *testing.T) {
 		seen[d.EventID] = true
 		mu.Unlock()
 		return lily.Permanent(errors.New("unsupported order kind"))
-	}), func() bool { return sqsemu.Depth(qc.Name) == 0 && sqsemu.Depth(sqs.DeadLetterQueue(qc.Name)) == 3 })
+	}), func() bool { return sqstest.Depth(qc.Name) == 0 && sqstest.Depth(sqs.DeadLetterQueue(qc.Name)) == 3 })
 
 	// On the wire: at most 10 attributes; the producer's kept as sent.
 	durl, err := tr.QueueURL(ctx, sqs.DeadLetterQueue(qc.Name))

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lily-mq/lily/internal/sqsemu"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
+	"github.com/lily-mq/lily/transport/sqs/sqstest"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
 
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	// Started before any test counts its goroutines.
-	if _, err := sqsemu.Start(); err != nil {
+	if _, err := sqstest.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "start the SQS emulator:", err)
 		os.Exit(1)
 	}
@@ -30,9 +30,9 @@ func TestMain(m *testing.M) {
 }
 
 // emulator returns the process's goaws.
-func emulator(t testing.TB) *sqsemu.Emulator {
+func emulator(t testing.TB) *sqstest.Emulator {
 	t.Helper()
-	e, err := sqsemu.Start()
+	e, err := sqstest.Start()
 	if err != nil {
 		t.Fatalf("start the SQS emulator: %v", err)
 	}
@@ -69,7 +69,7 @@ func harness() transporttest.Harness {
 		// goaws's ApproximateNumberOfMessages counts every message it
 		// holds; the exact count comes from its state.
 		InFlight: func(ctx context.Context, tr transport.Transport, queue string) (int64, error) {
-			return sqsemu.Depth(queue), nil
+			return sqstest.Depth(queue), nil
 		},
 		Lease: testLease,
 	}

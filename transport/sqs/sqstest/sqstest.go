@@ -1,6 +1,13 @@
-// Package sqsemu runs the SQS emulator goaws (github.com/Admiral-Piett/goaws)
-// in-process, for Lily's tests and for 'lily demo --transport sqs': nothing
-// to install or start by hand.
+// Package sqstest is an SQS endpoint in-process, for tests and demos — as
+// franz-go's kfake is for Kafka: it runs the SQS emulator goaws
+// (github.com/Admiral-Piett/goaws) on a real TCP port of 127.0.0.1, so that
+// Lily's SQS transport, other processes and the demo on SQS reach it like
+// any endpoint, with nothing to install or start by hand. Start it, then
+// open the transport with its Options:
+//
+//	e, err := sqstest.Start()
+//	...
+//	tr, err := sqs.Open(e.Options(2 * time.Second))
 //
 // goaws keeps its state in package globals, so there is one emulator per
 // process: Start returns the same one every time, and tests use unique
@@ -16,7 +23,7 @@
 // what SQS reports. The count still lives in the emulator (outside the
 // consumer process), as on SQS. Nothing else is changed: the other gaps of
 // goaws (see the README, "what the emulator cannot show") stay visible.
-package sqsemu
+package sqstest
 
 import (
 	"bytes"
@@ -64,7 +71,7 @@ func Start() (*Emulator, error) {
 		logrus.SetOutput(io.Discard)
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			startErr = fmt.Errorf("sqsemu: listen: %w", err)
+			startErr = fmt.Errorf("sqstest: listen: %w", err)
 			return
 		}
 		host, port, _ := net.SplitHostPort(l.Addr().String())
@@ -93,7 +100,7 @@ func (e *Emulator) URL() string { return e.url }
 func (e *Emulator) Options(visibility time.Duration) lilysqs.Options {
 	return lilysqs.Options{
 		Config: aws.Config{Region: Region, Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: "lily", SecretAccessKey: "lily", Source: "sqsemu"}, nil
+			return aws.Credentials{AccessKeyID: "lily", SecretAccessKey: "lily", Source: "sqstest"}, nil
 		})},
 		Endpoint: e.url, QueryProtocol: true, VisibilityTimeout: visibility,
 	}
