@@ -8,6 +8,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/inbox"
+	"github.com/lily-mq/lily/internal/effecttest"
 )
 
 // applyVersion runs one handler transaction through the guard: the effect
@@ -33,7 +34,7 @@ func applyVersion(t *testing.T, b backend, g inbox.Guard, d *lily.Delivery, e in
 // stale: acked as no-ops, recorded, never applied.
 func TestNewerSkipsStale(t *testing.T) {
 	eachDB(t, func(t *testing.T, b backend) {
-		rec := &recorder{}
+		rec := &effecttest.Recorder{}
 		g := inbox.Guard{Hooks: []lily.Hook{rec}}
 		var applied []int64
 		for _, v := range []int64{1, 3, 2, 3, 4} {
@@ -49,10 +50,10 @@ func TestNewerSkipsStale(t *testing.T) {
 		if len(applied) != 3 || applied[0] != 1 || applied[1] != 3 || applied[2] != 4 {
 			t.Fatalf("applied versions %v, want [1 3 4]", applied)
 		}
-		if n := rec.kinds(lily.EventStale); n != 2 {
+		if n := rec.Kinds(lily.EventStale); n != 2 {
 			t.Fatalf("stale events = %d, want 2", n)
 		}
-		for _, e := range rec.events {
+		for _, e := range rec.Events() {
 			if e.Key != "order/o-1" || e.Queue != "orders.updated" {
 				t.Fatalf("stale event %+v: want key order/o-1, queue orders.updated", e)
 			}

@@ -10,31 +10,8 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/inbox"
+	"github.com/lily-mq/lily/internal/effecttest"
 )
-
-// recorder is a lily.Hook that keeps the events it saw.
-type recorder struct {
-	mu     sync.Mutex
-	events []lily.Event
-}
-
-func (r *recorder) Observe(_ context.Context, e lily.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) kinds(k lily.EventKind) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.events {
-		if e.Kind == k {
-			n++
-		}
-	}
-	return n
-}
 
 func delivery(queue, id string) *lily.Delivery {
 	return &lily.Delivery{Message: lily.Message{EventID: id, Body: []byte(`{}`)}, Queue: queue, DeliveryCount: 1}
@@ -72,7 +49,7 @@ func deliver(t *testing.T, b backend, ib inbox.Inbox, d *lily.Delivery) bool {
 // consumer of the same event applies it once too.
 func TestOnceAppliesOncePerConsumer(t *testing.T) {
 	eachDB(t, func(t *testing.T, b backend) {
-		rec := &recorder{}
+		rec := &effecttest.Recorder{}
 		ib := inbox.Inbox{Hooks: []lily.Hook{rec}}
 		d := delivery("orders.created", lily.NewEventID())
 		var got []bool
@@ -89,7 +66,7 @@ func TestOnceAppliesOncePerConsumer(t *testing.T) {
 		if n := b.count(t, `SELECT COUNT(*) FROM effects WHERE event_id = $1`, d.EventID); n != 2 {
 			t.Fatalf("effects = %d, want 2 (one per consumer)", n)
 		}
-		if n := rec.kinds(lily.EventDuplicate); n != 3 {
+		if n := rec.Kinds(lily.EventDuplicate); n != 3 {
 			t.Fatalf("duplicate events = %d, want 3", n)
 		}
 		for _, c := range []string{"orders.created", "billing"} {

@@ -2,22 +2,19 @@ package inbox_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/inbox"
+	"github.com/lily-mq/lily/internal/effecttest"
 	"github.com/lily-mq/lily/internal/rabbittest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -35,7 +32,7 @@ import (
 func TestContentIDTwins(t *testing.T) {
 	eachDB(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		rec := &recorder{}
+		rec := &effecttest.Recorder{}
 		var logs transporttest.SyncBuffer
 		ib := inbox.Inbox{Hooks: []lily.Hook{rec}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 		content := func(count int, headers lily.Headers) *lily.Delivery {
@@ -49,8 +46,8 @@ func TestContentIDTwins(t *testing.T) {
 		if deliver(t, b, ib, content(1, nil)) {
 			t.Fatal("a twin (the producer's copy, first delivery) was applied under its sibling's content ID")
 		}
-		if rec.kinds(lily.EventTwin) != 1 || rec.kinds(lily.EventDuplicate) != 0 {
-			t.Fatalf("twin reported as %d twins and %d duplicates, want 1 and 0", rec.kinds(lily.EventTwin), rec.kinds(lily.EventDuplicate))
+		if rec.Kinds(lily.EventTwin) != 1 || rec.Kinds(lily.EventDuplicate) != 0 {
+			t.Fatalf("twin reported as %d twins and %d duplicates, want 1 and 0", rec.Kinds(lily.EventTwin), rec.Kinds(lily.EventDuplicate))
 		}
 		if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "syn-0123456789abcdef0123456789abcdef") {
 			t.Fatalf("no warning naming the twin's ID: %q", l)
@@ -58,8 +55,8 @@ func TestContentIDTwins(t *testing.T) {
 		if deliver(t, b, ib, content(2, nil)) || deliver(t, b, ib, content(1, lily.Headers{evidence.HeaderEventID: "syn-0123456789abcdef0123456789abcdef"})) {
 			t.Fatal("a redelivery or a Lily copy of an applied content ID was applied")
 		}
-		if rec.kinds(lily.EventTwin) != 1 || rec.kinds(lily.EventDuplicate) != 2 {
-			t.Fatalf("redelivery and copy reported as %d twins and %d duplicates, want 1 and 2", rec.kinds(lily.EventTwin), rec.kinds(lily.EventDuplicate))
+		if rec.Kinds(lily.EventTwin) != 1 || rec.Kinds(lily.EventDuplicate) != 2 {
+			t.Fatalf("redelivery and copy reported as %d twins and %d duplicates, want 1 and 2", rec.Kinds(lily.EventTwin), rec.Kinds(lily.EventDuplicate))
 		}
 		if got := b.count(t, `SELECT COUNT(*) FROM effects`); got != 1 {
 			t.Fatalf("effects = %d, want 1", got)
@@ -88,102 +85,13 @@ func TestContentIDTwins(t *testing.T) {
 	})
 }
 
-// twinRun is what a consumer saw of a queue fed with twins.
-type twinRun struct {
-	mu      sync.Mutex
-	calls   int
-	ids     map[string][]string // body → the event IDs of its deliveries
-	content map[string]bool     // event ID → every delivery with it had ContentID set
-	rec     recorder
-	logs    transporttest.SyncBuffer
-	app     *sql.DB
-}
-
-// consumeTwins runs a consumer of qc on consumed until calls handler
-// calls were made and nothing is in flight. The handler applies each
-// delivery's effect (a row with its body) through an inbox with policy,
-// into a SQLite application database.
-func consumeTwins(t *testing.T, consumed transport.Transport, inflight transport.InFlightCounter, qc lily.QueueConfig, policy inbox.ContentIDPolicy, calls int) *twinRun {
-	t.Helper()
-	ctx := context.Background()
-	run := &twinRun{ids: map[string][]string{}, content: map[string]bool{}}
-	run.app, _ = crashApp(t, "sqlite", t.TempDir())
-	ib := inbox.Inbox{ContentIDs: policy, Hooks: []lily.Hook{&run.rec}, Logger: slog.New(slog.NewTextHandler(&run.logs, nil))}
-	handler := lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
-		run.mu.Lock()
-		run.calls++
-		run.ids[string(d.Body)] = append(run.ids[string(d.Body)], d.EventID)
-		if all, seen := run.content[d.EventID]; !seen || all {
-			run.content[d.EventID] = d.ContentID
-		}
-		run.mu.Unlock()
-		tx, err := run.app.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if err := ib.Once(ctx, tx, d, func() error {
-			_, err := tx.ExecContext(ctx, `INSERT INTO effects (event_id, body, amount) VALUES ($1, $2, 1)`, d.EventID, string(d.Body))
-			return err
-		}); err != nil {
-			return err
-		}
-		return tx.Commit()
-	})
-	c, err := lily.NewConsumer(consumed, handler, lily.ConsumerOptions{Queue: qc, Concurrency: 1, ReceiveWait: 20 * time.Millisecond, Logger: discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	transporttest.RunUntil(t, c, 20*time.Second, func() bool {
-		run.mu.Lock()
-		n := run.calls
-		run.mu.Unlock()
-		f, err := inflight.InFlight(ctx, qc.Name)
-		return n >= calls && err == nil && f == 0
-	})
-	if run.calls != calls {
-		t.Fatalf("%d handler calls, want %d", run.calls, calls)
-	}
-	return run
-}
-
-// effects returns how many effects were applied, in all and per body.
-func (r *twinRun) effects(t *testing.T) (total int, perBody map[string]int) {
-	t.Helper()
-	rows, err := r.app.Query(`SELECT body, COUNT(*) FROM effects GROUP BY body`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	perBody = map[string]int{}
-	for rows.Next() {
-		var body string
-		var n int
-		if err := rows.Scan(&body, &n); err != nil {
-			t.Fatal(err)
-		}
-		perBody[body] = n
-		total += n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return total, perBody
-}
-
-// The twins of TestForeignTwins: two different payments a foreign producer
-// sent with the same body and headers and no ID, and a third one.
-const (
-	twinBody  = `{"charge":"eur 10.00","account":"acct-7"}`
-	otherBody = `{"charge":"eur 25.00","account":"acct-8"}`
-)
-
 // TestForeignTwins: two different messages from a foreign producer that
 // are byte-identical (same body, same headers, no ID), and a third one.
 // On SQLite (raw INSERTs: each row has its own row ID) and Kafka (raw
-// franz-go records: each has its own offset) the twins get different
-// event IDs and both effects apply: 3 effects, no twin reported, the
-// ledger balanced with 3 accepted and acked. On RabbitMQ (raw amqp091, no
+// franz-go records: each has its own offset; that case is in
+// transport/kafka/inboxoutbox) the twins get different event IDs and
+// both effects apply: 3 effects, no twin reported, the ledger balanced
+// with 3 accepted and acked. On RabbitMQ (raw amqp091, no
 // message_id) nothing the broker hands out tells the twins apart, so they
 // share one synthetic content ID: the inbox applies 2 effects — and says
 // so, never silently: one lily.EventTwin, one warning naming the ID — and
@@ -210,7 +118,7 @@ func TestForeignTwins(t *testing.T) {
 			t.Fatal(err)
 		}
 		now := time.Now().UnixMilli()
-		for _, body := range []string{twinBody, twinBody, otherBody} {
+		for _, body := range []string{effecttest.TwinBody, effecttest.TwinBody, effecttest.OtherBody} {
 			if _, err := tr.DB().ExecContext(ctx, `INSERT INTO lily_messages(queue, event_id, body, headers, visible_at, enqueued_at)
 				VALUES (?, '', ?, ?, ?, ?)`, qc.Name, []byte(body), hdr, now, now); err != nil {
 				t.Fatal(err)
@@ -220,42 +128,32 @@ func TestForeignTwins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkTwins(t, consumeTwins(t, tr, tr, qc, inbox.ContentIDsOnce, 3), cat, tr, qc, false)
-	})
-	t.Run("kafka", func(t *testing.T) {
-		t.Parallel()
-		c := newKfake(t)
-		qc := lily.QueueConfig{Name: randomQueue("twins.kafka"), Transport: lily.TransportKafka}.WithDefaults()
-		tr := openKafka(t, c, qc)
-		rawKafka(t, c, []*kgo.Record{foreignRecord(qc.Name, "acct-7", twinBody, 1000), foreignRecord(qc.Name, "acct-7", twinBody, 1000),
-			foreignRecord(qc.Name, "acct-8", otherBody, 2500)})
-		cat := transporttest.TempCatalog(t)
-		checkTwins(t, consumeTwins(t, catalog.Account(tr, cat), tr, qc, inbox.ContentIDsOnce, 3), cat, tr, qc, false)
+		effecttest.CheckTwins(t, effecttest.ConsumeTwins(t, tr, tr, qc, inbox.ContentIDsOnce, 3), cat, tr, qc, false)
 	})
 	t.Run("rabbitmq", func(t *testing.T) {
 		t.Parallel()
 		url := rabbittest.URL(t)
-		qc := lily.QueueConfig{Name: randomQueue("twins.rabbitmq"), Transport: lily.TransportRabbitMQ}.WithDefaults()
+		qc := lily.QueueConfig{Name: effecttest.RandomQueue("twins.rabbitmq"), Transport: lily.TransportRabbitMQ}.WithDefaults()
 		tr := openRabbit(t, url, qc)
-		rabbittest.Publish(context.Background(), t, url, qc.Name, foreignPublishing(twinBody, 1000), foreignPublishing(twinBody, 1000), foreignPublishing(otherBody, 2500))
+		rabbittest.Publish(context.Background(), t, url, qc.Name, foreignPublishing(effecttest.TwinBody, 1000), foreignPublishing(effecttest.TwinBody, 1000), foreignPublishing(effecttest.OtherBody, 2500))
 		cat := transporttest.TempCatalog(t)
-		checkTwins(t, consumeTwins(t, catalog.Account(tr, cat), tr, qc, inbox.ContentIDsOnce, 3), cat, tr, qc, true)
+		effecttest.CheckTwins(t, effecttest.ConsumeTwins(t, catalog.Account(tr, cat), tr, qc, inbox.ContentIDsOnce, 3), cat, tr, qc, true)
 	})
 	t.Run("rabbitmq/refuse", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		url := rabbittest.URL(t)
-		qc := lily.QueueConfig{Name: randomQueue("twins.refuse"), Transport: lily.TransportRabbitMQ}.WithDefaults()
+		qc := lily.QueueConfig{Name: effecttest.RandomQueue("twins.refuse"), Transport: lily.TransportRabbitMQ}.WithDefaults()
 		tr := openRabbit(t, url, qc)
-		rabbittest.Publish(context.Background(), t, url, qc.Name, foreignPublishing(twinBody, 1000), foreignPublishing(twinBody, 1000), foreignPublishing(otherBody, 2500))
+		rabbittest.Publish(context.Background(), t, url, qc.Name, foreignPublishing(effecttest.TwinBody, 1000), foreignPublishing(effecttest.TwinBody, 1000), foreignPublishing(effecttest.OtherBody, 2500))
 		cat := transporttest.TempCatalog(t)
 		acc := catalog.Account(tr, cat)
 		withID := []lily.Message{{Body: []byte(`{"charge":"eur 5.00","account":"acct-9"}`)}}
 		if err := lily.Publish(ctx, acc, qc.Name, withID); err != nil {
 			t.Fatal(err)
 		}
-		run := consumeTwins(t, acc, tr, qc, inbox.ContentIDsRefuse, 4)
-		if total, per := run.effects(t); total != 1 || per[string(withID[0].Body)] != 1 {
+		run := effecttest.ConsumeTwins(t, acc, tr, qc, inbox.ContentIDsRefuse, 4)
+		if total, per := run.Effects(t); total != 1 || per[string(withID[0].Body)] != 1 {
 			t.Fatalf("effects %v, want only the message with an ID", per)
 		}
 		if _, err := cat.Ingest(ctx, acc, qc.Name); err != nil {
@@ -288,43 +186,4 @@ func TestForeignTwins(t *testing.T) {
 		}
 		t.Logf("refuse: %d catalog entries for the 3 messages without an ID; ledger %+v", len(entries), rows[i])
 	})
-}
-
-// checkTwins checks a twins run: content (RabbitMQ) — the twins shared one
-// content ID, 2 effects, one twin reported and logged, 2 accepted; else
-// the twins had IDs of their own, 3 effects, no twin, 3 accepted. Either
-// way nothing is lost.
-func checkTwins(t *testing.T, run *twinRun, cat *catalog.Store, inflight transport.InFlightCounter, qc lily.QueueConfig, content bool) {
-	t.Helper()
-	twinIDs := run.ids[twinBody]
-	if len(twinIDs) != 2 || len(run.ids[otherBody]) != 1 {
-		t.Fatalf("deliveries %v, want the twins and the other message once each", run.ids)
-	}
-	total, per := run.effects(t)
-	wantEffects, wantTwins, wantAccepted := 3, 0, int64(3)
-	if content {
-		wantEffects, wantTwins, wantAccepted = 2, 1, 2
-	}
-	if (twinIDs[0] == twinIDs[1]) != content || run.content[twinIDs[0]] != content {
-		t.Errorf("twins' event IDs %v (content IDs: %v), want shared content IDs: %v", twinIDs, run.content[twinIDs[0]], content)
-	}
-	if total != wantEffects || per[otherBody] != 1 {
-		t.Errorf("effects %v, want %d", per, wantEffects)
-	}
-	if got := run.rec.kinds(lily.EventTwin); got != wantTwins {
-		t.Errorf("%d twins reported, want %d", got, wantTwins)
-	}
-	if warned := strings.Contains(run.logs.String(), twinIDs[0]); warned != content {
-		t.Errorf("warning naming %s logged: %v, want %v (log %q)", twinIDs[0], warned, content, run.logs.String())
-	}
-	rows, err := cat.Ledger(context.Background(), inflight)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(rows, func(r catalog.LedgerRow) bool { return r.Queue == qc.Name })
-	if i < 0 || rows[i].Lost != 0 || rows[i].InFlight != 0 || rows[i].Accepted != wantAccepted || rows[i].Acked != wantAccepted {
-		t.Fatalf("ledger %+v: want %d accepted and acked, none lost", rows, wantAccepted)
-	}
-	t.Logf("%s: twins' IDs %v; %d effects for 3 messages; %d twins reported; ledger accepted %d = acked %d",
-		qc.Transport, twinIDs, total, run.rec.kinds(lily.EventTwin), rows[i].Accepted, rows[i].Acked)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/internal/effecttest"
 	"github.com/lily-mq/lily/outbox"
 	"github.com/lily-mq/lily/transport"
 )
@@ -100,7 +101,7 @@ func TestBacklogAndObserver(t *testing.T) {
 
 		// q2 accepts again: everything is published, once.
 		pub.queue = ""
-		relayAll(t, r)
+		effecttest.RelayAll(t, r)
 		if bs, err := outbox.Backlog(ctx, a.db); err != nil || len(bs) != 0 {
 			t.Fatalf("drained outbox: backlog %+v, %v; want none", bs, err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/internal/appdbtest"
+	"github.com/lily-mq/lily/internal/effecttest"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/outbox"
 	"github.com/lily-mq/lily/transport"
@@ -130,27 +131,6 @@ func drain(t *testing.T, tr transport.Transport, queue string) []*transport.Deli
 	}
 }
 
-func relayAll(t *testing.T, r *outbox.Relay) {
-	t.Helper()
-	for range 1000 {
-		res, err := r.RunOnce(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := r.Pending(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return
-		}
-		if res.Published == 0 {
-			time.Sleep(2 * time.Millisecond) // a row in backoff
-		}
-	}
-	t.Fatal("the outbox did not drain")
-}
-
 // TestRelayPublishesCommittedRows: rows of committed transactions are
 // published with their event IDs, types, keys and typed headers, in order
 // per key; rows of a rolled-back transaction never are.
@@ -174,7 +154,7 @@ func TestRelayPublishesCommittedRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		relayAll(t, r)
+		effecttest.RelayAll(t, r)
 		got := drain(t, tr, q)
 		if len(got) != len(want) {
 			t.Fatalf("%d published, want %d", len(got), len(want))

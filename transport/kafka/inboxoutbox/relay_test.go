@@ -1,7 +1,9 @@
-package outbox_test
+package inboxoutbox_test
 
 import (
 	"context"
+	"database/sql"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/effecttest"
 	"github.com/lily-mq/lily/internal/sqlitedb"
 	"github.com/lily-mq/lily/outbox"
 	"github.com/lily-mq/lily/transport"
@@ -28,7 +31,7 @@ func TestRelayToKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	tr, err := kafka.Open(ctx, kafka.Options{Brokers: c.ListenAddrs(), Partitions: 3, Logger: quiet})
+	tr, err := kafka.Open(ctx, kafka.Options{Brokers: c.ListenAddrs(), Partitions: 3, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,19 +46,23 @@ func TestRelayToKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	a := migrated(t, app{name: "sqlite", db: db, sql: db})
+	for range 2 { // as on every store: Migrate is idempotent
+		if err := outbox.Migrate(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+	}
 	const rows = 30
 	ids := map[string]bool{}
 	for i := range rows {
 		ms := []outbox.Message{{Queue: topic, Message: lily.Message{Key: "acct-" + strconv.Itoa(i%3), Body: []byte(strconv.Itoa(i))}}}
-		a.add(t, true, ms...)
+		addCommitted(t, db, ms...)
 		ids[ms[0].EventID] = true
 	}
-	r, err := outbox.NewRelay(db, tr, outbox.RelayOptions{Batch: 8, Logger: quiet})
+	r, err := outbox.NewRelay(db, tr, outbox.RelayOptions{Batch: 8, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	relayAll(t, r)
+	effecttest.RelayAll(t, r)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -93,5 +100,22 @@ func TestRelayToKafka(t *testing.T) {
 	}
 	if len(ids) != 0 {
 		t.Fatalf("%d events never arrived", len(ids))
+	}
+}
+
+// addCommitted writes msgs to the outbox in one committed business
+// transaction.
+func addCommitted(t *testing.T, db *sql.DB, msgs ...outbox.Message) {
+	t.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := outbox.Add(context.Background(), tx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }
