@@ -17,6 +17,9 @@ import (
 const childEnv = "LILY_CLI_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	if q := os.Getenv(holdChildQueue); q != "" { // reconcile_process_test.go
+		os.Exit(holdChild(q, os.Getenv(holdChildURL), os.Getenv(holdChildCatalog), os.Getenv(holdChildDir)))
+	}
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}

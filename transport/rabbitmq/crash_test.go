@@ -40,9 +40,6 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(fleetRole); role != "" { // fleet_test.go
 		os.Exit(fleetChild(role, os.Getenv(fleetQueue), os.Getenv(fleetCatalog), os.Getenv(fleetDir)))
 	}
-	if q := os.Getenv(holdChildQueue); q != "" { // reconcile_process_test.go
-		os.Exit(holdChild(q, os.Getenv(holdChildCatalog), os.Getenv(holdChildDir)))
-	}
 	os.Exit(m.Run())
 }
 

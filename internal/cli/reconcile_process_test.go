@@ -1,10 +1,12 @@
-package rabbitmq_test
+package cli
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/httpapi"
-	"github.com/lily-mq/lily/internal/cli"
+	"github.com/lily-mq/lily/internal/rabbittest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -25,8 +29,11 @@ import (
 
 // The second-process reconcile test re-executes this test binary as a
 // consumer process (TestMain) that holds its deliveries in a slow handler.
+// (These tests run 'lily reconcile', so they live with the CLI, not with
+// the RabbitMQ transport.)
 const (
 	holdChildQueue   = "LILY_RMQ_HOLD_QUEUE"
+	holdChildURL     = "LILY_RMQ_HOLD_URL" // the broker
 	holdChildCatalog = "LILY_RMQ_HOLD_CATALOG"
 	holdChildDir     = "LILY_RMQ_HOLD_DIR" // "<id>.started" per handler call; "release" ends the wait
 	holdCount        = 50
@@ -37,17 +44,19 @@ func holdQueueConfig(name string) lily.QueueConfig {
 		HandlerTimeoutMillis: new(int64(120000))}.WithDefaults()
 }
 
-// holdChild consumes the queue through the catalog's ledger (as any Lily
+// holdChild consumes the queue (on the broker at url) through the catalog's ledger (as any Lily
 // consumer does) with holdCount handlers that each wait for the release
 // file, then exits once nothing is left in flight.
-func holdChild(queue, catalogPath, dir string) int {
+func holdChild(queue, url, catalogPath, dir string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	qc := holdQueueConfig(queue)
-	tr, err := childTransport(ctx, qc)
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: url})
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
+	tr.Register(qc.Spec())
 	defer tr.Close()
 	cat, err := catalog.Open(ctx, catalogPath)
 	if err != nil {
@@ -71,7 +80,7 @@ func holdChild(queue, catalogPath, dir string) int {
 			}
 		}
 	}), lily.ConsumerOptions{Queue: qc, Concurrency: holdCount, Prefetch: 2 * holdCount, // the runtime fetches again once half its window is free
-		ReceiveWait: 20 * time.Millisecond, Logger: quiet()})
+		ReceiveWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -98,7 +107,7 @@ func holdChild(queue, catalogPath, dir string) int {
 func reconcileRow(t *testing.T, cfg, queue string) (int, catalog.LedgerRow, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := cli.Run(context.Background(), []string{"reconcile", "--config", cfg, "--json"}, &out, &errb)
+	code := Run(context.Background(), []string{"reconcile", "--config", cfg, "--json"}, &out, &errb)
 	var got struct {
 		Queues []catalog.LedgerRow `json:"queues"`
 	}
@@ -123,16 +132,16 @@ type reconcileEnv struct {
 	acc          *catalog.Accounted
 }
 
-// newReconcileEnv writes the lily.toml for qc (queueLines: its [[queue]]
-// settings after name and transport), opens the database's catalog and
-// declares qc through the catalog's ledger; all is removed when the test
-// ends.
-func newReconcileEnv(t *testing.T, tr *rabbitmq.Transport, qc lily.QueueConfig, queueLines string) reconcileEnv {
+// newReconcileEnv writes the lily.toml for qc on the broker at url
+// (queueLines: its [[queue]] settings after name and transport), opens the
+// database's catalog and declares qc through the catalog's ledger; all is
+// removed when the test ends.
+func newReconcileEnv(t *testing.T, url string, tr *rabbitmq.Transport, qc lily.QueueConfig, queueLines string) reconcileEnv {
 	t.Helper()
 	dir := t.TempDir()
 	env := reconcileEnv{dir: dir, db: filepath.Join(dir, "lily.db"), cfg: filepath.Join(dir, "lily.toml")}
 	if err := os.WriteFile(env.cfg, []byte(fmt.Sprintf("db = %q\nrabbitmq_url = %q\n[[queue]]\nname = %q\ntransport = \"rabbitmq\"\n%s",
-		env.db, brokerURL(), qc.Name, queueLines)), 0o644); err != nil {
+		env.db, url, qc.Name, queueLines)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	st, err := catalog.Open(context.Background(), env.db)
@@ -141,7 +150,10 @@ func newReconcileEnv(t *testing.T, tr *rabbitmq.Transport, qc lily.QueueConfig, 
 	}
 	t.Cleanup(func() { st.Close() })
 	env.st, env.acc = st, catalog.Account(tr, st)
-	declared(t, env.acc, qc)
+	cleanupRabbitQueues(t, url, qc)
+	if err := env.acc.Declare(context.Background(), &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
 	return env
 }
 
@@ -168,10 +180,10 @@ func pollReconcile(t *testing.T, cfg, queue string, done func(code int, row cata
 func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := open(t)
+	url, tr := dialTestRabbit(t)
 	defer tr.Close()
-	qc := holdQueueConfig(randomName("reconcile.process"))
-	env := newReconcileEnv(t, tr, qc, "handler_timeout_millis = 120000\n")
+	qc := holdQueueConfig(fmt.Sprintf("reconcile.process.%08x", rand.Uint32()))
+	env := newReconcileEnv(t, url, tr, qc, "handler_timeout_millis = 120000\n")
 	dir, db, cfg, st, acc := env.dir, env.db, env.cfg, env.st, env.acc
 	msgs := make([]lily.Message, 40)
 	for i := range msgs {
@@ -180,14 +192,14 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 	if err := lily.Publish(ctx, acc, qc.Name, msgs); err != nil {
 		t.Fatal(err)
 	}
-	foreign := make([]transporttest.ForeignMessage, 10)
+	foreign := make([]amqp.Publishing, 10)
 	for i := range foreign {
-		foreign[i].Body = []byte(fmt.Sprintf("foreign-%d", i))
+		foreign[i] = amqp.Publishing{Body: []byte(fmt.Sprintf("foreign-%d", i)), DeliveryMode: amqp.Persistent}
 	}
-	rawPublish(ctx, t, nil, qc.Name, foreign)
+	rabbittest.Publish(ctx, t, url, qc.Name, foreign...)
 
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), holdChildQueue+"="+qc.Name, holdChildCatalog+"="+db, holdChildDir+"="+dir)
+	child.Env = append(os.Environ(), holdChildQueue+"="+qc.Name, holdChildURL+"="+url, holdChildCatalog+"="+db, holdChildDir+"="+dir)
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
@@ -230,7 +242,7 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 	}
 	// /healthz (lily serve) counts the same way: not degraded by the
 	// other process's deliveries.
-	if reasons := healthReasons(t, st, qc); len(reasons) != 0 {
+	if reasons := healthReasons(t, url, st, qc); len(reasons) != 0 {
 		t.Errorf("/healthz while another process holds %d deliveries: %v", holdCount, reasons)
 	}
 	release()
@@ -257,10 +269,11 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := open(t)
+	url, tr := dialTestRabbit(t)
 	defer tr.Close()
-	qc := randomQueue("reconcile.dlx", lily.QueueConfig{DeliveryLimit: new(2), DLQMaxLength: new(int64(1))})
-	env := newReconcileEnv(t, tr, qc, "delivery_limit = 2\ndlq_max_length = 1\n")
+	qc := lily.QueueConfig{Name: fmt.Sprintf("reconcile.dlx.%08x", rand.Uint32()), Transport: lily.TransportRabbitMQ,
+		DeliveryLimit: new(2), DLQMaxLength: new(int64(1))}.WithDefaults()
+	env := newReconcileEnv(t, url, tr, qc, "delivery_limit = 2\ndlq_max_length = 1\n")
 	cfg, acc := env.cfg, env.acc
 	const n = 5
 	msgs := make([]lily.Message, n)
@@ -274,7 +287,15 @@ func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
 	// it: each delivery is given back until the broker dead-letters the
 	// message at its delivery limit. The first fills the DLQ; the others
 	// wait in the dead-letter process.
-	_, ch := rawChannel(t)
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
 	transporttest.WaitFor(t, "the broker to dead-letter every message", func() bool {
 		d, ok, err := ch.Get(qc.Name, false)
 		if err != nil {
@@ -299,70 +320,22 @@ func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
 	}
 }
 
-// TestInFlightWithoutManagementAPI: an unreachable management API leaves
-// the AMQP counts (ready messages, this process's deliveries), not an
-// error.
-func TestInFlightWithoutManagementAPI(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	tr := openWith(t, rabbitmq.Options{Management: &rabbitmq.Management{URL: "http://127.0.0.1:1"}})
-	defer tr.Close()
-	qc := randomQueue("inflight.nomgmt", lily.QueueConfig{})
-	declared(t, tr, qc)
-	if err := lily.Publish(ctx, tr, qc.Name, []lily.Message{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
-		t.Fatal(err)
-	}
-	var ds []*transport.Delivery
-	transporttest.WaitFor(t, "one delivery", func() bool {
-		got, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 1, Prefetch: 1, Wait: 50 * time.Millisecond, Consumer: "c"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ds = append(ds, got...)
-		return len(ds) == 1
-	})
-	p, err := tr.InFlightParts(ctx, qc.Name)
-	if err != nil || p.Ready != 1 || p.Unacked != 1 || p.Total() != 2 {
-		t.Errorf("in flight without the management API: %+v, %v; want 1 ready + 1 unacked (this process's)", p, err)
-	}
-	// Conservation: both messages end acked.
-	if err := tr.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: ds[0], Action: transport.Ack}}}); err != nil {
-		t.Fatal(err)
-	}
-	transporttest.WaitFor(t, "the second delivery", func() bool {
-		got, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 1, Prefetch: 1, Wait: 50 * time.Millisecond, Consumer: "c"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 0 {
-			return false
-		}
-		if err := tr.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: got[0], Action: transport.Ack}}}); err != nil {
-			t.Fatal(err)
-		}
-		return true
-	})
-	if n, err := tr.InFlight(ctx, qc.Name); err != nil || n != 0 {
-		t.Errorf("in flight after both acks: %d, %v", n, err)
-	}
-}
-
 // healthReasons returns the /healthz reasons of an API server over the
-// catalog, counting in flight as 'lily serve' does (the broker, with its
-// management API).
-func healthReasons(t *testing.T, st *catalog.Store, qc lily.QueueConfig) []string {
+// catalog, counting in flight as 'lily serve' does (the broker at url,
+// with its management API).
+func healthReasons(t *testing.T, url string, st *catalog.Store, qc lily.QueueConfig) []string {
 	t.Helper()
-	mgmt, err := rabbitmq.ManagementFor(brokerURL())
+	mgmt, err := rabbitmq.ManagementFor(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := rabbitmq.Open(context.Background(), rabbitmq.Options{URL: brokerURL(), Management: mgmt})
+	tr, err := rabbitmq.Open(context.Background(), rabbitmq.Options{URL: url, Management: mgmt})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 	tr.Register(qc.Spec())
-	srv, err := httpapi.New(httpapi.Options{Store: st, InFlight: tr, Logger: quiet()})
+	srv, err := httpapi.New(httpapi.Options{Store: st, InFlight: tr, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,4 +349,18 @@ func healthReasons(t *testing.T, st *catalog.Store, qc lily.QueueConfig) []strin
 		t.Fatalf("/healthz: %v: %s", err, rec.Body.String())
 	}
 	return h.Reasons
+}
+
+// dialTestRabbit connects to the test broker (skipping loudly without one,
+// failing under CI=true) and returns its URL and the transport.
+func dialTestRabbit(t *testing.T) (string, *rabbitmq.Transport) {
+	t.Helper()
+	url := needRabbit(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url, tr
 }
