@@ -101,7 +101,7 @@ func TestReadRoutes(t *testing.T) {
 				t.Errorf("/metrics lacks %q", want)
 			}
 		}
-		f.conserved()
+		f.Conserved()
 	})
 }
 
@@ -133,7 +133,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"POST", "/api/erase", map[string]any{}, "key", 400},
 		{"GET", "/api/redrives/nope", nil, "id", 404},
 	}
-	before := f.states()
+	before := f.States()
 	for _, tc := range tests {
 		var e apiError
 		code := f.call(tc.method, tc.path, nil, tc.body, &e)
@@ -141,7 +141,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 			t.Errorf("%s %s %v: %d %+v, want %d naming %q", tc.method, tc.path, tc.body, code, e, tc.status, tc.field)
 		}
 	}
-	if after := f.states(); !equalCounts(before, after) {
+	if after := f.States(); !equalCounts(before, after) {
 		t.Errorf("bad requests changed the catalog: %v -> %v", before, after)
 	}
 }
@@ -164,11 +164,11 @@ func TestRedriveJob(t *testing.T) {
 		if plan.Selected != 4 || plan.Redriven != 3 || plan.NeedsManual != 1 || len(plan.Entries) != 4 {
 			t.Errorf("plan = %+v", plan)
 		}
-		if st := f.states(); st["pending"] != 13 {
+		if st := f.States(); st["pending"] != 13 {
 			t.Fatalf("the dry run changed states: %v", st)
 		}
 
-		f.consume("orders.created") // the fixed consumer acks the sample
+		f.Consume("orders.created") // the fixed consumer acks the sample
 		var j jobJSON
 		code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "sample": 1, "observe": "1m", "rate": 100}, &j)
 		if code != http.StatusAccepted || j.ID == 0 || j.Total != 4 || j.Queue != "orders.created" {
@@ -178,7 +178,7 @@ func TestRedriveJob(t *testing.T) {
 		if j.State != catalog.JobDone || j.Redriven != 3 || j.NeedsManual != 1 || j.Failed != 0 || j.Done != 4 || len(j.Sampled) != 1 || !j.SampleClean {
 			t.Errorf("job = %+v", j)
 		}
-		st := f.states()
+		st := f.States()
 		if st["redriven"] != 3 || st["needs_manual"] != 1 || st["pending"] != 9 {
 			t.Errorf("states after the redrive: %v", st)
 		}
@@ -203,7 +203,7 @@ func TestRedriveJob(t *testing.T) {
 		if body := scrape(t, reg); !strings.Contains(body, `lily_redrive_total{outcome="redriven",queue="orders.created"} 3`) {
 			t.Errorf("redrive metric not counted:\n%s", body)
 		}
-		f.conserved()
+		f.Conserved()
 	})
 }
 
@@ -218,10 +218,10 @@ func TestRedriveJobFails(t *testing.T) {
 	if j.State != catalog.JobFailed || j.Failed != 3 || j.Redriven != 0 || !strings.Contains(j.Error, "broker said no") {
 		t.Errorf("job = %+v", j)
 	}
-	if st := f.states(); st["pending"] != 13 {
+	if st := f.States(); st["pending"] != 13 {
 		t.Errorf("a failed redrive changed states: %v", st)
 	}
-	f.conserved()
+	f.Conserved()
 }
 
 func TestDecisions(t *testing.T) {
@@ -233,7 +233,7 @@ func TestDecisions(t *testing.T) {
 		if code := f.call("POST", "/api/discard", &operatorToken, map[string]any{"filter": sel, "reason": "malformed", "dry_run": true}, &ans); code != 200 || ans.Count != 6 {
 			t.Fatalf("discard dry run: %d %+v", code, ans)
 		}
-		if st := f.states(); st["discarded"] != 0 {
+		if st := f.States(); st["discarded"] != 0 {
 			t.Fatalf("dry run discarded: %v", st)
 		}
 		if code := f.call("POST", "/api/discard", &operatorToken, map[string]any{"filter": sel, "reason": "malformed", "limit": 5}, &ans); code != 200 || ans.Count != 5 || len(ans.Entries) != 5 {
@@ -257,7 +257,7 @@ func TestDecisions(t *testing.T) {
 		if len(hist.Records) == 0 {
 			t.Errorf("no audit history for %s", erased.EventID)
 		}
-		f.conserved()
+		f.Conserved()
 	})
 }
 
@@ -302,7 +302,7 @@ func TestParkedRoutes(t *testing.T) {
 	}
 	// The catalog itself is the default Parker: customer-0's head is the
 	// pending entry orders-00.
-	if err := f.cat.HoldKey(ctx, "orders.created", "customer-0", catalog.KeyModePark, catalog.KeyHeld, "orders-00"); err != nil {
+	if err := f.Catalog.HoldKey(ctx, "orders.created", "customer-0", catalog.KeyModePark, catalog.KeyHeld, "orders-00"); err != nil {
 		t.Fatal(err)
 	}
 	var health healthJSON
@@ -321,13 +321,13 @@ func TestParkedRoutes(t *testing.T) {
 	if code := f.call("POST", "/api/queues/orders.created/parked/customer-0/unpark", &operatorToken, nil, &res); code != 200 || res.Redriven != 1 {
 		t.Errorf("unpark: %d %+v", code, res)
 	}
-	if e, err := f.cat.Get(ctx, parked.Parked[0].EntryID); err != nil || e.State != catalog.StateRedriven || e.DecidedBy != "otto" {
+	if e, err := f.Catalog.Get(ctx, parked.Parked[0].EntryID); err != nil || e.State != catalog.StateRedriven || e.DecidedBy != "otto" {
 		t.Errorf("head after unpark = %+v (%v), want redriven by otto", e, err)
 	}
 	if code := f.call("POST", "/api/queues/orders.created/parked/nobody/unpark", &operatorToken, nil, &e); code != http.StatusNotFound {
 		t.Errorf("unpark of a key that is not held: %d %+v", code, e)
 	}
-	f.conserved()
+	f.Conserved()
 
 	// Another Parker can be plugged in.
 	p := &fakeParker{}

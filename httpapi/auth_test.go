@@ -79,7 +79,7 @@ func TestRoleMatrix(t *testing.T) {
 	for _, c := range cases {
 		for _, tok := range allTokens {
 			path := concrete.Replace(c.path)
-			before := f.states()
+			before := f.States()
 			refusedBefore := countRefused(t, f, tok.Name)
 			var e apiError
 			code := f.call(c.method, path, &tok, c.body, nil)
@@ -100,7 +100,7 @@ func TestRoleMatrix(t *testing.T) {
 				if code != http.StatusForbidden || e.Field != "role" || !strings.Contains(e.Error, tok.Role) {
 					t.Errorf("%s (%s) %s %s: %d %+v, want 403 naming the role", tok.Name, tok.Role, c.method, path, code, e)
 				}
-				if after := f.states(); !equalCounts(before, after) {
+				if after := f.States(); !equalCounts(before, after) {
 					t.Errorf("%s %s refused but the catalog changed: %v -> %v", c.method, path, before, after)
 				}
 				if n := countRefused(t, f, tok.Name); n != refusedBefore+2 {
@@ -116,13 +116,13 @@ func TestRoleMatrix(t *testing.T) {
 			t.Errorf("token %v: %d %+v, want 401", tok, code, e)
 		}
 	}
-	f.conserved()
+	f.Conserved()
 }
 
 func countRefused(t *testing.T, f *fixture, actor string) int {
 	t.Helper()
 	n := 0
-	err := f.cat.EachAudit(t.Context(), catalog.AuditFilter{Action: catalog.ActionRefused, Actor: actor}, func(r *catalog.AuditRecord) error {
+	err := f.Catalog.EachAudit(t.Context(), catalog.AuditFilter{Action: catalog.ActionRefused, Actor: actor}, func(r *catalog.AuditRecord) error {
 		if r.Outcome != catalog.OutcomeForbidden || !strings.Contains(r.Selector, `"attempted"`) {
 			t.Errorf("refusal record %+v", r)
 		}
@@ -215,7 +215,7 @@ func TestConsoleLoginAndCSRF(t *testing.T) {
 	}
 
 	discard := `{"filter":{"queue":"orders.created","reason":"permanent"},"reason":"malformed","limit":1}`
-	before := f.states()
+	before := f.States()
 	for name, hdr := range map[string]map[string]string{
 		"no token":         same,
 		"wrong token":      {"Origin": f.ts.URL, csrfHeader: "0000"},
@@ -226,7 +226,7 @@ func TestConsoleLoginAndCSRF(t *testing.T) {
 			t.Errorf("%s: %d %+v, want 403 csrf", name, code, e)
 		}
 	}
-	if after := f.states(); !equalCounts(before, after) {
+	if after := f.States(); !equalCounts(before, after) {
 		t.Fatalf("a refused form changed the catalog: %v -> %v", before, after)
 	}
 	if n := countRefused(t, f, "otto"); n != 4 {
@@ -259,7 +259,7 @@ func TestConsoleLoginAndCSRF(t *testing.T) {
 		t.Errorf("after logout: %v %d", err, resp.StatusCode)
 	}
 	resp.Body.Close()
-	f.conserved()
+	f.Conserved()
 }
 
 func TestLocalMode(t *testing.T) {
@@ -303,7 +303,7 @@ func TestLocalMode(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("foreign Host in local mode: %d", resp.StatusCode)
 	}
-	f.conserved()
+	f.Conserved()
 }
 
 func TestTokens(t *testing.T) {

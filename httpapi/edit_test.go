@@ -10,6 +10,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/consoletest"
 	"github.com/lily-mq/lily/internal/entryview"
 	"github.com/lily-mq/lily/transport"
 )
@@ -18,13 +19,7 @@ import (
 var editorToken = Token{Name: "edith", Role: config.RoleOperator, Secret: "editor-secret-0123456789", EditQueues: []string{"orders.created"}}
 
 // jsonQueues declares orders.created as JSON.
-func jsonQueues(o *Options) {
-	for i := range o.Config.Queues {
-		if o.Config.Queues[i].Name == "orders.created" {
-			o.Config.Queues[i].ContentType = catalog.ContentJSON
-		}
-	}
-}
+func jsonQueues(o *Options) { consoletest.JSONQueues(&o.Config) }
 
 func TestEditNeedsTheEditorPermission(t *testing.T) {
 	t.Parallel()
@@ -48,7 +43,7 @@ func TestEditNeedsTheEditorPermission(t *testing.T) {
 			}
 		}
 		refused := 0
-		_ = f.cat.EachAudit(context.Background(), catalog.AuditFilter{}, func(r *catalog.AuditRecord) error {
+		_ = f.Catalog.EachAudit(context.Background(), catalog.AuditFilter{}, func(r *catalog.AuditRecord) error {
 			if r.Action == catalog.ActionRefused && strings.Contains(r.Selector, `"attempted":"edit"`) {
 				refused++
 			}
@@ -74,7 +69,7 @@ func TestEditNeedsTheEditorPermission(t *testing.T) {
 			!dry.DryRun || dry.Version != 1 || !strings.Contains(dry.Diff, `+  "currency": "EUR"`) {
 			t.Fatalf("dry run: %d %+v", code, dry)
 		}
-		if vs, _ := f.cat.Versions(context.Background(), id); len(vs) != 1 {
+		if vs, _ := f.Catalog.Versions(context.Background(), id); len(vs) != 1 {
 			t.Fatalf("the dry run stored a version: %d", len(vs))
 		}
 		var res editAnswer
@@ -98,7 +93,7 @@ func TestEditNeedsTheEditorPermission(t *testing.T) {
 		if j = f.waitJob(j.ID, &operatorToken); j.State != catalog.JobDone || j.Redriven != 1 {
 			t.Fatalf("job %+v", j)
 		}
-		ds, err := f.broker.Receive(context.Background(), &transport.ReceiveParams{Queue: "orders.created", Max: 10, Consumer: "t", Wait: time.Second})
+		ds, err := f.Broker.Receive(context.Background(), &transport.ReceiveParams{Queue: "orders.created", Max: 10, Consumer: "t", Wait: time.Second})
 		if err != nil || len(ds) != 1 {
 			t.Fatalf("received %d, %v", len(ds), err)
 		}
@@ -106,10 +101,10 @@ func TestEditNeedsTheEditorPermission(t *testing.T) {
 		if string(d.Message.Body) != good || d.Message.Headers[evidence.HeaderEditedBy] != "edith" || d.Message.Headers[evidence.HeaderEditedVersion] != int32(1) {
 			t.Fatalf("redriven %s %v", d.Message.Body, d.Message.Headers)
 		}
-		if err := f.broker.Settle(context.Background(), &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: d, Action: transport.Ack}}}); err != nil {
+		if err := f.Broker.Settle(context.Background(), &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: d, Action: transport.Ack}}}); err != nil {
 			t.Fatal(err)
 		}
-		f.conserved()
+		f.Conserved()
 	})
 }
 
@@ -143,10 +138,10 @@ func TestRulesAPIShowsWhatEachRuleWouldDo(t *testing.T) {
 		})
 		ctx := context.Background()
 		now := time.Now()
-		if err := f.cat.RecordBreaker(ctx, "orders.created", "w1", "", "open", now.Add(-time.Hour)); err != nil {
+		if err := f.Catalog.RecordBreaker(ctx, "orders.created", "w1", "", "open", now.Add(-time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.cat.RecordBreaker(ctx, "orders.created", "w1", "half_open", "closed", now); err != nil {
+		if err := f.Catalog.RecordBreaker(ctx, "orders.created", "w1", "half_open", "closed", now); err != nil {
 			t.Fatal(err)
 		}
 		var v RulesView
@@ -159,7 +154,7 @@ func TestRulesAPIShowsWhatEachRuleWouldDo(t *testing.T) {
 		if p := v.Plans[0]; p.Fired || p.Selected != 4 || !strings.Contains(p.Selector, "retries_exhausted") {
 			t.Fatalf("plan %+v", p)
 		}
-		if js, _ := f.cat.Jobs(ctx, catalog.JobQuery{}); len(js) != 0 {
+		if js, _ := f.Catalog.Jobs(ctx, catalog.JobQuery{}); len(js) != 0 {
 			t.Fatalf("GET /api/rules made a job")
 		}
 	})

@@ -39,7 +39,7 @@ func TestRedriveJobConflictAndCancel(t *testing.T) {
 		if code := f.call("POST", "/api/redrives/"+itoa(j.ID)+"/cancel", &operatorToken, nil, &e); code != http.StatusConflict {
 			t.Errorf("cancelling again: %d %+v", code, e)
 		}
-		if st := f.states(); st["redriven"] != 1 || st["pending"] != 12 {
+		if st := f.States(); st["redriven"] != 1 || st["pending"] != 12 {
 			t.Errorf("states %v: want the sample redriven, the rest pending", st)
 		}
 		if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "dry_run": true}, &e); code != http.StatusOK {
@@ -81,21 +81,21 @@ func TestRedriveJobOutlivesTheServer(t *testing.T) {
 	f.call("POST", "/api/redrives", nil, map[string]any{"filter": map[string]any{"queue": "orders.created", "reason": "permanent"}, "sample": 1, "observe": "1h"}, &j)
 	f.srv.Close()
 	ctx := context.Background()
-	left, err := f.cat.Job(ctx, j.ID)
+	left, err := f.Catalog.Job(ctx, j.ID)
 	if err != nil || left.State != catalog.JobSampling || left.Holder != "" || left.Sent > 1 {
 		t.Fatalf("job after the server closed = %+v, %v", left, err)
 	}
-	f.consume("orders.created")
-	c, err := f.cat.ClaimJob(ctx, "next-runner", time.Minute, time.Now())
+	f.Consume("orders.created")
+	c, err := f.Catalog.ClaimJob(ctx, "next-runner", time.Minute, time.Now())
 	if err != nil || c == nil || c.ID != j.ID {
 		t.Fatalf("ClaimJob = %+v, %v", c, err)
 	}
-	out, err := f.cat.RunJob(ctx, c, catalog.JobRunParams{Holder: "next-runner", Poll: 5 * time.Millisecond,
-		Target: func(context.Context, string) (catalog.Publisher, error) { return f.tr, nil }})
+	out, err := f.Catalog.RunJob(ctx, c, catalog.JobRunParams{Holder: "next-runner", Poll: 5 * time.Millisecond,
+		Target: func(context.Context, string) (catalog.Publisher, error) { return f.Transport, nil }})
 	if err != nil || out.State != catalog.JobDone || out.Sent != 6 || !out.SampleClean {
 		t.Errorf("resumed job = %+v, %v", out, err)
 	}
-	f.conserved()
+	f.Conserved()
 }
 
 // waitStage polls a job until it reaches stage.

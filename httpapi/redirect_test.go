@@ -25,7 +25,7 @@ func TestRedriveRedirect(t *testing.T) {
 			o.Config.Queues = append(o.Config.Queues, lily.QueueConfig{Name: "orders.quarantine"}.WithDefaults())
 			broker := o.Target
 			o.Target = func(ctx context.Context, q string) (catalog.Publisher, error) {
-				qs, err := f.tr.Queues(ctx)
+				qs, err := f.Transport.Queues(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -48,11 +48,11 @@ func TestRedriveRedirect(t *testing.T) {
 				}
 			}
 		}
-		if st := f.states(); st["pending"] != 13 {
+		if st := f.States(); st["pending"] != 13 {
 			t.Fatalf("states after the refusals: %v", st)
 		}
 		var failed int
-		f.cat.EachAudit(context.Background(), catalog.AuditFilter{Action: catalog.ActionRedrive}, func(r *catalog.AuditRecord) error {
+		f.Catalog.EachAudit(context.Background(), catalog.AuditFilter{Action: catalog.ActionRedrive}, func(r *catalog.AuditRecord) error {
 			if r.Outcome == catalog.OutcomeFailed && r.Actor == "otto" && strings.Contains(r.Selector, `"to":`) {
 				failed++
 			}
@@ -71,7 +71,7 @@ func TestRedriveRedirect(t *testing.T) {
 		if code := f.call("POST", "/api/redrives", &viewerToken, map[string]any{"filter": sel, "to": "payments.captured"}, &e); code != http.StatusForbidden {
 			t.Errorf("viewer redirect: %d %+v", code, e)
 		}
-		f.consume("payments.captured")
+		f.Consume("payments.captured")
 		var j jobJSON
 		if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "to": "payments.captured", "sample": 1, "observe": "1m", "rate": 500}, &j); code != http.StatusAccepted || j.To != "payments.captured" {
 			t.Fatalf("start: %d %+v", code, j)
@@ -80,11 +80,11 @@ func TestRedriveRedirect(t *testing.T) {
 		if j.State != catalog.JobDone || j.Redriven != 6 || !j.SampleClean || j.To != "payments.captured" {
 			t.Fatalf("job = %+v", j)
 		}
-		if st := f.states(); st["redriven"] != 6 || st["pending"] != 7 {
+		if st := f.States(); st["redriven"] != 6 || st["pending"] != 7 {
 			t.Errorf("states %v", st)
 		}
-		f.waitAcked("payments.captured", 6) // the consumer settles on its own time
-		rows, err := f.cat.Ledger(context.Background(), f.tr)
+		f.WaitAcked("payments.captured", 6) // the consumer settles on its own time
+		rows, err := f.Catalog.Ledger(context.Background(), f.Transport)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,6 +96,6 @@ func TestRedriveRedirect(t *testing.T) {
 				t.Errorf("target ledger %+v", r)
 			}
 		}
-		f.conserved()
+		f.Conserved()
 	})
 }

@@ -16,17 +16,17 @@ import (
 
 // raw sends a request and returns the status and the body.
 func (f *fixture) raw(method, path string, tok *Token, body io.Reader) (int, []byte) {
-	f.t.Helper()
+	f.T.Helper()
 	req, err := http.NewRequest(method, f.ts.URL+path, body)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	if tok != nil {
 		req.Header.Set("Authorization", "Bearer "+tok.Secret)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
@@ -76,7 +76,7 @@ func TestSearchAPI(t *testing.T) {
 			len(list.Entries) != 1 || list.Entries[0].EventID != "orders-07" {
 			t.Fatalf("entries with where: %d %+v", code, list)
 		}
-		f.conserved()
+		f.Conserved()
 	})
 }
 
@@ -126,9 +126,9 @@ func TestExportImportAPI(t *testing.T) {
 		}
 		// The quarantine copies carry the bodies byte for byte.
 		var got []*catalog.Entry
-		g.cat.Each(t.Context(), catalog.Filter{Queue: "quarantine"}, func(e *catalog.Entry) error { got = append(got, e); return nil })
+		g.Catalog.Each(t.Context(), catalog.Filter{Queue: "quarantine"}, func(e *catalog.Entry) error { got = append(got, e); return nil })
 		var want []*catalog.Entry
-		f.cat.Each(t.Context(), catalog.Filter{Queue: "orders.created"}, func(e *catalog.Entry) error { want = append(want, e); return nil })
+		f.Catalog.Each(t.Context(), catalog.Filter{Queue: "orders.created"}, func(e *catalog.Entry) error { want = append(want, e); return nil })
 		if len(got) != 10 || len(want) != 10 {
 			t.Fatalf("entries: %d %d", len(got), len(want))
 		}
@@ -137,6 +137,6 @@ func TestExportImportAPI(t *testing.T) {
 				t.Fatalf("entry %d: %+v vs %+v", i, got[i], want[i])
 			}
 		}
-		f.conserved()
+		f.Conserved()
 	})
 }

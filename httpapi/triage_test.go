@@ -99,10 +99,10 @@ func TestTriageAPI(t *testing.T) {
 		// A new fingerprint alarms.
 		h := transport.Headers{}
 		evidence.Record{Reason: evidence.ReasonPermanent, ErrorType: "*errors.errorString", ErrorMessage: "schema v5 unknown", DeadLetteredAt: time.Now()}.Apply(h)
-		if err := f.cat.Insert(ctx, catalog.NewEntry("orders.created", transport.Message{EventID: "orders-new", Body: []byte("{}")}, h, "", time.Now())); err != nil {
+		if err := f.Catalog.Insert(ctx, catalog.NewEntry("orders.created", transport.Message{EventID: "orders-new", Body: []byte("{}")}, h, "", time.Now())); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.cat.AddCounts(ctx, "orders.created", 1, 0); err != nil { // accepted, as its transport counts it
+		if err := f.Catalog.AddCounts(ctx, "orders.created", 1, 0); err != nil { // accepted, as its transport counts it
 			t.Fatal(err)
 		}
 		f.call("GET", "/healthz", nil, nil, &health)
@@ -112,7 +112,7 @@ func TestTriageAPI(t *testing.T) {
 		}
 		// Every change, and the refusal, is audited.
 		triaged, refused := 0, 0
-		f.cat.EachAudit(ctx, catalog.AuditFilter{}, func(r *catalog.AuditRecord) error {
+		f.Catalog.EachAudit(ctx, catalog.AuditFilter{}, func(r *catalog.AuditRecord) error {
 			switch {
 			case r.Action == catalog.ActionTriage && r.Actor == "otto":
 				triaged++
@@ -124,6 +124,6 @@ func TestTriageAPI(t *testing.T) {
 		if triaged != 4 || refused != 1 {
 			t.Errorf("audit: %d triage records, %d refusals; want 4 and 1", triaged, refused)
 		}
-		f.conserved()
+		f.Conserved()
 	})
 }

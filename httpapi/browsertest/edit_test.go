@@ -1,4 +1,4 @@
-package httpapi
+package browsertest
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/httpapi"
 )
 
 // TestConsoleEditInBrowser drives the guarded edit in headless Chromium:
@@ -21,14 +22,14 @@ import (
 func TestConsoleEditInBrowser(t *testing.T) {
 	b := newBrowser(t)
 	zero := 0
-	f := newFixture(t, append(allTokens, editorToken), jsonQueues, func(o *Options) {
+	f := newFixture(t, append(allTokens, editorToken), jsonQueues, func(o *httpapi.Options) {
 		o.Config.RedriveRules = []config.RedriveRuleConfig{{Name: "after-outage", Queue: "orders.created", When: config.TriggerBreakerClosed,
 			Lookback: "24h", Sample: &zero}}
 	})
-	if err := f.cat.RecordBreaker(context.Background(), "orders.created", "w1", "", "open", time.Now().Add(-time.Hour)); err != nil {
+	if err := f.Catalog.RecordBreaker(context.Background(), "orders.created", "w1", "", "open", time.Now().Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.cat.RecordBreaker(context.Background(), "orders.created", "w1", "half_open", "closed", time.Now()); err != nil {
+	if err := f.Catalog.RecordBreaker(context.Background(), "orders.created", "w1", "half_open", "closed", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, do, text := b.ctx, b.do, b.text
@@ -68,7 +69,7 @@ func TestConsoleEditInBrowser(t *testing.T) {
 	if d := text("#edit-diff"); !strings.Contains(d, `+  "currency": "EUR"`) || !strings.Contains(d, `-  "amount_cents": 1006`) {
 		t.Errorf("diff shown:\n%s", d)
 	}
-	if vs, _ := f.cat.Versions(context.Background(), 7); len(vs) != 1 {
+	if vs, _ := f.Catalog.Versions(context.Background(), 7); len(vs) != 1 {
 		t.Fatalf("the preview stored a version")
 	}
 	// The button stays disabled until the entry ID is typed.
@@ -94,7 +95,7 @@ func TestConsoleEditInBrowser(t *testing.T) {
 	if s := text("#edit-stored"); !strings.Contains(s, "Stored version 1 by edith") {
 		t.Errorf("stored: %q", s)
 	}
-	vs, err := f.cat.Versions(context.Background(), 7)
+	vs, err := f.Catalog.Versions(context.Background(), 7)
 	if err != nil || len(vs) != 2 || vs[1].EditedBy != "edith" || !strings.Contains(string(vs[1].Body), `"currency": "EUR"`) {
 		t.Fatalf("versions %+v, %v", vs, err)
 	}
@@ -113,5 +114,5 @@ func TestConsoleEditInBrowser(t *testing.T) {
 	if now := text(`tr[data-rule="after-outage"] .rule-now`); now != "would redrive 4 pending entries" {
 		t.Errorf("rules page: %q", now)
 	}
-	f.conserved()
+	f.Conserved()
 }

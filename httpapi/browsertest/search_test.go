@@ -1,4 +1,4 @@
-package httpapi
+package browsertest
 
 import (
 	"strings"
@@ -64,5 +64,5 @@ func TestConsoleSearchInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`table.search tbody tr a`)),
 		chromedp.WaitVisible(chromedp.Search(`//h1[starts-with(text(), "Entry")]`)),
 	)
-	f.conserved()
+	f.Conserved()
 }

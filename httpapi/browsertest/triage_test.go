@@ -1,4 +1,4 @@
-package httpapi
+package browsertest
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestConsoleTriageInBrowser(t *testing.T) {
 	ctx := context.Background()
 	var fp string
 	var sample int64
-	groups, err := f.cat.Group(ctx, "fingerprint", catalog.Filter{Queue: "orders.created", States: catalog.HeldStates})
+	groups, err := f.Catalog.Group(ctx, "fingerprint", catalog.Filter{Queue: "orders.created", States: catalog.HeldStates})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestConsoleTriageInBrowser(t *testing.T) {
 	if msg := b.text(`#triage-group-result`); !strings.Contains(msg, "want an http:// or https:// URL") || !strings.Contains(msg, "(ticket)") {
 		t.Errorf("refusal shows %q", msg)
 	}
-	if ts, err := f.cat.GroupTriages(ctx, ""); err != nil || len(ts) != 0 {
+	if ts, err := f.Catalog.GroupTriages(ctx, ""); err != nil || len(ts) != 0 {
 		t.Fatalf("a refused triage changed the catalog: %v, %v", ts, err)
 	}
 	b.do("triage the group as a known issue",
@@ -75,7 +75,7 @@ func TestConsoleTriageInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("triage-group-save")),
 		chromedp.WaitVisible(chromedp.Search(`//section[contains(@class, "triage-record")]//dd[text()="known_issue"]`)),
 	)
-	g, err := f.cat.GroupTriage(ctx, "orders.created", fp)
+	g, err := f.Catalog.GroupTriage(ctx, "orders.created", fp)
 	if err != nil || g == nil || g.Status != catalog.TriageKnownIssue || g.Ticket != "https://tracker.example.com/PAY-9" || g.Assignee != "otto" ||
 		g.UpdatedBy != "otto" || len(g.Notes) != 1 || g.Notes[0].Note != "gateway vendor incident, accepted until Friday" {
 		t.Fatalf("group triage in the catalog: %+v, %v", g, err)
@@ -98,18 +98,18 @@ func TestConsoleTriageInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("triage-entry-save")),
 		chromedp.WaitVisible(chromedp.Search(`//section[contains(@class, "triage-record") and contains(@class, "entry")]//dd[text()="ada"]`)),
 	)
-	e, err := f.cat.Get(ctx, sample)
+	e, err := f.Catalog.Get(ctx, sample)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := f.cat.EntryTriage(ctx, e)
+	tr, err := f.Catalog.EntryTriage(ctx, e)
 	if err != nil || tr.Entry == nil || tr.Entry.Assignee != "ada" || tr.Entry.Status != "" || tr.Status != catalog.TriageKnownIssue ||
 		len(tr.Entry.Notes) != 1 || tr.Entry.Notes[0].Author != "otto" {
 		t.Errorf("entry triage in the catalog: %+v, %v", tr, err)
 	}
 	// Both changes are in the audit log under the operator's name.
 	n := 0
-	f.cat.EachAudit(ctx, catalog.AuditFilter{Action: catalog.ActionTriage}, func(r *catalog.AuditRecord) error {
+	f.Catalog.EachAudit(ctx, catalog.AuditFilter{Action: catalog.ActionTriage}, func(r *catalog.AuditRecord) error {
 		if r.Actor == "otto" && r.Outcome == catalog.OutcomeTriaged {
 			n++
 		}
@@ -118,5 +118,5 @@ func TestConsoleTriageInBrowser(t *testing.T) {
 	if n != 2 {
 		t.Errorf("%d triage audit records by otto, want 2", n)
 	}
-	f.conserved()
+	f.Conserved()
 }

@@ -1,4 +1,4 @@
-package httpapi
+package browsertest
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // screenshot, when set, is where TestConsoleInBrowser saves its picture of
 // the console (the README's docs/console.png):
 //
-//	go test ./httpapi -run TestConsoleInBrowser -screenshot ../docs/console.png
+//	go test ./httpapi/browsertest -run TestConsoleInBrowser -screenshot ../../docs/console.png
 var screenshot = flag.String("screenshot", "", "save the browser test's screenshot of the console to this PNG file")
 
 // chromiumPath is Debian's chromium ('.ci/run' installs it).
@@ -50,17 +50,17 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("observe"), "1m"),
 		chromedp.SetValue(chromedp.ID("rate"), "100"),
 	)
-	if st := f.states(); st["pending"] != 13 {
+	if st := f.States(); st["pending"] != 13 {
 		t.Fatalf("before the dry run: %v", st)
 	}
 	do("dry run", chromedp.Click(chromedp.ID("dry-run")), chromedp.WaitVisible(chromedp.ID("dry-result")))
 	if plan := text("#dry-result p"); !strings.Contains(plan, "Would redrive 3 and mark 1 needs manual") {
 		t.Errorf("dry run shows %q", plan)
 	}
-	if st := f.states(); st["pending"] != 13 {
+	if st := f.States(); st["pending"] != 13 {
 		t.Fatalf("the dry run changed states: %v", st)
 	}
-	f.consume("orders.created") // the sample passes only when a consumer acks it
+	f.Consume("orders.created") // the sample passes only when a consumer acks it
 	do("confirm and wait for the job", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.CSS(`#job-state .job-done`)))
 	if state := text("#job-state"); !strings.Contains(state, "redriven 3, needs manual 1, failed 0 of 4") {
 		t.Errorf("job state %q", state)
@@ -76,12 +76,12 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("audit log lacks %q:\n%s", want, auditText)
 		}
 	}
-	if st := f.states(); st["redriven"] != 3 || st["needs_manual"] != 1 {
+	if st := f.States(); st["redriven"] != 3 || st["needs_manual"] != 1 {
 		t.Errorf("after the redrive: %v", st)
 	}
 	// A parked key (ordering park): its page shows it; the dry run tells
 	// what moves, the confirmation redrives its head.
-	if err := f.cat.HoldKey(context.Background(), "orders.created", "customer-0", catalog.KeyModePark, catalog.KeyHeld, "orders-00"); err != nil {
+	if err := f.Catalog.HoldKey(context.Background(), "orders.created", "customer-0", catalog.KeyModePark, catalog.KeyHeld, "orders-00"); err != nil {
 		t.Fatal(err)
 	}
 	do("open the parked keys", chromedp.Click(chromedp.CSS(`a[href="#/parked"]`)),
@@ -90,7 +90,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.Search(`//button[starts-with(text(), "Confirm: unpark (1 message,")]`)))
 	do("unpark", chromedp.Click(chromedp.Search(`//button[starts-with(text(), "Confirm: unpark")]`)),
 		chromedp.WaitVisible(chromedp.Search(`//*[contains(text(), "the head was sent")]`)))
-	if st := f.states(); st["redriven"] != 4 {
+	if st := f.States(); st["redriven"] != 4 {
 		t.Errorf("after the unpark: %v, want the head redriven too", st)
 	}
 	if *screenshot != "" {
@@ -99,5 +99,5 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		t.Logf("screenshot saved to %s", *screenshot)
 	}
-	f.conserved()
+	f.Conserved()
 }

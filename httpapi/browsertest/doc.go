@@ -1,0 +1,12 @@
+// Package browsertest holds no code: its tests drive the console of
+// package httpapi in a headless Chromium (chromedp) as an operator would
+// — log in, triage, search, redrive, edit — over the same fixture as
+// httpapi's own tests (internal/consoletest). They live in a directory
+// (and module) of their own so that the root module needs no chromedp.
+//
+// Without Chromium (Debian's chromium, /usr/bin/chromium) the tests skip
+// loudly, except under CI=true, where they fail. TestConsoleInBrowser
+// saves the README's picture of the console with -screenshot:
+//
+//	go test ./httpapi/browsertest -run TestConsoleInBrowser -screenshot ../../docs/console.png
+package browsertest
