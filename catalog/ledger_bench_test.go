@@ -30,7 +30,7 @@ func (*streamBroker) Settle(context.Context, *transport.SettleParams) error { re
 func (*streamBroker) Close() error                                          { return nil }
 
 // BenchmarkLedgerSteadyStream measures the bounded ledger (docs/ledger.md,
-// docs/benchmarks.md "Session 4: bounded ledger"): b.N messages, each
+// docs/benchmarks.md "Bounded ledger"): b.N messages, each
 // received (counted accepted) and acked through Accounted against a real
 // SQLite catalog file, in batches of 100, while a simulated clock advances
 // at LEDGER_BENCH_RATE messages per second (default 1000) with a horizon

@@ -13,7 +13,8 @@ import (
 // stale receipts of an earlier lease, an ack given twice, and an ack
 // followed by a release of the same delivery: each ack is fenced by its own
 // receipt, in the order given. (Written for a batched DELETE of the acks,
-// tried twice and not kept: see docs/benchmarks.md, sessions 5 and 7.)
+// tried twice and not kept: see the history of docs/benchmarks.md, commits
+// 354227c and 116b84b.)
 func TestAcksAcrossReceiveCounts(t *testing.T) {
 	clk := newClock()
 	tr := open(t, Options{Now: clk.Now, VisibilityTimeout: time.Minute}, "q")

@@ -84,7 +84,7 @@ func leaseSQL(n int) string {
 // and stored as the empty string (COALESCE), since the driver copies every
 // text argument into a C buffer of its own, empty ones too. Binding is
 // about a fifth of a publish's CPU; these two lowered the runtime's CPU
-// per message by ≈ 4 % (docs/benchmarks.md, session 7).
+// per message by ≈ 4 % (measured in e631824: git show e631824 -- docs/benchmarks.md).
 // Parameters shared by the rows (queue, time) cannot be bound once: a
 // numbered parameter (?NNN) made the driver look up every parameter's
 // name, which cost more than it saved.
