@@ -1,12 +1,15 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/transport/sqs"
+	"github.com/lily-mq/lily/transport"
 )
 
 // DefaultSQSVisibilityTimeoutSeconds is sqs_visibility_timeout_seconds'
@@ -46,11 +49,66 @@ func (c Config) validateSQS() []error {
 		if q.Transport != lily.TransportSQS || q.Validate() != nil {
 			continue
 		}
-		if err := sqs.CheckSpec(q.Spec()); err != nil {
+		if err := checkSQSSpec(q.Spec()); err != nil {
 			for _, e := range unjoin(err) {
 				bad("%s", e.Error())
 			}
 		}
 	}
 	return errs
+}
+
+// The SQS rules below are transport/sqs's CheckSpec, carried here so that
+// parsing a configuration links no AWS SDK (package brokers' tests check
+// that both give the same errors). SQS's limits and Lily's naming of SQS
+// queues are wire contracts: they change in both places or in neither.
+
+// sqsMaxDelay is SQS's longest DelaySeconds (sqs.MaxDelay).
+const sqsMaxDelay = 15 * time.Minute
+
+// sqsNamePattern is what SQS accepts as a queue name: alphanumerics,
+// hyphens and underscores, ".fifo" at the end of a FIFO queue's name.
+var sqsNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,75}(\.fifo)?$`)
+
+// sqsQueueName is sqs.QueueName: each '.' but a FIFO queue's ".fifo"
+// becomes '-'.
+func sqsQueueName(queue string) string {
+	base, fifo := strings.CutSuffix(queue, ".fifo")
+	name := strings.ReplaceAll(base, ".", "-")
+	if fifo {
+		name += ".fifo"
+	}
+	return name
+}
+
+// sqsDeadLetterQueue is sqs.DeadLetterQueue: "<queue>-dlq", or
+// "<base>-dlq.fifo" for a FIFO queue.
+func sqsDeadLetterQueue(queue string) string {
+	if base, ok := strings.CutSuffix(queue, ".fifo"); ok {
+		return base + "-dlq.fifo"
+	}
+	return queue + "-dlq"
+}
+
+// checkSQSSpec is sqs.CheckSpec: every reason the queue cannot be declared
+// on SQS, its name (and its DLQ's), a retry delay over 15 minutes, retries
+// on a FIFO queue.
+func checkSQSSpec(q transport.QueueSpec) error {
+	var errs []error
+	for _, n := range []string{sqsQueueName(q.Name), sqsQueueName(sqsDeadLetterQueue(q.Name))} {
+		if len(n) > 80 || !sqsNamePattern.MatchString(n) {
+			errs = append(errs, fmt.Errorf("sqs: queue %q: SQS name %q is not valid: at most 80 characters (DLQ suffix \"-dlq\" included) of letters, digits, '-' and '_' (dots become '-'), plus \".fifo\" for a FIFO queue", q.Name, n))
+			break
+		}
+	}
+	for _, ms := range q.BucketsMillis {
+		if d := time.Duration(ms) * time.Millisecond; d > sqsMaxDelay {
+			errs = append(errs, fmt.Errorf("sqs: queue %s: retry delay %s exceeds SQS's DelaySeconds limit of %s: lower max_retry_backoff_millis (or retry_delays_millis) to at most 900000", q.Name, d, sqsMaxDelay))
+			break
+		}
+	}
+	if strings.HasSuffix(q.Name, ".fifo") && len(q.BucketsMillis) > 0 {
+		errs = append(errs, fmt.Errorf("sqs: queue %s: FIFO queues have no per-message DelaySeconds, so Lily cannot hold a retry: set retry_attempts = 0 for it (failures dead-letter at once) or use a standard queue", q.Name))
+	}
+	return errors.Join(errs...)
 }
