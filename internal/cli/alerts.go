@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lilyprom"
 )
@@ -333,7 +334,7 @@ func queueRules(q lily.QueueConfig, o alertOptions) []alertRule {
 			},
 		})
 	}
-	if isBroker(q.Transport) {
+	if brokers.IsBroker(q.Transport) {
 		w := promDuration(o.brokerFor)
 		rules = append(rules, alertRule{
 			Alert: "LilyBrokerDLQNotIngested",

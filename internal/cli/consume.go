@@ -207,13 +207,13 @@ func openConsumeBackend(ctx context.Context, f consumeFlags, cfg config.Config, 
 		return nil, err
 	}
 	b.closeFn = append(b.closeFn, func() { cat.Close() })
-	brk, err := newBrokers(cfg, f.url, f.brokers)
+	brk, err := openBrokers(cfg, f.url, f.brokers)
 	if err != nil {
 		b.Close()
 		return nil, err
 	}
 	b.closeFn = append(b.closeFn, brk.Close)
-	bt, err := brk.forQueue(ctx, q)
+	bt, err := brk.ForQueue(ctx, q)
 	if err != nil {
 		b.Close()
 		return nil, err

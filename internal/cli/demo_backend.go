@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
 
@@ -37,7 +39,7 @@ type demoBackend struct {
 	tr      transport.Transport // what publishes and consumes
 	cat     *catalog.Store
 	sq      *sqlite.Transport // SQLite: the store itself
-	broker  brokerTransport   // RabbitMQ or Kafka: the broker connection
+	broker  brokers.Transport // RabbitMQ or Kafka: the broker connection
 	kafka   *demoKafka        // Kafka: the cluster
 	sqs     *demoSQS          // SQS: the endpoint (demo_sqs.go)
 	pubsub  *demoPubSub       // Pub/Sub: the fake
@@ -98,7 +100,7 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 		b.kafka, b.broker = k, k.tr
 		b.closeFn = append(b.closeFn, k.Close)
 	} else {
-		rmq, err := openRabbit(ctx, conn.url)
+		rmq, err := brokers.OpenRabbitMQ(ctx, rabbitmq.Options{URL: conn.url})
 		if err != nil {
 			b.Close()
 			return nil, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/transport/kafka"
 )
 
@@ -36,7 +37,7 @@ func openDemoKafka(ctx context.Context, arg string) (*demoKafka, error) {
 		}
 		k.cluster, k.brokers = c, c.ListenAddrs()
 	}
-	k.tr, err = openKafka(ctx, demoKafkaOptions(k.brokers))
+	k.tr, err = brokers.OpenKafka(ctx, demoKafkaOptions(k.brokers))
 	if err != nil {
 		k.Close()
 		return nil, err

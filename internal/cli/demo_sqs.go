@@ -3,6 +3,7 @@ package cli
 import (
 	"strings"
 
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport/sqs"
 	sqsemu "github.com/lily-mq/lily/transport/sqs/sqstest"
@@ -40,7 +41,7 @@ func openDemoSQS(conn demoConn) (*demoSQS, error) {
 		protocol = "query"
 	}
 	vis := demoSQSVisibility
-	o, err := sqsOptions(config.Config{SQSEndpoint: s.endpoint, SQSProtocol: protocol, SQSVisibilityTimeoutSeconds: &vis})
+	o, err := brokers.SQSOptions(config.Config{SQSEndpoint: s.endpoint, SQSProtocol: protocol, SQSVisibilityTimeoutSeconds: &vis})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
@@ -16,13 +17,13 @@ import (
 // only, when not empty) into cat: catalog commit, then broker ack; the
 // entries keep the foreign evidence, and the ledger counts them accepted.
 // It returns the queues it drained, in config order.
-func ingestForeign(ctx context.Context, brk *brokers, cat *catalog.Store, c config.Config, only string, out *ingestJSON) ([]string, error) {
+func ingestForeign(ctx context.Context, brk *brokers.Set, cat *catalog.Store, c config.Config, only string, out *ingestJSON) ([]string, error) {
 	var names []string
 	for _, f := range c.ForeignDLQs {
 		if only != "" && f.Queue != only {
 			continue
 		}
-		rmq, err := brk.rabbit(ctx)
+		rmq, err := brk.RabbitMQ(ctx)
 		if err != nil {
 			return names, err
 		}
@@ -56,7 +57,7 @@ func (r *redriveTargets) foreignTarget(ctx context.Context, queue string) (pub c
 	if err != nil {
 		return nil, true, err
 	}
-	rmq, err := brk.rabbit(ctx)
+	rmq, err := brk.RabbitMQ(ctx)
 	if err != nil {
 		return nil, true, err
 	}

@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily/brokers"
 )
 
 func init() { registerDLQ(newDLQIngestCmd) }
@@ -57,16 +59,16 @@ Ingesting the same dead letter twice adds one entry.`,
 				return err
 			}
 			if _, foreign := c.ForeignDLQ(queue); queue != "" && !foreign {
-				if q, ok := c.Queue(queue); !ok || !isBroker(q.Transport) {
+				if q, ok := c.Queue(queue); !ok || !brokers.IsBroker(q.Transport) {
 					return notBroker(queue)
 				}
 			}
-			brk, err := newBrokers(c, url, kbrk)
+			brk, err := openBrokers(c, url, kbrk)
 			if err != nil {
 				return err
 			}
 			defer brk.Close()
-			sources, err := brk.sources(ctx)
+			sources, err := brk.Sources(ctx)
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/entryview"
 )
@@ -182,13 +183,13 @@ puts them back in order; on Kafka no offset is committed).`,
 			for _, e := range es {
 				views = append(views, entryView(e, "catalog", bodyFormat))
 			}
-			if q, ok := env.queue(queue); ok && isBroker(q.Transport) && len(views) < limit && where == "" { // --where reads the catalog only
-				brk, err := newBrokers(env.cfg, url, kbrk)
+			if q, ok := env.queue(queue); ok && brokers.IsBroker(q.Transport) && len(views) < limit && where == "" { // --where reads the catalog only
+				brk, err := openBrokers(env.cfg, url, kbrk)
 				if err != nil {
 					return err
 				}
 				defer brk.Close()
-				ds, err := brk.peekDeadLetters(ctx, q, limit-len(views))
+				ds, err := brk.PeekDeadLetters(ctx, q, limit-len(views))
 				if err != nil {
 					return err
 				}

@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
 )
@@ -31,7 +32,7 @@ type redriveTargets struct {
 	// foreignTo: --to names no configured queue, so only entries of a
 	// [[foreign_dlq]] may be redriven (to that broker queue).
 	foreignTo bool
-	brk       *brokers
+	brk       *brokers.Set
 }
 
 func (r *redriveTargets) Close() {
@@ -43,11 +44,11 @@ func (r *redriveTargets) Close() {
 }
 
 // open returns the brokers of the configuration (connecting on first use).
-func (r *redriveTargets) open() (*brokers, error) {
+func (r *redriveTargets) open() (*brokers.Set, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.brk == nil {
-		b, err := newBrokers(r.env.cfg, r.url, r.brokers)
+		b, err := openBrokers(r.env.cfg, r.url, r.brokers)
 		if err != nil {
 			return nil, err
 		}
@@ -57,12 +58,12 @@ func (r *redriveTargets) open() (*brokers, error) {
 }
 
 // broker returns the broker transport of a configured queue.
-func (r *redriveTargets) broker(ctx context.Context, q lily.QueueConfig) (brokerTransport, error) {
+func (r *redriveTargets) broker(ctx context.Context, q lily.QueueConfig) (brokers.Transport, error) {
 	b, err := r.open()
 	if err != nil {
 		return nil, err
 	}
-	return b.forQueue(ctx, q)
+	return b.ForQueue(ctx, q)
 }
 
 // target returns the publisher for queue after checking that the queue
@@ -76,7 +77,7 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publ
 		return nil, usagef("--to %q: not a [[queue]] of --config, and the selection holds entries of %s, which is not a [[foreign_dlq]]: only a foreign dead-letter queue's entries may go to an unconfigured queue (select them with --queue, or name a configured queue)", r.to, queue)
 	}
 	q, ok := r.env.queue(queue)
-	if !ok || !isBroker(q.Transport) {
+	if !ok || !brokers.IsBroker(q.Transport) {
 		if r.env.sq == nil {
 			return nil, fmt.Errorf("queue %q is not a rabbitmq, kafka, sqs or pubsub [[queue]] of --config, and the catalog %s is not a SQLite store that could hold it: %w (pass the --config that declares it)",
 				queue, r.env.path, transport.ErrUnknownQueue)
@@ -96,19 +97,19 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publ
 		return nil, err
 	}
 	if q.Transport == lily.TransportSQS {
-		return sqsTarget(ctx, brk, q)
+		return brk.SQSTarget(ctx, q)
 	}
 	if q.Transport == lily.TransportPubSub {
 		// The redrive goes to the queue's topic (Publish names a missing
 		// topic with transport.ErrUnknownQueue); every subscription of
 		// the topic receives it, as any message published there.
-		return brk.pubsub(ctx)
+		return brk.PubSub(ctx)
 	}
 	if q.Transport == lily.TransportKafka {
 		// Checked on the cluster before anything is sent; the redrive goes
 		// to the source topic with the message's key, so to the partition
 		// the original was in.
-		k, err := brk.kafka(ctx)
+		k, err := brk.Kafka(ctx)
 		if err == nil {
 			_, err = k.Partitions(ctx, queue)
 		}
@@ -121,7 +122,7 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publ
 		}
 		return k, nil
 	}
-	rmq, err := brk.rabbit(ctx)
+	rmq, err := brk.RabbitMQ(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +146,7 @@ func (r *redriveTargets) ingest(ctx context.Context, queues []string) error {
 	seen := map[string]bool{}
 	for _, q := range queues {
 		c, ok := r.env.queue(q)
-		if !ok || !isBroker(c.Transport) || seen[q] {
+		if !ok || !brokers.IsBroker(c.Transport) || seen[q] {
 			continue
 		}
 		seen[q] = true

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
@@ -26,16 +27,16 @@ import (
 	"github.com/lily-mq/lily/transport/kafka"
 )
 
-// openTestKafka connects a transport to brokers, closed at the end of the
+// openTestKafka connects a transport to the seed brokers, closed at the end of the
 // test.
-func openTestKafka(t *testing.T, brokers string, mod ...func(*kafka.Options)) *kafka.Transport {
+func openTestKafka(t *testing.T, seeds string, mod ...func(*kafka.Options)) *kafka.Transport {
 	t.Helper()
-	o := demoKafkaOptions(kafka.ParseBrokers(brokers))
+	o := demoKafkaOptions(kafka.ParseBrokers(seeds))
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, f := range mod {
 		f(&o)
 	}
-	k, err := openKafka(context.Background(), o)
+	k, err := brokers.OpenKafka(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/kafka"
@@ -31,13 +32,10 @@ func lintLiveKafka(cmd *cobra.Command, cfg config.Config) ([]lint.Finding, map[s
 	if !hasKafkaQueue(cfg) {
 		return nil, nil, nil
 	}
-	b, err := newBrokers(cfg, "", "")
-	if err != nil {
-		return nil, nil, err
-	}
+	b := brokers.New(cfg, brokers.Options{})
 	defer b.Close()
 	ctx := cmd.Context()
-	k, err := b.kafka(ctx)
+	k, err := b.Kafka(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lint --live: %w", err)
 	}

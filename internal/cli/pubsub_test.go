@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
@@ -76,12 +77,9 @@ func TestPubSubTopologyIngestRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 	qc, _ := c.Queue(queue)
-	b, err := newBrokers(c, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := brokers.New(c, brokers.Options{})
 	t.Cleanup(b.Close)
-	ps, err := b.pubsub(ctx)
+	ps, err := b.PubSub(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/internal/sqlitedb"
@@ -204,7 +205,7 @@ func openOutboxDB(ctx context.Context, u string) (*sql.DB, error) {
 // configuration names for it. It only publishes.
 type queueRouter struct {
 	cfg     config.Config
-	brokers *brokers
+	brokers *brokers.Set
 	mu      sync.Mutex
 	store   *sqlite.Transport
 }
@@ -212,10 +213,7 @@ type queueRouter struct {
 var _ transport.Transport = (*queueRouter)(nil)
 
 func newQueueRouter(cfg config.Config) (*queueRouter, error) {
-	b, err := newBrokers(cfg, "", "")
-	if err != nil {
-		return nil, err
-	}
+	b := brokers.New(cfg, brokers.Options{})
 	return &queueRouter{cfg: cfg, brokers: b}, nil
 }
 
@@ -236,7 +234,7 @@ func (q *queueRouter) target(ctx context.Context, queue string) (transport.Trans
 			}
 			return q.store, nil
 		}
-		return q.brokers.forQueue(ctx, qc)
+		return q.brokers.ForQueue(ctx, qc)
 	}
 	return nil, fmt.Errorf("queue %q is not in the configuration: add a [[queue]] for it, or fix the outbox row's queue: %w", queue, transport.ErrUnknownQueue)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily/brokers"
 )
 
 // UsageError reports bad input: a flag with a value outside its range, a
@@ -61,7 +63,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "lily:", err)
 	var ue *UsageError
-	if errors.As(err, &ue) || isFlagError(err) {
+	var se *brokers.SettingsError // a broker setting missing from the config and the environment
+	if errors.As(err, &ue) || errors.As(err, &se) || isFlagError(err) {
 		return 2
 	}
 	return 1

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/httpapi"
@@ -188,7 +189,7 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	var names, brokerQueues []string
 	for _, q := range env.cfg.Queues {
 		names = append(names, q.Name)
-		if isBroker(q.Transport) {
+		if brokers.IsBroker(q.Transport) {
 			brokerQueues = append(brokerQueues, q.Name)
 		}
 	}
@@ -286,11 +287,11 @@ func newIngestLoop(ctx context.Context, o serveOptions, env *dlqEnv, reg prometh
 	if o.ingest.off {
 		return nil, func() {}, nil
 	}
-	brk, err := newBrokers(env.cfg, o.url, o.kbrk)
+	brk, err := openBrokers(env.cfg, o.url, o.kbrk)
 	if err != nil {
 		return nil, func() {}, err
 	}
-	srcs, err := brk.sources(ctx)
+	srcs, err := brk.Sources(ctx)
 	if err != nil {
 		return nil, brk.Close, err
 	}
@@ -298,7 +299,7 @@ func newIngestLoop(ctx context.Context, o serveOptions, env *dlqEnv, reg prometh
 	foreignSrcs := map[string]transport.DeadLetterDrainer{}
 	if env.hasCfg {
 		for _, f := range env.cfg.ForeignDLQs { // [[foreign_dlq]]: drained like Lily's own (dlq_foreign.go)
-			rmq, err := brk.rabbit(ctx)
+			rmq, err := brk.RabbitMQ(ctx)
 			if err != nil {
 				return nil, brk.Close, err
 			}

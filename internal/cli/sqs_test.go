@@ -13,6 +13,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
@@ -68,7 +69,7 @@ func TestSQSTopologyIngestRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 	qc, _ := c.Queue(queue)
-	o, err := sqsOptions(c)
+	o, err := brokers.SQSOptions(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestSQSLintLive(t *testing.T) {
 		t.Errorf("lint on the applied topology: exit %d %s %+v", code, errOut, r.Findings)
 	}
 	c, _ := config.LoadConfig(cfg)
-	o, _ := sqsOptions(c)
+	o, _ := brokers.SQSOptions(c)
 	tr, err := sqs.Open(o)
 	if err != nil {
 		t.Fatal(err)

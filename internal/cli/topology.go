@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -171,7 +171,7 @@ func newTopologyApplyCmd() *cobra.Command {
 				return err
 			}
 			if len(tc.rabbit) > 0 {
-				tr, err := openRabbit(cmd.Context(), tc.url)
+				tr, err := brokers.OpenRabbitMQ(cmd.Context(), rabbitmq.Options{URL: tc.url})
 				if err != nil {
 					return err
 				}
@@ -302,23 +302,6 @@ Exits 1 when anything differs.`,
 	cmd.Flags().StringVar(&mgmtURL, "management-url", "", "management API URL (default: the broker's host, port 15672, same credentials)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
-}
-
-// openRabbit connects to the broker, failing after rabbitConnectTimeout
-// instead of retrying forever.
-func openRabbit(ctx context.Context, url string) (*rabbitmq.Transport, error) {
-	return openRabbitWith(ctx, rabbitmq.Options{URL: url})
-}
-
-// openRabbitWith is openRabbit with options.
-func openRabbitWith(ctx context.Context, o rabbitmq.Options) (*rabbitmq.Transport, error) {
-	ctx, cancel := context.WithTimeout(ctx, rabbitConnectTimeout)
-	defer cancel()
-	tr, err := rabbitmq.Open(ctx, o)
-	if err != nil {
-		return nil, fmt.Errorf("connect to RabbitMQ (check --url or the config's rabbitmq_url): %w", err)
-	}
-	return tr, nil
 }
 
 // printTopology prints a topology as readable sections.

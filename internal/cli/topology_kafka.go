@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/pubsub"
@@ -40,7 +41,7 @@ type verifyJSON struct {
 func kafkaPlan(tc topologyConfig) []kafka.TopicPlan {
 	var out []kafka.TopicPlan
 	for _, s := range tc.kafka {
-		out = append(out, kafka.PlanRetention(s, tc.cfg.Partitions(), tc.cfg.KafkaDeadLetterTopics[s.Name], dltRetention(tc.cfg, s.Name))...)
+		out = append(out, kafka.PlanRetention(s, tc.cfg.Partitions(), tc.cfg.KafkaDeadLetterTopics[s.Name], brokers.DLTRetention(tc.cfg, s.Name))...)
 	}
 	return out
 }
@@ -67,11 +68,11 @@ func printKafkaTopics(w io.Writer, topics []kafka.TopicPlan) {
 // openTopologyKafka connects to the cluster of the configuration's kafka
 // queues (--brokers overriding kafka_brokers).
 func openTopologyKafka(ctx context.Context, tc topologyConfig, brokersArg string) (*kafka.Transport, error) {
-	b, err := newBrokers(tc.cfg, "", brokersArg)
+	b, err := openBrokers(tc.cfg, "", brokersArg)
 	if err != nil {
 		return nil, err
 	}
-	return b.kafka(ctx)
+	return b.Kafka(ctx)
 }
 
 // applyKafka creates the topics of the kafka queues that do not exist.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/pubsub"
 )
@@ -17,7 +18,7 @@ import (
 func pubsubPlan(tc topologyConfig) ([]pubsub.Resource, error) {
 	var out []pubsub.Resource
 	for _, s := range tc.pubsub {
-		rs, err := pubsub.PlanFor(pubsubOptions(tc.cfg), s)
+		rs, err := pubsub.PlanFor(brokers.PubSubOptions(tc.cfg), s)
 		if err != nil {
 			return nil, err
 		}
@@ -42,12 +43,9 @@ func printPubSub(w io.Writer, rs []pubsub.Resource) {
 
 // applyPubSub creates the pubsub queues' topics and subscriptions.
 func applyPubSub(cmd *cobra.Command, tc topologyConfig) error {
-	b, err := newBrokers(tc.cfg, "", "")
-	if err != nil {
-		return err
-	}
+	b := brokers.New(tc.cfg, brokers.Options{})
 	defer b.Close()
-	ps, err := b.pubsub(cmd.Context())
+	ps, err := b.PubSub(cmd.Context())
 	if err != nil {
 		return err
 	}
@@ -62,12 +60,9 @@ func applyPubSub(cmd *cobra.Command, tc topologyConfig) error {
 
 // verifyPubSub compares the pubsub queues' plan with the service.
 func verifyPubSub(ctx context.Context, tc topologyConfig) ([]pubsub.Difference, int, error) {
-	b, err := newBrokers(tc.cfg, "", "")
-	if err != nil {
-		return nil, 0, err
-	}
+	b := brokers.New(tc.cfg, brokers.Options{})
 	defer b.Close()
-	ps, err := b.pubsub(ctx)
+	ps, err := b.PubSub(ctx)
 	if err != nil {
 		return nil, 0, err
 	}

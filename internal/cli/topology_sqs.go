@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
 )
@@ -24,12 +25,9 @@ func printSQSQueues(w io.Writer, qs []sqs.QueuePlan) {
 
 // applySQS declares the sqs queues, their DLQs and redrive policies.
 func applySQS(cmd *cobra.Command, tc topologyConfig) error {
-	b, err := newBrokers(tc.cfg, "", "")
-	if err != nil {
-		return err
-	}
+	b := brokers.New(tc.cfg, brokers.Options{})
 	defer b.Close()
-	t, err := b.sqsTransport(cmd.Context())
+	t, err := b.SQS(cmd.Context())
 	if err != nil {
 		return err
 	}
@@ -43,12 +41,9 @@ func applySQS(cmd *cobra.Command, tc topologyConfig) error {
 // verifySQS compares the sqs queues with the live service; it returns the
 // differences and the number of queues planned.
 func verifySQS(ctx context.Context, tc topologyConfig) ([]sqs.Difference, int, error) {
-	b, err := newBrokers(tc.cfg, "", "")
-	if err != nil {
-		return nil, 0, err
-	}
+	b := brokers.New(tc.cfg, brokers.Options{})
 	defer b.Close()
-	t, err := b.sqsTransport(ctx)
+	t, err := b.SQS(ctx)
 	if err != nil {
 		return nil, 0, err
 	}

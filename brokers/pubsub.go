@@ -1,4 +1,4 @@
-package cli
+package brokers
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 	"github.com/lily-mq/lily/transport/pubsub"
 )
 
-// pubsubConnectTimeout bounds how long a command waits for Pub/Sub.
-const pubsubConnectTimeout = 10 * time.Second
+// PubSubConnectTimeout bounds how long a Set waits for Pub/Sub.
+const PubSubConnectTimeout = 10 * time.Second
 
-// pubsubOptions are the transport options of a configuration's Pub/Sub
+// PubSubOptions are the transport options of a configuration's Pub/Sub
 // settings.
-func pubsubOptions(c config.Config) pubsub.Options {
+func PubSubOptions(c config.Config) pubsub.Options {
 	o := pubsub.Options{Project: c.PubSubProject, Endpoint: c.PubSubEndpoint, Insecure: c.PubSubInsecure,
 		AckDeadline: time.Duration(c.PubSubAckDeadline()) * time.Second, Queues: map[string]pubsub.QueueNames{},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -29,22 +29,19 @@ func pubsubOptions(c config.Config) pubsub.Options {
 	return o
 }
 
-// pubsub connects, on first use, to the configuration's Pub/Sub project.
-func (b *brokers) pubsub(ctx context.Context) (*pubsub.Transport, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ps == nil {
-		o := pubsubOptions(b.cfg)
-		if b.psOptions != nil {
-			b.psOptions(&o)
-		}
-		ctx, cancel := context.WithTimeout(ctx, pubsubConnectTimeout)
+// PubSub returns the set's Pub/Sub transport, connecting on first use
+// (failing after PubSubConnectTimeout).
+func (s *Set) PubSub(ctx context.Context) (*pubsub.Transport, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ps == nil {
+		ctx, cancel := context.WithTimeout(ctx, PubSubConnectTimeout)
 		defer cancel()
-		ps, err := pubsub.Open(ctx, o)
+		ps, err := pubsub.Open(ctx, PubSubOptions(s.cfg))
 		if err != nil {
 			return nil, fmt.Errorf("connect to Pub/Sub (check pubsub_project, pubsub_endpoint and the credentials): %w", err)
 		}
-		b.ps = ps
+		s.ps = ps
 	}
-	return b.ps, nil
+	return s.ps, nil
 }
