@@ -11,10 +11,12 @@
 //     is close; 'lily lint --strict' exits 1.
 //   - info: worth knowing; never changes the exit code.
 //
-// Static judges a configuration alone and is pure. CheckBroker judges a
-// snapshot of a RabbitMQ broker (a Broker, read by ReadBroker through the
-// management API; Live does both) and is pure too. NewReport sorts and
-// counts findings; Report is also the JSON output of 'lily lint --json'.
+// Static judges a configuration alone and is pure; this package links no
+// broker client. The live checks of 'lily lint --live', which read the
+// brokers (RabbitMQ's management API, the Kafka cluster, SQS), are in
+// package brokers/livelint and return these same Findings. NewReport sorts
+// and counts findings; Report is also the JSON output of 'lily lint
+// --json'.
 //
 // Static codes: no-queues, no-retries, delivery-limit-high,
 // delivery-limit-one, retry-span-short, dlq-retention-below-source,
@@ -25,14 +27,18 @@
 // (lint/pubsub.go): pubsub-max-attempts, pubsub-retry-retention,
 // pubsub-retry-hops, pubsub-retry-rounded, pubsub-retry-needs-consumer;
 // for transport "kafka": dlt-outlives-catalog (lint/kafka_dlt.go) and, on a
-// queue with kafka_share_group, share-delivery-limit (lint/kafka_share.go).
-// Live codes: topology-drift,
-// dlx-missing, dlx-unbound, at-least-once-without-reject-publish,
-// delivery-limit-without-dlx, no-delivery-limit, dlq-message-ttl,
-// ttl-without-dlx, delivery-count-semantics; for kafka (KafkaDLTLive,
-// KafkaShareLive): dlt-outlives-catalog, share-delivery-limit against the
-// share group's real delivery limit, share-lock-short. The doc comments of
-// Static, CheckBroker and the Kafka functions give each rule.
+// queue with kafka_share_group, share-delivery-limit (lint/kafka_share.go);
+// for transport "sqs": sqs-visibility-below-handler-timeout (lint/sqs.go).
+// Live codes (constants here, findings from brokers/livelint):
+// topology-drift, dlx-missing, dlx-unbound,
+// at-least-once-without-reject-publish, delivery-limit-without-dlx,
+// no-delivery-limit, dlq-message-ttl, ttl-without-dlx,
+// delivery-count-semantics, queue-not-quorum; for kafka:
+// dlt-outlives-catalog, share-delivery-limit against the share group's
+// real delivery limit, share-lock-short; for sqs: sqs-queue-missing,
+// sqs-no-redrive-policy, sqs-max-receive-count-at-limit,
+// sqs-dlq-retention-short, sqs-visibility-below-handler-timeout. The doc
+// comments of Static and of livelint's functions give each rule.
 //
 // The rules come from the seed articles: a dead-letter exchange that does
 // not exist or has no binding for the routing key, a quorum queue with a

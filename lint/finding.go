@@ -35,7 +35,8 @@ func (s Severity) rank() int {
 	return 2
 }
 
-// Finding is one problem found by Static or CheckBroker.
+// Finding is one problem found by Static, or by the live checks of package
+// brokers/livelint.
 type Finding struct {
 	// Severity is "error", "warning" or "info".
 	Severity Severity `json:"severity"`
@@ -52,10 +53,6 @@ type Finding struct {
 	Why string `json:"why"`
 	// Fix says what to change.
 	Fix string `json:"fix"`
-
-	// covers names the 'lily topology verify' differences this finding
-	// explains better, so that they are not reported twice.
-	covers []string
 }
 
 // Report is the result of a lint run: the findings, sorted, and how many

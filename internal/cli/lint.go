@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lily-mq/lily/brokers/livelint"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -96,7 +97,7 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 				if err != nil {
 					return err
 				}
-				findings = lint.WithoutStaticShare(findings, shares)
+				findings = livelint.WithoutStaticShare(findings, shares)
 				findings = append(append(findings, lf...), kf...)
 			}
 			r := lint.NewReport(findings)
@@ -136,7 +137,7 @@ func lintLive(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) ([]lin
 	if err != nil {
 		return nil, err
 	}
-	if hasSQS && len(lint.RabbitMQSpecs(cfg)) == 0 {
+	if hasSQS && len(livelint.RabbitMQSpecs(cfg)) == 0 {
 		return sqsFindings, nil
 	}
 	rf, err := lintLiveRabbit(cmd, cfg, url, mgmtURL)
@@ -152,7 +153,7 @@ func lintLiveRabbit(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) 
 	if err != nil {
 		return nil, usagef("lint: --url %q: %v", url, err)
 	}
-	if len(lint.RabbitMQSpecs(cfg)) == 0 {
+	if len(livelint.RabbitMQSpecs(cfg)) == 0 {
 		if !hasKafkaQueue(cfg) {
 			fmt.Fprintln(cmd.ErrOrStderr(), `lily: lint --live: no [[queue]] has transport = "rabbitmq" or "kafka"; only the static checks ran`)
 		}
@@ -162,7 +163,7 @@ func lintLiveRabbit(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) 
 		m.URL = strings.TrimRight(mgmtURL, "/")
 	}
 	ctx := cmd.Context()
-	findings, err := lint.Live(ctx, cfg, m)
+	findings, err := livelint.RabbitMQ(ctx, cfg, m)
 	if err != nil {
 		return nil, fmt.Errorf("lint --live: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/brokers/livelint"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -236,7 +237,7 @@ func lintPlan(t *testing.T, cfg string) rabbitmq.Topology {
 	if err != nil {
 		t.Fatal(err)
 	}
-	top, err := rabbitmq.Plan(lint.RabbitMQSpecs(c))
+	top, err := rabbitmq.Plan(livelint.RabbitMQSpecs(c))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package lint
+package livelint
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
@@ -89,21 +90,21 @@ func TestLiveReportsClassicMainQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := Live(ctx, cfg, m)
+	fs, err := RabbitMQ(ctx, cfg, m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := false
 	for _, f := range fs {
-		if f.Code == CodeNotQuorum {
+		if f.Code == lint.CodeNotQuorum {
 			found = true
-			if f.Severity != Error || !strings.Contains(f.What, "classic queue") {
+			if f.Severity != lint.Error || !strings.Contains(f.What, "classic queue") {
 				t.Errorf("finding %+v", f)
 			}
 		}
 	}
 	if !found {
-		t.Errorf("no %s finding for the classic main queue; findings %v", CodeNotQuorum, codes(fs))
+		t.Errorf("no %s finding for the classic main queue; findings %v", lint.CodeNotQuorum, codes(fs))
 	}
 	// Nothing moved: the queues hold no messages.
 	st, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)

@@ -1,4 +1,4 @@
-package lint
+package livelint
 
 import (
 	"encoding/json"
@@ -8,41 +8,8 @@ import (
 	"strings"
 
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
-)
-
-// Codes of the live findings (CheckBroker), about RabbitMQ.
-const (
-	// CodeTopologyDrift (error; warning for an unexpected argument): a
-	// difference 'lily topology verify' reports and no finding below
-	// explains better.
-	CodeTopologyDrift = "topology-drift"
-	// CodeDLXMissing (error): a queue dead-letters to an exchange that does
-	// not exist.
-	CodeDLXMissing = "dlx-missing"
-	// CodeDLXUnbound (error): the dead-letter exchange routes the queue's
-	// dead-letter routing key nowhere.
-	CodeDLXUnbound = "dlx-unbound"
-	// CodeAtLeastOnceWithoutRejectPublish (error): at-least-once
-	// dead-lettering without x-overflow = reject-publish.
-	CodeAtLeastOnceWithoutRejectPublish = "at-least-once-without-reject-publish"
-	// CodeDeliveryLimitWithoutDLX (error): a quorum queue with a delivery
-	// limit and no dead-letter exchange.
-	CodeDeliveryLimitWithoutDLX = "delivery-limit-without-dlx"
-	// CodeNoDeliveryLimit (error before RabbitMQ 4.0, warning from it): a
-	// main quorum queue without x-delivery-limit.
-	CodeNoDeliveryLimit = "no-delivery-limit"
-	// CodeDLQMessageTTL (error): a dead-letter queue with a message TTL.
-	CodeDLQMessageTTL = "dlq-message-ttl"
-	// CodeTTLWithoutDLX (error): a main queue or retry bucket with a
-	// message TTL and no dead-letter exchange.
-	CodeTTLWithoutDLX = "ttl-without-dlx"
-	// CodeDeliveryCountSemantics (warning): the broker is RabbitMQ 4.3 or
-	// newer, which counts deliveries differently from 3.10.
-	CodeDeliveryCountSemantics = "delivery-count-semantics"
-	// CodeNotQuorum (error): a Lily main queue that is not a quorum queue
-	// (classic, or a stream): nothing counts its deliveries.
-	CodeNotQuorum = "queue-not-quorum"
 )
 
 // QueueState is one planned queue as the broker has it.
@@ -189,17 +156,20 @@ func (b Broker) queueExists(name string) bool {
 //   - topology-drift: every remaining difference of 'lily topology verify'
 //     (error when missing or inequivalent, warning for an unexpected
 //     argument), with why it matters.
-func CheckBroker(cfg config.Config, b Broker) []Finding {
+func CheckBroker(cfg config.Config, b Broker) []lint.Finding {
 	cfg = cfg.WithDefaults()
-	var out []Finding
+	var out []lint.Finding
+	// The differences of 'lily topology verify' that a finding explains
+	// better: not reported twice.
+	covered := map[string]bool{}
 	for _, q := range b.Queues {
 		if q.Exists {
-			out = append(out, checkQueue(cfg, b, q)...)
+			out = append(out, checkQueue(cfg, b, q, covered)...)
 		}
 	}
 	if versionAtLeast(b.Version, 4, 3) && len(b.Queues) > 0 {
-		out = append(out, Finding{
-			Severity: Warning, Code: CodeDeliveryCountSemantics,
+		out = append(out, lint.Finding{
+			Severity: lint.Warning, Code: lint.CodeDeliveryCountSemantics,
 			What: fmt.Sprintf("the broker is RabbitMQ %s, which counts deliveries differently from 3.10", b.Version),
 			Why: "from RabbitMQ 4.3 x-delivery-count counts failed (returned) deliveries, not acquisitions; Lily declares " +
 				"x-delivery-limit = delivery_limit − 1 because RabbitMQ 3.10.8 hands a message out x-delivery-limit + 1 times, " +
@@ -207,12 +177,6 @@ func CheckBroker(cfg config.Config, b Broker) []Finding {
 			Fix: "check on a test queue how many times a message whose consumer dies is delivered before the broker " +
 				"dead-letters it, and adjust delivery_limit; Lily's own delivery_limit check still applies before the handler",
 		})
-	}
-	covered := map[string]bool{}
-	for _, f := range out {
-		for _, c := range f.covers {
-			covered[c] = true
-		}
 	}
 	for _, d := range b.Differences {
 		if covered[diffKey(b.Topology, d)] {
@@ -223,11 +187,13 @@ func CheckBroker(cfg config.Config, b Broker) []Finding {
 	return out
 }
 
-// checkQueue returns the findings about one existing queue.
-func checkQueue(cfg config.Config, b Broker, q QueueState) []Finding {
-	var out []Finding
-	add := func(sev Severity, code, what, why, fix string, covers ...string) {
-		out = append(out, Finding{Severity: sev, Queue: q.Source, Code: code, What: what, Why: why, Fix: fix, covers: covers})
+// checkQueue returns the findings about one existing queue, and marks in
+// covered the differences (diffKey) they explain.
+func checkQueue(cfg config.Config, b Broker, q QueueState, covered map[string]bool) []lint.Finding {
+	var out []lint.Finding
+	add := func(sev lint.Severity, code, what, why, fix string, covers ...string) {
+		out = append(out, lint.Finding{Severity: sev, Queue: q.Source, Code: code, What: what, Why: why, Fix: fix})
+		cover(covered, covers...)
 	}
 	dlxV, dlxFrom, hasDLX := q.Effective("x-dead-letter-exchange")
 	dlx, _ := dlxV.(string)
@@ -245,7 +211,7 @@ func checkQueue(cfg config.Config, b Broker, q QueueState) []Finding {
 		if typ == "" {
 			typ = "classic"
 		}
-		add(Error, CodeNotQuorum, fmt.Sprintf("main queue %s is a %s queue, not a quorum queue", q.Name, typ),
+		add(lint.Error, lint.CodeNotQuorum, fmt.Sprintf("main queue %s is a %s queue, not a quorum queue", q.Name, typ),
 			"a classic queue never sets x-delivery-count (checked on RabbitMQ 3.10.8: absent on every redelivery, crash-type "+
 				"ones included; only the redelivered flag is set) and has no delivery limit, so nothing counts how often a "+
 				"message was handed out: a message that kills its consumer is redelivered forever, crash-looping every "+
@@ -261,7 +227,7 @@ func checkQueue(cfg config.Config, b Broker, q QueueState) []Finding {
 		if hasDLX {
 			where = fmt.Sprintf("expired dead letters are moved to exchange %q, where Lily does not look for them", dlx)
 		}
-		add(Error, CodeDLQMessageTTL,
+		add(lint.Error, lint.CodeDLQMessageTTL,
 			fmt.Sprintf("dead-letter queue %s has a message TTL of %s ms (%s)", q.Name, fmtValue(ttl), ttlFrom),
 			"dead letters expire without a decision: "+where+", and no counter rises; Lily keeps dead letters for "+
 				"dlq_retention_hours and discards them with a record, so the dead-letter queue must never expire anything",
@@ -272,27 +238,27 @@ func checkQueue(cfg config.Config, b Broker, q QueueState) []Finding {
 			why = fmt.Sprintf("the TTL is the retry delay: without a dead-letter exchange every retried message is dropped when "+
 				"its delay ends instead of returning to %s", q.Source)
 		}
-		add(Error, CodeTTLWithoutDLX,
+		add(lint.Error, lint.CodeTTLWithoutDLX,
 			fmt.Sprintf("%s %s has a message TTL of %s ms (%s) and no dead-letter exchange", role, q.Name, fmtValue(ttl), ttlFrom),
 			why, "declare the queue as 'lily topology apply' does (delete it first: arguments cannot change in place), "+
 				"or set dead-letter-exchange through a policy", noDLX(q)...)
 	}
 
 	if q.quorum() && q.Role == "main" && !hasLimit {
-		sev, why := Error, "RabbitMQ before 4.0 has no default delivery limit: the broker never dead-letters a message however "+
+		sev, why := lint.Error, "RabbitMQ before 4.0 has no default delivery limit: the broker never dead-letters a message however "+
 			"often it is handed out, so a crash-type poison message is redelivered forever to any consumer that does not "+
 			"count x-delivery-count itself, crash-looping it"
 		if limitOff {
 			why = fmt.Sprintf("x-delivery-limit = %s (%s) switches the broker's limit off: a crash-type poison message is "+
 				"redelivered forever to any consumer that does not count x-delivery-count itself, crash-looping it", fmtValue(limitV), limitFrom)
 		} else if defaultLimit {
-			sev, why = Warning, fmt.Sprintf("RabbitMQ %s applies its default delivery limit of 20, not the configured delivery_limit", b.Version)
+			sev, why = lint.Warning, fmt.Sprintf("RabbitMQ %s applies its default delivery limit of 20, not the configured delivery_limit", b.Version)
 		}
 		want := ""
 		if qc, ok := cfg.Queue(q.Source); ok {
 			want = fmt.Sprintf(" (x-delivery-limit = %d for delivery_limit = %d)", qc.Settings().DeliveryLimit-1, qc.Settings().DeliveryLimit)
 		}
-		add(sev, CodeNoDeliveryLimit, fmt.Sprintf("main queue %s has no x-delivery-limit", q.Name), why,
+		add(sev, lint.CodeNoDeliveryLimit, fmt.Sprintf("main queue %s has no x-delivery-limit", q.Name), why,
 			"declare it with a delivery limit"+want+" ('lily topology apply' after deleting the queue), or set "+
 				"delivery-limit through a policy", "argument|"+q.Name+"|x-delivery-limit")
 	}
@@ -313,7 +279,7 @@ func checkQueue(cfg config.Config, b Broker, q QueueState) []Finding {
 			fix = "remove the limit from the dead-letter queue: a policy with delivery-limit = -1 (RabbitMQ 4.0+) matching " +
 				q.Name + ", or re-declare it with x-delivery-limit = -1"
 		}
-		add(Error, CodeDeliveryLimitWithoutDLX,
+		add(lint.Error, lint.CodeDeliveryLimitWithoutDLX,
 			fmt.Sprintf("quorum %s %s has %s and no dead-letter exchange", role, q.Name, limit), why, fix, noDLX(q)...)
 	}
 
@@ -327,7 +293,7 @@ func checkQueue(cfg config.Config, b Broker, q QueueState) []Finding {
 		if overflow != nil {
 			got = fmtValue(overflow)
 		}
-		add(Error, CodeAtLeastOnceWithoutRejectPublish,
+		add(lint.Error, lint.CodeAtLeastOnceWithoutRejectPublish,
 			fmt.Sprintf("%s %s dead-letters at-least-once with x-overflow = %s", role, q.Name, got),
 			"RabbitMQ needs x-overflow = reject-publish for at-least-once dead-lettering and otherwise silently falls back to "+
 				"at-most-once: a dead letter is removed before the target confirms it and is lost if the target is unavailable "+
@@ -335,7 +301,7 @@ func checkQueue(cfg config.Config, b Broker, q QueueState) []Finding {
 			"declare the queue with x-overflow = reject-publish ('lily topology apply' after deleting it), or set overflow "+
 				"through a policy", "argument|"+q.Name+"|x-overflow")
 	}
-	out = append(out, checkRouting(cfg, b, q, dlx, dlxFrom)...)
+	out = append(out, checkRouting(cfg, b, q, dlx, dlxFrom, covered)...)
 	return out
 }
 
@@ -346,9 +312,17 @@ func noDLX(q QueueState) []string {
 		"argument|" + q.Name + "|x-dead-letter-strategy"}
 }
 
+// cover marks the differences keys as explained by a finding.
+func cover(covered map[string]bool, keys ...string) {
+	for _, k := range keys {
+		covered[k] = true
+	}
+}
+
 // checkRouting reports a dead-letter exchange that is missing or routes
-// the queue's dead-letter routing key nowhere.
-func checkRouting(cfg config.Config, b Broker, q QueueState, dlx, dlxFrom string) []Finding {
+// the queue's dead-letter routing key nowhere, marking in covered the
+// differences it explains.
+func checkRouting(cfg config.Config, b Broker, q QueueState, dlx, dlxFrom string, covered map[string]bool) []lint.Finding {
 	keys := deadLetterKeys(cfg, q)
 	role := roleName(q.Role)
 	why := "RabbitMQ drops a dead letter it cannot route, silently: no error, no counter; every message this queue " +
@@ -358,10 +332,10 @@ func checkRouting(cfg config.Config, b Broker, q QueueState, dlx, dlxFrom string
 			"silently when the route leads nowhere", q.Source)
 	}
 	if dlx == "" {
-		var out []Finding
+		var out []lint.Finding
 		for _, k := range keys {
 			if !b.queueExists(k) {
-				out = append(out, Finding{Severity: Error, Queue: q.Source, Code: CodeDLXUnbound,
+				out = append(out, lint.Finding{Severity: lint.Error, Queue: q.Source, Code: lint.CodeDLXUnbound,
 					What: fmt.Sprintf("%s %s dead-letters to the default exchange with routing key %q, and no queue is named %q", role, q.Name, k, k),
 					Why:  why,
 					Fix:  fmt.Sprintf("declare queue %q ('lily topology apply'), or fix x-dead-letter-routing-key", k)})
@@ -371,24 +345,24 @@ func checkRouting(cfg config.Config, b Broker, q QueueState, dlx, dlxFrom string
 	}
 	ex := b.Exchanges[dlx]
 	if !ex.Exists {
-		return []Finding{{Severity: Error, Queue: q.Source, Code: CodeDLXMissing,
-			What:   fmt.Sprintf("%s %s dead-letters to exchange %q (%s), which does not exist", role, q.Name, dlx, dlxFrom),
-			Why:    why,
-			Fix:    fmt.Sprintf("declare exchange %q with the dead-letter queue bound to it ('lily topology apply'), or point x-dead-letter-exchange at an existing one", dlx),
-			covers: []string{"exchange|" + dlx, "binding-from|" + dlx}}}
+		cover(covered, "exchange|"+dlx, "binding-from|"+dlx)
+		return []lint.Finding{{Severity: lint.Error, Queue: q.Source, Code: lint.CodeDLXMissing,
+			What: fmt.Sprintf("%s %s dead-letters to exchange %q (%s), which does not exist", role, q.Name, dlx, dlxFrom),
+			Why:  why,
+			Fix:  fmt.Sprintf("declare exchange %q with the dead-letter queue bound to it ('lily topology apply'), or point x-dead-letter-exchange at an existing one", dlx)}}
 	}
 	if ex.AlternateExchange != "" {
 		return nil
 	}
-	var out []Finding
+	var out []lint.Finding
 	for _, k := range keys {
 		if !routes(ex, k) {
-			out = append(out, Finding{Severity: Error, Queue: q.Source, Code: CodeDLXUnbound,
+			out = append(out, lint.Finding{Severity: lint.Error, Queue: q.Source, Code: lint.CodeDLXUnbound,
 				What: fmt.Sprintf("%s %s dead-letters to %s exchange %q with routing key %q, and nothing is bound for that key",
 					role, q.Name, ex.Type, dlx, k),
-				Why:    why,
-				Fix:    fmt.Sprintf("bind the dead-letter queue to %q with routing key %q ('lily topology apply' restores Lily's binding)", dlx, k),
-				covers: []string{"binding-from|" + dlx}})
+				Why: why,
+				Fix: fmt.Sprintf("bind the dead-letter queue to %q with routing key %q ('lily topology apply' restores Lily's binding)", dlx, k)})
+			cover(covered, "binding-from|"+dlx)
 		}
 	}
 	return out

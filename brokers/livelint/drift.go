@@ -1,9 +1,10 @@
-package lint
+package livelint
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -31,7 +32,7 @@ var argWhy = map[string]string{
 }
 
 // diffKey returns the key under which a finding covers the difference d
-// (see Finding.covers): "argument|QUEUE|ARG", "exchange|NAME",
+// (see covered in CheckBroker): "argument|QUEUE|ARG", "exchange|NAME",
 // "binding-from|EXCHANGE" or "queue|NAME".
 func diffKey(top rabbitmq.Topology, d rabbitmq.Difference) string {
 	switch d.Kind {
@@ -57,8 +58,8 @@ func bindingExchange(top rabbitmq.Topology, d rabbitmq.Difference) string {
 
 // drift turns a difference of 'lily topology verify' into a finding with
 // the reason it matters.
-func drift(top rabbitmq.Topology, d rabbitmq.Difference) Finding {
-	f := Finding{Severity: Error, Code: CodeTopologyDrift, What: d.String()}
+func drift(top rabbitmq.Topology, d rabbitmq.Difference) lint.Finding {
+	f := lint.Finding{Severity: lint.Error, Code: lint.CodeTopologyDrift, What: d.String()}
 	role, source := "", ""
 	for _, q := range top.Queues {
 		if q.Name == d.Name {
@@ -97,7 +98,7 @@ func drift(top rabbitmq.Topology, d rabbitmq.Difference) Finding {
 				"'lily topology apply --config FILE', or set the value through a policy"
 		}
 	case "unexpected":
-		f.Severity = Warning
+		f.Severity = lint.Warning
 		f.Fix = "if it was not set on purpose, delete and re-declare the queue with 'lily topology apply --config FILE' " +
 			"after moving its messages away"
 	default:

@@ -1,4 +1,4 @@
-package lint
+package livelint
 
 import (
 	"context"
@@ -7,15 +7,16 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
-// Live reads the broker behind m (ReadBroker) and judges it against the
+// RabbitMQ reads the broker behind m (ReadBroker) and judges it against the
 // configuration's queues of transport "rabbitmq" (CheckBroker). It returns
 // no findings when no queue uses RabbitMQ, and an error when the
 // management API cannot be read.
-func Live(ctx context.Context, cfg config.Config, m *rabbitmq.Management) ([]Finding, error) {
+func RabbitMQ(ctx context.Context, cfg config.Config, m *rabbitmq.Management) ([]lint.Finding, error) {
 	b, err := ReadBroker(ctx, cfg, m)
 	if err != nil {
 		return nil, err

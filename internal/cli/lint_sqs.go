@@ -6,6 +6,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/brokers"
+	"github.com/lily-mq/lily/brokers/livelint"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
 )
@@ -26,9 +27,9 @@ func lintLiveSQS(ctx context.Context, cfg config.Config) ([]lint.Finding, bool, 
 	if err != nil {
 		return nil, true, err
 	}
-	states, err := lint.ReadSQS(ctx, cfg, t)
+	states, err := livelint.ReadSQS(ctx, cfg, t)
 	if err != nil {
 		return nil, true, fmt.Errorf("lint --live: %w", err)
 	}
-	return lint.CheckSQS(cfg, states), true, nil
+	return livelint.CheckSQS(cfg, states), true, nil
 }
