@@ -16,10 +16,9 @@ import (
 
 	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
-	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/httpapi"
+	"github.com/lily-mq/lily/ingest"
 	"github.com/lily-mq/lily/lilyprom"
-	"github.com/lily-mq/lily/transport"
 )
 
 func init() { register(newServeCmd) }
@@ -106,8 +105,8 @@ cookies would cross the network in clear text.`,
 	fl.StringVar(&o.tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	fl.BoolVar(&o.trustProxy, "trust-proxy", false, "trust X-Forwarded-Proto from a TLS-terminating proxy: \"https\" marks the session cookie Secure")
 	fl.BoolVar(&o.ingest.off, "no-ingest", false, "do not drain the broker DLQs continuously (the default drains them every --ingest-interval)")
-	fl.DurationVar(&o.ingest.interval, "ingest-interval", defaultIngestInterval, "how often each broker DLQ is drained into the catalog")
-	fl.DurationVar(&o.ingest.leaseTTL, "ingest-lease-ttl", defaultIngestLeaseTTL,
+	fl.DurationVar(&o.ingest.interval, "ingest-interval", ingest.DefaultInterval, "how often each broker DLQ is drained into the catalog")
+	fl.DurationVar(&o.ingest.leaseTTL, "ingest-lease-ttl", ingest.DefaultLeaseTTL,
 		"how long a replica's ingest lease of a queue lasts unrenewed: after it dies, another replica takes over within this (>= 2x --ingest-interval)")
 	fl.DurationVar(&o.jobLease, "job-lease", catalog.DefaultJobLease,
 		"how long a redrive job's runner lease lasts unrenewed: after a replica dies mid-job, another resumes the job within this (>= 1s)")
@@ -239,10 +238,10 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	defer stopLoop()
 	loopDone := make(chan struct{})
 	if loop != nil {
-		fmt.Fprintln(cmd.OutOrStdout(), loop.describe())
+		fmt.Fprintln(cmd.OutOrStdout(), "lily serve:", loop)
 		go func() {
 			defer close(loopDone)
-			loop.run(loopCtx)
+			loop.Run(loopCtx)
 		}()
 	} else {
 		close(loopDone)
@@ -278,52 +277,3 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 // plainNetworkWarning is logged for a non-loopback --listen without TLS.
 const plainNetworkWarning = "serve: listening on a non-loopback address without TLS: bearer tokens and session cookies cross the network in clear text; " +
 	"give --tls-cert and --tls-key, or listen on loopback behind a TLS-terminating proxy (with --trust-proxy)"
-
-// newIngestLoop returns the continuous ingest of the configuration's
-// broker queues, its metrics registered with reg; nil when --no-ingest or
-// when no queue lives on a broker. The returned function closes its broker
-// connections (after the loop stopped).
-func newIngestLoop(ctx context.Context, o serveOptions, env *dlqEnv, reg prometheus.Registerer, hook *lilyprom.Hook, logger *slog.Logger) (*ingestLoop, func(), error) {
-	if o.ingest.off {
-		return nil, func() {}, nil
-	}
-	brk, err := openBrokers(env.cfg, o.url, o.kbrk)
-	if err != nil {
-		return nil, func() {}, err
-	}
-	srcs, err := brk.Sources(ctx)
-	if err != nil {
-		return nil, brk.Close, err
-	}
-	foreign := map[string]config.ForeignDLQConfig{}
-	foreignSrcs := map[string]transport.DeadLetterDrainer{}
-	if env.hasCfg {
-		for _, f := range env.cfg.ForeignDLQs { // [[foreign_dlq]]: drained like Lily's own (dlq_foreign.go)
-			rmq, err := brk.RabbitMQ(ctx)
-			if err != nil {
-				return nil, brk.Close, err
-			}
-			fd, err := rmq.Foreign(f.Kind, "")
-			if err != nil {
-				return nil, brk.Close, err
-			}
-			foreignSrcs[f.Queue], foreign[f.Queue] = fd, f
-		}
-	}
-	if len(srcs)+len(foreignSrcs) == 0 {
-		return nil, brk.Close, nil
-	}
-	m, err := lilyprom.NewIngestMetrics(reg)
-	if err != nil {
-		return nil, brk.Close, err
-	}
-	l := &ingestLoop{cat: env.cat, sources: map[string]transport.DeadLetterDrainer{}, holder: catalog.LeaseHolder(),
-		interval: o.ingest.interval, ttl: o.ingest.leaseTTL, log: logger, metrics: m, hook: hook, foreign: foreign}
-	for q, s := range srcs {
-		l.sources[q] = s
-	}
-	for q, s := range foreignSrcs {
-		l.sources[q] = s
-	}
-	return l, brk.Close, nil
-}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ingest"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -244,7 +245,7 @@ func waitEntries(t *testing.T, cat *catalog.Store, queue string, want int) {
 // leaseHolder returns the holder of queue's ingest lease ("" if none).
 func leaseHolder(t *testing.T, cat *catalog.Store, queue string) string {
 	t.Helper()
-	ls, err := cat.Leases(context.Background(), ingestLeasePrefix+queue)
+	ls, err := cat.Leases(context.Background(), ingest.LeasePrefix+queue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,10 +379,10 @@ func TestServeTakesOverADeadReplicasLease(t *testing.T) {
 	const ttl = 3 * time.Second
 	brokerDeadLetter(t, tr, qc, 0, 3)
 	dead := "dead-host/1/0000000000000000"
-	if ok, err := cat.TakeLease(context.Background(), ingestLeasePrefix+qc.Name, dead, ttl, time.Now()); !ok || err != nil {
+	if ok, err := cat.TakeLease(context.Background(), ingest.LeasePrefix+qc.Name, dead, ttl, time.Now()); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	ls, _ := cat.Leases(context.Background(), ingestLeasePrefix+qc.Name)
+	ls, _ := cat.Leases(context.Background(), ingest.LeasePrefix+qc.Name)
 	expired := ls[0].Expires
 	s := serveProcess(t, "--config", cfg, "--db", db, "--listen", "127.0.0.1:0", "--ingest-interval", "50ms", "--ingest-lease-ttl", ttl.String())
 	startedBefore := time.Now().Before(expired)
@@ -471,7 +472,7 @@ func replicaKilledHandsOver(t *testing.T, kind string) {
 		t.Fatal(err)
 	}
 	holder.cmd.Wait()
-	ls, err := cat.Leases(context.Background(), ingestLeasePrefix+qc.Name)
+	ls, err := cat.Leases(context.Background(), ingest.LeasePrefix+qc.Name)
 	if err != nil || len(ls) != 1 || ls[0].Holder != holder.holder {
 		t.Fatalf("after SIGKILL the lease is %+v (%v), want the dead holder's, unreleased", ls, err)
 	}

@@ -1,9 +1,10 @@
-package cli
+package ingest
 
 import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,46 @@ func (f *fakeDLQ) DrainDeadLetters(ctx context.Context, p *transport.DrainParams
 	return n, nil
 }
 
-func newTestLoop(t *testing.T, cat *catalog.Store, dlq *fakeDLQ) (*ingestLoop, *prometheus.Registry, *transporttest.SyncBuffer) {
+// newCatalog creates an empty catalog in a SQLite file.
+func newCatalog(t *testing.T) *catalog.Store {
+	t.Helper()
+	cat, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	return cat
+}
+
+// entriesOf counts queue's catalog entries and their distinct event IDs.
+func entriesOf(t *testing.T, cat *catalog.Store, queue string) (entries, distinct int) {
+	t.Helper()
+	ids := map[string]bool{}
+	err := cat.Each(context.Background(), catalog.Filter{Queue: queue}, func(e *catalog.Entry) error {
+		entries++
+		ids[e.EventID] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries, len(ids)
+}
+
+// leaseHolder returns the holder of queue's ingest lease ("" if none).
+func leaseHolder(t *testing.T, cat *catalog.Store, queue string) string {
+	t.Helper()
+	ls, err := cat.Leases(context.Background(), LeasePrefix+queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) == 0 {
+		return ""
+	}
+	return ls[0].Holder
+}
+
+func newTestLoop(t *testing.T, cat *catalog.Store, dlq *fakeDLQ) (*Loop, *prometheus.Registry, *transporttest.SyncBuffer) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := lilyprom.NewIngestMetrics(reg)
@@ -53,9 +93,12 @@ func newTestLoop(t *testing.T, cat *catalog.Store, dlq *fakeDLQ) (*ingestLoop, *
 		t.Fatal(err)
 	}
 	var log transporttest.SyncBuffer
-	l := &ingestLoop{cat: cat, sources: map[string]transport.DeadLetterDrainer{"orders": dlq}, holder: catalog.LeaseHolder(),
-		interval: time.Second, ttl: time.Minute, metrics: m, hook: hook, now: time.Now,
-		log: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	l, err := New(Options{Catalog: cat, Sources: map[string]Source{"orders": {Drainer: dlq}},
+		Interval: time.Second, LeaseTTL: time.Minute, Metrics: m, Hook: hook, Now: time.Now,
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return l, reg, &log
 }
 
@@ -64,7 +107,7 @@ func newTestLoop(t *testing.T, cat *catalog.Store, dlq *fakeDLQ) (*ingestLoop, *
 // and warned about once; broker-made dead letters are counted in the
 // inflow once.
 func TestIngestLoopPasses(t *testing.T) {
-	_, cat := newCatalogFile(t)
+	cat := newCatalog(t)
 	ctx := context.Background()
 	dlq := &fakeDLQ{}
 	a, regA, logA := newTestLoop(t, cat, dlq)
