@@ -173,7 +173,7 @@ Regenerate it when the configuration changes (retention, owner, breaker).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.config, "config", "", "Lily configuration file (TOML) whose [[queue]] entries get rules (required)")
+	configFlag(fl, &o.config, "", "Lily configuration file (TOML) whose [[queue]] entries get rules (required)")
 	fl.StringVar(&out, "out", "", "write the rules to this file instead of standard output")
 	fl.IntVar(&o.dlqFloor, "dlq-floor", 0, "LilyDLQNotEmpty fires when more than this many dead letters are held")
 	fl.Float64Var(&o.spikeFactor, "spike-factor", 3, "LilyDLQInflowSpike: the last 10m's inflow rate against the 6h before it, as a multiple (>= 1)")
@@ -184,7 +184,7 @@ Regenerate it when the configuration changes (retention, owner, breaker).`,
 		"LilyBrokerDLQNotIngested: how long dead letters may wait in a broker DLQ with none ingested (>= 2m)")
 	fl.DurationVar(&o.outboxAge, "outbox-age", 5*time.Minute,
 		"LilyOutboxStalled: how old the oldest unpublished outbox row may get (>= 1m; with outbox_url configured)")
-	fl.BoolVar(&asJSON, "json", false, "write the rules as JSON (the same structure; Prometheus reads it too)")
+	jsonFlag(fl, &asJSON, "write the rules as JSON (the same structure; Prometheus reads it too)")
 	return cmd
 }
 

@@ -115,6 +115,6 @@ operation ID. The log is append-only: nothing in Lily updates or deletes it
 	fl.StringVar(&action, "action", "", "only this action: redrive, discard, erase, expire, refused or triage")
 	fl.StringVar(&op, "op", "", "only this operation ID")
 	fl.BoolVar(&ids, "event-ids", false, "also print each record's event IDs (always in --json)")
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(fl, &asJSON, "")
 	return cmd
 }

@@ -113,15 +113,15 @@ finished and settled. --exit-when-idle stops once nothing is in flight.`,
 	fl.StringVar(&f.execCmd, "exec", "", "handler command, run by /bin/sh -c once per delivery with the body on stdin")
 	fl.IntVar(&f.concurrency, "concurrency", 4, "handlers running at once, 1..1024")
 	fl.IntVar(&f.prefetch, "prefetch", 0, "most deliveries held at once (default 16 × --concurrency)")
-	fl.StringVar(&f.url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
-	brokersFlag(cmd, &f.brokers)
+	urlFlag(fl, &f.url, "")
+	brokersFlag(fl, &f.brokers)
 	fl.StringVar(&f.name, "name", "lily-consume", "consumer name written in the evidence (x-lily-consumer)")
 	fl.StringVar(&f.version, "version", "", "consumer version written in the evidence (x-lily-consumer-version), e.g. the handler's build")
 	fl.StringVar(&f.instance, "instance", "", "consumer instance ID (default <host>-<pid>-<random>)")
 	fl.DurationVar(&f.exitWhenIdle, "exit-when-idle", 0, "stop gracefully once the queue has had nothing in flight for this long, at least twice its longest retry delay (0: run until SIGTERM)")
 	fl.Int64Var(&f.httpResponseMaxBody, "http-max-answer", 64<<10, "bytes of an HTTP answer read at most")
 	fl.BoolVar(&f.verbose, "verbose", false, "log the runtime's decisions to stderr")
-	fl.BoolVar(&f.asJSON, "json", false, "print the counts as one JSON object when stopping")
+	jsonFlag(fl, &f.asJSON, "print the counts as one JSON object when stopping")
 	return cmd
 }
 

@@ -128,7 +128,7 @@ selection of nothing is not an error (exit 0; audited as nothing_selected).`,
 	cmd.Flags().StringVar(&reason, "reason", "", "why the entries are discarded (required; kept with the record)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be discarded; change nothing")
 	actorFlag(cmd, &actor)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	return cmd
 }
 
@@ -177,6 +177,6 @@ record names the selector and the event IDs, not the payloads).`,
 	fl.StringVar(&reason, "reason", "", "why (e.g. the erasure request's reference); recorded")
 	fl.BoolVar(&dryRun, "dry-run", false, "list what would be erased; change nothing")
 	actorFlag(cmd, &actor)
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(fl, &asJSON, "")
 	return cmd
 }

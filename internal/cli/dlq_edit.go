@@ -108,7 +108,7 @@ Discard, expire and erase remove the bodies of every version.`,
 	fl.StringVar(&bodyFile, "body-file", "", "the corrected body ('-' reads stdin); required")
 	fl.StringVar(&reason, "reason", "", "why the body is changed; required, kept with the version and in the audit log")
 	fl.StringVar(&actor, "actor", "", "the editor: a [[token]] name of --config with edit_queues covering the entry's queue; required")
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(fl, &asJSON, "")
 	return cmd
 }
 

@@ -59,6 +59,6 @@ consumer. A run that finds nothing writes no audit record.`,
 	cmd.Flags().StringVar(&queues, "queue", "", "only these queues, comma-separated (default: every queue)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would expire; change nothing")
 	actorFlag(cmd, &actor)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	return cmd
 }

@@ -105,7 +105,7 @@ them out (such a file can be read but not imported).`,
 	fl.StringVar(&out, "out", "", "the NDJSON file to write (- for standard output)")
 	fl.BoolVar(&omitBodies, "omit-bodies", false, "leave bodies and headers out (the file cannot be imported then)")
 	actorFlag(cmd, &actor)
-	fl.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	jsonFlag(fl, &asJSON, "print the summary as JSON")
 	return cmd
 }
 
@@ -181,6 +181,6 @@ them.`,
 	fl := cmd.Flags()
 	fl.StringVar(&queue, "queue", "", "put every imported entry in this queue (default: the queue in each line)")
 	actorFlag(cmd, &actor)
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(fl, &asJSON, "")
 	return cmd
 }

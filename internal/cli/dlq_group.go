@@ -112,6 +112,6 @@ filter (--reason, --error-type, --fingerprint, ...) to redrive or discard it.`,
 	sf.add(cmd)
 	sel.add(cmd)
 	cmd.Flags().StringVar(&by, "by", "", "reason, error_type, fingerprint, consumer_version, source or schema_version (also queue, state)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	return cmd
 }

@@ -111,9 +111,9 @@ Ingesting the same dead letter twice adds one entry.`,
 		},
 	}
 	sf.add(cmd)
-	cmd.Flags().StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
-	brokersFlag(cmd, &kbrk)
+	urlFlag(cmd.Flags(), &url, "")
+	brokersFlag(cmd.Flags(), &kbrk)
 	cmd.Flags().StringVar(&queue, "queue", "", "ingest only this queue's dead letters")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	return cmd
 }

@@ -77,7 +77,7 @@ refused, total, held_back, cursor, actor, created_at, ...).`,
 	fl.StringVar(&queue, "queue", "", "only the jobs of this queue (and those of every queue)")
 	fl.BoolVar(&active, "active", false, "only queued, running and sampling jobs")
 	fl.IntVar(&limit, "limit", 50, "at most this many jobs")
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(fl, &asJSON, "")
 	return cmd
 }
 
@@ -151,7 +151,7 @@ the selection stays pending. Audited under the job's operation.`,
 	}
 	sf.add(cmd)
 	actorFlag(cmd, &actor)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the cancelled job as JSON")
+	jsonFlag(cmd.Flags(), &asJSON, "print the cancelled job as JSON")
 	return cmd
 }
 
@@ -212,10 +212,10 @@ every such job by itself. A job still held by a live runner is refused.`,
 	}
 	sf.add(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
-	brokersFlag(cmd, &kbrk)
+	urlFlag(fl, &url, "")
+	brokersFlag(fl, &kbrk)
 	fl.DurationVar(&lease, "job-lease", catalog.DefaultJobLease, "how long the job stays this process's between renewals")
 	_ = fl.MarkHidden("job-lease")
-	fl.BoolVar(&asJSON, "json", false, "print the job as JSON when it ends")
+	jsonFlag(fl, &asJSON, "print the job as JSON when it ends")
 	return cmd
 }

@@ -137,7 +137,7 @@ body matches, and the oldest of them.`,
 		},
 	}
 	sf.add(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	addWhereFlag(cmd, &where)
 	return cmd
 }

@@ -75,9 +75,9 @@ so that every head is in the catalog.`,
 	}
 	sf.add(cmd)
 	cmd.Flags().StringVar(&queue, "queue", "", "only this queue")
-	cmd.Flags().StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
-	brokersFlag(cmd, &kbrk)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	urlFlag(cmd.Flags(), &url, "")
+	brokersFlag(cmd.Flags(), &kbrk)
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	return cmd
 }
 
@@ -200,10 +200,10 @@ outcome; the consumer carries on releasing after that.`,
 	fl.StringVar(&key, "key", "", "the parked key (required)")
 	fl.BoolVar(&dryRun, "dry-run", false, "show the head and what waits behind it; change nothing (audited)")
 	fl.DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the key to flow again (0: do not wait)")
-	fl.StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
-	brokersFlag(cmd, &kbrk)
+	urlFlag(fl, &url, "")
+	brokersFlag(fl, &kbrk)
 	actorFlag(cmd, &actor)
-	fl.BoolVar(&asJS, "json", false, "print JSON")
+	jsonFlag(fl, &asJS, "")
 	return cmd
 }
 

@@ -121,7 +121,7 @@ changed.`,
 	}
 	sf.add(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show what each rule would do now (changes nothing)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	return cmd
 }
 

@@ -102,7 +102,7 @@ shown). Uses SQLite FTS5 or PostgreSQL full-text search (GIN index).`,
 	fl := cmd.Flags()
 	fl.IntVar(&limit, "limit", 50, "at most this many hits, 1..10000")
 	fl.Int64Var(&afterID, "after-id", 0, "only entries with an ID above this (the next page: the last ID shown)")
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(fl, &asJSON, "")
 	return cmd
 }
 

@@ -121,7 +121,7 @@ pretty JSON, UTF-8 text or a hex dump (--body). Nothing is consumed or changed.`
 		},
 	}
 	sf.add(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	cmd.Flags().StringVar(&bodyFormat, "body", bodyAuto, "body format: auto, text, json or hex")
 	return cmd
 }
@@ -222,9 +222,9 @@ puts them back in order; on Kafka no offset is committed).`,
 	fl.StringVar(&queue, "queue", "", "the source queue (required)")
 	fl.IntVar(&limit, "limit", 10, "at most this many entries, 1..1000")
 	fl.StringVar(&states, "state", "held", "entry states, comma-separated, 'held' or 'all'")
-	fl.StringVar(&url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
-	brokersFlag(cmd, &kbrk)
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	urlFlag(fl, &url, "")
+	brokersFlag(fl, &kbrk)
+	jsonFlag(fl, &asJSON, "")
 	fl.StringVar(&bodyFormat, "body", bodyAuto, "body format: auto, text, json or hex")
 	addWhereFlag(cmd, &where)
 	return cmd

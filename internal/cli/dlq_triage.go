@@ -155,7 +155,7 @@ and 'lily dlq list' show the triage.`,
 	fl.StringVar(&ticket, "ticket", "", `the ticket's http(s) URL ("" clears it)`)
 	fl.StringVar(&note, "note", "", "a note, appended to the history (never edited or removed)")
 	actorFlag(cmd, &actor)
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(fl, &asJSON, "")
 	return cmd
 }
 

@@ -61,7 +61,7 @@ stdin is Lily's typed header encoding (each value {"s": ...}, {"i32": ...},
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	cmd.Flags().BoolVar(&typed, "typed", false, "stdin is Lily's typed header encoding (as stored in the catalog)")
 	return cmd
 }

@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/config"
@@ -12,8 +12,8 @@ import (
 )
 
 // brokersFlag registers --brokers, the Kafka seed brokers.
-func brokersFlag(cmd *cobra.Command, s *string) {
-	cmd.Flags().StringVar(s, "brokers", "", "Kafka seed brokers host:port,... (default: the config's kafka_brokers)")
+func brokersFlag(fs *pflag.FlagSet, s *string) {
+	fs.StringVar(s, "brokers", "", "Kafka seed brokers host:port,... (default: the config's kafka_brokers)")
 }
 
 // parseBrokersFlag checks a --brokers value; empty means the default.
@@ -51,4 +51,35 @@ func redactedURL(u string) string {
 		return parsed.Redacted()
 	}
 	return "<invalid URL>"
+}
+
+// The flags many commands share are defined once, here: the same name,
+// default and help everywhere (they are a contract with scripts).
+
+// jsonFlag registers --json. help says what is printed; "" is the usual
+// "print JSON".
+func jsonFlag(fs *pflag.FlagSet, p *bool, help string) {
+	if help == "" {
+		help = "print JSON"
+	}
+	fs.BoolVar(p, "json", false, help)
+}
+
+// urlFlag registers --url, the AMQP URL of RabbitMQ, overriding the
+// configuration's rabbitmq_url; when ("with --live: ") says when it
+// applies, "" always.
+func urlFlag(fs *pflag.FlagSet, p *string, when string) {
+	fs.StringVar(p, "url", "", when+"AMQP URL of the broker (default: the config's rabbitmq_url)")
+}
+
+// configFlag registers --config FILE, the Lily configuration (TOML), with
+// the default path def ("" for none). help says what the command reads in
+// it and whether it is required; "" is the usual "Lily configuration file
+// (TOML)". --db and --catalog, which come with it wherever the catalog is
+// opened, are storeFlags' (store.go).
+func configFlag(fs *pflag.FlagSet, p *string, def, help string) {
+	if help == "" {
+		help = "Lily configuration file (TOML)"
+	}
+	fs.StringVar(p, "config", def, help)
 }

@@ -121,11 +121,11 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&configPath, "config", "", "Lily configuration file (TOML) to judge (required)")
+	configFlag(f, &configPath, "", "Lily configuration file (TOML) to judge (required)")
 	f.BoolVar(&live, "live", false, "also judge the RabbitMQ broker of the queues with transport = \"rabbitmq\" (management API), the SQS queues of transport = \"sqs\" and the Kafka cluster of transport = \"kafka\" (kafka_brokers: dead-letter topics, share groups)")
 	f.BoolVar(&strict, "strict", false, "exit 1 on warnings too")
-	f.BoolVar(&asJSON, "json", false, `print {"findings":[...],"errors":N,"warnings":N,"infos":N}`)
-	f.StringVar(&url, "url", "", "with --live: AMQP URL of the broker (default: the config's rabbitmq_url)")
+	jsonFlag(f, &asJSON, `print {"findings":[...],"errors":N,"warnings":N,"infos":N}`)
+	urlFlag(f, &url, "with --live: ")
 	f.StringVar(&mgmtURL, "management-url", "", "with --live: management API URL (default: the broker's host, port 15672, same credentials)")
 	return cmd
 }

@@ -245,7 +245,7 @@ type planOutput struct {
 }
 
 func (o *planOutput) add(f *pflag.FlagSet) {
-	f.BoolVar(&o.asJSON, "json", false, "print JSON instead of a table")
+	jsonFlag(f, &o.asJSON, "print JSON instead of a table")
 	f.StringVar(&o.chart, "chart", "", "also draw a chart into this .svg file")
 }
 

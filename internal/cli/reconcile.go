@@ -172,8 +172,8 @@ it (once per event ID and body).`,
 		},
 	}
 	sf.add(cmd)
-	brokersFlag(cmd, &kbrk)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	brokersFlag(cmd.Flags(), &kbrk)
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	cmd.Flags().DurationVar(&settle, "settle", 12*time.Second, "how long an unbalanced RabbitMQ queue is read again while the management API's sampled statistics catch up (0: one reading)")
 	cmd.Flags().BoolVar(&prune, "prune", false, "first fold the ledger's per-event rows older than ledger_horizon_hours into its counters (they change nothing but the table's size)")
 	return cmd

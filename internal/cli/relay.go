@@ -142,10 +142,10 @@ LilyOutboxStalled).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&cfgPath, "config", "lily.toml", "configuration file: the queues and their transports")
+	configFlag(fl, &cfgPath, "lily.toml", "configuration file: the queues and their transports")
 	fl.StringVar(&outboxURL, "outbox", "", "the application database holding the outbox: a PostgreSQL URL or a SQLite file (default: outbox_url of the configuration)")
 	fl.BoolVar(&once, "once", false, "relay what is due, then exit")
-	fl.BoolVar(&asJSON, "json", false, "with --once: print one JSON object")
+	jsonFlag(fl, &asJSON, "with --once: print one JSON object")
 	fl.IntVar(&batch, "batch", 100, "most rows per round")
 	fl.DurationVar(&poll, "poll", 200*time.Millisecond, "wait between rounds when nothing is due")
 	fl.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9465)")

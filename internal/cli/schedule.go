@@ -113,7 +113,7 @@ the chain's smallest and largest delay. It cannot be combined with
 	f.Float64Var(&p.JitterRatio, "jitter", retry.DefaultJitterRatio,
 		"retry_jitter_ratio: a retry may wait the nominal delay times 1-r, 1 or 1+r; 0.0..0.5")
 	f.StringVar(&eventID, "event-id", "", "also show the delay this event ID takes at each retry")
-	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	jsonFlag(f, &asJSON, "print JSON instead of a table")
 	return cmd
 }
 

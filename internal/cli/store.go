@@ -27,7 +27,7 @@ type storeFlags struct {
 func (f *storeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.db, "db", "", "path of the embedded SQLite database (overrides the config's db)")
 	cmd.Flags().StringVar(&f.catalog, "catalog", "", "PostgreSQL catalog URL, e.g. postgres://lily@db:5432/lily (overrides the config's catalog_url; instead of --db)")
-	cmd.Flags().StringVar(&f.config, "config", "", "Lily configuration file (TOML)")
+	configFlag(cmd.Flags(), &f.config, "", "")
 }
 
 // loadConfig returns the configuration of --config, or an empty one.

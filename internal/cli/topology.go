@@ -27,9 +27,9 @@ type rabbitFlags struct {
 }
 
 func (f *rabbitFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.config, "config", "", "Lily configuration file (TOML) with [[queue]] entries of transport \"rabbitmq\", \"kafka\" or \"sqs\" (required)")
-	cmd.Flags().StringVar(&f.url, "url", "", "AMQP URL of the broker (default: the config's rabbitmq_url)")
-	brokersFlag(cmd, &f.brokers)
+	configFlag(cmd.Flags(), &f.config, "", "Lily configuration file (TOML) with [[queue]] entries of transport \"rabbitmq\", \"kafka\" or \"sqs\" (required)")
+	urlFlag(cmd.Flags(), &f.url, "")
+	brokersFlag(cmd.Flags(), &f.brokers)
 }
 
 // topologyConfig is what a topology command works on: the broker queues of
@@ -155,7 +155,7 @@ func newTopologyPlanCmd() *cobra.Command {
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	return cmd
 }
 
@@ -300,7 +300,7 @@ Exits 1 when anything differs.`,
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&mgmtURL, "management-url", "", "management API URL (default: the broker's host, port 15672, same credentials)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd.Flags(), &asJSON, "")
 	return cmd
 }
 
