@@ -19,3 +19,78 @@ func TestRootImportsNoFileFormatLibrary(t *testing.T) {
 		}
 	}
 }
+
+// depsOf returns the packages pkg links (go list -deps).
+func depsOf(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// Packages that only the brokers module may link: the broker clients and
+// cloud SDKs, and the transports and packages built on them.
+var (
+	brokerClients = []string{
+		"github.com/rabbitmq/amqp091-go",
+		"github.com/twmb/franz-go",
+		"github.com/aws/",
+		"cloud.google.com/",
+		"google.golang.org/api",
+	}
+	cloudSDKs = []string{
+		"github.com/aws/",
+		"cloud.google.com/",
+		"google.golang.org/api",
+	}
+	brokerTransports = []string{
+		"github.com/lily-mq/lily/transport/kafka",
+		"github.com/lily-mq/lily/transport/sqs",
+		"github.com/lily-mq/lily/transport/pubsub",
+		"github.com/lily-mq/lily/transport/rabbitmq",
+		"github.com/lily-mq/lily/brokers",
+	}
+)
+
+// forbid fails the test for every package pkg links whose path starts
+// with one of the prefixes (a prefix ending in a path element matches it
+// and what is below it).
+func forbid(t *testing.T, pkg string, why string, prefixes ...[]string) {
+	t.Helper()
+	for _, dep := range depsOf(t, pkg) {
+		for _, ps := range prefixes {
+			for _, p := range ps {
+				if dep == p || strings.HasPrefix(dep, strings.TrimSuffix(p, "/")+"/") {
+					t.Errorf("%s links %s: %s", pkg, dep, why)
+				}
+			}
+		}
+	}
+}
+
+// TestConfigLinksNoBroker: parsing a lily.toml links no broker client,
+// cloud SDK or broker transport (config carries the rules it checks, such
+// as SQS's queue names, itself).
+func TestConfigLinksNoBroker(t *testing.T) {
+	forbid(t, "./config", "the TOML parser must not pull in a broker SDK", brokerClients, brokerTransports)
+}
+
+// TestLintLinksNoBroker: lint's static checks need no broker client; the
+// live checks that read brokers are brokers/livelint's.
+func TestLintLinksNoBroker(t *testing.T) {
+	forbid(t, "./lint", "the static checks read no broker (the live ones are in brokers/livelint)", brokerClients, brokerTransports)
+}
+
+// TestIngestLinksNoBrokerTransport: the ingest loop takes the dead-letter
+// queues it drains as transport.DeadLetterDrainer; it opens none itself.
+func TestIngestLinksNoBrokerTransport(t *testing.T) {
+	forbid(t, "./ingest", "the ingest loop is transport-agnostic (lily serve hands it brokers.Set's sources)", cloudSDKs, []string{
+		"github.com/lily-mq/lily/transport/kafka",
+		"github.com/lily-mq/lily/transport/sqs",
+		"github.com/lily-mq/lily/transport/pubsub",
+		"github.com/lily-mq/lily/brokers",
+		"github.com/twmb/franz-go",
+	})
+}
