@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/transport"
 )
 
 // DefaultSQSVisibilityTimeoutSeconds is sqs_visibility_timeout_seconds'
@@ -49,7 +48,7 @@ func (c Config) validateSQS() []error {
 		if q.Transport != lily.TransportSQS || q.Validate() != nil {
 			continue
 		}
-		if err := checkSQSSpec(q.Spec()); err != nil {
+		if err := checkSQSQueue(q.Name, q.Spec().BucketsMillis); err != nil {
 			for _, e := range unjoin(err) {
 				bad("%s", e.Error())
 			}
@@ -90,25 +89,26 @@ func sqsDeadLetterQueue(queue string) string {
 	return queue + "-dlq"
 }
 
-// checkSQSSpec is sqs.CheckSpec: every reason the queue cannot be declared
-// on SQS, its name (and its DLQ's), a retry delay over 15 minutes, retries
-// on a FIFO queue.
-func checkSQSSpec(q transport.QueueSpec) error {
+// checkSQSQueue is sqs.CheckSpec of the queue's spec (its name and retry
+// delays, transport.QueueSpec.BucketsMillis): every reason the queue
+// cannot be declared on SQS, its name (and its DLQ's), a retry delay over
+// 15 minutes, retries on a FIFO queue.
+func checkSQSQueue(name string, bucketsMillis []int64) error {
 	var errs []error
-	for _, n := range []string{sqsQueueName(q.Name), sqsQueueName(sqsDeadLetterQueue(q.Name))} {
+	for _, n := range []string{sqsQueueName(name), sqsQueueName(sqsDeadLetterQueue(name))} {
 		if len(n) > 80 || !sqsNamePattern.MatchString(n) {
-			errs = append(errs, fmt.Errorf("sqs: queue %q: SQS name %q is not valid: at most 80 characters (DLQ suffix \"-dlq\" included) of letters, digits, '-' and '_' (dots become '-'), plus \".fifo\" for a FIFO queue", q.Name, n))
+			errs = append(errs, fmt.Errorf("sqs: queue %q: SQS name %q is not valid: at most 80 characters (DLQ suffix \"-dlq\" included) of letters, digits, '-' and '_' (dots become '-'), plus \".fifo\" for a FIFO queue", name, n))
 			break
 		}
 	}
-	for _, ms := range q.BucketsMillis {
+	for _, ms := range bucketsMillis {
 		if d := time.Duration(ms) * time.Millisecond; d > sqsMaxDelay {
-			errs = append(errs, fmt.Errorf("sqs: queue %s: retry delay %s exceeds SQS's DelaySeconds limit of %s: lower max_retry_backoff_millis (or retry_delays_millis) to at most 900000", q.Name, d, sqsMaxDelay))
+			errs = append(errs, fmt.Errorf("sqs: queue %s: retry delay %s exceeds SQS's DelaySeconds limit of %s: lower max_retry_backoff_millis (or retry_delays_millis) to at most 900000", name, d, sqsMaxDelay))
 			break
 		}
 	}
-	if strings.HasSuffix(q.Name, ".fifo") && len(q.BucketsMillis) > 0 {
-		errs = append(errs, fmt.Errorf("sqs: queue %s: FIFO queues have no per-message DelaySeconds, so Lily cannot hold a retry: set retry_attempts = 0 for it (failures dead-letter at once) or use a standard queue", q.Name))
+	if strings.HasSuffix(name, ".fifo") && len(bucketsMillis) > 0 {
+		errs = append(errs, fmt.Errorf("sqs: queue %s: FIFO queues have no per-message DelaySeconds, so Lily cannot hold a retry: set retry_attempts = 0 for it (failures dead-letter at once) or use a standard queue", name))
 	}
 	return errors.Join(errs...)
 }
