@@ -13,8 +13,8 @@
 // turn the configuration into transport options for programs that open a
 // transport themselves.
 //
-// This package links every broker SDK (franz-go, AWS, Google Cloud); the
-// runtime, the catalog, config and lint link none (imports_test.go at the
-// repository's root keeps it so). The live checks of 'lily lint --live',
-// which read brokers, are in the subpackage livelint.
+// This package links every broker SDK (franz-go, AWS, Google Cloud);
+// config, lint and ingest link none (imports_test.go at the repository's
+// root keeps it so). The live checks of 'lily lint --live', which read
+// brokers, are in the subpackage livelint.
 package brokers

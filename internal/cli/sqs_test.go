@@ -232,3 +232,22 @@ func TestDemoSQS(t *testing.T) {
 	t.Parallel()
 	runBrokerDemo(t, lily.TransportSQS, "--db", filepath.Join(t.TempDir(), "catalog.db"))
 }
+
+// TestSQSMissingSettingsAreBadInput: without a region or credentials for
+// SQS, a command says what to set and exits 2, as on a bad flag
+// (brokers.SettingsError).
+func TestSQSMissingSettingsAreBadInput(t *testing.T) {
+	for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	queue := "[[queue]]\nname = \"orders\"\ntransport = \"sqs\"\n"
+	for _, tc := range []struct{ config, want string }{
+		{queue, "sqs: no region: set sqs_region in the config"},
+		{"sqs_region = \"eu-west-1\"\n" + queue, "sqs: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"},
+	} {
+		code, _, errOut := run(t, "topology", "verify", "--config", writeConfig(t, tc.config))
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("exit %d %q, want 2 with %q", code, errOut, tc.want)
+		}
+	}
+}
