@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -310,7 +311,7 @@ func (s *Store) countMany(ctx context.Context, kind string, byQueue map[string][
 		} else {
 			acked = added
 		}
-		if err := addLedgerCounts(ctx, tx, queue, accepted, acked); err != nil {
+		if err := catalogdb.AddCounts(ctx, tx, queue, accepted, acked); err != nil {
 			return 0, err
 		}
 		total += added
@@ -340,10 +341,10 @@ func (a *Accounted) Declare(ctx context.Context, p *transport.DeclareParams) err
 }
 
 func (s *Store) ensureQueue(ctx context.Context, queue string) error {
-	return withTx(ctx, s.db, func(tx *txHandle) error { return addLedgerCounts(ctx, tx, queue, 0, 0) })
+	return s.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return catalogdb.AddCounts(ctx, tx, queue, 0, 0) })
 }
 
-func withTx(ctx context.Context, db *handle, fn func(*txHandle) error) error {
+func withTx(ctx context.Context, db *catalogdb.DB, fn func(*catalogdb.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

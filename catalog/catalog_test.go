@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/transport"
 )
@@ -401,7 +402,7 @@ func TestNewSharesHandle(t *testing.T) {
 			t.Errorf("New's Close closed the shared handle: %v", err)
 		}
 		// Migrate is idempotent.
-		if err := Migrate(ctx, s.DB()); err != nil {
+		if err := catalogdb.Migrate(ctx, s.DB()); err != nil {
 			t.Errorf("second Migrate: %v", err)
 		}
 	}(t, openStore(t))

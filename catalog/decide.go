@@ -2,11 +2,12 @@ package catalog
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
 // ErrEmptyReason is returned by Discard without a reason.
@@ -29,15 +30,9 @@ type EntryRef struct {
 	DeadLetteredAt time.Time `json:"dead_lettered_at"`
 }
 
-// queryer is a *sql.DB or a *txHandle.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	dialect() dialect
-}
-
 // pageRefs returns up to n entries matching f (and the extra SQL
 // condition, if any) in ID order.
-func pageRefs(ctx context.Context, q queryer, f Filter, extra string, n int) ([]EntryRef, error) {
+func pageRefs(ctx context.Context, q catalogdb.Querier, f Filter, extra string, n int) ([]EntryRef, error) {
 	where, args := f.where()
 	if extra != "" {
 		if where == "" {
@@ -46,7 +41,7 @@ func pageRefs(ctx context.Context, q queryer, f Filter, extra string, n int) ([]
 			where += " AND " + extra
 		}
 	}
-	rows, err := q.QueryContext(ctx, `SELECT id, queue, event_id, state, redrive_count, dead_lettered_at FROM `+f.table(q.dialect())+
+	rows, err := q.QueryContext(ctx, `SELECT id, queue, event_id, state, redrive_count, dead_lettered_at FROM `+f.table(q.Dialect())+
 		where+` ORDER BY id LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: select entries: %w", err)
@@ -119,7 +114,7 @@ func (s *Store) Discard(ctx context.Context, p DecideParams) (DecideResult, erro
 	if err != nil {
 		return DecideResult{}, err
 	}
-	d := newDecision(p.Op, p.Actor, f.String(), p.Now)
+	d := catalogdb.NewDecision(p.Op, p.Actor, f.String(), p.Now)
 	return s.decide(ctx, d, f, "", p, ActionDiscard, OutcomeDiscarded, OutcomeWouldDiscard,
 		`state = 'discarded', `+removeData+`, decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1`, "discarded: "+p.Reason)
 }
@@ -138,7 +133,7 @@ func (s *Store) Erase(ctx context.Context, p DecideParams) (DecideResult, error)
 	if p.Reason != "" {
 		why += ": " + p.Reason
 	}
-	d := newDecision(p.Op, p.Actor, f.String(), p.Now)
+	d := catalogdb.NewDecision(p.Op, p.Actor, f.String(), p.Now)
 	// Not yet wholly erased: a discarded or expired entry has lost its
 	// body and headers but keeps its (redacted) error message.
 	return s.decide(ctx, d, f, "(body IS NOT NULL OR headers IS NOT NULL OR error_message <> '' OR fingerprint <> '')", p, ActionErase, OutcomeErased, OutcomeWouldErase,
@@ -165,16 +160,16 @@ func heldOnly(f Filter) (Filter, error) {
 // selected, changed (set is the SQL assignment, with ?1 = now, ?2 = actor,
 // ?3 = why) and audited in one transaction. A selection of nothing is
 // audited too.
-func (s *Store) decide(ctx context.Context, d decision, f Filter, extra string, p DecideParams,
+func (s *Store) decide(ctx context.Context, d catalogdb.Decision, f Filter, extra string, p DecideParams,
 	action, outcome, wouldOutcome, set, why string) (DecideResult, error) {
-	res := DecideResult{Op: d.op, DryRun: p.DryRun}
+	res := DecideResult{Op: d.Op, DryRun: p.DryRun}
 	for _, sf := range f.perState() {
 		if err := s.decidePass(ctx, d, sf, extra, p, action, outcome, wouldOutcome, set, why, &res); err != nil {
 			return res, err
 		}
 	}
 	if res.Count == 0 {
-		if err := s.AppendAudit(ctx, d.record(action, OutcomeEmpty, p.DryRun, nil, why)); err != nil {
+		if err := s.AppendAudit(ctx, d.Record(action, OutcomeEmpty, p.DryRun, nil, why)); err != nil {
 			return res, err
 		}
 	}
@@ -182,7 +177,7 @@ func (s *Store) decide(ctx context.Context, d decision, f Filter, extra string, 
 }
 
 // decidePass is one pass of decide over a filter with at most one state.
-func (s *Store) decidePass(ctx context.Context, d decision, f Filter, extra string, p DecideParams,
+func (s *Store) decidePass(ctx context.Context, d catalogdb.Decision, f Filter, extra string, p DecideParams,
 	action, outcome, wouldOutcome, set, why string, res *DecideResult) error {
 	var last int64
 	for p.Limit <= 0 || res.Count < p.Limit {
@@ -191,7 +186,7 @@ func (s *Store) decidePass(ctx context.Context, d decision, f Filter, extra stri
 			n = min(n, p.Limit-res.Count)
 		}
 		var refs []EntryRef
-		err := withTx(ctx, s.db, func(tx *txHandle) error {
+		err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 			pf := f
 			pf.AfterID = last
 			var err error
@@ -199,21 +194,21 @@ func (s *Store) decidePass(ctx context.Context, d decision, f Filter, extra stri
 				return err
 			}
 			ids := make([]string, len(refs))
-			args := []any{d.now().UnixMilli(), d.actor, why}
+			args := []any{d.Now().UnixMilli(), d.Actor, why}
 			for i, r := range refs {
 				ids[i] = r.EventID
 				args = append(args, r.ID)
 			}
 			if p.DryRun {
-				return appendAudit(ctx, tx, d.record(action, wouldOutcome, true, ids, why))
+				return catalogdb.AppendAudit(ctx, tx, d.Record(action, wouldOutcome, true, ids, why))
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET `+set+` WHERE id IN (`+qmarks(len(refs))+`)`, args...); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET `+set+` WHERE id IN (`+catalogdb.Placeholders(len(refs))+`)`, args...); err != nil {
 				return fmt.Errorf("catalog: %s: %w", action, err)
 			}
-			if err := removeVersionData(ctx, tx, d.now().UnixMilli(), args[3:]); err != nil { // edit.go
+			if err := removeVersionData(ctx, tx, d.Now().UnixMilli(), args[3:]); err != nil { // edit.go
 				return err
 			}
-			return appendAudit(ctx, tx, d.record(action, outcome, false, ids, why))
+			return catalogdb.AppendAudit(ctx, tx, d.Record(action, outcome, false, ids, why))
 		})
 		if err != nil {
 			return err
@@ -272,8 +267,8 @@ type ExpireResult struct {
 //	catalog.Expire(ctx, catalog.ExpireParams{Queues: []string{q.Name},
 //		Retention: func(string) time.Duration { return time.Duration(q.DLQRetentionHours) * time.Hour }})
 func (s *Store) Expire(ctx context.Context, p ExpireParams) (ExpireResult, error) {
-	d := newDecision(p.Op, p.Actor, "", p.Now)
-	out := ExpireResult{DecideResult: DecideResult{Op: d.op, DryRun: p.DryRun}, ByQueue: map[string]int{}}
+	d := catalogdb.NewDecision(p.Op, p.Actor, "", p.Now)
+	out := ExpireResult{DecideResult: DecideResult{Op: d.Op, DryRun: p.DryRun}, ByQueue: map[string]int{}}
 	queues := p.Queues
 	if len(queues) == 0 {
 		var err error
@@ -281,7 +276,7 @@ func (s *Store) Expire(ctx context.Context, p ExpireParams) (ExpireResult, error
 			return out, err
 		}
 	}
-	now := d.now()
+	now := d.Now()
 	for _, q := range queues {
 		ret := DefaultRetention
 		if p.Retention != nil {
@@ -292,7 +287,7 @@ func (s *Store) Expire(ctx context.Context, p ExpireParams) (ExpireResult, error
 		cutoff := now.Add(-ret)
 		f := Filter{Queue: q, States: HeldStates, DeadLetteredBefore: cutoff}
 		qd := d
-		qd.selector = fmt.Sprintf(`{"queue":%q,"states":["pending","parked","needs_manual"],"dead_lettered_before":%q,"dlq_retention_hours":%g}`,
+		qd.Selector = fmt.Sprintf(`{"queue":%q,"states":["pending","parked","needs_manual"],"dead_lettered_before":%q,"dlq_retention_hours":%g}`,
 			q, cutoff.UTC().Format(time.RFC3339Nano), ret.Hours())
 		why := fmt.Sprintf("retention: dead-lettered more than %s ago (dlq_retention_hours = %g)", ret, ret.Hours())
 		dp := DecideParams{DryRun: p.DryRun, OnEntry: p.OnEntry}
@@ -309,7 +304,7 @@ func (s *Store) Expire(ctx context.Context, p ExpireParams) (ExpireResult, error
 }
 
 // decideQuiet is decide for expiry: nothing selected writes no record.
-func (s *Store) decideQuiet(ctx context.Context, d decision, f Filter, p DecideParams, why string) (int, error) {
+func (s *Store) decideQuiet(ctx context.Context, d catalogdb.Decision, f Filter, p DecideParams, why string) (int, error) {
 	n, err := s.countMatching(ctx, f, "")
 	if err != nil || n == 0 {
 		return 0, err

@@ -14,30 +14,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
-
-// editSchema holds the edited versions of entry bodies (lily dlq edit).
-// The entry row keeps the original body (version 0) and its hash, the
-// identity of the dead-lettering; each edit adds a version here. A
-// discard, expiry or erase removes the bodies of every version and keeps
-// their hashes and sizes (erased_at set), in the same transaction.
-const editSchema = `
-CREATE TABLE IF NOT EXISTS lily_dlq_versions (
-	entry_id    INTEGER NOT NULL,
-	version     INTEGER NOT NULL,
-	body        BLOB,
-	body_sha256 TEXT    NOT NULL,
-	body_size   INTEGER NOT NULL,
-	prev_sha256 TEXT    NOT NULL,
-	edited_by   TEXT    NOT NULL,
-	edited_at   INTEGER NOT NULL,
-	reason      TEXT    NOT NULL,
-	op          TEXT    NOT NULL,
-	erased_at   INTEGER,
-	PRIMARY KEY (entry_id, version)
-);
-`
 
 // ActionEdit is the audit action of an edit: a new body version stored.
 const ActionEdit = "edit"
@@ -153,11 +132,11 @@ func (s *Store) Edit(ctx context.Context, p EditParams) (EditResult, error) {
 	if err := CheckBody(p.ContentType, p.Body); err != nil {
 		return EditResult{}, fmt.Errorf("catalog: edit of entry %d refused: %w; fix the body file", p.ID, err)
 	}
-	d := newDecision(p.Op, p.Actor, "", p.Now)
+	d := catalogdb.NewDecision(p.Op, p.Actor, "", p.Now)
 	var res EditResult
-	err := withTx(ctx, s.db, func(tx *txHandle) error {
-		row := tx.QueryRowContext(ctx, `SELECT `+selectCols+` FROM lily_dlq_entries WHERE id = ?`, p.ID)
-		e, err := scanEntry(row)
+	err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
+		row := tx.QueryRowContext(ctx, `SELECT `+catalogdb.SelectCols+` FROM lily_dlq_entries WHERE id = ?`, p.ID)
+		e, err := catalogdb.ScanEntry(row)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: id %d", ErrNotFound, p.ID)
 		}
@@ -175,9 +154,9 @@ func (s *Store) Edit(ctx context.Context, p EditParams) (EditResult, error) {
 		if bytes.Equal(prev.Body, p.Body) {
 			return fmt.Errorf("%w: edit of entry %d refused: the body is the same as version %d (sha256 %s): nothing to store", ErrSameBody, e.ID, prev.Version, prev.BodySHA256)
 		}
-		now := d.now()
+		now := d.Now()
 		cur := BodyVersion{Version: prev.Version + 1, Body: p.Body, BodySHA256: sha256Hex(p.Body), BodySize: int64(len(p.Body)),
-			PrevSHA256: prev.BodySHA256, EditedBy: d.actor, EditedAt: now.UTC().Truncate(time.Millisecond), Reason: p.Reason, Op: d.op}
+			PrevSHA256: prev.BodySHA256, EditedBy: d.Actor, EditedAt: now.UTC().Truncate(time.Millisecond), Reason: p.Reason, Op: d.Op}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO lily_dlq_versions(entry_id, version, body, body_sha256, body_size, prev_sha256, edited_by, edited_at, reason, op)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.ID, cur.Version, cur.Body, cur.BodySHA256, cur.BodySize, cur.PrevSHA256,
 			cur.EditedBy, now.UnixMilli(), cur.Reason, cur.Op); err != nil {
@@ -188,13 +167,13 @@ func (s *Store) Edit(ctx context.Context, p EditParams) (EditResult, error) {
 		}
 		sel, _ := json.Marshal(map[string]any{"id": e.ID, "queue": e.Queue, "version": cur.Version,
 			"from_sha256": prev.BodySHA256, "to_sha256": cur.BodySHA256, "from_size": prev.BodySize, "to_size": cur.BodySize})
-		d.selector = string(sel)
+		d.Selector = string(sel)
 		detail := fmt.Sprintf("version %d of entry %d: sha256 %s (%d bytes) -> %s (%d bytes): %s",
 			cur.Version, e.ID, prev.BodySHA256, prev.BodySize, cur.BodySHA256, cur.BodySize, p.Reason)
-		if err := appendAudit(ctx, tx, d.record(ActionEdit, OutcomeEdited, false, []string{e.EventID}, detail)); err != nil {
+		if err := catalogdb.AppendAudit(ctx, tx, d.Record(ActionEdit, OutcomeEdited, false, []string{e.EventID}, detail)); err != nil {
 			return err
 		}
-		res = EditResult{Op: d.op, Entry: ref(e), Version: cur.Version, Previous: prev, Current: cur}
+		res = EditResult{Op: d.Op, Entry: ref(e), Version: cur.Version, Previous: prev, Current: cur}
 		return nil
 	})
 	return res, err
@@ -211,7 +190,7 @@ func (s *Store) Versions(ctx context.Context, id int64) ([]BodyVersion, error) {
 }
 
 // versionsOf returns e's versions, the original first.
-func versionsOf(ctx context.Context, q queryer, e *Entry) ([]BodyVersion, error) {
+func versionsOf(ctx context.Context, q catalogdb.Querier, e *Entry) ([]BodyVersion, error) {
 	orig := BodyVersion{Version: 0, Body: e.Body, BodySHA256: e.BodySHA256, BodySize: e.BodySize, EditedAt: e.DeadLetteredAt, Erased: !e.ErasedAt.IsZero()}
 	if orig.Body == nil && !orig.Erased {
 		orig.Body = []byte{}
@@ -248,7 +227,7 @@ type latestEdit struct {
 
 // latestEdits returns the newest version of each of the entries that were
 // edited (entries never edited are absent).
-func latestEdits(ctx context.Context, q queryer, es []*Entry) (map[int64]latestEdit, error) {
+func latestEdits(ctx context.Context, q catalogdb.Querier, es []*Entry) (map[int64]latestEdit, error) {
 	if len(es) == 0 {
 		return nil, nil
 	}
@@ -257,7 +236,7 @@ func latestEdits(ctx context.Context, q queryer, es []*Entry) (map[int64]latestE
 		args[i] = e.ID
 	}
 	rows, err := q.QueryContext(ctx, `SELECT v.entry_id, v.version, v.body, v.edited_by FROM lily_dlq_versions v
-		WHERE v.entry_id IN (`+qmarks(len(es))+`)
+		WHERE v.entry_id IN (`+catalogdb.Placeholders(len(es))+`)
 		AND v.version = (SELECT MAX(w.version) FROM lily_dlq_versions w WHERE w.entry_id = v.entry_id)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: edited versions: %w", err)
@@ -280,13 +259,13 @@ func latestEdits(ctx context.Context, q queryer, es []*Entry) (map[int64]latestE
 
 // removeVersionData removes the bodies of every version of the entries
 // (discard, expire, erase), keeping hashes and sizes, inside tx.
-func removeVersionData(ctx context.Context, tx *txHandle, now int64, ids []any) error {
+func removeVersionData(ctx context.Context, tx *catalogdb.Tx, now int64, ids []any) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	args := append([]any{now}, ids...)
 	if _, err := tx.ExecContext(ctx, `UPDATE lily_dlq_versions SET body = NULL, erased_at = COALESCE(erased_at, ?1)
-		WHERE body IS NOT NULL AND entry_id IN (`+qmarks(len(ids))+`)`, args...); err != nil {
+		WHERE body IS NOT NULL AND entry_id IN (`+catalogdb.Placeholders(len(ids))+`)`, args...); err != nil {
 		return fmt.Errorf("catalog: remove the edited versions' bodies: %w", err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
 // ExportFormat is the value of the format field of every line that
@@ -105,7 +107,7 @@ const exportPage = 200
 // flat whatever the catalog's size), and appends one audit record
 // (action "export"). It returns the number of lines written.
 func (s *Store) Export(ctx context.Context, w io.Writer, p ExportParams) (int, error) {
-	d := newDecision("", p.Actor, p.Filter.String(), p.Now)
+	d := catalogdb.NewDecision("", p.Actor, p.Filter.String(), p.Now)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // the stored headers are written as they are
 	n := 0
@@ -149,7 +151,7 @@ func (s *Store) Export(ctx context.Context, w io.Writer, p ExportParams) (int, e
 	if p.OmitBodies {
 		detail = "bodies and headers omitted"
 	}
-	rec := d.record(ActionExport, OutcomeExported, false, nil, detail)
+	rec := d.Record(ActionExport, OutcomeExported, false, nil, detail)
 	rec.Selector, rec.Count = sel, n
 	if err := s.AppendAudit(ctx, rec); err != nil {
 		return n, err
@@ -168,7 +170,7 @@ const (
 
 func (s *Store) exportPage(ctx context.Context, f Filter, omit bool) ([]*ExportLine, error) {
 	where, args := f.where()
-	rows, err := s.db.QueryContext(ctx, `SELECT `+selectCols+`, headers, duplicates, COALESCE(dl_key, '') FROM lily_dlq_entries`+
+	rows, err := s.db.QueryContext(ctx, `SELECT `+catalogdb.SelectCols+`, headers, duplicates, COALESCE(dl_key, '') FROM lily_dlq_entries`+
 		where+` ORDER BY id LIMIT ?`, append(args, exportPage)...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: export: %w", err)
@@ -179,7 +181,7 @@ func (s *Store) exportPage(ctx context.Context, f Filter, omit bool) ([]*ExportL
 		var raw []byte
 		var dups int64
 		var dlKey string
-		e, err := scanEntry(extraRow{rows, []any{&raw, &dups, &dlKey}})
+		e, err := catalogdb.ScanEntry(extraRow{rows, []any{&raw, &dups, &dlKey}})
 		if err != nil {
 			return nil, fmt.Errorf("catalog: export: %w", err)
 		}
@@ -211,7 +213,7 @@ func (s *Store) exportPage(ctx context.Context, f Filter, omit bool) ([]*ExportL
 
 // extraRow scans an entry followed by more columns.
 type extraRow struct {
-	r     scanner
+	r     catalogdb.Scanner
 	extra []any
 }
 
@@ -229,11 +231,11 @@ func (s *Store) exportHistory(ctx context.Context, page []*ExportLine) error {
 		byEvent[l.EventID] = append(byEvent[l.EventID], l)
 	}
 	elems := "json_each(a.event_ids) j"
-	if s.db.d == dialectPostgres {
+	if s.db.Dialect() == catalogdb.Postgres {
 		elems = "jsonb_array_elements_text(a.event_ids::jsonb) j(value)"
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT a.id, a.op, a.at, a.actor, a.action, a.selector, a.dry_run, a.count, a.event_ids, a.outcome, a.detail, j.value
-		FROM lily_audit a, `+elems+` WHERE j.value IN (`+qmarks(len(ids))+`) ORDER BY a.id`, ids...)
+		FROM lily_audit a, `+elems+` WHERE j.value IN (`+catalogdb.Placeholders(len(ids))+`) ORDER BY a.id`, ids...)
 	if err != nil {
 		return fmt.Errorf("catalog: export: read history: %w", err)
 	}
@@ -268,7 +270,7 @@ func (s *Store) exportVersions(ctx context.Context, page []*ExportLine, omit boo
 		ids = append(ids, l.ID)
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT entry_id, version, body, body_sha256, body_size, prev_sha256, edited_by, edited_at, reason, op, erased_at
-		FROM lily_dlq_versions WHERE entry_id IN (`+qmarks(len(ids))+`) ORDER BY entry_id, version`, ids...)
+		FROM lily_dlq_versions WHERE entry_id IN (`+catalogdb.Placeholders(len(ids))+`) ORDER BY entry_id, version`, ids...)
 	if err != nil {
 		return fmt.Errorf("catalog: export: read body versions: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
 // ParseAge reads an age for the older-than and newer-than filters: a
@@ -75,20 +77,6 @@ type Filter struct {
 // as dead-lettered in the ledger and are subject to retention.
 var HeldStates = []State{StatePending, StateParked, StateNeedsManual}
 
-// IsHeld reports whether st is one of HeldStates.
-func (st State) IsHeld() bool {
-	return st == StatePending || st == StateParked || st == StateNeedsManual
-}
-
-// Valid reports whether st is one of the six entry states.
-func (st State) Valid() bool {
-	switch st {
-	case StatePending, StateRedriven, StateDiscarded, StateParked, StateNeedsManual, StateErased:
-		return true
-	}
-	return false
-}
-
 func (f Filter) where() (string, []any) {
 	var conds []string
 	var args []any
@@ -110,13 +98,13 @@ func (f Filter) where() (string, []any) {
 	eq("msg_key", f.Key)
 	eq("msg_type", f.Type)
 	if len(f.IDs) > 0 {
-		conds = append(conds, "id IN ("+qmarks(len(f.IDs))+")")
+		conds = append(conds, "id IN ("+catalogdb.Placeholders(len(f.IDs))+")")
 		for _, id := range f.IDs {
 			args = append(args, id)
 		}
 	}
 	if len(f.EventIDs) > 0 {
-		conds = append(conds, "event_id IN ("+qmarks(len(f.EventIDs))+")")
+		conds = append(conds, "event_id IN ("+catalogdb.Placeholders(len(f.EventIDs))+")")
 		for _, id := range f.EventIDs {
 			args = append(args, id)
 		}
@@ -147,10 +135,6 @@ func (f Filter) where() (string, []any) {
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
-// heldCond is the condition of the partial indexes over held entries; a
-// query uses them only when its WHERE clause contains this exact term.
-const heldCond = "state IN ('pending', 'parked', 'needs_manual')"
-
 // allHeld reports whether every state of f is held (and f has some).
 func (f Filter) allHeld() bool {
 	for _, st := range f.States {
@@ -162,7 +146,7 @@ func (f Filter) allHeld() bool {
 }
 
 // stateCond returns the state conditions of f. Known states are written as
-// literals, and a selection of held states also carries heldCond, so that
+// literals, and a selection of held states also carries catalogdb.HeldCond, so that
 // the partial indexes over held entries serve it.
 func (f Filter) stateCond(args *[]any) []string {
 	ph := make([]string, len(f.States))
@@ -175,19 +159,19 @@ func (f Filter) stateCond(args *[]any) []string {
 		}
 	}
 	cond := "state IN (" + strings.Join(ph, ", ") + ")"
-	if !f.allHeld() || cond == heldCond {
+	if !f.allHeld() || cond == catalogdb.HeldCond {
 		return []string{cond}
 	}
-	return []string{heldCond, cond}
+	return []string{catalogdb.HeldCond, cond}
 }
 
 // table is the FROM clause for paging through f in ID order: a selective
 // lookup (IDs, event IDs, key) lets the planner choose; otherwise, for one
 // state, an index that yields the IDs in order, so that each page reads on
 // from the last instead of sorting every match again.
-func (f Filter) table(d dialect) string {
+func (f Filter) table(d catalogdb.Dialect) string {
 	switch {
-	case d != dialectSQLite:
+	case d != catalogdb.SQLite:
 		return "lily_dlq_entries" // PostgreSQL's planner picks its index
 	case len(f.IDs) > 0 || len(f.EventIDs) > 0 || f.Key != "" || len(f.States) != 1:
 		return "lily_dlq_entries"
@@ -210,11 +194,6 @@ func (f Filter) perState() []Filter {
 		out[i].States = []State{st}
 	}
 	return out
-}
-
-// qmarks returns n comma-separated question marks.
-func qmarks(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
 // filterJSON is the audit form of a Filter: only the fields that are set.

@@ -5,22 +5,12 @@ import (
 	"fmt"
 
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
-// foreignSchema registers the dead-letter queues that another framework
-// fills (MassTransit's <queue>_error, a queue fed by a RabbitMQ dead-letter
-// exchange, NServiceBus's error queue): their ledger counts what was
-// ingested as accepted and what was redriven to its origin as handed back.
-const foreignSchema = `
-CREATE TABLE IF NOT EXISTS lily_foreign_queues (
-	queue TEXT PRIMARY KEY,
-	kind  TEXT NOT NULL
-);
-`
-
 // registerForeign records queue as a foreign dead-letter queue of kind.
-func registerForeign(ctx context.Context, tx *txHandle, queue, kind string) error {
+func registerForeign(ctx context.Context, tx *catalogdb.Tx, queue, kind string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO lily_foreign_queues(queue, kind) VALUES (?, ?) ON CONFLICT(queue) DO UPDATE SET kind = excluded.kind`, queue, kind)
 	if err != nil {
 		return fmt.Errorf("catalog: register foreign dead-letter queue %s: %w", queue, err)
@@ -73,7 +63,7 @@ func (s *Store) foreignHandedBack(ctx context.Context, get func(string) *LedgerR
 
 // countForeignAccepted registers a foreign queue and counts the entries of
 // a batch that were added (not ingested before) accepted.
-func countForeignAccepted(ctx context.Context, tx *txHandle, queue, kind string, entries []*Entry) error {
+func countForeignAccepted(ctx context.Context, tx *catalogdb.Tx, queue, kind string, entries []*Entry) error {
 	if err := registerForeign(ctx, tx, queue, kind); err != nil {
 		return err
 	}
@@ -86,7 +76,7 @@ func countForeignAccepted(ctx context.Context, tx *txHandle, queue, kind string,
 	if added == 0 {
 		return nil
 	}
-	return addLedgerCounts(ctx, tx, queue, added, 0)
+	return catalogdb.AddCounts(ctx, tx, queue, added, 0)
 }
 
 // hasLilyReason reports whether d carries Lily's own dead-letter reason.

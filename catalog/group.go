@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
 // GroupColumns are the columns Group accepts.
@@ -42,7 +44,7 @@ func (s *Store) Group(ctx context.Context, column string, f Filter) ([]Group, er
 	}
 	where, args := f.where()
 	table := "lily_dlq_entries"
-	if s.db.d == dialectSQLite && column != "queue" && column != "state" && f.allHeld() {
+	if s.db.Dialect() == catalogdb.SQLite && column != "queue" && column != "state" && f.allHeld() {
 		// The grouping column's covering index over held entries, read in
 		// order: no sort, no table access (unless f filters on columns
 		// other than state, queue and time).

@@ -13,6 +13,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -64,10 +65,10 @@ const importBatch = 200
 // stops the import with an error naming its line number; the batches
 // before it stay committed, and running the import again skips them.
 func (s *Store) Import(ctx context.Context, r io.Reader, p ImportParams) (ImportResult, error) {
-	d := newDecision(p.Op, p.Actor, "", p.Now)
+	d := catalogdb.NewDecision(p.Op, p.Actor, "", p.Now)
 	sel, _ := json.Marshal(map[string]string{"file": p.Name, "queue": p.Queue})
-	d.selector = string(sel)
-	out := ImportResult{Op: d.op}
+	d.Selector = string(sel)
+	out := ImportResult{Op: d.Op}
 	br := bufio.NewReaderSize(r, 1<<20)
 	lineNo := 0
 	var batch []*ExportLine
@@ -162,9 +163,9 @@ const importSQL = `INSERT INTO lily_dlq_entries
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING RETURNING id`
 
-func (s *Store) importBatch(ctx context.Context, d decision, p ImportParams, batch []*ExportLine, out *ImportResult) error {
-	return withTx(ctx, s.db, func(tx *txHandle) error {
-		x := searchIndexer{d: tx.d, q: tx}
+func (s *Store) importBatch(ctx context.Context, d catalogdb.Decision, p ImportParams, batch []*ExportLine, out *ImportResult) error {
+	return s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
+		x := catalogdb.NewIndexer(tx)
 		var added []string
 		skipped, history := 0, 0
 		for _, l := range batch {
@@ -186,13 +187,13 @@ func (s *Store) importBatch(ctx context.Context, d decision, p ImportParams, bat
 			var id int64
 			err = tx.QueryRowContext(ctx, importSQL, queue, l.EventID, l.Key, l.Type, nullBytes(l.Body), nullBytes(l.Headers), l.BodySHA256,
 				l.Reason, l.ErrorType, l.ErrorMessage, l.Fingerprint, l.ConsumerVersion, l.Source, l.DeliveryCount, l.RetryCount,
-				l.RedriveCount, string(l.State), l.DeadLetteredAt.UnixMilli(), l.UpdatedAt.UnixMilli(), nullString(l.DLKey), l.HoldKey,
+				l.RedriveCount, string(l.State), l.DeadLetteredAt.UnixMilli(), l.UpdatedAt.UnixMilli(), catalogdb.NullString(l.DLKey), l.HoldKey,
 				l.SourceCoords, l.Duplicates, nullTime(l.DecidedAt), l.DecidedBy, l.Decision, nullTime(l.ErasedAt), bodySize, headersSize).Scan(&id)
 			if err != nil {
 				return fmt.Errorf("catalog: import entry %s: %w", l.EventID, err)
 			}
 			if l.Body != nil {
-				if err := x.index(ctx, id, l.ErrorMessage, l.Body); err != nil {
+				if err := x.Index(ctx, id, l.ErrorMessage, l.Body); err != nil {
 					return err
 				}
 			}
@@ -232,7 +233,7 @@ func (s *Store) importBatch(ctx context.Context, d decision, p ImportParams, bat
 		if len(added) == 0 {
 			outcome = OutcomeDuplicate
 		}
-		if err := appendAudit(ctx, tx, d.record(ActionImport, outcome, false, added, detail)); err != nil {
+		if err := catalogdb.AppendAudit(ctx, tx, d.Record(ActionImport, outcome, false, added, detail)); err != nil {
 			return err
 		}
 		out.Added += len(added)
@@ -243,7 +244,7 @@ func (s *Store) importBatch(ctx context.Context, d decision, p ImportParams, bat
 }
 
 // importDuplicate reports whether the catalog holds l's dead-lettering.
-func importDuplicate(ctx context.Context, tx *txHandle, l *ExportLine, queue string) (bool, error) {
+func importDuplicate(ctx context.Context, tx *catalogdb.Tx, l *ExportLine, queue string) (bool, error) {
 	var one int
 	var err error
 	if l.DLKey != "" {
@@ -264,7 +265,7 @@ func importDuplicate(ctx context.Context, tx *txHandle, l *ExportLine, queue str
 
 // importHistory appends one history record unless it is there already;
 // it returns 1 when it was appended.
-func importHistory(ctx context.Context, tx *txHandle, h *AuditRecord) (int, error) {
+func importHistory(ctx context.Context, tx *catalogdb.Tx, h *AuditRecord) (int, error) {
 	var one int
 	err := tx.QueryRowContext(ctx, `SELECT 1 FROM lily_audit WHERE at = ? AND op = ? AND actor = ? AND action = ? AND selector = ? AND outcome = ? LIMIT 1`,
 		h.At.UnixMilli(), h.Op, h.Actor, h.Action, h.Selector, h.Outcome).Scan(&one)
@@ -276,7 +277,7 @@ func importHistory(ctx context.Context, tx *txHandle, h *AuditRecord) (int, erro
 	}
 	r := *h
 	r.ID = 0
-	if err := appendAudit(ctx, tx, &r); err != nil {
+	if err := catalogdb.AppendAudit(ctx, tx, &r); err != nil {
 		return 0, err
 	}
 	return 1, nil

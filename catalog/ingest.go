@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -114,7 +115,7 @@ func (s *Store) ingestBatch(ctx context.Context, p IngestParams, now time.Time, 
 				p.Queue, p.Lease, p.Holder, ErrLeaseLost)
 		}
 	}
-	if err := insertEntries(ctx, tx, entries); err != nil {
+	if err := catalogdb.InsertEntries(ctx, tx, entries); err != nil {
 		return fmt.Errorf("catalog: ingest %s: %w", p.Queue, err)
 	}
 	if p.Foreign != "" {
@@ -124,33 +125,6 @@ func (s *Store) ingestBatch(ctx context.Context, p IngestParams, now time.Time, 
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("catalog: ingest %s: commit: %w", p.Queue, err)
-	}
-	return nil
-}
-
-// insertEntries adds entries in tx as Store.Insert does: an entry with a
-// DLKey inserted before is skipped, one repeating a held dead-lettering
-// is counted as its duplicate; both are left with ID 0.
-func insertEntries(ctx context.Context, tx *txHandle, entries []*Entry) error {
-	in, err := newInserter(ctx, tx)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	for _, e := range entries {
-		if e.DLKey != "" {
-			dup, err := markDuplicate(ctx, tx, e)
-			if err != nil {
-				return err
-			}
-			if dup {
-				e.ID = 0
-				continue
-			}
-		}
-		if err := in.Insert(ctx, e); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -203,7 +177,7 @@ func EntryFromDeadLetter(queue string, d *transport.Delivery, now time.Time) *En
 		e.Source = foreignSource(queue, foreign)
 		if len(foreign) > 0 && e.SourceCoords == "" {
 			f := foreign[0]
-			e.SourceCoords = sourceCoords(f.HasPartition, f.Partition, f.HasOffset, f.Offset)
+			e.SourceCoords = catalogdb.SourceCoords(f.HasPartition, f.Partition, f.HasOffset, f.Offset)
 		}
 	}
 	e.DLKey = deadLetterKey(d, rec, foreign, e.SourceCoords)

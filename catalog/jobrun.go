@@ -3,21 +3,14 @@ package catalog
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
-)
 
-// execQueryer is a handle or a transaction. Inside a transaction every
-// statement must go through the Tx: a SQLite catalog has one connection.
-type execQueryer interface {
-	execer
-	queryer
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+	"github.com/lily-mq/lily/internal/catalogdb"
+)
 
 // jobRun ties a Redrive to the stored job a runner holds: before each batch
 // it renews the lease (and notices a cancellation or a takeover), and in
@@ -37,7 +30,7 @@ type jobRun struct {
 
 // check renews the lease through q; it fails, wrapping ErrJobCancelled or
 // ErrJobLeaseLost, when the job is no longer this runner's to run.
-func (r *jobRun) check(ctx context.Context, q execQueryer) error {
+func (r *jobRun) check(ctx context.Context, q catalogdb.Querier) error {
 	now := r.now().UnixMilli()
 	res, err := q.ExecContext(ctx, `UPDATE lily_redrive_jobs SET lease_until = ?, updated_at = ?
 		WHERE id = ? AND holder = ? AND state IN ('running', 'sampling')`, now+r.lease.Milliseconds(), now, r.job.ID, r.holder)
@@ -51,7 +44,7 @@ func (r *jobRun) check(ctx context.Context, q execQueryer) error {
 }
 
 // whyNotHeld explains why holder no longer runs job id.
-func whyNotHeld(ctx context.Context, q execQueryer, id int64, holder string) error {
+func whyNotHeld(ctx context.Context, q catalogdb.Querier, id int64, holder string) error {
 	var state, by string
 	if err := q.QueryRowContext(ctx, `SELECT state, holder FROM lily_redrive_jobs WHERE id = ?`, id).Scan(&state, &by); err != nil {
 		return fmt.Errorf("catalog: redrive job %d: %w", id, err)
@@ -67,7 +60,7 @@ func whyNotHeld(ctx context.Context, q execQueryer, id int64, holder string) err
 
 // record adds the outcome of a sub-batch to the job inside tx: the counts,
 // the cursor and, while sampling, the sampled messages.
-func (r *jobRun) record(ctx context.Context, tx *txHandle, changed []*Entry, outcome string) error {
+func (r *jobRun) record(ctx context.Context, tx *catalogdb.Tx, changed []*Entry, outcome string) error {
 	sent, refused := 0, 0
 	if outcome == OutcomeRedriven {
 		sent = len(changed)

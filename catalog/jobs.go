@@ -9,52 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// jobsSchema holds the redrive jobs (DESIGN §9): a redrive is a row that
-// outlives the process running it. One job per queue is active at a time
-// (the partial unique index; a job of every queue, queue '*', is checked
-// by CreateJob's conditional insert). holder and lease_until are the
-// runner's lease: a job whose lease ran out is taken over by the next
-// runner and resumes after after_id, the cursor.
-const jobsSchema = `
-CREATE TABLE IF NOT EXISTS lily_redrive_jobs (
-	id                   INTEGER PRIMARY KEY,
-	op                   TEXT    NOT NULL,
-	queue                TEXT    NOT NULL,
-	filter               TEXT    NOT NULL,
-	max_entries          INTEGER NOT NULL DEFAULT 0,
-	rate_milli           INTEGER NOT NULL DEFAULT 0,
-	sample               INTEGER NOT NULL DEFAULT 0,
-	observe_ms           INTEGER NOT NULL DEFAULT 0,
-	new_consumer_version TEXT    NOT NULL DEFAULT '',
-	include_crashers     INTEGER NOT NULL DEFAULT 0,
-	total                INTEGER NOT NULL DEFAULT 0,
-	held_back            INTEGER NOT NULL DEFAULT 0,
-	state                TEXT    NOT NULL,
-	sent                 INTEGER NOT NULL DEFAULT 0,
-	refused              INTEGER NOT NULL DEFAULT 0,
-	failed               INTEGER NOT NULL DEFAULT 0,
-	after_id             INTEGER NOT NULL DEFAULT 0,
-	since_id             INTEGER NOT NULL DEFAULT 0,
-	sample_at            INTEGER NOT NULL DEFAULT 0,
-	sample_until         INTEGER NOT NULL DEFAULT 0,
-	sample_done          INTEGER NOT NULL DEFAULT 0,
-	sample_clean         INTEGER NOT NULL DEFAULT 0,
-	sampled              TEXT    NOT NULL DEFAULT '[]',
-	returned             TEXT    NOT NULL DEFAULT '[]',
-	actor                TEXT    NOT NULL,
-	created_at           INTEGER NOT NULL,
-	started_at           INTEGER NOT NULL DEFAULT 0,
-	updated_at           INTEGER NOT NULL,
-	finished_at          INTEGER NOT NULL DEFAULT 0,
-	error                TEXT    NOT NULL DEFAULT '',
-	holder               TEXT    NOT NULL DEFAULT '',
-	lease_until          INTEGER NOT NULL DEFAULT 0
-);
-CREATE UNIQUE INDEX IF NOT EXISTS lily_redrive_jobs_active ON lily_redrive_jobs(queue) WHERE state IN ('queued', 'running', 'sampling');
-CREATE INDEX IF NOT EXISTS lily_redrive_jobs_state ON lily_redrive_jobs(state, lease_until);
-`
+	"github.com/lily-mq/lily/internal/catalogdb"
+)
 
 // JobState is a redrive job's state.
 type JobState string
@@ -285,7 +242,7 @@ func (s *Store) CreateJob(ctx context.Context, sp JobSpec) (*Job, error) {
 		WHERE NOT EXISTS (SELECT 1 FROM lily_redrive_jobs WHERE state IN `+activeJobStates+` AND (queue = ? OR queue = '*' OR ? = '*'))
 		RETURNING id`,
 		op, queue, f.String(), sp.Limit, int64(sp.Rate*1000), sp.Sample, sp.Observe.Milliseconds(),
-		sp.NewConsumerVersion, boolInt(sp.IncludeCrashers), total, heldBack, string(state), actor,
+		sp.NewConsumerVersion, catalogdb.BoolInt(sp.IncludeCrashers), total, heldBack, string(state), actor,
 		t, started, t, holder, leaseUntil, sp.To, queue, queue).Scan(&id)
 	if err != nil {
 		if c, cerr := s.activeJobOn(ctx, queue); cerr == nil && c != nil {
@@ -466,9 +423,9 @@ func (s *Store) CancelJob(ctx context.Context, id int64, actor string) (*Job, er
 	if n, _ := res.RowsAffected(); n == 0 {
 		return j, fmt.Errorf("redrive job %d ended (%s) before: nothing to cancel: %w", id, j.State, ErrJobEnded)
 	}
-	d := newDecision(j.Op, actor, fmt.Sprintf(`{"job":%d}`, id), nil)
+	d := catalogdb.NewDecision(j.Op, actor, fmt.Sprintf(`{"job":%d}`, id), nil)
 	detail := fmt.Sprintf("redrive job %d cancelled after %d sent and %d marked needs_manual of %d; the rest stays pending", id, j.Sent, j.Refused, j.Total)
-	if err := s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeStopped, false, nil, detail)); err != nil {
+	if err := s.AppendAudit(context.WithoutCancel(ctx), d.Record(ActionRedrive, OutcomeStopped, false, nil, detail)); err != nil {
 		return j, err
 	}
 	return j, nil

@@ -9,40 +9,9 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
-
-// Held keys keep per-key ordering (DESIGN §4, ordering "park" and "block")
-// across restarts. A key is held while one of its messages has not been
-// processed in order:
-//
-//   - held: its head (the message whose failure holds it) was dead-lettered;
-//     every later message of the key is diverted, in arrival order, into the
-//     catalog as a parked entry.
-//   - waiting: exactly one message of the key — the allowed one: a retry
-//     copy in its delay bucket, the head sent back by unpark or redrive, or
-//     the next parked entry on its way back — may be processed; everything
-//     else of the key is still diverted.
-//
-// When the allowed message succeeds, the consumer advances the key: the
-// oldest parked entry is sent back to the source queue and becomes the
-// allowed one, until none is left and the key is free. Messages of a key
-// therefore reach the handler in their arrival order, one at a time, with
-// every wait in the broker or the catalog, never in a handler.
-const keySchema = `
-CREATE TABLE IF NOT EXISTS lily_held_keys (
-	queue            TEXT    NOT NULL,
-	msg_key          TEXT    NOT NULL,
-	mode             TEXT    NOT NULL,
-	state            TEXT    NOT NULL,
-	head_event_id    TEXT    NOT NULL,
-	allowed_event_id TEXT    NOT NULL DEFAULT '',
-	since            INTEGER NOT NULL,
-	updated_at       INTEGER NOT NULL,
-	PRIMARY KEY (queue, msg_key)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS lily_dlq_entries_parked_hold ON lily_dlq_entries(queue, hold_key, id) WHERE state = 'parked';
-`
 
 // Key modes (the queue's ordering) and key states.
 const (
@@ -134,7 +103,7 @@ func (s *Store) HoldKey(ctx context.Context, queue, key, mode, state, eventID st
 // processed: it sends the key's oldest parked entry back to queue through
 // pub and lets it through, or, with none left, frees the key (free=true).
 func (s *Store) AdvanceKey(ctx context.Context, queue, key string, pub transport.Transport) (free bool, err error) {
-	d := newDecision("", "lily-consumer", keySelector(queue, key), nil)
+	d := catalogdb.NewDecision("", "lily-consumer", keySelector(queue, key), nil)
 	return s.advance(ctx, d, queue, key, pub, ActionRelease)
 }
 
@@ -147,9 +116,9 @@ func (s *Store) ResumeKeys(ctx context.Context, queue string, pub transport.Tran
 	if err != nil {
 		return 0, err
 	}
-	d := newDecision("", "lily-consumer", "", nil)
+	d := catalogdb.NewDecision("", "lily-consumer", "", nil)
 	for _, k := range keys {
-		d.selector = keySelector(queue, k.Key)
+		d.Selector = keySelector(queue, k.Key)
 		switch {
 		case k.State == KeyWaiting && time.Since(k.UpdatedAt) > ResumeGrace:
 			e, err := s.parkedEntry(ctx, s.db, queue, k.Key, k.AllowedEventID)
@@ -281,9 +250,9 @@ type UnparkResult struct {
 // in their original order, each confirmed before the next. If the head
 // fails again, it is dead-lettered again and the key stays held.
 func (s *Store) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error) {
-	d := newDecision(p.Op, p.Actor, keySelector(p.Queue, p.Key), nil)
-	d.redriveAs = ActionUnpark
-	res := UnparkResult{Op: d.op, DryRun: p.DryRun}
+	d := catalogdb.NewDecision(p.Op, p.Actor, keySelector(p.Queue, p.Key), nil)
+	d.RedriveAs = ActionUnpark
+	res := UnparkResult{Op: d.Op, DryRun: p.DryRun}
 	k, err := s.HeldKey(ctx, p.Queue, p.Key)
 	if err != nil {
 		return res, err
@@ -319,7 +288,7 @@ func (s *Store) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error
 			outcome = OutcomeWaiting
 		}
 		detail := fmt.Sprintf("%s: %d parked behind head %s", res.Action, k.Parked, k.HeadEventID)
-		return res, s.AppendAudit(ctx, d.record(ActionUnpark, outcome, p.DryRun, []string{k.HeadEventID}, detail))
+		return res, s.AppendAudit(ctx, d.Record(ActionUnpark, outcome, p.DryRun, []string{k.HeadEventID}, detail))
 	}
 	if p.Target == nil {
 		return res, errors.New("catalog: unpark needs a Target")
@@ -333,7 +302,7 @@ func (s *Store) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error
 		if err := s.HoldKey(ctx, p.Queue, p.Key, k.Mode, KeyWaiting, k.HeadEventID); err != nil {
 			return res, err
 		}
-		return res, s.AppendAudit(ctx, d.record(ActionUnpark, OutcomeWaiting, false, []string{k.HeadEventID}, "the head was already redriven; it is let through when it arrives"))
+		return res, s.AppendAudit(ctx, d.Record(ActionUnpark, OutcomeWaiting, false, []string{k.HeadEventID}, "the head was already redriven; it is let through when it arrives"))
 	case "release_next":
 		res.Free, err = s.advance(ctx, d, p.Queue, p.Key, pub, ActionUnpark)
 		return res, err
@@ -346,7 +315,7 @@ func (s *Store) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error
 }
 
 // redriveHead lets the head of a held key through and redrives it.
-func (s *Store) redriveHead(ctx context.Context, d decision, head *Entry, mode string, pub Publisher) error {
+func (s *Store) redriveHead(ctx context.Context, d catalogdb.Decision, head *Entry, mode string, pub Publisher) error {
 	if err := s.HoldKey(ctx, head.Queue, head.Key, mode, KeyWaiting, head.EventID); err != nil {
 		return err
 	}
@@ -363,7 +332,7 @@ func (s *Store) redriveHead(ctx context.Context, d decision, head *Entry, mode s
 // that are the heads of held keys: a redriven head is processed first, and
 // the key then moves on. It is one statement per 300 entries, not one per
 // entry: on PostgreSQL each is a round trip to the server.
-func (s *Store) allowHeads(ctx context.Context, q execer, es []*Entry) error {
+func (s *Store) allowHeads(ctx context.Context, q catalogdb.Querier, es []*Entry) error {
 	const chunk = 300 // 3 parameters each, far below either store's limit
 	var args []any
 	flush := func() error {
@@ -395,16 +364,11 @@ func (s *Store) allowHeads(ctx context.Context, q execer, es []*Entry) error {
 	return flush()
 }
 
-// execer is a *sql.DB or a *txHandle.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // advance sends the oldest parked entry of key back and lets it through,
 // or frees the key when none is left.
-func (s *Store) advance(ctx context.Context, d decision, queue, key string, pub Publisher, action string) (free bool, err error) {
+func (s *Store) advance(ctx context.Context, d catalogdb.Decision, queue, key string, pub Publisher, action string) (free bool, err error) {
 	var next *Entry
-	err = withTx(ctx, s.db, func(tx *txHandle) error {
+	err = s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 		var err error
 		next, err = s.parkedEntry(ctx, tx, queue, key, "")
 		if err != nil {
@@ -419,7 +383,7 @@ func (s *Store) advance(ctx context.Context, d decision, queue, key string, pub 
 		if err != nil {
 			return err
 		}
-		if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {
+		if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == s.db.DB {
 			return s.releaseTx(ctx, tx, d, next, tp, action)
 		}
 		return nil
@@ -430,7 +394,7 @@ func (s *Store) advance(ctx context.Context, d decision, queue, key string, pub 
 	if next == nil {
 		return true, nil
 	}
-	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {
+	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == s.db.DB {
 		return false, nil // sent in the transaction above
 	}
 	return false, s.release(ctx, d, next, pub, action)
@@ -441,13 +405,13 @@ func (s *Store) advance(ctx context.Context, d decision, queue, key string, pub 
 func (s *Store) parkedEntry(ctx context.Context, q interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }, queue, key, eventID string) (*Entry, error) {
-	query := `SELECT ` + selectCols + ` FROM lily_dlq_entries WHERE queue = ? AND hold_key = ? AND state = 'parked'`
+	query := `SELECT ` + catalogdb.SelectCols + ` FROM lily_dlq_entries WHERE queue = ? AND hold_key = ? AND state = 'parked'`
 	args := []any{queue, key}
 	if eventID != "" {
 		query += ` AND event_id = ?`
 		args = append(args, eventID)
 	}
-	e, err := scanEntry(q.QueryRowContext(ctx, query+` ORDER BY id LIMIT 1`, args...))
+	e, err := catalogdb.ScanEntry(q.QueryRowContext(ctx, query+` ORDER BY id LIMIT 1`, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -459,19 +423,19 @@ func (s *Store) parkedEntry(ctx context.Context, q interface {
 
 // release publishes a parked entry back to its queue and, once confirmed,
 // marks it redriven with its audit record.
-func (s *Store) release(ctx context.Context, d decision, e *Entry, pub Publisher, action string) error {
-	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {
-		return withTx(ctx, s.db, func(tx *txHandle) error { return s.releaseTx(ctx, tx, d, e, tp, action) })
+func (s *Store) release(ctx context.Context, d catalogdb.Decision, e *Entry, pub Publisher, action string) error {
+	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == s.db.DB {
+		return s.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return s.releaseTx(ctx, tx, d, e, tp, action) })
 	}
 	if err := pub.Publish(ctx, releaseParams(e)); err != nil {
 		return fmt.Errorf("catalog: release %s to %s: %w", e.EventID, e.Queue, err)
 	}
-	return withTx(context.WithoutCancel(ctx), s.db, func(tx *txHandle) error { return markReleased(ctx, tx, d, e, action) })
+	return s.db.WithTx(context.WithoutCancel(ctx), func(tx *catalogdb.Tx) error { return markReleased(ctx, tx, d, e, action) })
 }
 
 // releaseTx is release inside tx, publishing through the catalog's own
 // database.
-func (s *Store) releaseTx(ctx context.Context, tx *txHandle, d decision, e *Entry, tp TxPublisher, action string) error {
+func (s *Store) releaseTx(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, e *Entry, tp transport.TxPublisher, action string) error {
 	if err := markReleased(ctx, tx, d, e, action); err != nil {
 		return err
 	}
@@ -488,14 +452,14 @@ func releaseParams(e *Entry) *transport.PublishParams {
 
 // markReleased marks a parked entry redriven (released, not failed again:
 // its redrive count stays) with its audit record.
-func markReleased(ctx context.Context, tx *txHandle, d decision, e *Entry, action string) error {
-	now := d.now().UnixMilli()
+func markReleased(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, e *Entry, action string) error {
+	now := d.Now().UnixMilli()
 	why := "released in order behind key " + e.Key
 	if _, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET state = 'redriven', decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1
-		WHERE id = ?4 AND state = 'parked'`, now, d.actor, why, e.ID); err != nil {
+		WHERE id = ?4 AND state = 'parked'`, now, d.Actor, why, e.ID); err != nil {
 		return fmt.Errorf("catalog: mark %s released: %w", e.EventID, err)
 	}
-	return appendAudit(ctx, tx, d.record(action, OutcomeReleased, false, []string{e.EventID}, why))
+	return catalogdb.AppendAudit(ctx, tx, d.Record(action, OutcomeReleased, false, []string{e.EventID}, why))
 }
 
 func keySelector(queue, key string) string {

@@ -9,18 +9,9 @@ import (
 	"os"
 	"strconv"
 	"time"
-)
 
-// leaseSchema holds the leases: a named piece of work (e.g. draining one
-// queue's broker DLQ) that exactly one process does at a time, across
-// every process on the catalog. expires_at is Unix milliseconds.
-const leaseSchema = `
-CREATE TABLE IF NOT EXISTS lily_leases (
-	name       TEXT PRIMARY KEY,
-	holder     TEXT NOT NULL,
-	expires_at INTEGER NOT NULL
-);
-`
+	"github.com/lily-mq/lily/internal/catalogdb"
+)
 
 // ErrLeaseLost is returned by work fenced by a lease (IngestParams.Lease)
 // when the lease is no longer held by the caller: another process took it
@@ -85,7 +76,7 @@ func (s *Store) RenewLease(ctx context.Context, name, holder string, ttl time.Du
 	return renewLease(ctx, s.db, name, holder, ttl, now)
 }
 
-func renewLease(ctx context.Context, db execer, name, holder string, ttl time.Duration, now time.Time) (bool, error) {
+func renewLease(ctx context.Context, db catalogdb.Querier, name, holder string, ttl time.Duration, now time.Time) (bool, error) {
 	res, err := db.ExecContext(ctx, `UPDATE lily_leases SET expires_at = ?
 		WHERE name = ? AND holder = ? AND expires_at > ?`,
 		now.Add(ttl).UnixMilli(), name, holder, now.UnixMilli())

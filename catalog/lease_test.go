@@ -3,12 +3,13 @@ package catalog
 import (
 	"context"
 	"errors"
-	"github.com/lily-mq/lily/internal/pgtest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lily-mq/lily/internal/pgtest"
 
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"

@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sort"
 
@@ -47,20 +46,6 @@ type LedgerRow struct {
 
 // Balanced reports whether every accepted message is accounted for.
 func (r LedgerRow) Balanced() bool { return r.Lost == 0 }
-
-// AddCountsTx adds to a queue's accepted and acked counters inside tx; the
-// transport calls it in the same transaction that enqueues or acknowledges.
-func AddCountsTx(ctx context.Context, tx *sql.Tx, queue string, accepted, acked int64) error {
-	return addLedgerCounts(ctx, wrapTx(tx), queue, accepted, acked)
-}
-
-func addLedgerCounts(ctx context.Context, tx *txHandle, queue string, accepted, acked int64) error {
-	_, err := tx.ExecContext(ctx, addCountsSQL, queue, accepted, acked)
-	if err != nil {
-		return fmt.Errorf("catalog: ledger %s: %w", queue, err)
-	}
-	return nil
-}
 
 // Ledger computes the ledger of every queue known to the catalog. The
 // in-flight figure comes from inflight (the transport's own count of

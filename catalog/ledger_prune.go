@@ -46,20 +46,6 @@ import (
 // broker redeliveries.
 const DefaultLedgerHorizon = 720 * time.Hour
 
-// ledgerPruneSchema adds what pruning needs: an index by age, and the
-// record of what was pruned per queue and kind (events: rows deleted;
-// through: the latest cutoff, Unix ms — rows older than it are gone).
-const ledgerPruneSchema = `
-CREATE INDEX IF NOT EXISTS lily_ledger_events_at ON lily_ledger_events(at);
-CREATE TABLE IF NOT EXISTS lily_ledger_pruned (
-	queue   TEXT    NOT NULL,
-	kind    TEXT    NOT NULL,
-	events  INTEGER NOT NULL DEFAULT 0,
-	through INTEGER NOT NULL DEFAULT 0,
-	PRIMARY KEY (queue, kind)
-);
-`
-
 // pruneBatch is the most rows one pruning transaction deletes, so that a
 // first prune of a large, never-pruned ledger does not hold the write lock
 // for long: between two batches PruneLedger pauses as long as the last

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lily-mq/lily/internal/pgtest"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lily-mq/lily/internal/pgtest"
 
 	"github.com/lily-mq/lily/transport"
 )

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lily-mq/lily/internal/catalogdb"
+	"github.com/lily-mq/lily/transport"
 )
 
 // LastID returns the highest entry ID, 0 for an empty catalog: entries
@@ -98,9 +101,9 @@ func describeRefs(refs []EntryRef, n int) string {
 // stopped because the entries back were dead-lettered again. For the
 // latter it returns the error to report.
 func (s *Store) RecordObservation(ctx context.Context, op, actor string, sampled []string, window time.Duration, back []EntryRef) error {
-	d := newDecision(op, actor, fmt.Sprintf(`{"observe":%q}`, window.String()), nil)
+	d := catalogdb.NewDecision(op, actor, fmt.Sprintf(`{"observe":%q}`, window.String()), nil)
 	if len(back) == 0 {
-		return s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeObserved, false, sampled,
+		return s.AppendAudit(context.WithoutCancel(ctx), d.Record(ActionRedrive, OutcomeObserved, false, sampled,
 			fmt.Sprintf("none of the %d sampled messages was dead-lettered again within %s", len(sampled), window)))
 	}
 	ids := make([]string, len(back))
@@ -109,33 +112,10 @@ func (s *Store) RecordObservation(ctx context.Context, op, actor string, sampled
 	}
 	detail := "sampled messages were dead-lettered again within " + window.String() + ": " + describeRefs(back, 10) +
 		"; the rest of the selection was not redriven"
-	if err := s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeStopped, false, ids, detail)); err != nil {
+	if err := s.AppendAudit(context.WithoutCancel(ctx), d.Record(ActionRedrive, OutcomeStopped, false, ids, detail)); err != nil {
 		return err
 	}
 	return errors.New("redrive stopped: " + detail)
-}
-
-// MessageStatus is what a transport's queue knows of a message it holds.
-type MessageStatus int
-
-// Message statuses (QueueInspector).
-const (
-	// MessageWaiting: in the queue, not received by any consumer yet.
-	MessageWaiting MessageStatus = iota + 1
-	// MessageReceived: received by a consumer, not settled yet.
-	MessageReceived
-	// MessageRetried: a retry copy — a consumer failed on it at least once.
-	MessageRetried
-)
-
-// QueueInspector is implemented by a transport whose queues the catalog can
-// look into (the SQLite transport). MessageStatuses reports the status of
-// each of eventIDs still in queue; an event ID missing from the map is no
-// longer there: acked, unless it was dead-lettered again (a new catalog
-// entry). Without it, a sample's acks are read from the ledger's events
-// (kind "acked", which Accounted records before each broker ack).
-type QueueInspector interface {
-	MessageStatuses(ctx context.Context, queue string, eventIDs []string) (map[string]MessageStatus, error)
 }
 
 // sampleVerdict is what watching a sample proved.
@@ -169,11 +149,11 @@ func (s *Store) watchSample(ctx context.Context, r *jobRun, p JobRunParams) (sam
 			queues = append(queues, m.Queue)
 		}
 	}
-	inspectors := map[string]QueueInspector{}
+	inspectors := map[string]transport.QueueInspector{}
 	if p.Target != nil {
 		for _, q := range queues {
 			if t, err := p.Target(ctx, q); err == nil {
-				if qi, ok := t.(QueueInspector); ok {
+				if qi, ok := t.(transport.QueueInspector); ok {
 					inspectors[q] = qi
 				}
 			}
@@ -231,9 +211,9 @@ func (s *Store) watchSample(ctx context.Context, r *jobRun, p JobRunParams) (sam
 }
 
 // sampleStatus counts the job's sampled messages by what became of them:
-// from the queue itself (QueueInspector) or from the ledger's ack events
+// from the queue itself (transport.QueueInspector) or from the ledger's ack events
 // recorded since the sample was sent.
-func (s *Store) sampleStatus(ctx context.Context, j *Job, inspectors map[string]QueueInspector) (sampleCounts, error) {
+func (s *Store) sampleStatus(ctx context.Context, j *Job, inspectors map[string]transport.QueueInspector) (sampleCounts, error) {
 	var c sampleCounts
 	byQueue := map[string][]SampledMessage{}
 	var order []string
@@ -254,9 +234,9 @@ func (s *Store) sampleStatus(ctx context.Context, j *Job, inspectors map[string]
 				switch st[m.EventID] {
 				case 0:
 					c.acked++
-				case MessageReceived:
+				case transport.MessageReceived:
 					c.received++
-				case MessageRetried:
+				case transport.MessageRetried:
 					c.retried++
 					c.retriedIDs = append(c.retriedIDs, m.EventID)
 				}
@@ -271,7 +251,7 @@ func (s *Store) sampleStatus(ctx context.Context, j *Job, inspectors map[string]
 			}
 			var n int
 			if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_ledger_events WHERE queue = ? AND kind = 'acked' AND at >= ?
-				AND event_id IN (`+qmarks(len(chunk))+`)`, args...).Scan(&n); err != nil {
+				AND event_id IN (`+catalogdb.Placeholders(len(chunk))+`)`, args...).Scan(&n); err != nil {
 				return c, fmt.Errorf("catalog: sample acks in %s: %w", q, err)
 			}
 			c.acked += n
@@ -283,13 +263,13 @@ func (s *Store) sampleStatus(ctx context.Context, j *Job, inspectors map[string]
 // recordVerdict stores and audits what the sample proved.
 func (s *Store) recordVerdict(ctx context.Context, r *jobRun, v sampleVerdict) error {
 	j := r.job
-	d := newDecision(j.Op, j.Actor, fmt.Sprintf(`{"job":%d,"observe":%q}`, j.ID, j.Observe.String()), nil)
+	d := catalogdb.NewDecision(j.Op, j.Actor, fmt.Sprintf(`{"job":%d,"observe":%q}`, j.ID, j.Observe.String()), nil)
 	if v.clean {
 		if err := s.jobUpdate(ctx, r, `sample_clean = 1, state = 'running'`); err != nil {
 			return err
 		}
 		j.SampleClean, j.State = true, JobRunning
-		return s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeObserved, false, sampledIDs(j.Sampled), v.detail))
+		return s.AppendAudit(context.WithoutCancel(ctx), d.Record(ActionRedrive, OutcomeObserved, false, sampledIDs(j.Sampled), v.detail))
 	}
 	returned, err := json.Marshal(v.returned)
 	if err != nil {
@@ -309,5 +289,5 @@ func (s *Store) recordVerdict(ctx context.Context, r *jobRun, v sampleVerdict) e
 			ids[i] = e.EventID
 		}
 	}
-	return s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeStopped, false, ids, v.detail))
+	return s.AppendAudit(context.WithoutCancel(ctx), d.Record(ActionRedrive, OutcomeStopped, false, ids, v.detail))
 }

@@ -2,10 +2,11 @@ package catalog
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
 // redirect returns where a redrive of queue's entries goes — p.To, or the
@@ -34,7 +35,7 @@ func redrivenSet(p RedriveParams) string {
 // anything is sent, for every source queue of the selection. A target that
 // does not exist refuses the redrive with nothing changed, audited, dry
 // run or not.
-func (s *Store) redirectTargets(ctx context.Context, d decision, p RedriveParams, queues []string, counts map[string]int64, out map[string]Publisher) error {
+func (s *Store) redirectTargets(ctx context.Context, d catalogdb.Decision, p RedriveParams, queues []string, counts map[string]int64, out map[string]Publisher) error {
 	t, err := p.Target(ctx, p.To)
 	if err != nil {
 		var n int64
@@ -42,34 +43,13 @@ func (s *Store) redirectTargets(ctx context.Context, d decision, p RedriveParams
 			n += c
 		}
 		detail := fmt.Sprintf("redirect to %s (from %s): %v", p.To, strings.Join(queues, ", "), err)
-		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeFailed, p.DryRun, nil, detail)); aerr != nil {
+		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.Record(ActionRedrive, OutcomeFailed, p.DryRun, nil, detail)); aerr != nil {
 			return errors.Join(err, aerr)
 		}
 		return fmt.Errorf("redrive --to %s (%d pending entries of %s selected): %w; nothing was sent or changed", p.To, n, strings.Join(queues, ", "), err)
 	}
 	for _, q := range queues {
 		out[q] = t
-	}
-	return nil
-}
-
-// pgRedirectJobs adds the redirect target of redrive jobs (PostgreSQL
-// step 3).
-const pgRedirectJobs = `ALTER TABLE lily_redrive_jobs ADD COLUMN to_queue TEXT NOT NULL DEFAULT '';`
-
-// migrateRedirect adds the redirect target column of redrive jobs to a
-// SQLite file made by an older Lily.
-func migrateRedirect(ctx context.Context, db *sql.DB) error {
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('lily_redrive_jobs') WHERE name = 'to_queue'`).Scan(&n); err != nil {
-		return fmt.Errorf("catalog: inspect redrive jobs: %w", err)
-	}
-	if n > 0 {
-		return nil
-	}
-	if _, err := db.ExecContext(ctx, `ALTER TABLE lily_redrive_jobs ADD COLUMN to_queue TEXT NOT NULL DEFAULT ''`); err != nil &&
-		!strings.Contains(err.Error(), "duplicate column") {
-		return fmt.Errorf("catalog: add column to_queue: %w", err)
 	}
 	return nil
 }

@@ -2,13 +2,13 @@ package catalog
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -20,18 +20,6 @@ const DefaultMaxRedrives = 2
 // transport.Transport is one).
 type Publisher interface {
 	Publish(ctx context.Context, p *transport.PublishParams) error
-}
-
-// TxPublisher is implemented by a transport whose queues live in a SQL
-// database (the SQLite transport). When its DB is the catalog's own
-// handle, a redrive publishes and marks the entries in one transaction:
-// no duplicate even after a crash, and half the commits.
-type TxPublisher interface {
-	Publisher
-	// DB returns the transport's database handle.
-	DB() *sql.DB
-	// PublishTx enqueues p's messages inside tx, as Publish would.
-	PublishTx(ctx context.Context, tx *sql.Tx, p *transport.PublishParams) error
 }
 
 // RedriveParams are the arguments of Redrive.
@@ -229,8 +217,8 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 	if p.Options != "" {
 		selector += "," + p.Options
 	}
-	d := newDecision(p.Op, p.Actor, selector+"}", p.Now)
-	res = RedriveResult{Op: d.op, DryRun: p.DryRun}
+	d := catalogdb.NewDecision(p.Op, p.Actor, selector+"}", p.Now)
+	res = RedriveResult{Op: d.Op, DryRun: p.DryRun}
 	if p.Target == nil && !p.DryRun {
 		return res, errors.New("catalog: redrive needs a Target for the source queues")
 	}
@@ -242,7 +230,7 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 	}
 	res.HeldBack = heldBack
 	if total == 0 {
-		return res, s.AppendAudit(ctx, d.record(ActionRedrive, OutcomeEmpty, p.DryRun, nil, ""))
+		return res, s.AppendAudit(ctx, d.Record(ActionRedrive, OutcomeEmpty, p.DryRun, nil, ""))
 	}
 	targets, err := s.redriveTargets(ctx, d, f, hold, p)
 	if err != nil {
@@ -362,7 +350,7 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 // redriveTargets resolves the transport of every queue in the selection
 // before anything is sent, so that a queue that no longer exists stops the
 // redrive with nothing changed. The failure is audited.
-func (s *Store) redriveTargets(ctx context.Context, d decision, f Filter, h crasherHold, p RedriveParams) (map[string]Publisher, error) {
+func (s *Store) redriveTargets(ctx context.Context, d catalogdb.Decision, f Filter, h crasherHold, p RedriveParams) (map[string]Publisher, error) {
 	keep, kargs := h.keep()
 	where, args := whereAnd(f, keep, kargs)
 	rows, err := s.db.QueryContext(ctx, `SELECT queue, COUNT(*) FROM lily_dlq_entries`+where+` GROUP BY queue ORDER BY queue`, args...)
@@ -396,7 +384,7 @@ func (s *Store) redriveTargets(ctx context.Context, d decision, f Filter, h cras
 		t, err := p.Target(ctx, q)
 		if err != nil {
 			detail := fmt.Sprintf("queue %s: %v", q, err)
-			if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(ActionRedrive, OutcomeFailed, p.DryRun, nil, detail)); aerr != nil {
+			if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.Record(ActionRedrive, OutcomeFailed, p.DryRun, nil, detail)); aerr != nil {
 				return nil, errors.Join(err, aerr)
 			}
 			return nil, fmt.Errorf("redrive to %s (%d pending entries selected there): %w; nothing was sent or changed", q, counts[q], err)
@@ -434,14 +422,14 @@ func (s *Store) page(ctx context.Context, f Filter, n int) ([]*Entry, error) {
 func (s *Store) pageHeld(ctx context.Context, f Filter, h crasherHold, n int) ([]*Entry, error) {
 	keep, kargs := h.keep()
 	where, args := whereAnd(f, keep, kargs)
-	rows, err := s.db.QueryContext(ctx, `SELECT `+selectCols+` FROM `+f.table(s.db.d)+where+` ORDER BY id LIMIT ?`, append(args, n)...)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+catalogdb.SelectCols+` FROM `+f.table(s.db.Dialect())+where+` ORDER BY id LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: select entries: %w", err)
 	}
 	defer rows.Close()
 	var out []*Entry
 	for rows.Next() {
-		e, err := scanEntry(rows)
+		e, err := catalogdb.ScanEntry(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -458,7 +446,7 @@ func (s *Store) redrivePage(ctx context.Context, f Filter, h crasherHold, n int,
 	}
 	keep, kargs := h.keep()
 	where, args := whereAnd(f, keep, kargs)
-	rows, err := s.db.QueryContext(ctx, `SELECT id, queue, event_id, state, redrive_count, dead_lettered_at FROM `+f.table(s.db.d)+
+	rows, err := s.db.QueryContext(ctx, `SELECT id, queue, event_id, state, redrive_count, dead_lettered_at FROM `+f.table(s.db.Dialect())+
 		where+` ORDER BY id LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: select entries: %w", err)
@@ -484,11 +472,11 @@ func ref(e *Entry) EntryRef {
 
 // refuse marks entries of queue at max_redrives needs_manual (or, in a dry
 // run, audits that it would).
-func (s *Store) refuse(ctx context.Context, d decision, queue string, es []*Entry, maxRedrives int, p RedriveParams) (int, error) {
+func (s *Store) refuse(ctx context.Context, d catalogdb.Decision, queue string, es []*Entry, maxRedrives int, p RedriveParams) (int, error) {
 	why := fmt.Sprintf("not redriven: the message was already redriven max_redrives (%d for %s) times; decide by hand (discard with a reason, or raise max_redrives)",
 		maxRedrives, queue)
 	if p.DryRun {
-		if err := s.AppendAudit(ctx, d.record(ActionRedrive, OutcomeWouldNeedManual, true, eventIDs(es), why)); err != nil {
+		if err := s.AppendAudit(ctx, d.Record(ActionRedrive, OutcomeWouldNeedManual, true, eventIDs(es), why)); err != nil {
 			return 0, err
 		}
 		notify(p, es, OutcomeWouldNeedManual)
@@ -501,11 +489,11 @@ func (s *Store) refuse(ctx context.Context, d decision, queue string, es []*Entr
 
 // redriveBatch publishes es to queue and, once confirmed, marks them
 // redriven with their audit record.
-func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, queue string, es []*Entry, lim *rate.Limiter, p RedriveParams) (int, error) {
+func (s *Store) redriveBatch(ctx context.Context, d catalogdb.Decision, pub Publisher, queue string, es []*Entry, lim *rate.Limiter, p RedriveParams) (int, error) {
 	dest, sent := redirect(p, queue)
 	if p.DryRun {
 		why := "would be " + sent
-		if err := s.AppendAudit(ctx, d.record(ActionRedrive, OutcomeWouldRedrive, true, eventIDs(es), why)); err != nil {
+		if err := s.AppendAudit(ctx, d.Record(ActionRedrive, OutcomeWouldRedrive, true, eventIDs(es), why)); err != nil {
 			return 0, err
 		}
 		notify(p, es, OutcomeWouldRedrive)
@@ -523,7 +511,7 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 	// A redirected message is new to its target queue: the target's
 	// ledger counts it accepted (Redrive false), the source's redirected.
 	pp := &transport.PublishParams{Queue: dest, Messages: msgs, Redrive: dest == queue}
-	if tp, ok := pub.(TxPublisher); ok && tp.DB() == s.db.DB {
+	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == s.db.DB {
 		return s.redriveTx(ctx, d, tp, pp, es, p)
 	}
 	if p.job != nil {
@@ -537,7 +525,7 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 	if err := pub.Publish(ctx, pp); err != nil {
 		detail := fmt.Sprintf("publish to %s: %v", dest, err)
 		// The entries are unchanged; record the failure even when ctx ended.
-		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(d.redriveAction(), OutcomeFailed, false, eventIDs(es), detail)); aerr != nil {
+		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.Record(d.RedriveAction(), OutcomeFailed, false, eventIDs(es), detail)); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 		return 0, fmt.Errorf("publish %d entries to %s: %w", len(es), dest, err)
@@ -552,9 +540,9 @@ func (s *Store) redriveBatch(ctx context.Context, d decision, pub Publisher, que
 // redriveTx marks the entries of es still pending redriven and publishes
 // their messages in one transaction of the catalog's own database: both
 // happen or neither, so not even a crash leaves a duplicate.
-func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *transport.PublishParams, es []*Entry, p RedriveParams) (int, error) {
+func (s *Store) redriveTx(ctx context.Context, d catalogdb.Decision, tp transport.TxPublisher, pp *transport.PublishParams, es []*Entry, p RedriveParams) (int, error) {
 	var changed []*Entry
-	err := withTx(ctx, s.db, func(tx *txHandle) error {
+	err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 		if p.job != nil {
 			if err := p.job.check(ctx, tx); err != nil {
 				return err
@@ -588,7 +576,7 @@ func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *t
 		if errors.Is(err, ErrJobCancelled) || errors.Is(err, ErrJobLeaseLost) {
 			return 0, err // nothing was tried: no failure to audit
 		}
-		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.record(d.redriveAction(), OutcomeFailed, false, eventIDs(es), err.Error())); aerr != nil {
+		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.Record(d.RedriveAction(), OutcomeFailed, false, eventIDs(es), err.Error())); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 		return 0, err
@@ -601,9 +589,9 @@ func (s *Store) redriveTx(ctx context.Context, d decision, tp TxPublisher, pp *t
 // and appends the audit record naming those, in one transaction. It
 // returns the entries changed (an entry decided meanwhile by someone else
 // is left alone).
-func (s *Store) markState(ctx context.Context, d decision, es []*Entry, set, outcome, why string, job *jobRun) ([]*Entry, error) {
+func (s *Store) markState(ctx context.Context, d catalogdb.Decision, es []*Entry, set, outcome, why string, job *jobRun) ([]*Entry, error) {
 	var changed []*Entry
-	err := withTx(ctx, s.db, func(tx *txHandle) error {
+	err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 		var err error
 		changed, err = markStateTx(ctx, tx, d, es, set, outcome, why, job)
 		return err
@@ -616,17 +604,17 @@ func (s *Store) markState(ctx context.Context, d decision, es []*Entry, set, out
 
 // markStateTx is markState inside tx; with a job, the job's progress is
 // recorded in tx too.
-func markStateTx(ctx context.Context, tx *txHandle, d decision, es []*Entry, set, outcome, why string, job *jobRun) ([]*Entry, error) {
+func markStateTx(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, es []*Entry, set, outcome, why string, job *jobRun) ([]*Entry, error) {
 	var changed []*Entry
 	err := func() error {
-		args := []any{d.now().UnixMilli(), d.actor, why}
+		args := []any{d.Now().UnixMilli(), d.Actor, why}
 		byID := make(map[int64]*Entry, len(es))
 		for _, e := range es {
 			args = append(args, e.ID)
 			byID[e.ID] = e
 		}
 		rows, err := tx.QueryContext(ctx, `UPDATE lily_dlq_entries SET `+set+`, decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1
-			WHERE state = 'pending' AND id IN (`+qmarks(len(es))+`) RETURNING id`, args...)
+			WHERE state = 'pending' AND id IN (`+catalogdb.Placeholders(len(es))+`) RETURNING id`, args...)
 		if err != nil {
 			return fmt.Errorf("catalog: mark %s: %w", outcome, err)
 		}
@@ -646,7 +634,7 @@ func markStateTx(ctx context.Context, tx *txHandle, d decision, es []*Entry, set
 		if len(changed) < len(es) {
 			detail += fmt.Sprintf(" (%d entries were decided by someone else meanwhile and left as they were)", len(es)-len(changed))
 		}
-		if err := appendAudit(ctx, tx, d.record(d.redriveAction(), outcome, false, eventIDs(changed), detail)); err != nil {
+		if err := catalogdb.AppendAudit(ctx, tx, d.Record(d.RedriveAction(), outcome, false, eventIDs(changed), detail)); err != nil {
 			return err
 		}
 		if job != nil {

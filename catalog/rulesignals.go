@@ -14,45 +14,6 @@ import (
 	"github.com/lily-mq/lily"
 )
 
-// ruleSchema holds what rule-driven redrive ([[redrive_rule]], 'lily
-// serve') decides on: the circuit breakers' transitions and the consumer
-// versions that acked messages, both written by the runtime through
-// RuntimeRecorder, and the firings of the rules — one row per rule and
-// trigger occurrence, whose primary key makes a rule fire once however many
-// serve replicas look.
-const ruleSchema = `
-CREATE TABLE IF NOT EXISTS lily_breaker_events (
-	id         INTEGER PRIMARY KEY,
-	queue      TEXT    NOT NULL,
-	consumer   TEXT    NOT NULL DEFAULT '',
-	from_state TEXT    NOT NULL,
-	to_state   TEXT    NOT NULL,
-	at         INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS lily_breaker_events_queue ON lily_breaker_events(queue, consumer, id);
-CREATE TABLE IF NOT EXISTS lily_consumer_versions (
-	queue          TEXT    NOT NULL,
-	version        TEXT    NOT NULL,
-	first_acked_at INTEGER NOT NULL,
-	last_acked_at  INTEGER NOT NULL,
-	PRIMARY KEY (queue, version)
-);
-CREATE TABLE IF NOT EXISTS lily_rule_firings (
-	rule       TEXT    NOT NULL,
-	occurrence TEXT    NOT NULL,
-	queue      TEXT    NOT NULL,
-	fired_at   INTEGER NOT NULL,
-	job_id     INTEGER NOT NULL DEFAULT 0,
-	op         TEXT    NOT NULL,
-	detail     TEXT    NOT NULL DEFAULT '',
-	-- firing while the job is being made; fired once it is (or nothing
-	-- was selected). A firing row left behind by a replica that died is
-	-- claimed again after firingStale.
-	state      TEXT    NOT NULL DEFAULT 'firing',
-	PRIMARY KEY (rule, occurrence)
-);
-`
-
 // BreakerEvent is one recorded transition of a consumer's circuit breaker.
 type BreakerEvent struct {
 	ID       int64     `json:"id"`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 )
 
 // The schema version of an entry (x-lily-schema-version) is a generated
@@ -19,44 +18,6 @@ import (
 //
 // Filter.SchemaVersion selects on it, Group groups by it ("schema_version"),
 // and 'lily dlq redrive' compares it with the queue's schema_versions.
-
-// schemaVersionValue is the JSON path of the header's typed value.
-const schemaVersionValue = `json_extract(CAST(headers AS TEXT), '$."x-lily-schema-version".%s')`
-
-// schemaVersionExpr is the column's expression.
-var schemaVersionExpr = func() string {
-	v := func(code string) string { return fmt.Sprintf(schemaVersionValue, code) }
-	s := v("s")
-	text := `CASE WHEN typeof(` + s + `) = 'text' AND ` + s + ` <> '' AND length(` + s + `) <= 10 AND ` + s +
-		` NOT GLOB '*[^0-9]*' THEN CAST(` + s + ` AS INTEGER) END`
-	n := `COALESCE(` + v("i32") + `, ` + v("i64") + `, ` + v("i16") + `, ` + v("i8") + `, ` +
-		v("u8") + `, ` + v("u16") + `, ` + v("u32") + `, ` + text + `)`
-	return `CASE WHEN json_valid(CAST(headers AS TEXT)) THEN (CASE WHEN ` + n + ` BETWEEN 1 AND 2147483647 THEN ` + n + ` END) END`
-}()
-
-// schemaVersionIndex serves grouping and filtering held entries by it.
-const schemaVersionIndex = `CREATE INDEX IF NOT EXISTS lily_dlq_entries_held_schema_version ON lily_dlq_entries(schema_version, state, queue, dead_lettered_at) WHERE state IN ('pending', 'parked', 'needs_manual');`
-
-// migrateSchemaVersion adds the schema_version column and its index to a
-// database that lacks them (a self-contained migration step).
-func migrateSchemaVersion(ctx context.Context, db *sql.DB) error {
-	var n int
-	// table_xinfo (not table_info) lists generated columns.
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_xinfo('lily_dlq_entries') WHERE name = 'schema_version'`).Scan(&n); err != nil {
-		return fmt.Errorf("catalog: inspect schema: %w", err)
-	}
-	if n == 0 {
-		_, err := db.ExecContext(ctx, `ALTER TABLE lily_dlq_entries ADD COLUMN schema_version INTEGER GENERATED ALWAYS AS (`+schemaVersionExpr+`) VIRTUAL`)
-		// Another process may add it at the same time: a duplicate is fine.
-		if err != nil && !strings.Contains(err.Error(), "duplicate column") {
-			return fmt.Errorf("catalog: add column schema_version: %w", err)
-		}
-	}
-	if _, err := db.ExecContext(ctx, schemaVersionIndex); err != nil {
-		return fmt.Errorf("catalog: create schema_version index: %w", err)
-	}
-	return nil
-}
 
 // schemaVersionCond adds f's schema version condition.
 func (f Filter) schemaVersionCond(conds *[]string, args *[]any) {

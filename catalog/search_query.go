@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
 // SearchParams are the arguments of Store.Search.
@@ -50,17 +52,17 @@ func (s *Store) Search(ctx context.Context, p SearchParams, fn func(*SearchHit) 
 	if cond != "" {
 		cond = " AND " + cond
 	}
-	d := s.db.d
+	d := s.db.Dialect()
 	var q string
-	if d == dialectPostgres {
+	if d == catalogdb.Postgres {
 		order, err := s.pgSearchOrder(ctx, matchQuery(d, terms))
 		if err != nil {
 			return err
 		}
-		q = `SELECT ` + selectCols + `, lily_dlq_search.text FROM lily_dlq_search JOIN lily_dlq_entries ON lily_dlq_entries.id = lily_dlq_search.entry_id
+		q = `SELECT ` + catalogdb.SelectCols + `, lily_dlq_search.text FROM lily_dlq_search JOIN lily_dlq_entries ON lily_dlq_entries.id = lily_dlq_search.entry_id
 			WHERE lily_dlq_search.doc @@ to_tsquery('simple', ?)` + cond + ` ORDER BY ` + order + ` LIMIT ?`
 	} else {
-		q = `SELECT ` + selectCols + `, lily_dlq_search.text FROM lily_dlq_search JOIN lily_dlq_entries ON lily_dlq_entries.id = lily_dlq_search.rowid
+		q = `SELECT ` + catalogdb.SelectCols + `, lily_dlq_search.text FROM lily_dlq_search JOIN lily_dlq_entries ON lily_dlq_entries.id = lily_dlq_search.rowid
 			WHERE lily_dlq_search MATCH ?` + cond + ` ORDER BY lily_dlq_search.rowid LIMIT ?`
 	}
 	all := append([]any{matchQuery(d, terms)}, args...)
@@ -72,7 +74,7 @@ func (s *Store) Search(ctx context.Context, p SearchParams, fn func(*SearchHit) 
 	defer rows.Close()
 	for rows.Next() {
 		var text string
-		e, err := scanEntry(searchRow{rows, &text})
+		e, err := catalogdb.ScanEntry(searchRow{rows, &text})
 		if err != nil {
 			return err
 		}
@@ -108,7 +110,7 @@ func (s *Store) pgSearchOrder(ctx context.Context, tsq string) (string, error) {
 
 // searchRow scans an entry followed by the indexed text.
 type searchRow struct {
-	r    scanner
+	r    catalogdb.Scanner
 	text *string
 }
 

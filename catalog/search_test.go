@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -240,7 +241,7 @@ func TestSearchBackfill(t *testing.T) {
 		if _, err := s.db.ExecContext(ctx, `UPDATE lily_search_backfill SET upto = (SELECT MAX(id) FROM lily_dlq_entries), next = 0`); err != nil {
 			t.Fatal(err)
 		}
-		if err := backfillSearch(ctx, s.db); err != nil {
+		if err := catalogdb.BackfillSearch(ctx, s.db); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(searchRows(t, s)); n != 1203 {

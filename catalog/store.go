@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/internal/sqlitedb"
 )
 
@@ -15,7 +16,7 @@ import (
 // many hosts and several 'lily serve' replicas on one catalog). Every
 // operation works the same on both.
 type Store struct {
-	db     *handle
+	db     *catalogdb.DB
 	owned  bool
 	ledger ledgerSettings // ledger_prune.go
 }
@@ -43,10 +44,10 @@ func Open(ctx context.Context, where string) (*Store, error) {
 // New uses an open SQLite database handle (e.g. the SQLite transport's),
 // creating the catalog tables if needed. Close does not close db.
 func New(ctx context.Context, db *sql.DB) (*Store, error) {
-	if err := Migrate(ctx, db); err != nil {
+	if err := catalogdb.Migrate(ctx, db); err != nil {
 		return nil, err
 	}
-	return &Store{db: &handle{DB: db, d: dialectSQLite}}, nil
+	return &Store{db: catalogdb.New(db, catalogdb.SQLite)}, nil
 }
 
 // DB returns the underlying database handle. Statements on it are the
@@ -54,14 +55,14 @@ func New(ctx context.Context, db *sql.DB) (*Store, error) {
 func (s *Store) DB() *sql.DB { return s.db.DB }
 
 // Kind names the store: "sqlite" or "postgres".
-func (s *Store) Kind() string { return s.db.d.String() }
+func (s *Store) Kind() string { return s.db.Dialect().String() }
 
 // AddCounts adds to queue's accepted and acked ledger counters in a
 // transaction of its own, for a transport that counts outside the
 // catalog's database (in the SQLite transport's own transaction, use
 // AddCountsTx).
 func (s *Store) AddCounts(ctx context.Context, queue string, accepted, acked int64) error {
-	return withTx(ctx, s.db, func(tx *txHandle) error { return addLedgerCounts(ctx, tx, queue, accepted, acked) })
+	return s.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return catalogdb.AddCounts(ctx, tx, queue, accepted, acked) })
 }
 
 // OldestHeld returns when queue's oldest held entry (pending, parked or
@@ -99,42 +100,16 @@ func (s *Store) Insert(ctx context.Context, entries ...*Entry) error {
 		return fmt.Errorf("catalog: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := insertEntries(ctx, tx, entries); err != nil {
+	if err := catalogdb.InsertEntries(ctx, tx, entries); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-// markDuplicate reports whether e repeats a dead-lettering already held in
-// the catalog, as an at-least-once hand-off can deliver it twice (the DLQ
-// copy was confirmed, the original's ack was lost, the message was
-// dead-lettered again); if so it counts the duplicate on the held entry
-// instead of adding one.
-//
-// The same dead-lettering means the same message failing at the same
-// place: same queue, event ID, redrive generation, body bytes (SHA-256),
-// source and source coordinates (partition/offset on a log), still in the
-// work list. An event ID alone is never enough — foreign producers reuse
-// message IDs, or set none — so two dead letters that differ in any of
-// these are both kept. This is the identity the ledger counts by too
-// (ledgerKey: event ID and body), so merging never unbalances it.
-func markDuplicate(ctx context.Context, tx *txHandle, e *Entry) (bool, error) {
-	res, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET duplicates = duplicates + 1
-		WHERE id = (SELECT id FROM lily_dlq_entries WHERE queue = ? AND event_id = ? AND redrive_count = ?
-			AND body_sha256 = ? AND source = ? AND source_coords = ?
-			AND state IN ('pending', 'parked', 'needs_manual') AND (dl_key IS NULL OR dl_key <> ?) LIMIT 1)`,
-		e.Queue, e.EventID, e.RedriveCount, e.BodySHA256, e.Source, e.SourceCoords, e.DLKey)
-	if err != nil {
-		return false, fmt.Errorf("catalog: check duplicate of %s: %w", e.EventID, err)
-	}
-	n, _ := res.RowsAffected()
-	return n > 0, nil
-}
-
 // Get returns the entry with the given ID, or an error wrapping ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (*Entry, error) {
-	row := s.db.QueryRowContext(ctx, `SELECT `+selectCols+` FROM lily_dlq_entries WHERE id = ?`, id)
-	e, err := scanEntry(row)
+	row := s.db.QueryRowContext(ctx, `SELECT `+catalogdb.SelectCols+` FROM lily_dlq_entries WHERE id = ?`, id)
+	e, err := catalogdb.ScanEntry(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: id %d", ErrNotFound, id)
 	}
@@ -145,13 +120,13 @@ func (s *Store) Get(ctx context.Context, id int64) (*Entry, error) {
 // them all; fn's error stops the iteration and is returned.
 func (s *Store) Each(ctx context.Context, f Filter, fn func(*Entry) error) error {
 	where, args := f.where()
-	rows, err := s.db.QueryContext(ctx, `SELECT `+selectCols+` FROM lily_dlq_entries`+where+` ORDER BY id`, args...)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+catalogdb.SelectCols+` FROM lily_dlq_entries`+where+` ORDER BY id`, args...)
 	if err != nil {
 		return fmt.Errorf("catalog: query entries: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		e, err := scanEntry(rows)
+		e, err := catalogdb.ScanEntry(rows)
 		if err != nil {
 			return err
 		}

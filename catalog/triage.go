@@ -12,68 +12,9 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/lily-mq/lily/internal/catalogdb"
 )
-
-// triageTables hold who owns a dead letter, what state its investigation
-// is in, where the ticket is, and an append-only note history — for one
-// entry (lily_triage_entries) or for a group: the entries of one queue
-// sharing an error fingerprint (lily_triage_groups). An entry's own status
-// wins over its group's; an entry without one inherits its group's, so a
-// new dead letter of a known_issue fingerprint is known at once.
-const triageTables = `
-CREATE TABLE IF NOT EXISTS lily_triage_entries (
-	entry_id   INTEGER NOT NULL,
-	assignee   TEXT    NOT NULL DEFAULT '',
-	status     TEXT    NOT NULL DEFAULT '',
-	ticket     TEXT    NOT NULL DEFAULT '',
-	updated_at INTEGER NOT NULL,
-	updated_by TEXT    NOT NULL,
-	PRIMARY KEY (entry_id)
-);
-CREATE TABLE IF NOT EXISTS lily_triage_groups (
-	queue       TEXT    NOT NULL,
-	fingerprint TEXT    NOT NULL,
-	assignee    TEXT    NOT NULL DEFAULT '',
-	status      TEXT    NOT NULL DEFAULT '',
-	ticket      TEXT    NOT NULL DEFAULT '',
-	updated_at  INTEGER NOT NULL,
-	updated_by  TEXT    NOT NULL,
-	PRIMARY KEY (queue, fingerprint)
-);
-CREATE INDEX IF NOT EXISTS lily_triage_groups_status ON lily_triage_groups(status);
-CREATE TABLE IF NOT EXISTS lily_triage_notes (
-	id          INTEGER PRIMARY KEY,
-	entry_id    INTEGER NOT NULL DEFAULT 0,
-	queue       TEXT    NOT NULL,
-	fingerprint TEXT    NOT NULL DEFAULT '',
-	at          INTEGER NOT NULL,
-	author      TEXT    NOT NULL,
-	note        TEXT    NOT NULL
-);
-CREATE INDEX IF NOT EXISTS lily_triage_notes_entry ON lily_triage_notes(entry_id, id);
-CREATE INDEX IF NOT EXISTS lily_triage_notes_group ON lily_triage_notes(queue, fingerprint, entry_id, id);
-`
-
-// triageSchema is the SQLite form: the note history is append-only.
-const triageSchema = triageTables + `
-CREATE TRIGGER IF NOT EXISTS lily_triage_notes_no_update BEFORE UPDATE ON lily_triage_notes
-BEGIN SELECT RAISE(ABORT, 'lily_triage_notes is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS lily_triage_notes_no_delete BEFORE DELETE ON lily_triage_notes
-BEGIN SELECT RAISE(ABORT, 'lily_triage_notes is append-only'); END;
-`
-
-// pgTriage is PostgreSQL migration step 3: the triage tables with an
-// append-only note history.
-const pgTriage = `
-CREATE OR REPLACE FUNCTION lily_triage_notes_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	RAISE EXCEPTION 'lily_triage_notes is append-only';
-END $$;
-CREATE TRIGGER lily_triage_notes_no_update BEFORE UPDATE OR DELETE ON lily_triage_notes
-	FOR EACH ROW EXECUTE FUNCTION lily_triage_notes_append_only();
-CREATE TRIGGER lily_triage_notes_no_truncate BEFORE TRUNCATE ON lily_triage_notes
-	FOR EACH STATEMENT EXECUTE FUNCTION lily_triage_notes_append_only();
-`
 
 // ActionTriage records a triage change (assignee, status, ticket, note).
 const ActionTriage = "triage"
@@ -242,7 +183,7 @@ func (c TriageChange) changeArgs(now int64, actor string) []any {
 		}
 		return *p
 	}
-	set := func(p *string) int64 { return boolInt(p != nil) }
+	set := func(p *string) int64 { return catalogdb.BoolInt(p != nil) }
 	return []any{val(c.Assignee), val(c.Status), val(c.Ticket), now, actor, set(c.Assignee), set(c.Status), set(c.Ticket)}
 }
 
@@ -254,8 +195,8 @@ func (s *Store) TriageEntries(ctx context.Context, p TriageParams) (TriageResult
 	if err := p.Change.Validate(); err != nil {
 		return TriageResult{}, err
 	}
-	d := newDecision(p.Op, p.Actor, p.Filter.String(), p.Now)
-	res := TriageResult{Op: d.op, Groups: []GroupKey{}}
+	d := catalogdb.NewDecision(p.Op, p.Actor, p.Filter.String(), p.Now)
+	res := TriageResult{Op: d.Op, Groups: []GroupKey{}}
 	detail := p.Change.detail()
 	upsert := upsertTriage("lily_triage_entries", "entry_id", 1)
 	var last int64
@@ -265,28 +206,28 @@ func (s *Store) TriageEntries(ctx context.Context, p TriageParams) (TriageResult
 			n = min(n, p.Limit-res.Count)
 		}
 		var refs []EntryRef
-		err := withTx(ctx, s.db, func(tx *txHandle) error {
+		err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 			f := p.Filter
 			f.AfterID = last
 			var err error
 			if refs, err = pageRefs(ctx, tx, f, "", n); err != nil || len(refs) == 0 {
 				return err
 			}
-			now := d.now().UnixMilli()
+			now := d.Now().UnixMilli()
 			ids := make([]string, len(refs))
 			for i, r := range refs {
 				ids[i] = r.EventID
-				if _, err := tx.ExecContext(ctx, upsert, append([]any{r.ID}, p.Change.changeArgs(now, d.actor)...)...); err != nil {
+				if _, err := tx.ExecContext(ctx, upsert, append([]any{r.ID}, p.Change.changeArgs(now, d.Actor)...)...); err != nil {
 					return fmt.Errorf("catalog: triage entry %d: %w", r.ID, err)
 				}
 				if strings.TrimSpace(p.Change.Note) != "" {
 					if _, err := tx.ExecContext(ctx, `INSERT INTO lily_triage_notes(entry_id, queue, fingerprint, at, author, note)
-						SELECT id, queue, fingerprint, ?, ?, ? FROM lily_dlq_entries WHERE id = ?`, now, d.actor, p.Change.Note, r.ID); err != nil {
+						SELECT id, queue, fingerprint, ?, ?, ? FROM lily_dlq_entries WHERE id = ?`, now, d.Actor, p.Change.Note, r.ID); err != nil {
 						return fmt.Errorf("catalog: triage note on entry %d: %w", r.ID, err)
 					}
 				}
 			}
-			return appendAudit(ctx, tx, d.record(ActionTriage, OutcomeTriaged, false, ids, detail))
+			return catalogdb.AppendAudit(ctx, tx, d.Record(ActionTriage, OutcomeTriaged, false, ids, detail))
 		})
 		if err != nil {
 			return res, err
@@ -303,7 +244,7 @@ func (s *Store) TriageEntries(ctx context.Context, p TriageParams) (TriageResult
 		}
 	}
 	if res.Count == 0 {
-		if err := s.AppendAudit(ctx, d.record(ActionTriage, OutcomeEmpty, false, nil, detail)); err != nil {
+		if err := s.AppendAudit(ctx, d.Record(ActionTriage, OutcomeEmpty, false, nil, detail)); err != nil {
 			return res, err
 		}
 	}
@@ -345,8 +286,8 @@ func (s *Store) TriageGroup(ctx context.Context, p TriageGroupParams) (TriageRes
 	if p.Fingerprint == "" {
 		return TriageResult{}, &TriageError{Field: "fingerprint", Msg: "triage: a group is named by its fingerprint (as 'lily dlq group --by fingerprint' prints it)"}
 	}
-	d := newDecision(p.Op, p.Actor, "", p.Now)
-	res := TriageResult{Op: d.op, Groups: []GroupKey{}}
+	d := catalogdb.NewDecision(p.Op, p.Actor, "", p.Now)
+	res := TriageResult{Op: d.Op, Groups: []GroupKey{}}
 	queues := []string{p.Queue}
 	if p.Queue == "" {
 		gs, err := s.Group(ctx, "queue", Filter{Fingerprint: p.Fingerprint})
@@ -366,27 +307,27 @@ func (s *Store) TriageGroup(ctx context.Context, p TriageGroupParams) (TriageRes
 	for _, q := range queues {
 		sel, _ := json.Marshal(map[string]any{"group": GroupKey{Queue: q, Fingerprint: p.Fingerprint}})
 		gd := d
-		gd.selector = string(sel)
-		err := withTx(ctx, s.db, func(tx *txHandle) error {
-			now := gd.now().UnixMilli()
-			if _, err := tx.ExecContext(ctx, upsert, append([]any{q, p.Fingerprint}, p.Change.changeArgs(now, gd.actor)...)...); err != nil {
+		gd.Selector = string(sel)
+		err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
+			now := gd.Now().UnixMilli()
+			if _, err := tx.ExecContext(ctx, upsert, append([]any{q, p.Fingerprint}, p.Change.changeArgs(now, gd.Actor)...)...); err != nil {
 				return fmt.Errorf("catalog: triage group %s/%s: %w", q, p.Fingerprint, err)
 			}
 			if strings.TrimSpace(p.Change.Note) != "" {
 				if _, err := tx.ExecContext(ctx, `INSERT INTO lily_triage_notes(entry_id, queue, fingerprint, at, author, note) VALUES (0, ?, ?, ?, ?, ?)`,
-					q, p.Fingerprint, now, gd.actor, p.Change.Note); err != nil {
+					q, p.Fingerprint, now, gd.Actor, p.Change.Note); err != nil {
 					return fmt.Errorf("catalog: triage note on group %s/%s: %w", q, p.Fingerprint, err)
 				}
 			}
 			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_dlq_entries WHERE fingerprint = ? AND `+heldCond+` AND queue = ?`,
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_dlq_entries WHERE fingerprint = ? AND `+catalogdb.HeldCond+` AND queue = ?`,
 				p.Fingerprint, q).Scan(&n); err != nil {
 				return err
 			}
-			r := gd.record(ActionTriage, OutcomeTriaged, false, nil, detail)
+			r := gd.Record(ActionTriage, OutcomeTriaged, false, nil, detail)
 			r.Count = n
 			res.Count += n
-			return appendAudit(ctx, tx, r)
+			return catalogdb.AppendAudit(ctx, tx, r)
 		})
 		if err != nil {
 			return res, err
@@ -524,7 +465,7 @@ func (s *Store) TriageStatusOf(ctx context.Context, es []*Entry) (map[int64]stri
 	rows, err := s.db.QueryContext(ctx, `SELECT e.id, COALESCE(NULLIF(te.status, ''), tg.status, '') FROM lily_dlq_entries e
 		LEFT JOIN lily_triage_entries te ON te.entry_id = e.id
 		LEFT JOIN lily_triage_groups tg ON tg.queue = e.queue AND tg.fingerprint = e.fingerprint
-		WHERE e.id IN (`+qmarks(len(es))+`)`, args...)
+		WHERE e.id IN (`+catalogdb.Placeholders(len(es))+`)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: read triage status: %w", err)
 	}
@@ -550,13 +491,13 @@ func (s *Store) TriageStatusOf(ctx context.Context, es []*Entry) (map[int64]stri
 func (s *Store) KnownIssueHeld(ctx context.Context) (map[string]int64, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT queue, CAST(SUM(n) AS BIGINT) FROM (
 		SELECT e.queue AS queue, COUNT(*) AS n FROM lily_triage_groups tg
-			JOIN lily_dlq_entries e ON e.fingerprint = tg.fingerprint AND e.queue = tg.queue AND e.`+heldCond+`
+			JOIN lily_dlq_entries e ON e.fingerprint = tg.fingerprint AND e.queue = tg.queue AND e.`+catalogdb.HeldCond+`
 			WHERE tg.status = 'known_issue' GROUP BY e.queue
 		UNION ALL
 		SELECT e.queue AS queue,
 			SUM(CASE WHEN te.status = 'known_issue' THEN 1 ELSE 0 END) - SUM(CASE WHEN tg.status = 'known_issue' THEN 1 ELSE 0 END) AS n
 			FROM lily_triage_entries te
-			JOIN lily_dlq_entries e ON e.id = te.entry_id AND e.`+heldCond+`
+			JOIN lily_dlq_entries e ON e.id = te.entry_id AND e.`+catalogdb.HeldCond+`
 			LEFT JOIN lily_triage_groups tg ON tg.queue = e.queue AND tg.fingerprint = e.fingerprint
 			WHERE te.status <> '' GROUP BY e.queue
 	) k GROUP BY queue`)

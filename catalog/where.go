@@ -139,40 +139,6 @@ func init() {
 	})
 }
 
-// lily_json traps the cast's error, a subtransaction, which a parallel
-// worker cannot start: it is PARALLEL UNSAFE, so a --where query runs in
-// one process.
-//
-// pgWhereFuncs are the PostgreSQL counterparts of SQLite's JSON functions
-// that Where uses, with SQLite's names and results: lily_json(bytea) is
-// the body as jsonb or NULL, json_type(jsonb, path) names the value's
-// type as SQLite does ('text', 'integer', 'real', 'true', 'false', 'null',
-// 'object', 'array'; NULL when the path is absent) and
-// json_extract(jsonb, path) its scalar value as text. Paths are the subset
-// both SQLite and SQL/JSON read ($.a.b[0]."c d"), evaluated strictly.
-const pgWhereFuncs = `
-CREATE OR REPLACE FUNCTION lily_json(b BYTEA) RETURNS JSONB LANGUAGE plpgsql IMMUTABLE PARALLEL UNSAFE AS $$
-BEGIN
-	IF b IS NULL THEN
-		RETURN NULL;
-	END IF;
-	RETURN convert_from(b, 'UTF8')::jsonb;
-EXCEPTION WHEN others THEN
-	RETURN NULL;
-END $$;
-CREATE OR REPLACE FUNCTION json_type(j JSONB, p TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-	SELECT CASE jsonb_typeof(v)
-		WHEN 'string' THEN 'text'
-		WHEN 'number' THEN CASE WHEN v::text ~ '^-?[0-9]+$' THEN 'integer' ELSE 'real' END
-		WHEN 'boolean' THEN v::text
-		ELSE jsonb_typeof(v) END
-	FROM (SELECT jsonb_path_query_first(j, ('strict ' || p)::jsonpath, '{}', true) AS v) s
-$$;
-CREATE OR REPLACE FUNCTION json_extract(j JSONB, p TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-	SELECT jsonb_path_query_first(j, ('strict ' || p)::jsonpath, '{}', true) #>> '{}'
-$$;
-`
-
 // ParseWhere reads a body field filter (docs/where.md):
 //
 //	expr   := or

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -37,7 +38,7 @@ func addCounts(t *testing.T, s *catalog.Store, queue string, accepted, acked int
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if err := catalog.AddCountsTx(ctx, tx, queue, accepted, acked); err != nil {
+	if err := catalogdb.AddCountsTx(ctx, tx, queue, accepted, acked); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -4,23 +4,22 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
 
-var _ catalog.QueueInspector = (*Transport)(nil)
+var _ transport.QueueInspector = (*Transport)(nil)
 
 // MessageStatuses reports what became of messages of queue (by event ID)
 // that are still in it: waiting, received by a consumer (leased), or a
 // retry copy (a consumer failed on it). An event ID missing from the map
 // has no message left in the queue. A redrive sample is judged by it
-// (catalog.QueueInspector).
-func (t *Transport) MessageStatuses(ctx context.Context, queue string, eventIDs []string) (map[string]catalog.MessageStatus, error) {
+// (transport.QueueInspector).
+func (t *Transport) MessageStatuses(ctx context.Context, queue string, eventIDs []string) (map[string]transport.MessageStatus, error) {
 	if err := t.checkOpen(); err != nil {
 		return nil, err
 	}
-	out := map[string]catalog.MessageStatus{}
+	out := map[string]transport.MessageStatus{}
 	for start := 0; start < len(eventIDs); start += 500 {
 		chunk := eventIDs[start:min(start+500, len(eventIDs))]
 		args := []any{queue}
@@ -40,13 +39,13 @@ func (t *Transport) MessageStatuses(ctx context.Context, queue string, eventIDs 
 				rows.Close()
 				return nil, err
 			}
-			st := catalog.MessageWaiting
+			st := transport.MessageWaiting
 			if received > 0 {
-				st = catalog.MessageReceived
+				st = transport.MessageReceived
 			}
 			if h, err := transport.UnmarshalHeaders(hdr); err == nil {
 				if n, ok := h[evidence.HeaderRetryCount].(int32); ok && n > 0 {
-					st = catalog.MessageRetried
+					st = transport.MessageRetried
 				}
 			}
 			out[id] = max(out[id], st)

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -89,7 +89,7 @@ func (t *Transport) settleTx(ctx context.Context, tx *sql.Tx, p *transport.Settl
 		case transport.DeadLetter:
 			n, err = st.exec(ctx, &st.del, t.st.deleteRow, rc.id, rc.count)
 			if err == nil && n == 1 {
-				err = st.insertEntry(ctx, catalog.NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, now))
+				err = st.insertEntry(ctx, catalogdb.NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, now))
 			}
 		case transport.Retry:
 			n, err = st.exec(ctx, &st.retry, t.st.retryCopy, hdr, nowMs+s.Delay.Milliseconds(), nowMs, rc.id, rc.count)
@@ -139,7 +139,7 @@ func isRowError(err error) bool {
 type settleStmts struct {
 	tx                  *sql.Tx
 	del, retry, release *sql.Stmt
-	ins                 *catalog.Inserter
+	ins                 *catalogdb.Inserter
 }
 
 func (s *settleStmts) exec(ctx context.Context, bound **sql.Stmt, prepared *sql.Stmt, args ...any) (int64, error) {
@@ -153,9 +153,9 @@ func (s *settleStmts) exec(ctx context.Context, bound **sql.Stmt, prepared *sql.
 	return res.RowsAffected()
 }
 
-func (s *settleStmts) insertEntry(ctx context.Context, e *catalog.Entry) error {
+func (s *settleStmts) insertEntry(ctx context.Context, e *catalogdb.Entry) error {
 	if s.ins == nil {
-		in, err := catalog.NewInserter(ctx, s.tx)
+		in, err := catalogdb.NewInserter(ctx, s.tx)
 		if err != nil {
 			return err
 		}

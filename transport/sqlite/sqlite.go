@@ -19,7 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/internal/sqlitedb"
 	"github.com/lily-mq/lily/transport"
 )
@@ -30,7 +30,7 @@ var (
 	_ transport.LeaseRecoverer  = (*Transport)(nil)
 	_ transport.InFlightCounter = (*Transport)(nil)
 	_ transport.Featurer        = (*Transport)(nil)
-	_ catalog.TxPublisher       = (*Transport)(nil)
+	_ transport.TxPublisher     = (*Transport)(nil)
 )
 
 const schema = `
@@ -118,7 +118,7 @@ func Open(ctx context.Context, path string, opts Options) (*Transport, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite transport: create schema: %w", err)
 	}
-	if err := catalog.Migrate(ctx, db); err != nil {
+	if err := catalogdb.Migrate(ctx, db); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 		if _, err := tx.ExecContext(ctx, `INSERT INTO lily_queues(name, created_at) VALUES (?, ?) ON CONFLICT(name) DO NOTHING`, q.Name, t.now()); err != nil {
 			return fmt.Errorf("sqlite transport: declare %s: %w", q.Name, err)
 		}
-		if err := catalog.AddCountsTx(ctx, tx, q.Name, 0, 0); err != nil {
+		if err := catalogdb.AddCountsTx(ctx, tx, q.Name, 0, 0); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"math/bits"
 	"strings"
 
-	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
 // Statements whose length depends on a count are prepared for a few fixed
@@ -103,7 +103,7 @@ type statements struct {
 	candidates, candidatesKeyOrder, nextVis *sql.Stmt
 	lease                                   shapes // padded sizes 1, 2, 4, …, leaseChunk
 	deleteRow, retryCopy, release           *sql.Stmt
-	ledger                                  *catalog.CountsAdder
+	ledger                                  *catalogdb.CountsAdder
 	all                                     []*sql.Stmt
 }
 
@@ -145,7 +145,7 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 	one(&s.retryCopy, retryCopySQL)
 	one(&s.release, releaseSQL)
 	if err == nil {
-		s.ledger, err = catalog.PrepareCountsAdder(ctx, db)
+		s.ledger, err = catalogdb.PrepareCountsAdder(ctx, db)
 	}
 	if err != nil {
 		s.close()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -97,7 +98,7 @@ func insertBatch(ctx context.Context, s *catalog.Store, batch []*catalog.Entry) 
 		return err
 	}
 	defer tx.Rollback()
-	in, err := catalog.NewInserter(ctx, tx)
+	in, err := catalogdb.NewInserter(ctx, tx)
 	if err != nil {
 		return err
 	}

@@ -150,7 +150,7 @@ func redrive(ctx context.Context, c redriveConfig) (res redriveResult, err error
 	}
 	marks := make([]mark, 0, 4096)
 	tp := &timedPublisher{Publisher: pub}
-	if _, isTx := pub.(catalog.TxPublisher); !isTx {
+	if _, isTx := pub.(transport.TxPublisher); !isTx {
 		pub = tp // a TxPublisher publishes inside the catalog's transaction: not timed apart
 	}
 	res.LoadBefore = loadAvg()
