@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/catalog/where"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/transport"
@@ -211,7 +212,7 @@ func TestExportFilterAndOmit(t *testing.T) {
 	eachStore(t, func(t *testing.T, s *Store) {
 		fillForExport(t, s)
 		var buf bytes.Buffer
-		w, _ := ParseWhere(`.id == "e-c"`)
+		w, _ := where.Parse(`.id == "e-c"`)
 		n, err := s.Export(context.Background(), &buf, ExportParams{Filter: Filter{Queue: "orders", Where: w}, OmitBodies: true, Actor: "viewer"})
 		if err != nil || n != 1 {
 			t.Fatalf("Export: %d %v", n, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lily-mq/lily/catalog/where"
 	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
@@ -69,8 +70,8 @@ type Filter struct {
 	// AfterID selects entries with an ID above it (keyset paging).
 	AfterID int64
 	// Where, when set, selects JSON bodies whose fields satisfy it
-	// (ParseWhere, docs/where.md); bodies that are not JSON never match.
-	Where *Where
+	// (where.Parse, docs/where.md); bodies that are not JSON never match.
+	Where *where.Expr
 }
 
 // HeldStates are the states of entries still in the work list: they count
@@ -123,7 +124,7 @@ func (f Filter) where() (string, []any) {
 	}
 	f.schemaVersionCond(&conds, &args)
 	if f.Where != nil {
-		conds = append(conds, f.Where.cond(&args))
+		conds = append(conds, f.Where.SQL(&args))
 	}
 	if f.AfterID > 0 {
 		conds = append(conds, "id > ?")

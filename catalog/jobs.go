@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lily-mq/lily/catalog/where"
 	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
@@ -340,7 +341,7 @@ func parseFilter(s string) (Filter, error) {
 		RedriveCount: j.RedriveCount, SchemaVersion: j.SchemaVersion}
 	var err error
 	if j.Where != "" { // a job's --where (where.go)
-		if f.Where, err = ParseWhere(j.Where); err != nil {
+		if f.Where, err = where.Parse(j.Where); err != nil {
 			return Filter{}, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/catalog/where"
 )
 
 // filterJSON selects entries, as the filters of 'lily dlq': every member
@@ -95,9 +96,9 @@ func (f filterJSON) catalogFilter(now time.Time, defaultStates []catalog.State) 
 		out.DeadLetteredAfter = now.Add(-d)
 	}
 	if f.Where != "" {
-		w, err := catalog.ParseWhere(f.Where)
+		w, err := where.Parse(f.Where)
 		if err != nil {
-			return out, badField("where", "where %q: %s (see docs/where.md)", f.Where, strings.TrimPrefix(err.Error(), catalog.ErrInvalidWhere.Error()+": "))
+			return out, badField("where", "where %q: %s (see docs/where.md)", f.Where, strings.TrimPrefix(err.Error(), where.ErrInvalid.Error()+": "))
 		}
 		out.Where = w
 	}

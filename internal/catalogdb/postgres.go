@@ -230,7 +230,7 @@ const pgRedirectJobs = `ALTER TABLE lily_redrive_jobs ADD COLUMN to_queue TEXT N
 // pgSearchSchema is migration step 4 on PostgreSQL: the search index, its
 // triggers, the backfill marker (entries up to upto, written before the
 // index existed, are indexed by BackfillSearch on open) and the JSON
-// functions of Where.
+// functions of the --where language (package catalog/where).
 const pgSearchSchema = `
 CREATE TABLE lily_dlq_search (
 	entry_id BIGINT PRIMARY KEY,
@@ -256,7 +256,7 @@ INSERT INTO lily_search_backfill(id, upto, next) SELECT 1, COALESCE(MAX(id), 0),
 // one process.
 //
 // pgWhereFuncs are the PostgreSQL counterparts of SQLite's JSON functions
-// that Where uses, with SQLite's names and results: lily_json(bytea) is
+// that catalog/where's SQL uses, with SQLite's names and results: lily_json(bytea) is
 // the body as jsonb or NULL, json_type(jsonb, path) names the value's
 // type as SQLite does ('text', 'integer', 'real', 'true', 'false', 'null',
 // 'object', 'array'; NULL when the path is absent) and

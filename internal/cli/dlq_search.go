@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/catalog/where"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/entryview"
@@ -43,10 +44,10 @@ func useIndexRedactor(c config.Config) error {
 }
 
 // parseWhereFlag reads --where, as a usage problem naming the flag.
-func parseWhereFlag(s string) (*catalog.Where, error) {
-	w, err := catalog.ParseWhere(s)
+func parseWhereFlag(s string) (*where.Expr, error) {
+	w, err := where.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("--where %q: %v", s, strings.TrimPrefix(err.Error(), catalog.ErrInvalidWhere.Error()+": "))
+		return nil, fmt.Errorf("--where %q: %v", s, strings.TrimPrefix(err.Error(), where.ErrInvalid.Error()+": "))
 	}
 	return w, nil
 }

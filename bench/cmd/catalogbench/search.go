@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/catalog/where"
 )
 
 // searchResult is what the search mode measured on one catalog.
@@ -29,9 +30,9 @@ type searchResult struct {
 // of every body, a prefix, a search narrowed by queue and state, a word
 // no entry has, and all the hits of the phrase streamed; then --where on
 // a body field (not indexed: a scan of the held entries).
-func searchOps(ctx context.Context, where string) (searchResult, error) {
+func searchOps(ctx context.Context, at string) (searchResult, error) {
 	var res searchResult
-	s, err := catalog.Open(ctx, where)
+	s, err := catalog.Open(ctx, at)
 	if err != nil {
 		return res, err
 	}
@@ -81,7 +82,7 @@ func searchOps(ctx context.Context, where string) (searchResult, error) {
 			return res, err
 		}
 	}
-	w, err := catalog.ParseWhere(fmt.Sprintf(`.order_id == %q`, mid))
+	w, err := where.Parse(fmt.Sprintf(`.order_id == %q`, mid))
 	if err != nil {
 		return res, err
 	}

@@ -1,4 +1,12 @@
-package catalog
+// Package where is the --where language of the catalog: conditions on the
+// fields of JSON bodies, such as `.customer.id == "42" and .total > 100`
+// (docs/where.md). Parse reads an expression; Expr.SQL compiles it to a
+// condition in the SQL both catalog stores run, so that a filtered query
+// streams like any other. The SQL calls lily_json, json_type and
+// json_extract: on SQLite, SQLite's JSON functions and lily_json, which
+// this package registers with the driver; on PostgreSQL, functions of the
+// same names and results that the catalog's migrations create.
+package where
 
 import (
 	"database/sql/driver"
@@ -12,21 +20,21 @@ import (
 	"modernc.org/sqlite"
 )
 
-// ErrInvalidWhere is wrapped by the errors of ParseWhere.
-var ErrInvalidWhere = errors.New("invalid --where expression")
+// ErrInvalid is wrapped by the errors of Parse.
+var ErrInvalid = errors.New("invalid --where expression")
 
-// Where is a parsed body field filter (docs/where.md): a condition on the
+// Expr is a parsed body field filter (docs/where.md): a condition on the
 // fields of JSON bodies, such as `.customer.id == "42" and .total > 100`.
 // It runs inside the catalog's SQL on both stores (SQLite json_type and
 // json_extract, PostgreSQL jsonpath), so a filtered query streams like any
 // other. A body that is not JSON (or was removed) never matches.
-type Where struct {
+type Expr struct {
 	src  string
 	root whereNode
 }
 
 // String returns the expression as it was written.
-func (w *Where) String() string {
+func (w *Expr) String() string {
 	if w == nil {
 		return ""
 	}
@@ -64,7 +72,7 @@ type whereCmp struct {
 
 // bodyJSON is the body as JSON, NULL when it is not JSON: lily_json is a
 // Go function registered with SQLite and a PL/pgSQL function on
-// PostgreSQL (migration step 4).
+// PostgreSQL (catalogdb's migration step 4).
 const bodyJSON = "lily_json(body)"
 
 func (n whereCmp) sql(args *[]any) string {
@@ -112,9 +120,11 @@ func (n whereCmp) sql(args *[]any) string {
 	return "((" + pre + " IS NOT NULL AND NOT (" + eq + " IS TRUE)) IS TRUE)"
 }
 
-// cond returns w's SQL condition for Filter.where: true only for JSON
-// bodies that satisfy the expression.
-func (w *Where) cond(args *[]any) string {
+// SQL returns w's condition on the body column of lily_dlq_entries, with
+// `?` placeholders whose values it appends to args: true only for JSON
+// bodies that satisfy the expression, never NULL. It is written for
+// catalog.Filter, in the SQL both catalog stores share.
+func (w *Expr) SQL(args *[]any) string {
 	return "(" + bodyJSON + " IS NOT NULL AND " + w.root.sql(args) + ")"
 }
 
@@ -139,7 +149,7 @@ func init() {
 	})
 }
 
-// ParseWhere reads a body field filter (docs/where.md):
+// Parse reads a body field filter (docs/where.md):
 //
 //	expr   := or
 //	or     := and { "or" and }
@@ -151,8 +161,8 @@ func init() {
 //	literal:= JSON string | JSON number | true | false | null
 //
 // An error names the position (1-based byte column) and what was
-// expected there, and wraps ErrInvalidWhere.
-func ParseWhere(s string) (*Where, error) {
+// expected there, and wraps ErrInvalid.
+func Parse(s string) (*Expr, error) {
 	p := &whereParser{s: s}
 	p.next()
 	if p.tok.kind == tEOF {
@@ -165,7 +175,7 @@ func ParseWhere(s string) (*Where, error) {
 	if p.tok.kind != tEOF {
 		return nil, p.errf(`"and", "or" or the end of the expression`)
 	}
-	return &Where{src: s, root: root}, nil
+	return &Expr{src: s, root: root}, nil
 }
 
 type tokKind int
@@ -203,11 +213,11 @@ func (p *whereParser) errf(expected string) error {
 	got := "the end of the expression"
 	switch {
 	case p.tok.kind == tBad:
-		return fmt.Errorf("%w: column %d: %s (expected %s)", ErrInvalidWhere, p.tok.pos+1, p.tok.bad, expected)
+		return fmt.Errorf("%w: column %d: %s (expected %s)", ErrInvalid, p.tok.pos+1, p.tok.bad, expected)
 	case p.tok.kind != tEOF:
 		got = strconv.Quote(p.tok.text)
 	}
-	return fmt.Errorf("%w: column %d: expected %s, got %s", ErrInvalidWhere, p.tok.pos+1, expected, got)
+	return fmt.Errorf("%w: column %d: expected %s, got %s", ErrInvalid, p.tok.pos+1, expected, got)
 }
 
 func isNameByte(c byte, first bool) bool {
