@@ -14,6 +14,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -102,7 +103,7 @@ func TestBreakerTurnsOutageIntoLag(t *testing.T) {
 				t.Fatal(err)
 			}
 			cat, _ := catalog.New(ctx, tr.DB())
-			rows, err := cat.Ledger(ctx, tr)
+			rows, err := ledger.New(cat).Rows(ctx, tr)
 			if err != nil || len(rows) != 1 {
 				t.Fatalf("ledger %v %v", rows, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -76,7 +77,7 @@ func TestCrashedReleasesUntilDeliveryLimit(t *testing.T) {
 	if byReason[string(evidence.ReasonDeliveryLimit)] != 1 || len(byReason) != 1 {
 		t.Fatalf("dead letters by reason = %v, want delivery_limit: 1", byReason)
 	}
-	rows, err := cat.Ledger(ctx, tr)
+	rows, err := ledger.New(cat).Rows(ctx, tr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func checkOrdering(t transport.Transport, o ConsumerOptions) error {
 	}
 	f, _ := t.(transport.Featurer)
 	if f == nil || !f.Features().CatalogParking {
-		return fmt.Errorf("%w: queue %s: ordering %q needs a transport that parks messages in the catalog: the SQLite transport, or a broker transport wrapped with catalog.Account",
+		return fmt.Errorf("%w: queue %s: ordering %q needs a transport that parks messages in the catalog: the SQLite transport, or a broker transport wrapped with ledger.Account",
 			ErrInvalidConfig, o.Queue.Name, o.Queue.Ordering)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -92,7 +93,7 @@ func TestPublishSchemaVersion(t *testing.T) {
 	if len(groups) != 1 || groups[0].Key != "3" || groups[0].Count != 1 {
 		t.Errorf("groups by schema_version %+v, want one entry of version 3", groups)
 	}
-	rows, err := cat.Ledger(ctx, tr)
+	rows, err := ledger.New(cat).Rows(ctx, tr)
 	if err != nil {
 		t.Fatal(err)
 	}

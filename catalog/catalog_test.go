@@ -297,96 +297,6 @@ func TestCountBy(t *testing.T) {
 	})
 }
 
-// inflight is an InFlightCounter stub.
-type inflight struct {
-	n     map[string]int64
-	err   error
-	asked []string
-}
-
-func (c *inflight) InFlight(_ context.Context, q string) (int64, error) {
-	c.asked = append(c.asked, q)
-	return c.n[q], c.err
-}
-
-func addCounts(t *testing.T, s *Store, queue string, accepted, acked int64) {
-	t.Helper()
-	if err := s.AddCounts(context.Background(), queue, accepted, acked); err != nil {
-		t.Fatalf("AddCounts: %v", err)
-	}
-}
-
-func TestLedger(t *testing.T) {
-	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
-		seed(t, s)
-		// orders.created: entries pending 2, redriven 1, discarded 1, erased 1.
-		addCounts(t, s, "orders.created", 10, 0)
-		addCounts(t, s, "orders.created", 5, 4)
-		addCounts(t, s, "orders.created", 0, 3)
-		// payments: entries parked 1, needs_manual 1.
-		addCounts(t, s, "payments", 9, 5)
-		// declared, nothing happened.
-		addCounts(t, s, "idle", 0, 0)
-
-		c := &inflight{n: map[string]int64{"orders.created": 4, "payments": 1}}
-		rows, err := s.Ledger(ctx, c)
-		if err != nil {
-			t.Fatalf("Ledger: %v", err)
-		}
-		want := []LedgerRow{
-			{Queue: "idle"},
-			// 15 accepted = 7 acked + 2 dead-lettered + 2 discarded + 4 in flight.
-			{Queue: "orders.created", Accepted: 15, Acked: 7, DeadLettered: 2, Discarded: 2, InFlight: 4, Lost: 0},
-			// 9 accepted, 5 acked, 2 dead-lettered (parked, needs_manual), 1 in flight: 1 lost.
-			{Queue: "payments", Accepted: 9, Acked: 5, DeadLettered: 2, Discarded: 0, InFlight: 1, Lost: 1},
-		}
-		if !reflect.DeepEqual(rows, want) {
-			t.Errorf("Ledger:\n got %+v\nwant %+v", rows, want)
-		}
-		if !rows[1].Balanced() || rows[2].Balanced() {
-			t.Errorf("Balanced: orders %v, payments %v", rows[1].Balanced(), rows[2].Balanced())
-		}
-		if len(c.asked) != 3 {
-			t.Errorf("InFlight asked for %v, want every queue", c.asked)
-		}
-	})
-}
-
-func TestLedgerWithoutCounterAndInvented(t *testing.T) {
-	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
-		// Entries of a queue the ledger never counted (e.g. ingested): they
-		// are more than were accepted, so Lost is negative.
-		if err := s.Insert(ctx, entry("ingested", "i1", evidence.ReasonExpired, StatePending, "x"),
-			entry("ingested", "i2", evidence.ReasonExpired, StateDiscarded, "x")); err != nil {
-			t.Fatal(err)
-		}
-		addCounts(t, s, "q", 3, 1)
-		rows, err := s.Ledger(ctx, nil)
-		if err != nil {
-			t.Fatalf("Ledger: %v", err)
-		}
-		want := []LedgerRow{
-			{Queue: "ingested", DeadLettered: 1, Discarded: 1, Lost: -2},
-			{Queue: "q", Accepted: 3, Acked: 1, Lost: 2},
-		}
-		if !reflect.DeepEqual(rows, want) {
-			t.Errorf("Ledger:\n got %+v\nwant %+v", rows, want)
-		}
-	})
-}
-
-func TestLedgerInFlightError(t *testing.T) {
-	eachStore(t, func(t *testing.T, s *Store) {
-		addCounts(t, s, "q", 1, 0)
-		boom := errors.New("broker unreachable")
-		if _, err := s.Ledger(context.Background(), &inflight{err: boom}); !errors.Is(err, boom) {
-			t.Errorf("Ledger = %v, want the counter's error", err)
-		}
-	})
-}
-
 func TestNewSharesHandle(t *testing.T) {
 	ctx := context.Background()
 	func(t *testing.T, s *Store) {
@@ -427,4 +337,64 @@ func eachStore(t *testing.T, fn func(t *testing.T, s *Store)) {
 		t.Cleanup(func() { s.Close() })
 		fn(t, s)
 	})
+}
+
+// TestDuplicateIsTheSameDeadLettering (issue 12 item 1): two dead letters
+// are merged only when event ID, body, source and coordinates agree — a
+// shared event ID alone keeps both.
+func TestDuplicateIsTheSameDeadLettering(t *testing.T) {
+	ctx := context.Background()
+	eachStore(t, func(t *testing.T, s *Store) {
+		dl := func(id, body string, at time.Time, partition int32, offset int64) *transport.Delivery {
+			h := transport.Headers{}
+			evidence.Record{Reason: evidence.ReasonPermanent, Source: "kafka/t", DeadLetteredAt: at,
+				SourcePartition: partition, HasPartition: true, SourceOffset: offset, HasOffset: true}.Apply(h)
+			return &transport.Delivery{Queue: "t", Message: transport.Message{EventID: id, Body: []byte(body), Headers: h}}
+		}
+		ingest := func(ds ...*transport.Delivery) {
+			t.Helper()
+			es := make([]*Entry, len(ds))
+			for i, d := range ds {
+				es[i] = EntryFromDeadLetter("t", d, testNow)
+			}
+			if err := s.Insert(ctx, es...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		first := dl("e", "body-1", testNow, 0, 5)
+		ingest(first,
+			dl("e", "body-2", testNow, 0, 6),                  // same ID, other body: another message
+			dl("e", "body-1", testNow, 1, 5),                  // same ID and body, other partition
+			dl("e", "body-1", testNow.Add(time.Minute), 0, 5), // the same message dead-lettered again (ack lost)
+		)
+		ingest(first) // ingested again: nothing added, not a duplicate either
+		var entries []*Entry
+		if err := s.Each(ctx, Filter{Queue: "t"}, func(e *Entry) error { entries = append(entries, e); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 3 {
+			t.Fatalf("%d entries, want 3 (body-1@p0/o5, body-2, body-1@p1/o5)", len(entries))
+		}
+		var dups int
+		if err := s.DB().QueryRowContext(ctx, `SELECT SUM(duplicates) FROM lily_dlq_entries`).Scan(&dups); err != nil {
+			t.Fatal(err)
+		}
+		if dups != 1 || entries[0].SourceCoords != "p0/o5" {
+			t.Errorf("duplicates %d (want 1: the second dead-lettering of body-1@p0/o5), coords %q", dups, entries[0].SourceCoords)
+		}
+	})
+}
+
+// addCounts adds to a queue's ledger counters, as a transport does (the
+// ledger's own API is package ledger's).
+func addCounts(t *testing.T, s *Store, queue string, accepted, acked int64) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return catalogdb.AddCounts(ctx, tx, queue, accepted, acked) }); err != nil {
+		t.Fatalf("AddCounts: %v", err)
+	}
+}
+
+func delivery(queue, id, body string) *transport.Delivery {
+	return &transport.Delivery{Queue: queue, Message: transport.Message{EventID: id, Body: []byte(body)}, DeliveryCount: 1}
 }

@@ -37,30 +37,6 @@ func (s *Store) ForeignQueues(ctx context.Context) (map[string]string, error) {
 	return out, rows.Err()
 }
 
-// foreignHandedBack adds to the ledger rows of the foreign dead-letter
-// queues, as acked, the entries redriven to their origin: a message that
-// left a foreign DLQ ends in the catalog as pending, discarded (with a
-// record) or redriven — handed back to the queue it came from, outside
-// Lily's ledger. So accepted (counted at ingest, in the ingest's
-// transaction) = acked (redriven) + dead_lettered (pending) + discarded.
-func (s *Store) foreignHandedBack(ctx context.Context, get func(string) *LedgerRow) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT e.queue, COUNT(*) FROM lily_dlq_entries e JOIN lily_foreign_queues f ON f.queue = e.queue
-		WHERE e.state = 'redriven' GROUP BY e.queue`)
-	if err != nil {
-		return fmt.Errorf("catalog: ledger of foreign queues: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var q string
-		var n int64
-		if err := rows.Scan(&q, &n); err != nil {
-			return err
-		}
-		get(q).Acked += n
-	}
-	return rows.Err()
-}
-
 // countForeignAccepted registers a foreign queue and counts the entries of
 // a batch that were added (not ingested before) accepted.
 func countForeignAccepted(ctx context.Context, tx *catalogdb.Tx, queue, kind string, entries []*Entry) error {

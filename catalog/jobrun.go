@@ -3,6 +3,8 @@ package catalog
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -382,3 +384,9 @@ const (
 	StageObserve = "observe"
 	StageRest    = "rest"
 )
+
+// ledgerKey is ledger.Key (a copy while the job runner is in this package).
+func ledgerKey(eventID string, body []byte) string {
+	sum := sha256.Sum256(body)
+	return eventID + "\x1f" + hex.EncodeToString(sum[:16])
+}

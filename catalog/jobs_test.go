@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -146,7 +147,7 @@ func TestJobSurvivesItsRunner(t *testing.T) {
 			if want := map[bool]int{false: 2, true: 0}[tx]; dups != want {
 				t.Errorf("%d messages redriven twice, want %d (the batch in flight; none in one transaction)", dups, want)
 			}
-			r := ledger(t, cat, tr)
+			r := ledgerRow(t, cat, tr)
 			if r.Accepted != 10 || r.DeadLettered != 0 || r.InFlight != 0 || r.Acked != 10+int64(dups) {
 				t.Errorf("ledger %+v", r)
 			}
@@ -294,7 +295,7 @@ func TestSampleProvesSuccess(t *testing.T) {
 	self := func(tr *sqlite.Transport) catalog.Publisher { return tr }
 	broker := func(tr *sqlite.Transport) catalog.Publisher { return plain{tr} }
 	accounted := func(tr *sqlite.Transport, cat *catalog.Store) func(context.Context, *transport.SettleParams) error {
-		return catalog.Account(tr, cat).Settle // records the acks as ledger events
+		return ledger.Account(tr, ledger.New(cat)).Settle // records the acks as ledger events
 	}
 	t.Run("no consumer", func(t *testing.T) {
 		for name, target := range map[string]func(*sqlite.Transport) catalog.Publisher{"sqlite": self, "ledger": broker} {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -56,9 +57,9 @@ func deadLettered(t *testing.T, queue string, n int) (*sqlite.Transport, *catalo
 	return tr, cat
 }
 
-func ledger(t *testing.T, cat *catalog.Store, tr *sqlite.Transport) catalog.LedgerRow {
+func ledgerRow(t *testing.T, cat *catalog.Store, tr *sqlite.Transport) ledger.Row {
 	t.Helper()
-	rows, err := cat.Ledger(context.Background(), tr)
+	rows, err := ledger.New(cat).Rows(context.Background(), tr)
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("Ledger = %+v, %v", rows, err)
 	}
@@ -98,7 +99,7 @@ func consume(t *testing.T, tr *sqlite.Transport, queue string) []string {
 func TestRedriveSQLiteLedger(t *testing.T) {
 	ctx := context.Background()
 	tr, cat := deadLettered(t, "orders", 10)
-	if r := ledger(t, cat, tr); r.Accepted != 10 || r.DeadLettered != 10 || r.Lost != 0 {
+	if r := ledgerRow(t, cat, tr); r.Accepted != 10 || r.DeadLettered != 10 || r.Lost != 0 {
 		t.Fatalf("before: %+v", r)
 	}
 	res, err := cat.Redrive(ctx, catalog.RedriveParams{Actor: "t",
@@ -106,13 +107,13 @@ func TestRedriveSQLiteLedger(t *testing.T) {
 	if err != nil || res.Redriven != 10 {
 		t.Fatalf("Redrive = %+v, %v", res, err)
 	}
-	if r := ledger(t, cat, tr); r.Accepted != 10 || r.DeadLettered != 0 || r.InFlight != 10 || r.Lost != 0 {
+	if r := ledgerRow(t, cat, tr); r.Accepted != 10 || r.DeadLettered != 0 || r.InFlight != 10 || r.Lost != 0 {
 		t.Errorf("after the redrive: %+v", r)
 	}
 	if ids := consume(t, tr, "orders"); len(ids) != 10 || ids[0] != "evt-00" || ids[9] != "evt-09" {
 		t.Errorf("consumed %v", ids)
 	}
-	if r := ledger(t, cat, tr); r.Accepted != 10 || r.Acked != 10 || r.InFlight != 0 || r.Lost != 0 {
+	if r := ledgerRow(t, cat, tr); r.Accepted != 10 || r.Acked != 10 || r.InFlight != 0 || r.Lost != 0 {
 		t.Errorf("after consuming: %+v", r)
 	}
 }
@@ -147,7 +148,7 @@ func TestRedriveInterruptedMakesDuplicatesNotLoss(t *testing.T) {
 		t.Fatalf("interrupted Redrive = %+v, %v", res, err)
 	}
 	// Five redriven, five still pending whose messages were sent anyway.
-	r := ledger(t, cat, tr)
+	r := ledgerRow(t, cat, tr)
 	if r.DeadLettered != 5 || r.InFlight != 10 || r.Lost != -5 {
 		t.Errorf("after the interruption: %+v (lost < 0: duplicates, never hidden loss)", r)
 	}

@@ -16,9 +16,8 @@ import (
 // many hosts and several 'lily serve' replicas on one catalog). Every
 // operation works the same on both.
 type Store struct {
-	db     *catalogdb.DB
-	owned  bool
-	ledger ledgerSettings // ledger_prune.go
+	db    *catalogdb.DB
+	owned bool
 }
 
 // Open opens the catalog at where: a PostgreSQL URL ("postgres://…", see
@@ -56,14 +55,6 @@ func (s *Store) DB() *sql.DB { return s.db.DB }
 
 // Kind names the store: "sqlite" or "postgres".
 func (s *Store) Kind() string { return s.db.Dialect().String() }
-
-// AddCounts adds to queue's accepted and acked ledger counters in a
-// transaction of its own, for a transport that counts outside the
-// catalog's database (in the SQLite transport's own transaction, use
-// AddCountsTx).
-func (s *Store) AddCounts(ctx context.Context, queue string, accepted, acked int64) error {
-	return s.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return catalogdb.AddCounts(ctx, tx, queue, accepted, acked) })
-}
 
 // OldestHeld returns when queue's oldest held entry (pending, parked or
 // needs_manual) was dead-lettered; the zero time when it holds none. It

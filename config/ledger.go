@@ -12,7 +12,7 @@ import (
 const (
 	// DefaultLedgerHorizonHours is the ledger's deduplication horizon when
 	// ledger_horizon_hours is unset and no queue needs a longer one
-	// (LedgerHorizonFloor): 30 days, catalog.DefaultLedgerHorizon.
+	// (LedgerHorizonFloor): 30 days, ledger.DefaultHorizon.
 	DefaultLedgerHorizonHours = 720
 	// MaxLedgerHorizonHours is the longest horizon accepted (about 114
 	// years: "never prune"), far below time.Duration's limit.
@@ -70,7 +70,7 @@ func (c Config) LedgerHorizonHoursValue() int {
 }
 
 // LedgerHorizon is LedgerHorizonHoursValue as a duration, for
-// catalog.Store.SetLedgerHorizon.
+// ledger.Ledger.SetHorizon.
 func (c Config) LedgerHorizon() time.Duration {
 	return time.Duration(c.LedgerHorizonHoursValue()) * time.Hour
 }

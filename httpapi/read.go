@@ -9,6 +9,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/entryview"
+	"github.com/lily-mq/lily/ledger"
 )
 
 // healthJSON is GET /healthz.
@@ -25,9 +26,9 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 	now := s.o.Now()
 	out := healthJSON{Status: "ok", Reasons: []string{}}
 	stats, err := s.o.Store.Stats(r.Context(), now, s.retention)
-	var rows []catalog.LedgerRow
+	var rows []ledger.Row
 	if err == nil {
-		rows, err = s.o.Store.Ledger(r.Context(), s.o.InFlight)
+		rows, err = ledger.New(s.o.Store).Rows(r.Context(), s.o.InFlight)
 	}
 	var keys []catalog.HeldKey
 	if err == nil {
@@ -146,13 +147,13 @@ func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request, _ *princip
 
 // handleLedger is 'lily reconcile --json'.
 func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request, _ *principal) {
-	rows, err := s.o.Store.Ledger(r.Context(), s.o.InFlight)
+	rows, err := ledger.New(s.o.Store).Rows(r.Context(), s.o.InFlight)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	if rows == nil {
-		rows = []catalog.LedgerRow{}
+		rows = []ledger.Row{}
 	}
 	balanced := true
 	for _, row := range rows {

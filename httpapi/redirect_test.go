@@ -10,6 +10,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -84,7 +85,7 @@ func TestRedriveRedirect(t *testing.T) {
 			t.Errorf("states %v", st)
 		}
 		f.WaitAcked("payments.captured", 6) // the consumer settles on its own time
-		rows, err := f.Catalog.Ledger(context.Background(), f.Transport)
+		rows, err := ledger.New(f.Catalog).Rows(context.Background(), f.Transport)
 		if err != nil {
 			t.Fatal(err)
 		}

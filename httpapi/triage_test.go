@@ -10,6 +10,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/entryview"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -102,7 +103,7 @@ func TestTriageAPI(t *testing.T) {
 		if err := f.Catalog.Insert(ctx, catalog.NewEntry("orders.created", transport.Message{EventID: "orders-new", Body: []byte("{}")}, h, "", time.Now())); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Catalog.AddCounts(ctx, "orders.created", 1, 0); err != nil { // accepted, as its transport counts it
+		if err := ledger.New(f.Catalog).AddCounts(ctx, "orders.created", 1, 0); err != nil { // accepted, as its transport counts it
 			t.Fatal(err)
 		}
 		f.call("GET", "/healthz", nil, nil, &health)

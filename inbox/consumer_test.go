@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/inbox"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -131,7 +132,7 @@ func TestConsumerDuplicatesAndRedrive(t *testing.T) {
 		if got := b.count(t, `SELECT COUNT(DISTINCT event_id) FROM effects`); got != n {
 			t.Fatalf("distinct effects = %d, want %d", got, n)
 		}
-		rows, err := cat.Ledger(ctx, tr)
+		rows, err := ledger.New(cat).Rows(ctx, tr)
 		if err != nil {
 			t.Fatal(err)
 		}

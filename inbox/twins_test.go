@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/inbox"
 	"github.com/lily-mq/lily/internal/effecttest"
 	"github.com/lily-mq/lily/internal/rabbittest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -137,7 +138,7 @@ func TestForeignTwins(t *testing.T) {
 		tr := openRabbit(t, url, qc)
 		rabbittest.Publish(context.Background(), t, url, qc.Name, foreignPublishing(effecttest.TwinBody, 1000), foreignPublishing(effecttest.TwinBody, 1000), foreignPublishing(effecttest.OtherBody, 2500))
 		cat := transporttest.TempCatalog(t)
-		effecttest.CheckTwins(t, effecttest.ConsumeTwins(t, catalog.Account(tr, cat), tr, qc, inbox.ContentIDsOnce, 3), cat, tr, qc, true)
+		effecttest.CheckTwins(t, effecttest.ConsumeTwins(t, ledger.Account(tr, ledger.New(cat)), tr, qc, inbox.ContentIDsOnce, 3), cat, tr, qc, true)
 	})
 	t.Run("rabbitmq/refuse", func(t *testing.T) {
 		t.Parallel()
@@ -147,7 +148,7 @@ func TestForeignTwins(t *testing.T) {
 		tr := openRabbit(t, url, qc)
 		rabbittest.Publish(context.Background(), t, url, qc.Name, foreignPublishing(effecttest.TwinBody, 1000), foreignPublishing(effecttest.TwinBody, 1000), foreignPublishing(effecttest.OtherBody, 2500))
 		cat := transporttest.TempCatalog(t)
-		acc := catalog.Account(tr, cat)
+		acc := ledger.Account(tr, ledger.New(cat))
 		withID := []lily.Message{{Body: []byte(`{"charge":"eur 5.00","account":"acct-9"}`)}}
 		if err := lily.Publish(ctx, acc, qc.Name, withID); err != nil {
 			t.Fatal(err)
@@ -176,11 +177,11 @@ func TestForeignTwins(t *testing.T) {
 				t.Errorf("dead letter %s: reason %s, error %q; want permanent with ErrContentID", e.EventID, e.Reason, e.ErrorMessage)
 			}
 		}
-		rows, err := cat.Ledger(ctx, tr)
+		rows, err := ledger.New(cat).Rows(ctx, tr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		i := slices.IndexFunc(rows, func(r catalog.LedgerRow) bool { return r.Queue == qc.Name })
+		i := slices.IndexFunc(rows, func(r ledger.Row) bool { return r.Queue == qc.Name })
 		if i < 0 || rows[i].Lost != 0 || rows[i].InFlight != 0 || rows[i].Acked != 1 || rows[i].Accepted != rows[i].Acked+rows[i].DeadLettered {
 			t.Fatalf("ledger %+v: want the message with an ID acked, the refused ones dead-lettered, none lost", rows)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -108,11 +109,11 @@ func (c *CatalogCollector) collect(ctx context.Context, ch chan<- prometheus.Met
 	if err != nil {
 		return err
 	}
-	var rows []catalog.LedgerRow
+	var rows []ledger.Row
 	var errs []error
 	set := map[string]bool{}
 	if c.counter != nil {
-		if rows, err = c.store.Ledger(ctx, c.counter); err != nil {
+		if rows, err = ledger.New(c.store).Rows(ctx, c.counter); err != nil {
 			errs = append(errs, err)
 		}
 	} else if err := c.ledgerQueues(ctx, set); err != nil {

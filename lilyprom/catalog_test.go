@@ -14,6 +14,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/catalogdb"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -129,7 +130,7 @@ lily_catalog_up 1
 		t.Error(err)
 	}
 	// The same figures as 'lily reconcile'.
-	rows, err := s.Ledger(context.Background(), inflight{"orders.created": 2})
+	rows, err := ledger.New(s).Rows(context.Background(), inflight{"orders.created": 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -176,7 +177,7 @@ func (b *consumeBackend) Close() {
 
 // openConsumeBackend opens q's transport as 'lily serve' and the demo do:
 // the SQLite store with its own catalog, or the broker wrapped in the
-// catalog's ledger (catalog.Account), so that every message received is
+// catalog's ledger (ledger.Account), so that every message received is
 // counted accepted and every settlement is counted.
 func openConsumeBackend(ctx context.Context, f consumeFlags, cfg config.Config, q lily.QueueConfig) (*consumeBackend, error) {
 	b := &consumeBackend{}
@@ -218,7 +219,7 @@ func openConsumeBackend(ctx context.Context, f consumeFlags, cfg config.Config, 
 		b.Close()
 		return nil, err
 	}
-	b.tr, b.cat, b.counter = catalog.Account(bt, cat), cat, bt
+	b.tr, b.cat, b.counter = ledger.Account(bt, ledger.New(cat)), cat, bt
 	return b, nil
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -44,7 +45,7 @@ handler_timeout_millis = %d
 // consumeEdge publishes one message per behaviour (its body names it) to
 // a SQLite queue, runs 'lily consume' with handler until idle, and returns
 // the dead letters by body, the summary, and the balanced ledger row.
-func consumeEdge(t *testing.T, behaviours []string, handler ...string) (map[string]*catalog.Entry, consumeJSON, catalog.LedgerRow) {
+func consumeEdge(t *testing.T, behaviours []string, handler ...string) (map[string]*catalog.Entry, consumeJSON, ledger.Row) {
 	t.Helper()
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "lily.db")

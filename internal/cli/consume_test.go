@@ -21,6 +21,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -130,7 +131,7 @@ func readmePython(t *testing.T) string {
 
 // consumeRun is what one sidecar run of the workload left behind.
 type consumeRun struct {
-	ledger   catalog.LedgerRow
+	ledger   ledger.Row
 	byReason map[string]int64
 	summary  consumeJSON
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 )
 
 func init() { register(newDemoCmd) }
@@ -313,7 +314,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		}
 		if !f.asJSON {
 			say("")
-			printLedger(stdout, []catalog.LedgerRow{{Queue: out.Queue, Accepted: out.Accepted, Acked: out.Acked,
+			printLedger(stdout, []ledger.Row{{Queue: out.Queue, Accepted: out.Accepted, Acked: out.Acked,
 				DeadLettered: out.DeadLettered, Discarded: out.Discarded, InFlight: out.InFlight, Lost: out.Lost}})
 			say("\nredriven %d in %d rounds, %d discarded with a record, %d left for a manual decision; every decision: lily audit %s",
 				out.Redriven, out.RedriveRounds, r.discarded, out.NeedsManual, out.storeArg())
@@ -363,7 +364,7 @@ func demoReport(ctx context.Context, b *demoBackend, out *demoJSON, say func(str
 		return err
 	}
 	out.DeadLettersByReason, out.NeedsManual = byReason, byState[string(catalog.StateNeedsManual)]
-	var shown []catalog.LedgerRow
+	var shown []ledger.Row
 	for _, r := range rows {
 		if r.Queue == out.Queue {
 			out.Accepted, out.Acked, out.DeadLettered, out.Discarded, out.InFlight, out.Lost =
@@ -550,7 +551,7 @@ func runOutageDemo(ctx context.Context, f demoFlags, stdout io.Writer) error {
 // demoCatalogFresh refuses a shared catalog that already knows the demo's
 // queue: its ledger and work list would not be the demo's own.
 func demoCatalogFresh(ctx context.Context, cat *catalog.Store, queue string) error {
-	rows, err := cat.Ledger(ctx, nil)
+	rows, err := ledger.New(cat).Rows(ctx, nil)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -113,7 +114,7 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 	if r, ok := b.broker.(interface{ Register(...transport.QueueSpec) }); ok {
 		r.Register(qc.Spec())
 	}
-	b.tr = catalog.Account(b.broker, cat)
+	b.tr = ledger.Account(b.broker, ledger.New(cat))
 	return b, nil
 }
 
@@ -159,7 +160,7 @@ func (b *demoBackend) counter() transport.InFlightCounter {
 // lost is queue's unaccounted-for count in the ledger (0 for a queue
 // without a ledger row).
 func (b *demoBackend) lost(ctx context.Context, queue string) (int64, error) {
-	rows, err := b.cat.Ledger(ctx, b.counter())
+	rows, err := ledger.New(b.cat).Rows(ctx, b.counter())
 	if err != nil {
 		return 0, err
 	}

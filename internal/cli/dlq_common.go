@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
 
@@ -28,6 +29,8 @@ type dlqEnv struct {
 	hasCfg bool
 	sq     *sqlite.Transport
 	cat    *catalog.Store
+	// ledger is cat's, with the configuration's ledger_horizon_hours.
+	ledger *ledger.Ledger
 }
 
 // openDLQ opens the existing database of sf and its configuration.
@@ -51,8 +54,9 @@ func openDLQ(ctx context.Context, sf storeFlags) (*dlqEnv, error) {
 	if e.sq, e.cat, err = sf.openExisting(ctx); err != nil {
 		return nil, err
 	}
+	e.ledger = ledger.New(e.cat)
 	if e.hasCfg {
-		if err := e.cat.SetLedgerHorizon(e.cfg.LedgerHorizon()); err != nil {
+		if err := e.ledger.SetHorizon(e.cfg.LedgerHorizon()); err != nil {
 			closeStore(e.sq, e.cat)
 			return nil, err
 		}

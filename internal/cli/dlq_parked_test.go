@@ -18,6 +18,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -150,7 +151,7 @@ owner = "team-ledger"
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	w := startParkWorkload(t, catalog.Account(rmq, cat), cat, q)
+	w := startParkWorkload(t, ledger.Account(rmq, ledger.New(cat)), cat, q)
 	transporttest.WaitFor(t, "acct-2 parked with 2 behind its head", func() bool {
 		ks, err := cat.HeldKeys(ctx, q.Name)
 		return err == nil && len(ks) == 1 && ks[0].Parked == 2

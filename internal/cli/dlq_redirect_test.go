@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -260,7 +261,7 @@ func TestDLQRedirectRabbitMQ(t *testing.T) {
 			if err != nil || st["pending"] != 1 || st["redriven"] != 2 || len(st) != 2 {
 				t.Errorf("states %v, %v", st, err)
 			}
-			rows, err := cat.Ledger(ctx, nil)
+			rows, err := ledger.New(cat).Rows(ctx, nil)
 			if err != nil || len(rows) != 1 || rows[0].Redirected != 2 || rows[0].DeadLettered != 1 {
 				t.Errorf("ledger rows %+v, %v", rows, err)
 			}

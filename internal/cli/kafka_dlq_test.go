@@ -23,6 +23,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 )
@@ -116,7 +117,7 @@ func TestDLQKafkaIngestRedrive(t *testing.T) {
 
 	k := openTestKafka(t, brokers)
 	cat := openCatalog(t, db)
-	acc := catalog.Account(k, cat)
+	acc := ledger.Account(k, ledger.New(cat))
 	if err := acc.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 		t.Fatal(err)
 	}

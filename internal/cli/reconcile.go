@@ -12,6 +12,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -19,13 +20,13 @@ func init() { register(newReconcileCmd) }
 
 // reconcileJSON is the --json output of 'lily reconcile'.
 type reconcileJSON struct {
-	Queues   []catalog.LedgerRow `json:"queues"`
-	Balanced bool                `json:"balanced"`
+	Queues   []ledger.Row `json:"queues"`
+	Balanced bool         `json:"balanced"`
 	// LedgerEvents is the ledger's deduplication memory (docs/ledger.md).
 	LedgerEvents ledgerEventsJSON `json:"ledger_events"`
 }
 
-// ledgerEventsJSON sums catalog.LedgerEvents over the queues.
+// ledgerEventsJSON sums ledger.Ledger.Events over the queues.
 type ledgerEventsJSON struct {
 	// Kept: per-event rows held; Pruned: rows folded into the counters so
 	// far (by every pruner); PrunedNow: rows this run folded (--prune).
@@ -37,16 +38,16 @@ type ledgerEventsJSON struct {
 
 // ledgerEvents prunes the ledger when prune is set, then sums its
 // deduplication memory.
-func ledgerEvents(ctx context.Context, cat *catalog.Store, prune bool) (ledgerEventsJSON, error) {
-	out := ledgerEventsJSON{HorizonHours: int64(cat.LedgerHorizon() / time.Hour)}
+func ledgerEvents(ctx context.Context, led *ledger.Ledger, prune bool) (ledgerEventsJSON, error) {
+	out := ledgerEventsJSON{HorizonHours: int64(led.Horizon() / time.Hour)}
 	if prune {
-		res, err := cat.PruneLedger(ctx, time.Now())
+		res, err := led.Prune(ctx, time.Now())
 		if err != nil {
 			return out, fmt.Errorf("reconcile --prune: %w", err)
 		}
 		out.PrunedNow = res.Events
 	}
-	st, err := cat.LedgerEvents(ctx)
+	st, err := led.Events(ctx)
 	if err != nil {
 		return out, fmt.Errorf("reconcile: %w", err)
 	}
@@ -112,13 +113,14 @@ it (once per event ID and body).`,
 			if err != nil {
 				return err
 			}
-			if err := cat.SetLedgerHorizon(c.LedgerHorizon()); err != nil {
+			led := ledger.New(cat)
+			if err := led.SetHorizon(c.LedgerHorizon()); err != nil {
 				return err
 			}
 			if settle < 0 {
 				return usagef("--settle %s: must be >= 0 (0: one reading)", settle)
 			}
-			lagging := func(rows []catalog.LedgerRow) bool { // an unbalanced queue whose figures come from sampled statistics
+			lagging := func(rows []ledger.Row) bool { // an unbalanced queue whose figures come from sampled statistics
 				for _, r := range rows {
 					if q, ok := c.Queue(r.Queue); !r.Balanced() && ok && q.Transport == lily.TransportRabbitMQ {
 						return true
@@ -126,7 +128,7 @@ it (once per event ID and body).`,
 				}
 				return false
 			}
-			var rows []catalog.LedgerRow
+			var rows []ledger.Row
 			for deadline := time.Now().Add(settle); ; {
 				if rows, err = reconcile(cmd.Context(), cat, counters); err != nil {
 					return err
@@ -140,7 +142,7 @@ it (once per event ID and body).`,
 				case <-time.After(500 * time.Millisecond):
 				}
 			}
-			events, err := ledgerEvents(cmd.Context(), cat, prune)
+			events, err := ledgerEvents(cmd.Context(), led, prune)
 			if err != nil {
 				return err
 			}
@@ -180,19 +182,19 @@ it (once per event ID and body).`,
 }
 
 // reconcile returns the ledger with in-flight counts from the transport.
-func reconcile(ctx context.Context, cat *catalog.Store, inflight transport.InFlightCounter) ([]catalog.LedgerRow, error) {
-	rows, err := cat.Ledger(ctx, inflight)
+func reconcile(ctx context.Context, cat *catalog.Store, inflight transport.InFlightCounter) ([]ledger.Row, error) {
+	rows, err := ledger.New(cat).Rows(ctx, inflight)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	if rows == nil {
-		rows = []catalog.LedgerRow{}
+		rows = []ledger.Row{}
 	}
 	return rows, nil
 }
 
 // printLedger prints the ledger as an aligned table.
-func printLedger(w io.Writer, rows []catalog.LedgerRow) {
+func printLedger(w io.Writer, rows []ledger.Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "queue\taccepted\tacked\tdead-lettered\tdiscarded\tin-flight\t(ready\tretrying\tunacked\tdlx)\tlost\t")
 	for _, r := range rows {

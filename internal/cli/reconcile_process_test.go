@@ -22,6 +22,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/httpapi"
 	"github.com/lily-mq/lily/internal/rabbittest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -65,7 +66,7 @@ func holdChild(queue, url, catalogPath, dir string) int {
 	}
 	defer cat.Close()
 	release := filepath.Join(dir, "release")
-	c, err := lily.NewConsumer(catalog.Account(tr, cat), lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
+	c, err := lily.NewConsumer(ledger.Account(tr, ledger.New(cat)), lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%x.started", d.Body)), nil, 0o644); err != nil {
 			return err
 		}
@@ -104,12 +105,12 @@ func holdChild(queue, url, catalogPath, dir string) int {
 
 // reconcileRow runs 'lily reconcile --json' in this process and returns
 // its exit code and the queue's row.
-func reconcileRow(t *testing.T, cfg, queue string) (int, catalog.LedgerRow, string) {
+func reconcileRow(t *testing.T, cfg, queue string) (int, ledger.Row, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), []string{"reconcile", "--config", cfg, "--json"}, &out, &errb)
 	var got struct {
-		Queues []catalog.LedgerRow `json:"queues"`
+		Queues []ledger.Row `json:"queues"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("reconcile --json: %v: %s %s", err, out.String(), errb.String())
@@ -120,7 +121,7 @@ func reconcileRow(t *testing.T, cfg, queue string) (int, catalog.LedgerRow, stri
 		}
 	}
 	t.Fatalf("reconcile shows no row for %s: %s", queue, out.String())
-	return 0, catalog.LedgerRow{}, ""
+	return 0, ledger.Row{}, ""
 }
 
 // reconcileEnv is what a reconcile test runs 'lily reconcile' over: a
@@ -129,7 +130,7 @@ func reconcileRow(t *testing.T, cfg, queue string) (int, catalog.LedgerRow, stri
 type reconcileEnv struct {
 	dir, db, cfg string
 	st           *catalog.Store
-	acc          *catalog.Accounted
+	acc          *ledger.Accounted
 }
 
 // newReconcileEnv writes the lily.toml for qc on the broker at url
@@ -149,7 +150,7 @@ func newReconcileEnv(t *testing.T, url string, tr *rabbitmq.Transport, qc lily.Q
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	env.st, env.acc = st, catalog.Account(tr, st)
+	env.st, env.acc = st, ledger.Account(tr, ledger.New(st))
 	cleanupRabbitQueues(t, url, qc)
 	if err := env.acc.Declare(context.Background(), &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 		t.Fatal(err)
@@ -160,7 +161,7 @@ func newReconcileEnv(t *testing.T, url string, tr *rabbitmq.Transport, qc lily.Q
 // pollReconcile runs reconcileRow until done accepts its exit code and row
 // or 30 s have passed — the broker's statistics (management API) are
 // sampled every 5 s — and returns the last result.
-func pollReconcile(t *testing.T, cfg, queue string, done func(code int, row catalog.LedgerRow) bool) (int, catalog.LedgerRow, string) {
+func pollReconcile(t *testing.T, cfg, queue string, done func(code int, row ledger.Row) bool) (int, ledger.Row, string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -233,10 +234,10 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 	})
 	// The broker's statistics (management API) are sampled every 5 s:
 	// poll until they show the held deliveries.
-	code, row, errs := pollReconcile(t, cfg, qc.Name, func(code int, row catalog.LedgerRow) bool {
+	code, row, errs := pollReconcile(t, cfg, qc.Name, func(code int, row ledger.Row) bool {
 		return code == 0 && row.InFlightUnacked == holdCount
 	})
-	want := catalog.LedgerRow{Queue: qc.Name, Accepted: holdCount, InFlight: holdCount, InFlightUnacked: holdCount}
+	want := ledger.Row{Queue: qc.Name, Accepted: holdCount, InFlight: holdCount, InFlightUnacked: holdCount}
 	if code != 0 || row != want {
 		t.Fatalf("reconcile while another process holds %d deliveries: exit %d, %+v, want %+v (stderr %s)", holdCount, code, row, want, strings.TrimSpace(errs))
 	}
@@ -256,7 +257,7 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 		t.Fatal("the consumer process did not finish within 60s of the release")
 	}
 	code, row, errs = reconcileRow(t, cfg, qc.Name)
-	want = catalog.LedgerRow{Queue: qc.Name, Accepted: holdCount, Acked: holdCount}
+	want = ledger.Row{Queue: qc.Name, Accepted: holdCount, Acked: holdCount}
 	if code != 0 || row != want {
 		t.Errorf("reconcile after the other process acked everything: exit %d, %+v, want %+v (stderr %s)", code, row, want, strings.TrimSpace(errs))
 	}
@@ -308,13 +309,13 @@ func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
 		ready, err := tr.InFlight(ctx, qc.Name)
 		return err == nil && ready == 0
 	})
-	code, row, errs := pollReconcile(t, cfg, qc.Name, func(code int, row catalog.LedgerRow) bool {
+	code, row, errs := pollReconcile(t, cfg, qc.Name, func(code int, row ledger.Row) bool {
 		return code == 0 && row.InFlightDLX > 0 && row.DeadLettered+row.InFlightDLX == n
 	})
 	// The DLQ holds one or two (a quorum queue's max-length may be passed
 	// by one); the rest waits in the dead-letter process.
 	held := row.DeadLettered
-	want := catalog.LedgerRow{Queue: qc.Name, Accepted: n, DeadLettered: held, InFlight: n - held, InFlightDLX: n - held}
+	want := ledger.Row{Queue: qc.Name, Accepted: n, DeadLettered: held, InFlight: n - held, InFlightDLX: n - held}
 	if code != 0 || row != want || held < 1 || held > 2 {
 		t.Errorf("reconcile with dead letters refused by a full DLQ: exit %d, %+v, want %+v with 1 or 2 in the DLQ (stderr %s)", code, row, want, strings.TrimSpace(errs))
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/httpapi"
 	"github.com/lily-mq/lily/ingest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/lilyprom"
 )
 
@@ -216,7 +217,7 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	pruned := make(chan struct{})
 	go func() {
 		defer close(pruned)
-		_ = catalog.RunLedgerPruner(pruneCtx, env.cat, catalog.DefaultPruneInterval, logger)
+		_ = env.ledger.RunPruner(pruneCtx, ledger.DefaultPruneInterval, logger)
 	}()
 	defer func() { stopPrune(); <-pruned }()
 	ln, err := net.Listen("tcp", listen)

@@ -24,6 +24,7 @@ import (
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -102,7 +103,7 @@ func New(t testing.TB, kind string) *Fixture {
 	if kind == "postgres" {
 		// A broker's consumers count in the catalog's ledger: each
 		// message once, by identity, as lily.Publish recorded it.
-		broker = catalog.Account(tr, cat)
+		broker = ledger.Account(tr, ledger.New(cat))
 		err := cat.Each(ctx, catalog.Filter{}, func(e *catalog.Entry) error {
 			_, err := cat.DB().ExecContext(ctx, `INSERT INTO lily_ledger_events(queue, kind, event_id, at) VALUES ($1, 'accepted', $2, $3)`,
 				e.Queue, e.EventID, e.DeadLetteredAt.UnixMilli())
@@ -181,7 +182,7 @@ func seed(t testing.TB, cat *catalog.Store, now time.Time) {
 		t.Fatal(err)
 	}
 	for q, n := range map[string]int64{"orders.created": 10, "payments.captured": 3} {
-		if err := cat.AddCounts(ctx, q, n, 0); err != nil {
+		if err := ledger.New(cat).AddCounts(ctx, q, n, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -190,7 +191,7 @@ func seed(t testing.TB, cat *catalog.Store, now time.Time) {
 // Conserved fails the test unless every queue's ledger balances.
 func (f *Fixture) Conserved() {
 	f.T.Helper()
-	rows, err := f.Catalog.Ledger(context.Background(), f.Transport)
+	rows, err := ledger.New(f.Catalog).Rows(context.Background(), f.Transport)
 	if err != nil {
 		f.T.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func (f *Fixture) WaitAcked(queue string, n int64) {
 	f.T.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		rows, err := f.Catalog.Ledger(context.Background(), f.Transport)
+		rows, err := ledger.New(f.Catalog).Rows(context.Background(), f.Transport)
 		if err != nil {
 			f.T.Fatal(err)
 		}

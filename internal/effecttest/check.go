@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -109,7 +110,7 @@ func CheckExactlyOnce(t *testing.T, app *sql.DB, logPath string, kills int, bodi
 // lost.
 func CheckLedger(t *testing.T, cat *catalog.Store, inflight transport.InFlightCounter, queue string, n int64) {
 	t.Helper()
-	rows, err := cat.Ledger(context.Background(), inflight)
+	rows, err := ledger.New(cat).Rows(context.Background(), inflight)
 	if err != nil {
 		t.Fatal(err)
 	}

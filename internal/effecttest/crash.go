@@ -31,6 +31,7 @@ import (
 	"github.com/lily-mq/lily/inbox"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/internal/sqlitedb"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/outbox"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -45,7 +46,7 @@ const (
 	envTransport = "LILY_INBOX_CRASH_TRANSPORT" // lily.TransportSQLite, TransportRabbitMQ or TransportKafka
 	envQueue     = "LILY_INBOX_CRASH_QUEUE"
 	envBroker    = "LILY_INBOX_CRASH_BROKER"   // SQLite: the queue's file; RabbitMQ: the URL; Kafka: the seed brokers
-	envCatalog   = "LILY_INBOX_CRASH_CATALOG"  // the ledger of a broker transport (catalog.Account)
+	envCatalog   = "LILY_INBOX_CRASH_CATALOG"  // the ledger of a broker transport (ledger.Account)
 	envAppKind   = "LILY_INBOX_CRASH_APP_KIND" // "sqlite" or "postgres"
 	envAppDSN    = "LILY_INBOX_CRASH_APP_DSN"
 	envInstance  = "LILY_INBOX_CRASH_INSTANCE"
@@ -68,7 +69,7 @@ type ChildEnv struct {
 	// RabbitMQ URL, Kafka's seed brokers.
 	Broker string
 	// Catalog is the SQLite file of the catalog whose ledger counts a
-	// broker's queue (catalog.Account). SQLite keeps its own ledger.
+	// broker's queue (ledger.Account). SQLite keeps its own ledger.
 	Catalog string
 	// AppKind ("sqlite" or "postgres") and AppDSN are the application
 	// database (OpenApp).
@@ -185,7 +186,7 @@ type side struct {
 }
 
 // openSide opens the child's transport for qc through open: SQLite as it
-// is, or a broker's counted into the catalog's ledger (catalog.Account),
+// is, or a broker's counted into the catalog's ledger (ledger.Account),
 // as a runtime fed by other services' producers runs.
 func openSide(ctx context.Context, open Opener, qc lily.QueueConfig) (side, error) {
 	tr, err := open(ctx, qc, os.Getenv(envBroker))
@@ -200,7 +201,7 @@ func openSide(ctx context.Context, open Opener, qc lily.QueueConfig) (side, erro
 		tr.Close()
 		return side{}, err
 	}
-	return side{consumed: catalog.Account(tr, cat), inflight: tr, close: func() { tr.Close(); cat.Close() }}, nil
+	return side{consumed: ledger.Account(tr, ledger.New(cat)), inflight: tr, close: func() { tr.Close(); cat.Close() }}, nil
 }
 
 // child consumes until the queue is quiet (exit 0) or kills itself after

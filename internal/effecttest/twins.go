@@ -13,6 +13,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/inbox"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
@@ -167,11 +168,11 @@ func CheckTwins(t *testing.T, run *TwinRun, cat *catalog.Store, inflight transpo
 	if warned := strings.Contains(run.logs.String(), twinIDs[0]); warned != content {
 		t.Errorf("warning naming %s logged: %v, want %v (log %q)", twinIDs[0], warned, content, run.logs.String())
 	}
-	rows, err := cat.Ledger(context.Background(), inflight)
+	rows, err := ledger.New(cat).Rows(context.Background(), inflight)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(rows, func(r catalog.LedgerRow) bool { return r.Queue == qc.Name })
+	i := slices.IndexFunc(rows, func(r ledger.Row) bool { return r.Queue == qc.Name })
 	if i < 0 || rows[i].Lost != 0 || rows[i].InFlight != 0 || rows[i].Accepted != wantAccepted || rows[i].Acked != wantAccepted {
 		t.Fatalf("ledger %+v: want %d accepted and acked, none lost", rows, wantAccepted)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -267,7 +268,7 @@ func TestLedgerBalances(t *testing.T) {
 	c := newCluster(t)
 	tr := open(t, c)
 	store := openCatalog(t)
-	acc := catalog.Account(tr, store)
+	acc := ledger.Account(tr, ledger.New(store))
 	// Half the messages fail, a quarter transiently: enough for the
 	// breaker to open and hold them (the load decides the order), which is
 	// not what this test is about.
@@ -285,7 +286,7 @@ func TestLedgerBalances(t *testing.T) {
 	}
 	balanced := func(when string, inFlight int64) {
 		t.Helper()
-		rows, err := store.Ledger(ctx, tr)
+		rows, err := ledger.New(store).Rows(ctx, tr)
 		if err != nil {
 			t.Fatal(err)
 		}

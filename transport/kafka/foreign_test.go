@@ -11,6 +11,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
@@ -66,7 +67,7 @@ func TestShareForeignProducers(t *testing.T) {
 	h := foreignHarness(c)
 	h.Open = func(t *testing.T) (transport.Transport, *catalog.Store) {
 		cat := openCatalog(t)
-		return catalog.Account(open(t, c, shareOptions), cat), cat
+		return ledger.Account(open(t, c, shareOptions), ledger.New(cat)), cat
 	}
 	h.Configure = func(q *lily.QueueConfig) { q.KafkaShareGroup = "share." + q.Name }
 	transporttest.RunForeign(t, h)
@@ -78,11 +79,11 @@ func foreignHarness(c *kfake.Cluster) transporttest.ForeignHarness {
 		Name: "kafka",
 		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
 			cat := openCatalog(t)
-			return catalog.Account(open(t, c), cat), cat
+			return ledger.Account(open(t, c), ledger.New(cat)), cat
 		},
 		PublishRaw: rawProducer(c),
 		Ingest: func(ctx context.Context, tr transport.Transport, cat *catalog.Store, queue string) error {
-			_, err := cat.Ingest(ctx, tr.(*catalog.Accounted), queue)
+			_, err := cat.Ingest(ctx, tr.(*ledger.Accounted), queue)
 			return err
 		},
 		// Kafka header values are bytes: binary integers (as Spring Kafka

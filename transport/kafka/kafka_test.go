@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -101,7 +102,7 @@ func TestOrdering(t *testing.T) {
 		Name: "kafka", LogTransport: true,
 		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
 			cat := openCatalog(t)
-			return catalog.Account(open(t, c), cat), cat
+			return ledger.Account(open(t, c), ledger.New(cat)), cat
 		},
 	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -31,7 +32,7 @@ func TestBlockHoldsThePartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	acc := catalog.Account(tr, cat)
+	acc := ledger.Account(tr, ledger.New(cat))
 	q := lily.QueueConfig{Name: "ledger.postings", Transport: lily.TransportKafka, Ordering: lily.OrderingBlock, Breaker: new(bool)}.WithDefaults()
 	if err := acc.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{q.Spec()}}); err != nil {
 		t.Fatal(err)
@@ -90,7 +91,7 @@ func TestBlockHoldsThePartition(t *testing.T) {
 	}
 	stop()
 	transporttest.WaitFor(t, "the ledger balanced", func() bool {
-		rows, err := cat.Ledger(ctx, acc)
-		return err == nil && len(rows) == 1 && rows[0] == catalog.LedgerRow{Queue: q.Name, Accepted: 7, Acked: 7}
+		rows, err := ledger.New(cat).Rows(ctx, acc)
+		return err == nil && len(rows) == 1 && rows[0] == ledger.Row{Queue: q.Name, Accepted: 7, Acked: 7}
 	})
 }

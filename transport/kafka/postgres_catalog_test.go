@@ -6,6 +6,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
@@ -22,7 +23,7 @@ func TestOrderingPostgresCatalog(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cat.Close() })
-			return catalog.Account(open(t, c), cat), cat
+			return ledger.Account(open(t, c), ledger.New(cat)), cat
 		},
 	})
 }

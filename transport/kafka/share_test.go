@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -197,7 +197,7 @@ func TestShareArchivedIsLost(t *testing.T) {
 	c := newShareCluster(t, kfake.BrokerConfigs(map[string]string{kafka.BrokerShareDeliveryLimit: "2"}))
 	tr := open(t, c, shareOptions)
 	store := openCatalog(t)
-	acc := catalog.Account(tr, store)
+	acc := ledger.Account(tr, ledger.New(store))
 	name := fmt.Sprintf("share.archived.%08x", rand.Uint32())
 	group := "share." + name
 	qc := lily.QueueConfig{Name: name, Transport: lily.TransportKafka, DeliveryLimit: new(1), KafkaShareGroup: group}.WithDefaults()
@@ -207,9 +207,9 @@ func TestShareArchivedIsLost(t *testing.T) {
 	if err := lily.Publish(ctx, acc, name, []lily.Message{{Body: []byte("doomed")}}); err != nil {
 		t.Fatal(err)
 	}
-	ledger := func() catalog.LedgerRow {
+	ledgerNow := func() ledger.Row {
 		t.Helper()
-		rows, err := store.Ledger(ctx, tr)
+		rows, err := ledger.New(store).Rows(ctx, tr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,9 +219,9 @@ func TestShareArchivedIsLost(t *testing.T) {
 			}
 		}
 		t.Fatalf("no ledger row for %s", name)
-		return catalog.LedgerRow{}
+		return ledger.Row{}
 	}
-	if r := ledger(); !r.Balanced() || r.InFlight != 1 {
+	if r := ledgerNow(); !r.Balanced() || r.InFlight != 1 {
 		t.Fatalf("before: ledger %+v, want balanced with 1 in flight", r)
 	}
 	// A member outside Lily (a foreign consumer in the same share group)
@@ -242,9 +242,9 @@ func TestShareArchivedIsLost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var r catalog.LedgerRow
+	var r ledger.Row
 	for pctx.Err() == nil {
-		if r = ledger(); r.InFlight == 0 {
+		if r = ledgerNow(); r.InFlight == 0 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/pubsub"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -82,13 +83,13 @@ func foreignHarness(srv *pstest.Server, cat func(*testing.T) *catalog.Store) tra
 		Name: "pubsub",
 		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
 			c := cat(t)
-			// catalog.Accounted does not pass ExtendLeases on, so the ack
+			// ledger.Accounted does not pass ExtendLeases on, so the ack
 			// deadline must outlast handler_timeout (30 s by default).
-			return catalog.Account(open(t, srv, withCount(srv), func(o *pubsub.Options) { o.AckDeadline = time.Minute }), c), c
+			return ledger.Account(open(t, srv, withCount(srv), func(o *pubsub.Options) { o.AckDeadline = time.Minute }), ledger.New(c)), c
 		},
 		PublishRaw: rawPublisher(srv),
 		Ingest: func(ctx context.Context, tr transport.Transport, cat *catalog.Store, queue string) error {
-			_, err := cat.Ingest(ctx, tr.(*catalog.Accounted), queue)
+			_, err := cat.Ingest(ctx, tr.(*ledger.Accounted), queue)
 			return err
 		},
 		// Pub/Sub attributes are text: what a foreign producer sends are
@@ -102,7 +103,7 @@ func foreignHarness(srv *pstest.Server, cat func(*testing.T) *catalog.Store) tra
 		HugeHeader:  pubsub.MaxAttributeValue,
 		ForgedCount: map[string]any{"x-delivery-count": "99", "googclient_deliveryattempt": "99"},
 		Teardown: func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error {
-			return tr.(*catalog.Accounted).Transport.(*pubsub.Transport).DeleteQueue(ctx, spec)
+			return tr.(*ledger.Accounted).Transport.(*pubsub.Transport).DeleteQueue(ctx, spec)
 		},
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
@@ -33,7 +33,7 @@ func (c countLogs) WithAttrs([]slog.Attr) slog.Handler { return c }
 func (c countLogs) WithGroup(string) slog.Handler      { return c }
 
 // TestAccountedHoldsThroughCatalogOutage (review finding on
-// catalog.Accounted.Receive): with the catalog unable to count, a
+// ledger.Accounted.Receive): with the catalog unable to count, a
 // consumer on a quorum queue with delivery_limit 2 retries its receive for
 // a while; nothing is released, so no delivery count is raised — after the
 // catalog is back every message is handled once, as a first delivery, and
@@ -59,7 +59,7 @@ func TestAccountedHoldsThroughCatalogOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := new(atomic.Int64)
-	acct := catalog.AccountWith(tr, cat, catalog.AccountOptions{Log: slog.New(countLogs{"holding them unacknowledged", held})})
+	acct := ledger.AccountWith(tr, ledger.New(cat), ledger.AccountOptions{Log: slog.New(countLogs{"holding them unacknowledged", held})})
 	retries := new(atomic.Int64)
 	var mu sync.Mutex
 	seen := map[string][]int{} // event ID → delivery counts handled
@@ -98,7 +98,7 @@ func TestAccountedHoldsThroughCatalogOutage(t *testing.T) {
 			t.Errorf("%s handled with delivery counts %v, want once, as a first delivery", id, counts)
 		}
 	}
-	rows, err := cat.Ledger(ctx, acct)
+	rows, err := ledger.New(cat).Rows(ctx, acct)
 	if err != nil {
 		t.Fatal(err)
 	}

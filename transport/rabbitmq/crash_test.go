@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/rabbittest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -67,7 +68,7 @@ func crashChild(queue, logPath, catalogPath string) int {
 			return 3
 		}
 		defer cat.Close()
-		consumed, keys = catalog.Account(tr, cat), cat
+		consumed, keys = ledger.Account(tr, ledger.New(cat)), cat
 	}
 	pause, _ := time.ParseDuration(os.Getenv(crashChildPause))
 	return crashConsume(ctx, cancel, tr, consumed, logPath, pause, func(d *lily.Delivery) string { return d.EventID + "\n" },
@@ -199,7 +200,7 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	tr := catalog.Account(raw, cat)
+	tr := ledger.Account(raw, ledger.New(cat))
 	qc := crashQueueConfig(randomName("crash.park"), lily.OrderingPark)
 	declared(t, tr, qc)
 	const keys = 5
@@ -253,8 +254,8 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 	if want := []string{"poison", "order-8", "order-13", "order-18", "order-23", "order-28"}; !slices.Equal(log.Bodies(), want) {
 		t.Errorf("k3 processed in order %v, want %v", log.Bodies(), want)
 	}
-	rows, err := cat.Ledger(ctx, tr)
-	if err != nil || len(rows) != 1 || rows[0] != (catalog.LedgerRow{Queue: qc.Name, Accepted: 30, Acked: 30}) {
+	rows, err := ledger.New(cat).Rows(ctx, tr)
+	if err != nil || len(rows) != 1 || rows[0] != (ledger.Row{Queue: qc.Name, Accepted: 30, Acked: 30}) {
 		t.Errorf("ledger = %+v (%v), want 30 accepted, 30 acked", rows, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 )
 
 // parkHeadSeq is the message of key K that fails permanently in the park
@@ -280,5 +281,5 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 		}
 	}
 	n := int64(len(parkKeys) * last)
-	settledLedger(t, cat, acc, catalog.LedgerRow{Queue: qc.Name, Accepted: n, Acked: n})
+	settledLedger(t, cat, acc, ledger.Row{Queue: qc.Name, Accepted: n, Acked: n})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -137,7 +138,7 @@ func fleetChild(role, queue, catalogURL, dir string) int {
 		fmt.Fprintln(os.Stderr, "fleet child: unknown role", role)
 		return 3
 	}
-	c, err := lily.NewConsumer(catalog.Account(tr, cat), handler, opts)
+	c, err := lily.NewConsumer(ledger.Account(tr, ledger.New(cat)), handler, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleet child:", err)
 		return 3
@@ -385,7 +386,7 @@ func waitUntil(t *testing.T, what string, limit time.Duration, cond func() (bool
 // PostgreSQL catalog of its own, and declares qc through the catalog's
 // ledger. It returns the transport, the catalog, its URL and the
 // transport through the ledger.
-func openFleetCatalog(t *testing.T, qc lily.QueueConfig) (*rabbitmq.Transport, *catalog.Store, string, *catalog.Accounted) {
+func openFleetCatalog(t *testing.T, qc lily.QueueConfig) (*rabbitmq.Transport, *catalog.Store, string, *ledger.Accounted) {
 	t.Helper()
 	mgmt, err := rabbitmq.ManagementFor(brokerURL())
 	if err != nil {
@@ -399,7 +400,7 @@ func openFleetCatalog(t *testing.T, qc lily.QueueConfig) (*rabbitmq.Transport, *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
-	acc := catalog.Account(tr, cat)
+	acc := ledger.Account(tr, ledger.New(cat))
 	declared(t, acc, qc)
 	return tr, cat, url, acc
 }
@@ -428,9 +429,9 @@ func rawPublishAll(ctx context.Context, t *testing.T, queue string, bodies [][]b
 }
 
 // ledgerRow returns queue's ledger row, in flight counted by inflight.
-func ledgerRow(t *testing.T, cat *catalog.Store, inflight *catalog.Accounted, queue string) catalog.LedgerRow {
+func ledgerRow(t *testing.T, cat *catalog.Store, inflight *ledger.Accounted, queue string) ledger.Row {
 	t.Helper()
-	rows, err := cat.Ledger(context.Background(), inflight)
+	rows, err := ledger.New(cat).Rows(context.Background(), inflight)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,14 +441,14 @@ func ledgerRow(t *testing.T, cat *catalog.Store, inflight *catalog.Accounted, qu
 		}
 	}
 	t.Fatalf("the ledger has no row for %s: %+v", queue, rows)
-	return catalog.LedgerRow{}
+	return ledger.Row{}
 }
 
 // settledLedger waits until queue's ledger row is want — the broker's
 // statistics (management API) are sampled every 5 s, and a consumer
 // process that just exited may still count for a moment — and fails the
 // test with the last row if it does not come within 30 s.
-func settledLedger(t *testing.T, cat *catalog.Store, inflight *catalog.Accounted, want catalog.LedgerRow) {
+func settledLedger(t *testing.T, cat *catalog.Store, inflight *ledger.Accounted, want ledger.Row) {
 	t.Helper()
 	waitUntil(t, fmt.Sprintf("the ledger %+v", want), 30*time.Second, func() (bool, string) {
 		row := ledgerRow(t, cat, inflight, want.Queue)
@@ -596,7 +597,7 @@ func TestFleetCompetingConsumers(t *testing.T) {
 			t.Errorf("message %s: handled successfully = %v, want %v", body, ok[body], o == "ok")
 		}
 	}
-	settledLedger(t, cat, acc, catalog.LedgerRow{Queue: qc.Name, Accepted: 2 * half, Acked: int64(2*half - perm), DeadLettered: int64(perm)})
+	settledLedger(t, cat, acc, ledger.Row{Queue: qc.Name, Accepted: 2 * half, Acked: int64(2*half - perm), DeadLettered: int64(perm)})
 	t.Logf("%d messages, %d handler calls (%d redelivered), %d dead letters drained (%d merged as duplicates), %d catalog entries; published in %v, killed at %v, all handled at %v, ledger settled at %v",
 		2*half, calls, redelivered, n, dups, total, published.Round(time.Millisecond), killedAt.Round(time.Millisecond), handledAt.Round(time.Millisecond), settled.Round(time.Millisecond))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/rabbittest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -31,14 +32,14 @@ func rawPublish(ctx context.Context, t *testing.T, _ transport.Transport, queue 
 }
 
 // foreignHarness runs the foreign-producer scenarios on the broker, with
-// the ledger and catalog in a SQLite file (catalog.Account).
+// the ledger and catalog in a SQLite file (ledger.Account).
 func foreignHarness() transporttest.ForeignHarness {
 	return transporttest.ForeignHarness{
 		Name:       "rabbitmq",
 		Open:       openAccounted,
 		PublishRaw: rawPublish,
 		Ingest: func(ctx context.Context, tr transport.Transport, cat *catalog.Store, queue string) error {
-			_, err := cat.Ingest(ctx, tr.(*catalog.Accounted), queue)
+			_, err := cat.Ingest(ctx, tr.(*ledger.Accounted), queue)
 			return err
 		},
 		ForeignHeaders: map[string]any{
@@ -58,7 +59,7 @@ func foreignHarness() transporttest.ForeignHarness {
 		HugeHeader:  130000,
 		ForgedCount: map[string]any{"x-delivery-count": int64(99)},
 		Teardown: func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error {
-			return tr.(*catalog.Accounted).Unwrap().(*rabbitmq.Transport).DeleteQueues(ctx, spec)
+			return tr.(*ledger.Accounted).Unwrap().(*rabbitmq.Transport).DeleteQueues(ctx, spec)
 		},
 	}
 }

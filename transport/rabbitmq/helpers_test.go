@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -41,7 +42,7 @@ func openAccounted(t *testing.T) (transport.Transport, *catalog.Store) {
 	tr := open(t)
 	t.Cleanup(func() { tr.Close() })
 	cat := tempCatalog(t)
-	return catalog.Account(tr, cat), cat
+	return ledger.Account(tr, ledger.New(cat)), cat
 }
 
 // quiet is a logger for consumers whose log the test does not read.
@@ -64,7 +65,7 @@ func rawChannel(t *testing.T) (*amqp.Connection, *amqp.Channel) {
 }
 
 // declared declares qc's topology through d (a transport, or one wrapped
-// by catalog.Account) and removes it when the test ends. The removal goes
+// by ledger.Account) and removes it when the test ends. The removal goes
 // through a connection of its own: the test's transport is usually closed
 // by then.
 func declared(t *testing.T, d transport.Declarer, qc lily.QueueConfig) {

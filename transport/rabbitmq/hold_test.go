@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
@@ -35,7 +36,7 @@ func TestFullDeadLetterQueueHoldsOriginals(t *testing.T) {
 	qc := randomQueue("hold.dlqfull", lily.QueueConfig{DLQMaxLength: new(int64(3))})
 	declared(t, tr, qc)
 	cat := tempCatalog(t)
-	acc := catalog.Account(tr, cat)
+	acc := ledger.Account(tr, ledger.New(cat))
 	const n = 8
 	msgs := make([]lily.Message, n)
 	for i := range msgs {
@@ -123,11 +124,11 @@ func TestFullDeadLetterQueueHoldsOriginals(t *testing.T) {
 	if !strings.Contains(logs.String(), "holding the originals") {
 		t.Errorf("the log does not say the originals were held:\n%s", logs.String())
 	}
-	rows, err := cat.Ledger(ctx, acc)
+	rows, err := ledger.New(cat).Rows(ctx, acc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := catalog.LedgerRow{Queue: qc.Name, Accepted: n, DeadLettered: n}
+	want := ledger.Row{Queue: qc.Name, Accepted: n, DeadLettered: n}
 	if len(rows) != 1 || rows[0] != want {
 		t.Errorf("ledger %+v, want %+v", rows, want)
 	}

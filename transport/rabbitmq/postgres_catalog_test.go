@@ -6,6 +6,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -22,7 +23,7 @@ func openAccountedPostgres(t *testing.T) (transport.Transport, *catalog.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
-	return catalog.Account(tr, cat), cat
+	return ledger.Account(tr, ledger.New(cat)), cat
 }
 
 // TestOrderingPostgresCatalog runs the park and block scenarios on the
@@ -32,7 +33,7 @@ func TestOrderingPostgresCatalog(t *testing.T) {
 		Name: "rabbitmq",
 		Open: openAccountedPostgres,
 		Teardown: func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error {
-			return tr.(*catalog.Accounted).Unwrap().(*rabbitmq.Transport).DeleteQueues(ctx, spec)
+			return tr.(*ledger.Accounted).Unwrap().(*rabbitmq.Transport).DeleteQueues(ctx, spec)
 		},
 	})
 }

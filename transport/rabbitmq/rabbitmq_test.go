@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -72,7 +72,7 @@ func TestOrdering(t *testing.T) {
 		Name: "rabbitmq",
 		Open: openAccounted,
 		Teardown: func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error {
-			return tr.(*catalog.Accounted).Unwrap().(*rabbitmq.Transport).DeleteQueues(ctx, spec)
+			return tr.(*ledger.Accounted).Unwrap().(*rabbitmq.Transport).DeleteQueues(ctx, spec)
 		},
 	})
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -111,7 +111,7 @@ func TestHandOffOfVoidReceiptMakesNoCopy(t *testing.T) {
 	qc := randomQueue("settle.void", lily.QueueConfig{RetryAttempts: 1, RetryBackoffMillis: new(int64(50))})
 	tr := openDeclared(t, qc)
 	cat := tempCatalog(t)
-	acc := catalog.Account(tr, cat)
+	acc := ledger.Account(tr, ledger.New(cat))
 	msgs := []lily.Message{{Body: []byte("to retry")}, {Body: []byte("to dead-letter")}}
 	if err := lily.Publish(ctx, acc, qc.Name, msgs); err != nil {
 		t.Fatal(err)
@@ -165,11 +165,11 @@ func TestHandOffOfVoidReceiptMakesNoCopy(t *testing.T) {
 		n, err := acc.InFlight(ctx, qc.Name)
 		return err == nil && n == 0
 	})
-	rows, err := cat.Ledger(ctx, acc)
+	rows, err := ledger.New(cat).Rows(ctx, acc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := catalog.LedgerRow{Queue: qc.Name, Accepted: 2, Acked: 2}
+	want := ledger.Row{Queue: qc.Name, Accepted: 2, Acked: 2}
 	if len(rows) != 1 || rows[0] != want {
 		t.Errorf("ledger %+v, want %+v", rows, want)
 	}

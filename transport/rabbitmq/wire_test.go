@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -112,7 +113,7 @@ func conserveForeign(t *testing.T, tr *rabbitmq.Transport, cat *catalog.Store, q
 	if cat == nil {
 		return
 	}
-	rows, err := cat.Ledger(ctx, tr)
+	rows, err := ledger.New(cat).Rows(ctx, tr)
 	if err != nil {
 		t.Fatal(err)
 	}

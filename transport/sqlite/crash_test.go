@@ -19,6 +19,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -188,7 +189,7 @@ func TestKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := cat.Ledger(ctx, tr)
+	rows, err := ledger.New(cat).Rows(ctx, tr)
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("ledger: %v %v", rows, err)
 	}
@@ -346,7 +347,7 @@ func TestCrashTypePoisonCompetingConsumers(t *testing.T) {
 	}
 	// Conservation: every message but the poison processed, none invented.
 	transporttest.WantProcessedAllBut(t, logPath, msgs, poison)
-	rows, err := cat.Ledger(ctx, tr)
+	rows, err := ledger.New(cat).Rows(ctx, tr)
 	if err != nil || len(rows) != 1 || rows[0].Lost != 0 || rows[0].InFlight != 0 || rows[0].Acked != int64(len(msgs)-1) || rows[0].DeadLettered != 1 {
 		t.Errorf("ledger %+v (%v): want %d acked, 1 dead-lettered, nothing in flight or lost", rows, err, len(msgs)-1)
 	}

@@ -67,7 +67,7 @@ func TestOpenReplacesTheForeignTrigger(t *testing.T) {
 			t.Fatalf("raw insert: %v", err)
 		}
 	}
-	l := ledger(t, tr)
+	l := ledgerOf(t, tr)
 	if l["fresh"].Accepted != 2 || l["other"].Accepted != 1 {
 		t.Errorf("ledger = %+v, want fresh accepted 2, other 1", l)
 	}

@@ -170,7 +170,7 @@ func TestGroupCommitFailureStaysWithItsCaller(t *testing.T) {
 	if got := eventIDs(t, tr, "q"); !reflect.DeepEqual(got, []string{"m1"}) {
 		t.Errorf("queue holds %v, want [m1] (m0 acked once, m1 published once)", got)
 	}
-	if r := ledger(t, tr)["q"]; r.Accepted != 2 || r.Acked != 1 {
+	if r := ledgerOf(t, tr)["q"]; r.Accepted != 2 || r.Acked != 1 {
 		t.Errorf("ledger = %+v, want accepted 2, acked 1 (the rolled-back group counted nothing)", r)
 	}
 	conserved(t, tr, "q", receive(t, tr, transport.ReceiveParams{})...)
@@ -206,7 +206,7 @@ func TestGroupCommitWithdrawnWrite(t *testing.T) {
 	if got := eventIDs(t, tr, "q"); !reflect.DeepEqual(got, []string{"m1", "m3"}) {
 		t.Errorf("queue holds %v, want [m1 m3] (the withdrawn publish wrote nothing)", got)
 	}
-	if r := ledger(t, tr)["q"]; r.Accepted != 2 {
+	if r := ledgerOf(t, tr)["q"]; r.Accepted != 2 {
 		t.Errorf("ledger = %+v, want accepted 2", r)
 	}
 	conserved(t, tr, "q", receive(t, tr, transport.ReceiveParams{Max: 10})...)

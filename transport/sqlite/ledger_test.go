@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -57,7 +58,7 @@ func TestLedgerKeepsNoEventRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := cat.Ledger(ctx, tr)
+	ls, err := ledger.New(cat).Rows(ctx, tr)
 	if err != nil {
 		t.Fatal(err)
 	}

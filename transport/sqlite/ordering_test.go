@@ -11,6 +11,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -70,7 +71,7 @@ func TestOrderedKeyOutlivesADeadConsumer(t *testing.T) {
 	if ks, err := cat.HeldKeys(ctx, q.Name); err != nil || len(ks) != 0 {
 		t.Errorf("held keys at the end = %+v (%v)", ks, err)
 	}
-	if rows, err := cat.Ledger(ctx, tr); err != nil || len(rows) != 1 || rows[0] != (catalog.LedgerRow{Queue: q.Name, Accepted: 4, Acked: 4}) {
+	if rows, err := ledger.New(cat).Rows(ctx, tr); err != nil || len(rows) != 1 || rows[0] != (ledger.Row{Queue: q.Name, Accepted: 4, Acked: 4}) {
 		t.Errorf("ledger = %+v (%v)", rows, err)
 	}
 }

@@ -65,7 +65,7 @@ func TestAcksAcrossReceiveCounts(t *testing.T) {
 	if got := inFlight(t, tr, "q"); got != 0 {
 		t.Errorf("in flight = %d, want 0", got)
 	}
-	if r := ledger(t, tr)["q"]; r.Acked != 10 {
+	if r := ledgerOf(t, tr)["q"]; r.Acked != 10 {
 		t.Errorf("ledger %+v, want 10 acked", r)
 	}
 	conserved(t, tr, "q")

@@ -61,7 +61,7 @@ func BenchmarkSettleAcks(b *testing.B) {
 			if n, err := tr.InFlight(ctx, "q"); err != nil || n != 0 {
 				b.Fatalf("in flight after the run: %d (%v), want 0", n, err)
 			}
-			if r := ledger(b, tr)["q"]; !r.Balanced() || r.Accepted != int64(n) || r.Acked != int64(n) {
+			if r := ledgerOf(b, tr)["q"]; !r.Balanced() || r.Accepted != int64(n) || r.Acked != int64(n) {
 				b.Fatalf("ledger %+v, want %d accepted and acked, balanced", r, n)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/ack")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -96,18 +97,18 @@ func inFlight(t *testing.T, tr *Transport, queue string) int64 {
 	return n
 }
 
-func ledger(t testing.TB, tr *Transport) map[string]catalog.LedgerRow {
+func ledgerOf(t testing.TB, tr *Transport) map[string]ledger.Row {
 	t.Helper()
 	ctx := context.Background()
 	cat, err := catalog.New(ctx, tr.DB())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := cat.Ledger(ctx, tr)
+	rows, err := ledger.New(cat).Rows(ctx, tr)
 	if err != nil {
 		t.Fatalf("Ledger: %v", err)
 	}
-	out := map[string]catalog.LedgerRow{}
+	out := map[string]ledger.Row{}
 	for _, r := range rows {
 		out[r.Queue] = r
 	}
@@ -147,7 +148,7 @@ func conserved(t *testing.T, tr *Transport, queue string, ds ...*transport.Deliv
 			t.Fatalf("final acks: %v", err)
 		}
 	}
-	r := ledger(t, tr)[queue]
+	r := ledgerOf(t, tr)[queue]
 	if r.InFlight != 0 || r.Lost != 0 || r.Accepted != r.Acked+r.DeadLettered+r.Discarded {
 		t.Errorf("ledger of %s = %+v, want every message settled and none in flight", queue, r)
 	}
@@ -290,7 +291,7 @@ func TestLeaseFencing(t *testing.T) {
 			if err := settle(tr, transport.Settlement{Delivery: again[0], Action: transport.Ack}); err != nil {
 				t.Errorf("B's ack: %v", err)
 			}
-			r := ledger(t, tr)["q"]
+			r := ledgerOf(t, tr)["q"]
 			if r.Accepted != 2 || r.Acked != 2 || r.DeadLettered != 0 || r.InFlight != 0 || r.Lost != 0 {
 				t.Errorf("ledger = %+v", r)
 			}
@@ -514,7 +515,7 @@ func TestPublishUnknownQueue(t *testing.T) {
 	if !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("error does not name the queue: %v", err)
 	}
-	if _, ok := ledger(t, tr)["nope"]; ok {
+	if _, ok := ledgerOf(t, tr)["nope"]; ok {
 		t.Error("the undeclared queue got a ledger row")
 	}
 	if n := inFlight(t, tr, "nope"); n != 0 {
@@ -535,7 +536,7 @@ func TestPublishRejectsEmptyEventID(t *testing.T) {
 	if n := inFlight(t, tr, "q"); n != 0 {
 		t.Errorf("in flight = %d, want 0 (nothing of the batch enqueued)", n)
 	}
-	if r := ledger(t, tr)["q"]; r.Accepted != 0 {
+	if r := ledgerOf(t, tr)["q"]; r.Accepted != 0 {
 		t.Errorf("accepted = %d, want 0", r.Accepted)
 	}
 	if err := tr.Publish(context.Background(), &transport.PublishParams{Queue: "q"}); err != nil {
@@ -565,7 +566,7 @@ func TestPublishManyAndHeaders(t *testing.T) {
 	if !reflect.DeepEqual(ds[7].Headers, msgs[7].Headers) {
 		t.Errorf("headers = %#v, want %#v", ds[7].Headers, msgs[7].Headers)
 	}
-	if r := ledger(t, tr)["q"]; r.Accepted != 250 || r.InFlight != 250 || r.Lost != 0 {
+	if r := ledgerOf(t, tr)["q"]; r.Accepted != 250 || r.InFlight != 250 || r.Lost != 0 {
 		t.Errorf("ledger = %+v", r)
 	}
 	conserved(t, tr, "q", ds...)
@@ -631,15 +632,15 @@ func TestLedgerAfterPublishAckDeadLetter(t *testing.T) {
 	); err != nil {
 		t.Fatalf("Settle: %v", err)
 	}
-	rows := ledger(t, tr)
-	want := catalog.LedgerRow{Queue: "q", Accepted: 5, Acked: 2, DeadLettered: 1, InFlight: 2}
+	rows := ledgerOf(t, tr)
+	want := ledger.Row{Queue: "q", Accepted: 5, Acked: 2, DeadLettered: 1, InFlight: 2}
 	if rows["q"] != want {
 		t.Errorf("ledger = %+v, want %+v", rows["q"], want)
 	}
 	if r := rows["q"]; r.Accepted != r.Acked+r.DeadLettered+r.Discarded+r.InFlight || !r.Balanced() {
 		t.Errorf("ledger does not balance: %+v", r)
 	}
-	if rows["idle"] != (catalog.LedgerRow{Queue: "idle"}) {
+	if rows["idle"] != (ledger.Row{Queue: "idle"}) {
 		t.Errorf("idle ledger = %+v", rows["idle"])
 	}
 	es := entries(t, tr, "q")
@@ -727,7 +728,7 @@ func TestDeclareIdempotentAndQueues(t *testing.T) {
 	if n := inFlight(t, tr, "a.queue"); n != 2 {
 		t.Errorf("redeclaring dropped messages: in flight %d", n)
 	}
-	if r := ledger(t, tr)["a.queue"]; r.Accepted != 2 || r.Lost != 0 {
+	if r := ledgerOf(t, tr)["a.queue"]; r.Accepted != 2 || r.Lost != 0 {
 		t.Errorf("redeclaring reset the ledger: %+v", r)
 	}
 	// A bad spec rolls back the whole Declare.

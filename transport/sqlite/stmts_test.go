@@ -204,7 +204,7 @@ func TestLargeSettleBatchWithALostLease(t *testing.T) {
 	if es := entries(t, tr, "q"); len(es) != 1 || es[0].EventID != "m5" {
 		t.Errorf("dead letters = %d, want m5 alone", len(es))
 	}
-	r := ledger(t, tr)["q"]
+	r := ledgerOf(t, tr)["q"]
 	if r.Acked != n-3 || r.DeadLettered != 1 {
 		t.Errorf("ledger %+v, want %d acked, 1 dead-lettered", r, n-3)
 	}

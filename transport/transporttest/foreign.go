@@ -15,6 +15,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -39,7 +40,7 @@ type ForeignHarness struct {
 	// Name is the transport's name in QueueConfig.Transport.
 	Name string
 	// Open returns, for one subtest, the transport the consumer uses — a
-	// broker transport wrapped with catalog.Account, so that the ledger
+	// broker transport wrapped with ledger.Account, so that the ledger
 	// sees what it receives — and its catalog. The scenario closes neither.
 	Open func(t *testing.T) (transport.Transport, *catalog.Store)
 	// PublishRaw publishes msgs to queue with the transport's own client,
@@ -255,14 +256,14 @@ func (f *foreignEnv) oncePerMessage(msgs []ForeignMessage) {
 func (f *foreignEnv) reconcile(acked, dead int) []*catalog.Entry {
 	f.t.Helper()
 	ifc, _ := f.tr.(transport.InFlightCounter)
-	var row catalog.LedgerRow
+	var row ledger.Row
 	WaitFor(f.t, "the ledger of "+f.qc.Name+" to settle", func() bool {
 		if f.h.Ingest != nil {
 			if err := f.h.Ingest(f.ctx, f.tr, f.cat, f.qc.Name); err != nil {
 				f.t.Fatalf("ingest: %v", err)
 			}
 		}
-		rows, err := f.cat.Ledger(f.ctx, ifc)
+		rows, err := ledger.New(f.cat).Rows(f.ctx, ifc)
 		if err != nil {
 			f.t.Fatalf("ledger: %v", err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -24,7 +25,7 @@ type OrderingHarness struct {
 	Name string
 	// Open returns, for one subtest, a transport with the CatalogParking
 	// feature (the SQLite transport, or a broker transport wrapped with
-	// catalog.Account) and its catalog. The scenario closes neither.
+	// ledger.Account) and its catalog. The scenario closes neither.
 	Open func(t *testing.T) (transport.Transport, *catalog.Store)
 	// Teardown, when set, removes a subtest's queue after it ended.
 	Teardown func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error
@@ -246,9 +247,9 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 func checkOrderingLedger(t *testing.T, ctx context.Context, tr transport.Transport, store *catalog.Store, queue string, published int, discarded bool) {
 	t.Helper()
 	ifc, _ := tr.(transport.InFlightCounter)
-	var row catalog.LedgerRow
+	var row ledger.Row
 	WaitFor(t, "the ledger of "+queue+" settled", func() bool {
-		rows, err := store.Ledger(ctx, ifc)
+		rows, err := ledger.New(store).Rows(ctx, ifc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +265,7 @@ func checkOrderingLedger(t *testing.T, ctx context.Context, tr transport.Transpo
 	if discarded {
 		wantDiscarded = 1
 	}
-	want := catalog.LedgerRow{Queue: queue, Accepted: int64(published), Acked: int64(published) - wantDiscarded, Discarded: wantDiscarded}
+	want := ledger.Row{Queue: queue, Accepted: int64(published), Acked: int64(published) - wantDiscarded, Discarded: wantDiscarded}
 	if row != want {
 		t.Errorf("ledger = %+v, want %+v", row, want)
 	}

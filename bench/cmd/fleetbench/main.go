@@ -41,6 +41,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -109,7 +110,7 @@ func consume() int {
 		}
 		return nil
 	})
-	c, err := lily.NewConsumer(catalog.Account(tr, cat), h, lily.ConsumerOptions{Queue: qc, Concurrency: 32, Prefetch: 256,
+	c, err := lily.NewConsumer(ledger.Account(tr, ledger.New(cat)), h, lily.ConsumerOptions{Queue: qc, Concurrency: 32, Prefetch: 256,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -228,7 +229,7 @@ max_redrives = 2
 	if b.cat, err = catalog.Open(ctx, b.catURL); err != nil {
 		return nil, err
 	}
-	acc := catalog.Account(b.tr, b.cat)
+	acc := ledger.Account(b.tr, ledger.New(b.cat))
 	if err := acc.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{b.qc.Spec()}}); err != nil {
 		return nil, err
 	}
@@ -305,24 +306,24 @@ func (b *bench) fail(format string, args ...any) {
 }
 
 // ledger is the queue's ledger row, with the broker's in-flight count.
-func (b *bench) ledger(ctx context.Context) (catalog.LedgerRow, error) {
-	rows, err := b.cat.Ledger(ctx, catalog.Account(b.tr, b.cat))
+func (b *bench) ledger(ctx context.Context) (ledger.Row, error) {
+	rows, err := ledger.New(b.cat).Rows(ctx, ledger.Account(b.tr, ledger.New(b.cat)))
 	if err != nil {
-		return catalog.LedgerRow{}, err
+		return ledger.Row{}, err
 	}
 	for _, r := range rows {
 		if r.Queue == b.queue {
 			return r, nil
 		}
 	}
-	return catalog.LedgerRow{}, fmt.Errorf("queue %s not in the ledger", b.queue)
+	return ledger.Row{}, fmt.Errorf("queue %s not in the ledger", b.queue)
 }
 
 // settled waits until everything accepted is acked, dead-lettered (and
 // ingested) or discarded, nothing in flight.
-func (b *bench) settled(ctx context.Context, what string, done func(catalog.LedgerRow) bool) (catalog.LedgerRow, time.Duration) {
+func (b *bench) settled(ctx context.Context, what string, done func(ledger.Row) bool) (ledger.Row, time.Duration) {
 	start := time.Now()
-	var r catalog.LedgerRow
+	var r ledger.Row
 	var err error
 	for deadline := time.Now().Add(15 * time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		if r, err = b.ledger(ctx); err == nil && r.InFlight == 0 && done(r) {
@@ -343,7 +344,7 @@ func (b *bench) run() error {
 	for range b.o.consumers {
 		consumers = append(consumers, b.startConsumer())
 	}
-	acc := catalog.Account(b.tr, b.cat)
+	acc := ledger.Account(b.tr, ledger.New(b.cat))
 	start := time.Now()
 	killed := false
 	for i := 0; i < n; i += 500 {
@@ -366,7 +367,7 @@ func (b *bench) run() error {
 	}
 	published := time.Since(start)
 	wantDead := int64((n + permanentEvery - 1) / permanentEvery)
-	first, _ := b.settled(ctx, "first pass", func(r catalog.LedgerRow) bool { return r.Acked+r.DeadLettered >= int64(n) })
+	first, _ := b.settled(ctx, "first pass", func(r ledger.Row) bool { return r.Acked+r.DeadLettered >= int64(n) })
 	consumed := time.Since(start)
 	// The dead letters are counted while still in the broker's DLQ; the
 	// replicas' continuous ingest brings them into the catalog.
@@ -397,7 +398,7 @@ func (b *bench) run() error {
 	if err != nil {
 		return err
 	}
-	final, _ := b.settled(ctx, "after the redrive", func(r catalog.LedgerRow) bool { return r.Acked == int64(n) })
+	final, _ := b.settled(ctx, "after the redrive", func(r ledger.Row) bool { return r.Acked == int64(n) })
 	redriveTook := time.Since(redriveStart)
 	if final.Accepted != int64(n) || final.Acked != int64(n) || final.DeadLettered != 0 || final.Lost != 0 {
 		b.fail("after the redrive: ledger %+v, want every message acked, lost 0", final)

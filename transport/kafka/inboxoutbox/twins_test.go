@@ -6,9 +6,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/inbox"
 	"github.com/lily-mq/lily/internal/effecttest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
 
@@ -27,6 +27,6 @@ func TestForeignTwins(t *testing.T) {
 		rawKafka(t, c, []*kgo.Record{foreignRecord(qc.Name, "acct-7", effecttest.TwinBody, 1000), foreignRecord(qc.Name, "acct-7", effecttest.TwinBody, 1000),
 			foreignRecord(qc.Name, "acct-8", effecttest.OtherBody, 2500)})
 		cat := transporttest.TempCatalog(t)
-		effecttest.CheckTwins(t, effecttest.ConsumeTwins(t, catalog.Account(tr, cat), tr, qc, inbox.ContentIDsOnce, 3), cat, tr, qc, false)
+		effecttest.CheckTwins(t, effecttest.ConsumeTwins(t, ledger.Account(tr, ledger.New(cat)), tr, qc, inbox.ContentIDsOnce, 3), cat, tr, qc, false)
 	})
 }

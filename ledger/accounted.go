@@ -1,28 +1,26 @@
-package catalog
+package ledger
 
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
-	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
-// Accounted wraps a broker transport (RabbitMQ, Kafka) so that the catalog
+// Accounted wraps a broker transport (RabbitMQ, Kafka) so that the
 // ledger counts its messages: accepted when a publish is confirmed or when
 // the runtime first receives the message (whoever published it), acked
 // just before the broker acknowledgement, each at most once per message
-// identity (ledgerKey: event ID and body digest).
+// identity (Key: event ID and body digest).
 // (The SQLite transport keeps its ledger in its own transactions and needs
 // no wrapper.)
 //
@@ -33,17 +31,17 @@ import (
 // a loss is never hidden.
 //
 // "At most once" holds within the deduplication horizon
-// (Store.SetLedgerHorizon, default 30 days): the per-event rows that
-// remember what was counted are pruned after it (Store.PruneLedger, which
+// (Ledger.SetHorizon, default 30 days): the per-event rows that
+// remember what was counted are pruned after it (Ledger.Prune, which
 // an Accounted runs on its own every AccountOptions.PruneEvery rows or
 // PruneInterval), so the ledger's size is bounded by horizon × rate;
 // docs/ledger.md explains how the horizon is chosen.
 type Accounted struct {
 	transport.Transport
-	store *Store
-	o     AccountOptions
-	prune pruneTrigger
-	hold  holder
+	ledger *Ledger
+	o      AccountOptions
+	prune  pruneTrigger
+	hold   holder
 }
 
 var (
@@ -64,7 +62,7 @@ var ErrUnsupported = errors.New("not supported by the transport")
 
 // AccountOptions tune an Accounted; the zero value is the defaults.
 type AccountOptions struct {
-	// PruneEvery prunes the ledger (Store.PruneLedger, in the background:
+	// PruneEvery prunes the ledger (Ledger.Prune, in the background:
 	// Close waits for it) after this many events (rows inserted, or
 	// turned acked) were recorded through this Accounted. Defaults to 10000; negative disables
 	// automatic pruning (by count and by time).
@@ -97,13 +95,14 @@ const (
 	DefaultHoldFor       = 5 * time.Minute
 )
 
-// Account wraps t, counting into store's ledger, with the default options.
-func Account(t transport.Transport, store *Store) *Accounted {
-	return AccountWith(t, store, AccountOptions{})
+// Account wraps t, counting into l, with the default options.
+func Account(t transport.Transport, l *Ledger) *Accounted {
+	return AccountWith(t, l, AccountOptions{})
 }
 
-// AccountWith wraps t, counting into store's ledger, with options o.
-func AccountWith(t transport.Transport, store *Store, o AccountOptions) *Accounted {
+// AccountWith wraps t, counting into l, with options o. Its automatic
+// pruning folds what is older than l's horizon.
+func AccountWith(t transport.Transport, l *Ledger, o AccountOptions) *Accounted {
 	if o.PruneEvery == 0 {
 		o.PruneEvery = DefaultPruneEvery
 	}
@@ -119,7 +118,7 @@ func AccountWith(t transport.Transport, store *Store, o AccountOptions) *Account
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	a := &Accounted{Transport: t, store: store, o: o}
+	a := &Accounted{Transport: t, ledger: l, o: o}
 	a.prune.last.Store(o.Now().UnixNano())
 	a.prune.ctx, a.prune.cancel = context.WithCancel(context.Background())
 	return a
@@ -137,57 +136,11 @@ func (a *Accounted) Publish(ctx context.Context, p *transport.PublishParams) err
 	}
 	keys := make([]string, len(p.Messages))
 	for i, m := range p.Messages {
-		keys[i] = ledgerKey(m.EventID, m.Body)
+		keys[i] = Key(m.EventID, m.Body)
 	}
-	n, err := a.store.countMany(ctx, "accepted", map[string][]string{p.Queue: keys}, a.o.Now())
+	n, err := a.ledger.countMany(ctx, "accepted", map[string][]string{p.Queue: keys}, a.o.Now())
 	a.recorded(n)
 	return err
-}
-
-// ledgerKey is the identity the ledger counts a broker message by: its
-// event ID and the first 16 bytes of its body's SHA-256. The event ID
-// alone is not enough: foreign producers reuse message IDs (two different
-// bodies under one message_id are two messages, and both are counted), and
-// the catalog keeps two such dead letters apart too (markDuplicate), so the
-// two agree and the ledger balances. Two copies with the same ID and the
-// same bytes are one message (a producer's retried send, a redelivery).
-func ledgerKey(eventID string, body []byte) string {
-	sum := sha256.Sum256(body)
-	return eventID + ledgerKeySep + hex.EncodeToString(sum[:16])
-}
-
-// ledgerKeySep separates the event ID from the body digest in a ledger key;
-// a row without it was written by an older Lily and holds the bare event ID.
-const ledgerKeySep = "\x1f"
-
-// countDeliveries counts ds by queue under kind. It first looks the keys
-// up without a write lock: in the common case (messages published by
-// lily.Publish, redeliveries, retry copies) all were counted before and
-// nothing is written; the others are counted in one transaction.
-// It returns how many rows it recorded.
-func (s *Store) countDeliveries(ctx context.Context, kind string, ds []*transport.Delivery, now time.Time) (int64, error) {
-	// An acked message was accepted too (ledger_stmt.go: one row per message).
-	kinds := []any{kind, kind}
-	if kind == "accepted" {
-		kinds = []any{"accepted", "acked"}
-	}
-	stmt, err := s.db.PrepareContext(ctx, `SELECT 1 FROM lily_ledger_events WHERE queue = ? AND kind IN (?, ?) AND event_id IN (?, ?)`)
-	if err != nil {
-		return 0, fmt.Errorf("catalog: ledger: %w", err)
-	}
-	defer stmt.Close()
-	byQueue := map[string][]string{}
-	for _, d := range ds {
-		key := ledgerKey(d.EventID, d.Body)
-		var one int
-		switch err := stmt.QueryRowContext(ctx, d.Queue, kinds[0], kinds[1], key, d.EventID).Scan(&one); {
-		case errors.Is(err, sql.ErrNoRows):
-			byQueue[d.Queue] = append(byQueue[d.Queue], key)
-		case err != nil:
-			return 0, fmt.Errorf("catalog: ledger %s %s: %w", d.Queue, kind, err)
-		}
-	}
-	return s.countMany(ctx, kind, byQueue, now)
 }
 
 // Settle counts the acknowledgements, then settles through the wrapped
@@ -199,29 +152,29 @@ func (s *Store) countDeliveries(ctx context.Context, kind string, ds []*transpor
 // first.
 func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error {
 	byQueue := map[string][]string{}
-	var parked []*Entry
+	var parked []*catalog.Entry
 	ss := p.Settlements
 	for i, s := range p.Settlements {
 		switch {
 		case s.Action == transport.Ack:
-			byQueue[s.Delivery.Queue] = append(byQueue[s.Delivery.Queue], ledgerKey(s.Delivery.EventID, s.Delivery.Body))
+			byQueue[s.Delivery.Queue] = append(byQueue[s.Delivery.Queue], Key(s.Delivery.EventID, s.Delivery.Body))
 		case s.Action == transport.DeadLetter && s.Reason == string(evidence.ReasonParked):
 			if len(parked) == 0 {
 				ss = slices.Clone(p.Settlements)
 			}
-			e := NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, time.Now())
+			e := catalog.NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, time.Now())
 			e.DLKey = parkedKey(e)
 			parked = append(parked, e)
 			ss[i] = transport.Settlement{Delivery: s.Delivery, Action: transport.Ack}
 		}
 	}
-	n, err := a.store.countMany(ctx, "acked", byQueue, a.o.Now())
+	n, err := a.ledger.countMany(ctx, "acked", byQueue, a.o.Now())
 	if err != nil {
 		return fmt.Errorf("catalog: record acks before settling: %w", err)
 	}
 	a.recorded(n)
 	if len(parked) > 0 {
-		if err := a.store.Insert(ctx, parked...); err != nil {
+		if err := a.ledger.store.Insert(ctx, parked...); err != nil {
 			return fmt.Errorf("catalog: park before settling: %w", err)
 		}
 	}
@@ -231,95 +184,13 @@ func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error
 // parkedKey identifies the parking of one message (Entry.DLKey): a parked
 // entry inserted before a failed ack is not inserted again when the
 // message is redelivered and parked again — the same dead-lettering.
-func parkedKey(e *Entry) string {
+func parkedKey(e *catalog.Entry) string {
 	h := sha256.New()
 	for _, f := range []string{"parked", e.Queue, e.EventID, e.BodySHA256, e.Source, e.SourceCoords, e.HoldKey, strconv.Itoa(e.RedriveCount)} {
 		h.Write([]byte(f))
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// count records events of kind for queue now, adding to the ledger counter
-// only the keys (ledgerKey) not recorded before.
-func (s *Store) count(ctx context.Context, queue, kind string, keys []string) error {
-	_, err := s.countMany(ctx, kind, map[string][]string{queue: keys}, time.Now())
-	return err
-}
-
-// countMany records events of kind for every queue of byQueue in one
-// transaction, at now, adding to each queue's counter only the keys not
-// recorded before (nor, for a key with a body digest, its bare event ID,
-// recorded by an older Lily). It returns how many rows it added.
-func (s *Store) countMany(ctx context.Context, kind string, byQueue map[string][]string, now time.Time) (int64, error) {
-	empty := true
-	for _, keys := range byQueue {
-		empty = empty && len(keys) == 0
-	}
-	if empty {
-		return 0, nil
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("catalog: ledger: %w", err)
-	}
-	defer tx.Rollback()
-	var insert, ack *sql.Stmt
-	if kind == "accepted" {
-		insert, err = tx.PrepareContext(ctx, countAcceptedSQL)
-	} else {
-		insert, err = tx.PrepareContext(ctx, countAckedSQL)
-		if err == nil {
-			if ack, err = tx.PrepareContext(ctx, ackAcceptedSQL); err == nil {
-				defer ack.Close()
-			}
-		}
-	}
-	if err != nil {
-		return 0, fmt.Errorf("catalog: ledger: %w", err)
-	}
-	defer insert.Close()
-	at := now.UnixMilli()
-	var total int64
-	for queue, keys := range byQueue {
-		var added int64
-		for _, key := range keys {
-			legacy, _, _ := strings.Cut(key, ledgerKeySep)
-			if ack != nil {
-				res, err := ack.ExecContext(ctx, at, queue, key, queue, key, legacy)
-				if err != nil {
-					return 0, fmt.Errorf("catalog: ledger %s %s: %w", queue, kind, err)
-				}
-				if n, _ := res.RowsAffected(); n > 0 {
-					added += n
-					continue
-				}
-			}
-			res, err := insert.ExecContext(ctx, queue, key, at, queue, key, legacy)
-			if err != nil {
-				return 0, fmt.Errorf("catalog: ledger %s %s: %w", queue, kind, err)
-			}
-			n, _ := res.RowsAffected()
-			added += n
-		}
-		if added == 0 {
-			continue // all seen before (the common case on receive): no write
-		}
-		var accepted, acked int64
-		if kind == "accepted" {
-			accepted = added
-		} else {
-			acked = added
-		}
-		if err := catalogdb.AddCounts(ctx, tx, queue, accepted, acked); err != nil {
-			return 0, err
-		}
-		total += added
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("catalog: ledger: %w", err)
-	}
-	return total, nil
 }
 
 // Declare declares through the wrapped transport and registers the queues
@@ -333,27 +204,11 @@ func (a *Accounted) Declare(ctx context.Context, p *transport.DeclareParams) err
 		return err
 	}
 	for _, q := range p.Queues {
-		if err := a.store.ensureQueue(ctx, q.Name); err != nil {
+		if err := a.ledger.ensureQueue(ctx, q.Name); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func (s *Store) ensureQueue(ctx context.Context, queue string) error {
-	return s.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return catalogdb.AddCounts(ctx, tx, queue, 0, 0) })
-}
-
-func withTx(ctx context.Context, db *catalogdb.DB, fn func(*catalogdb.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // InFlight delegates to the wrapped transport.

@@ -1,4 +1,4 @@
-package catalog
+package ledger
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
@@ -40,9 +41,9 @@ func (f *fakeBroker) Settle(_ context.Context, p *transport.SettleParams) error 
 }
 func (f *fakeBroker) Close() error { return nil }
 
-func ledgerOf(t *testing.T, s *Store, queue string) LedgerRow {
+func ledgerOf(t *testing.T, s *catalog.Store, queue string) Row {
 	t.Helper()
-	rows, err := s.Ledger(context.Background(), nil)
+	rows, err := New(s).Rows(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +52,7 @@ func ledgerOf(t *testing.T, s *Store, queue string) LedgerRow {
 			return r
 		}
 	}
-	return LedgerRow{Queue: queue}
-}
-
-func delivery(queue, id, body string) *transport.Delivery {
-	return &transport.Delivery{Queue: queue, Message: transport.Message{EventID: id, Body: []byte(body)}, DeliveryCount: 1}
+	return Row{Queue: queue}
 }
 
 // TestAccountedCountsForeignMessagesOnReceive (issue 12 item 3): messages
@@ -64,9 +61,10 @@ func delivery(queue, id, body string) *transport.Delivery {
 // ID are two messages, a published message is not counted again.
 func TestAccountedCountsForeignMessagesOnReceive(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		fb := &fakeBroker{}
-		a := Account(fb, s)
+		a := Account(fb, l)
 		if err := a.Publish(ctx, &transport.PublishParams{Queue: "q", Messages: []transport.Message{{EventID: "pub", Body: []byte("p")}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -96,11 +94,12 @@ func TestAccountedCountsForeignMessagesOnReceive(t *testing.T) {
 // bare event ID) is not counted again under the new key.
 func TestLedgerKeyMatchesOlderRows(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		if _, err := s.DB().ExecContext(ctx, `INSERT INTO lily_ledger_events(queue, kind, event_id, at) VALUES ('q', 'accepted', 'old', 1)`); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.count(ctx, "q", "accepted", []string{ledgerKey("old", []byte("x")), ledgerKey("new", []byte("x"))}); err != nil {
+		if err := l.count(ctx, "q", "accepted", []string{Key("old", []byte("x")), Key("new", []byte("x"))}); err != nil {
 			t.Fatal(err)
 		}
 		if r := ledgerOf(t, s, "q"); r.Accepted != 1 {
@@ -114,9 +113,10 @@ func TestLedgerKeyMatchesOlderRows(t *testing.T) {
 // message is redelivered and parked again.
 func TestParkedInsertIdempotent(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		fb := &fakeBroker{failSettle: true}
-		a := Account(fb, s)
+		a := Account(fb, l)
 		d := delivery("q", "e1", "body")
 		d.Key = "K"
 		h := transport.Headers{}
@@ -134,7 +134,7 @@ func TestParkedInsertIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := 0
-		if err := s.Each(ctx, Filter{Queue: "q"}, func(*Entry) error { n++; return nil }); err != nil {
+		if err := s.Each(ctx, catalog.Filter{Queue: "q"}, func(*catalog.Entry) error { n++; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if n != 1 {
@@ -142,52 +142,6 @@ func TestParkedInsertIdempotent(t *testing.T) {
 		}
 		if r := ledgerOf(t, s, "q"); r.DeadLettered != 1 {
 			t.Errorf("ledger %+v: one parked message", r)
-		}
-	})
-}
-
-// TestDuplicateIsTheSameDeadLettering (issue 12 item 1): two dead letters
-// are merged only when event ID, body, source and coordinates agree — a
-// shared event ID alone keeps both.
-func TestDuplicateIsTheSameDeadLettering(t *testing.T) {
-	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
-		dl := func(id, body string, at time.Time, partition int32, offset int64) *transport.Delivery {
-			h := transport.Headers{}
-			evidence.Record{Reason: evidence.ReasonPermanent, Source: "kafka/t", DeadLetteredAt: at,
-				SourcePartition: partition, HasPartition: true, SourceOffset: offset, HasOffset: true}.Apply(h)
-			return &transport.Delivery{Queue: "t", Message: transport.Message{EventID: id, Body: []byte(body), Headers: h}}
-		}
-		ingest := func(ds ...*transport.Delivery) {
-			t.Helper()
-			es := make([]*Entry, len(ds))
-			for i, d := range ds {
-				es[i] = EntryFromDeadLetter("t", d, testNow)
-			}
-			if err := s.Insert(ctx, es...); err != nil {
-				t.Fatal(err)
-			}
-		}
-		first := dl("e", "body-1", testNow, 0, 5)
-		ingest(first,
-			dl("e", "body-2", testNow, 0, 6),                  // same ID, other body: another message
-			dl("e", "body-1", testNow, 1, 5),                  // same ID and body, other partition
-			dl("e", "body-1", testNow.Add(time.Minute), 0, 5), // the same message dead-lettered again (ack lost)
-		)
-		ingest(first) // ingested again: nothing added, not a duplicate either
-		var entries []*Entry
-		if err := s.Each(ctx, Filter{Queue: "t"}, func(e *Entry) error { entries = append(entries, e); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		if len(entries) != 3 {
-			t.Fatalf("%d entries, want 3 (body-1@p0/o5, body-2, body-1@p1/o5)", len(entries))
-		}
-		var dups int
-		if err := s.DB().QueryRowContext(ctx, `SELECT SUM(duplicates) FROM lily_dlq_entries`).Scan(&dups); err != nil {
-			t.Fatal(err)
-		}
-		if dups != 1 || entries[0].SourceCoords != "p0/o5" {
-			t.Errorf("duplicates %d (want 1: the second dead-lettering of body-1@p0/o5), coords %q", dups, entries[0].SourceCoords)
 		}
 	})
 }

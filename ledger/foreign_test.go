@@ -1,10 +1,13 @@
-package catalog
+package ledger_test
 
 import (
 	"context"
 	"sync"
 	"testing"
 
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/catalogtest"
+	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -21,9 +24,9 @@ func (c *capturePublisher) Publish(_ context.Context, p *transport.PublishParams
 	return nil
 }
 
-func foreignLedger(t *testing.T, s *Store, queue string) LedgerRow {
+func foreignLedger(t *testing.T, s *catalog.Store, queue string) ledger.Row {
 	t.Helper()
-	rows, err := s.Ledger(context.Background(), nil)
+	rows, err := ledger.New(s).Rows(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +36,7 @@ func foreignLedger(t *testing.T, s *Store, queue string) LedgerRow {
 		}
 	}
 	t.Fatalf("no ledger row for %s in %+v", queue, rows)
-	return LedgerRow{}
+	return ledger.Row{}
 }
 
 // TestForeignQueueLedger: the dead letters ingested from a foreign DLQ are
@@ -43,23 +46,23 @@ func foreignLedger(t *testing.T, s *Store, queue string) LedgerRow {
 // ledger balances at every step; a Reason overrides the broker's.
 func TestForeignQueueLedger(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	catalogtest.EachStore(t, func(t *testing.T, s *catalog.Store) {
 		const q = "orders_error"
 		var dls []*transport.Delivery
 		for _, id := range []string{"m1", "m2", "m3", "m4"} {
-			d := delivery(q, id, `{"order":"`+id+`"}`)
+			d := catalogtest.Delivery(q, id, `{"order":"`+id+`"}`)
 			d.Headers = transport.Headers{"MT-Reason": "fault", "MT-Fault-InputAddress": "rabbitmq://localhost/orders",
 				"MT-Fault-ExceptionType": "System.InvalidOperationException", "MT-Fault-Message": "declined " + id, "MT-Fault-RetryCount": int32(2)}
 			dls = append(dls, d)
 		}
-		n, err := s.IngestWith(ctx, &fakeDrainer{waiting: append([]*transport.Delivery(nil), dls...), batch: 3},
-			IngestParams{Queue: q, Foreign: "masstransit"})
+		n, err := s.IngestWith(ctx, &catalogtest.Drainer{Waiting: append([]*transport.Delivery(nil), dls...), Batch: 3},
+			catalog.IngestParams{Queue: q, Foreign: "masstransit"})
 		if err != nil || n != 4 {
 			t.Fatalf("ingest: %d, %v", n, err)
 		}
 		// A crash between the catalog commit and the broker ack: the
 		// broker hands the same four out again.
-		if _, err := s.IngestWith(ctx, &fakeDrainer{waiting: dls, batch: 4}, IngestParams{Queue: q, Foreign: "masstransit"}); err != nil {
+		if _, err := s.IngestWith(ctx, &catalogtest.Drainer{Waiting: dls, Batch: 4}, catalog.IngestParams{Queue: q, Foreign: "masstransit"}); err != nil {
 			t.Fatal(err)
 		}
 		if r := foreignLedger(t, s, q); r.Accepted != 4 || r.DeadLettered != 4 || r.Lost != 0 {
@@ -68,12 +71,12 @@ func TestForeignQueueLedger(t *testing.T) {
 		if kinds, err := s.ForeignQueues(ctx); err != nil || kinds[q] != "masstransit" {
 			t.Errorf("foreign queues %v %v", kinds, err)
 		}
-		if _, err := s.Discard(ctx, DecideParams{Filter: Filter{Queue: q, EventIDs: []string{"m4"}}, Reason: "cancelled", Actor: "test"}); err != nil {
+		if _, err := s.Discard(ctx, catalog.DecideParams{Filter: catalog.Filter{Queue: q, EventIDs: []string{"m4"}}, Reason: "cancelled", Actor: "test"}); err != nil {
 			t.Fatal(err)
 		}
 		pub := &capturePublisher{}
-		res, err := s.Redrive(ctx, RedriveParams{Filter: Filter{Queue: q, EventIDs: []string{"m1", "m2"}}, Actor: "test",
-			Target: func(context.Context, string) (Publisher, error) { return pub, nil }})
+		res, err := s.Redrive(ctx, catalog.RedriveParams{Filter: catalog.Filter{Queue: q, EventIDs: []string{"m1", "m2"}}, Actor: "test",
+			Target: func(context.Context, string) (catalog.Publisher, error) { return pub, nil }})
 		if err != nil || res.Redriven != 2 || len(pub.sent) != 2 {
 			t.Fatalf("redrive: %+v %v, sent %d", res, err, len(pub.sent))
 		}
@@ -85,13 +88,13 @@ func TestForeignQueueLedger(t *testing.T) {
 		}
 
 		// MassTransit's _skipped queue: reason skipped.
-		sk := delivery("orders_skipped", "s1", `{}`)
+		sk := catalogtest.Delivery("orders_skipped", "s1", `{}`)
 		sk.Headers = transport.Headers{"MT-Reason": "dead-letter"}
-		if _, err := s.IngestWith(ctx, &fakeDrainer{waiting: []*transport.Delivery{sk}, batch: 1},
-			IngestParams{Queue: "orders_skipped", Foreign: "masstransit", Reason: "skipped"}); err != nil {
+		if _, err := s.IngestWith(ctx, &catalogtest.Drainer{Waiting: []*transport.Delivery{sk}, Batch: 1},
+			catalog.IngestParams{Queue: "orders_skipped", Foreign: "masstransit", Reason: "skipped"}); err != nil {
 			t.Fatal(err)
 		}
-		byReason, err := s.CountBy(ctx, "reason", Filter{Queue: "orders_skipped"})
+		byReason, err := s.CountBy(ctx, "reason", catalog.Filter{Queue: "orders_skipped"})
 		if err != nil || byReason["skipped"] != 1 || len(byReason) != 1 {
 			t.Errorf("skipped queue reasons %v %v", byReason, err)
 		}

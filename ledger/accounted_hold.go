@@ -1,4 +1,4 @@
-package catalog
+package ledger
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func (h *holder) put(k holdKey, hb *heldBatch) {
 // Receive).
 func (a *Accounted) countOrHold(ctx context.Context, k holdKey, hb *heldBatch) ([]*transport.Delivery, error) {
 	now := a.o.Now()
-	n, err := a.store.countDeliveries(ctx, "accepted", hb.ds, now)
+	n, err := a.ledger.countDeliveries(ctx, "accepted", hb.ds, now)
 	if err == nil {
 		if !hb.since.IsZero() {
 			a.o.Log.Warn("catalog answers again: the held deliveries are counted and handed out",
@@ -257,10 +257,10 @@ func (a *Accounted) recorded(n int64) {
 	go func() {
 		defer a.prune.wg.Done()
 		defer a.prune.running.Store(false)
-		res, err := a.store.PruneLedger(a.prune.ctx, now)
+		res, err := a.ledger.Prune(a.prune.ctx, now)
 		switch {
 		case err != nil && a.prune.ctx.Err() == nil:
-			a.o.Log.Error("pruning the ledger failed; its per-event rows grow until a prune succeeds", "err", err, "horizon", a.store.LedgerHorizon())
+			a.o.Log.Error("pruning the ledger failed; its per-event rows grow until a prune succeeds", "err", err, "horizon", a.ledger.Horizon())
 		case res.Events > 0:
 			a.o.Log.Debug("pruned the ledger", "events", res.Events, "cutoff", res.Cutoff.UTC().Format(time.RFC3339))
 		}

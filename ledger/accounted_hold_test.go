@@ -1,4 +1,4 @@
-package catalog
+package ledger
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -52,7 +53,7 @@ func (u *unreceiveBroker) Unreceive(_ context.Context, p *transport.UnreceivePar
 
 // breakCatalog makes every ledger count fail (the table is gone) until the
 // returned function puts it back.
-func breakCatalog(t *testing.T, s *Store) (repair func()) {
+func breakCatalog(t *testing.T, s *catalog.Store) (repair func()) {
 	t.Helper()
 	if _, err := s.DB().Exec(`ALTER TABLE lily_ledger_events RENAME TO lily_ledger_events_away`); err != nil {
 		t.Fatal(err)
@@ -88,10 +89,11 @@ var recv = &transport.ReceiveParams{Queue: "q", Max: 10, Consumer: "c1"}
 // out the same batch, counted once.
 func TestReceiveHoldsWhileCatalogDown(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		clk := &clock{now: testNow}
 		b := &holdBroker{fakeBroker: &fakeBroker{queued: threeDeliveries()}}
-		a := AccountWith(b, s, AccountOptions{Now: clk.Now})
+		a := AccountWith(b, l, AccountOptions{Now: clk.Now})
 		repair := breakCatalog(t, s)
 		for i := range 3 {
 			ds, err := a.Receive(ctx, recv)
@@ -137,11 +139,12 @@ func TestReceiveHoldsWhileCatalogDown(t *testing.T) {
 // are counted once when they come back.
 func TestReceiveGivesBackThroughBucket(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		clk := &clock{now: testNow}
 		orig := threeDeliveries()
 		b := &holdBroker{fakeBroker: &fakeBroker{queued: orig}}
-		a := AccountWith(b, s, AccountOptions{Now: clk.Now, HoldFor: time.Minute,
+		a := AccountWith(b, l, AccountOptions{Now: clk.Now, HoldFor: time.Minute,
 			HoldDelay: func(q string) time.Duration { return time.Second }})
 		repair := breakCatalog(t, s)
 		if _, err := a.Receive(ctx, recv); !errors.Is(err, ErrCatalogUnavailable) {
@@ -177,10 +180,11 @@ func TestReceiveGivesBackThroughBucket(t *testing.T) {
 // the held batch back that way, for the consumer that received it.
 func TestReceiveGivesBackByUnreceive(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		clk := &clock{now: testNow}
 		b := &unreceiveBroker{holdBroker: &holdBroker{fakeBroker: &fakeBroker{queued: threeDeliveries()}}}
-		a := AccountWith(b, s, AccountOptions{Now: clk.Now, HoldFor: time.Minute})
+		a := AccountWith(b, l, AccountOptions{Now: clk.Now, HoldFor: time.Minute})
 		breakCatalog(t, s)
 		a.Receive(ctx, recv)
 		clk.advance(2 * time.Minute)
@@ -198,10 +202,11 @@ func TestReceiveGivesBackByUnreceive(t *testing.T) {
 // released — and is counted once when the catalog answers.
 func TestReceiveKeepsHoldingWithoutAWayBack(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		clk := &clock{now: testNow}
 		b := &holdBroker{fakeBroker: &fakeBroker{queued: threeDeliveries()}}
-		a := AccountWith(b, s, AccountOptions{Now: clk.Now, HoldFor: time.Minute})
+		a := AccountWith(b, l, AccountOptions{Now: clk.Now, HoldFor: time.Minute})
 		repair := breakCatalog(t, s)
 		for range 5 {
 			if _, err := a.Receive(ctx, recv); !errors.Is(err, ErrCatalogUnavailable) {
@@ -226,9 +231,10 @@ func TestReceiveKeepsHoldingWithoutAWayBack(t *testing.T) {
 // gets it given back the uncounted way, not left to the session's end.
 func TestStopConsumerGivesBackHeld(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		b := &holdBroker{fakeBroker: &fakeBroker{queued: threeDeliveries()}}
-		a := AccountWith(b, s, AccountOptions{HoldDelay: func(string) time.Duration { return time.Second }})
+		a := AccountWith(b, l, AccountOptions{HoldDelay: func(string) time.Duration { return time.Second }})
 		breakCatalog(t, s)
 		a.Receive(ctx, recv)
 		if err := a.StopConsumer(ctx, &transport.StopParams{Queue: "q", Consumer: "c1"}); err != nil {
@@ -246,10 +252,11 @@ func TestStopConsumerGivesBackHeld(t *testing.T) {
 // when the catalog answers.
 func TestReceiveKeepsHoldingWhenGiveBackFails(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		clk := &clock{now: testNow}
 		b := &holdBroker{fakeBroker: &fakeBroker{queued: threeDeliveries(), failSettle: true}}
-		a := AccountWith(b, s, AccountOptions{Now: clk.Now, HoldFor: time.Minute,
+		a := AccountWith(b, l, AccountOptions{Now: clk.Now, HoldFor: time.Minute,
 			HoldDelay: func(string) time.Duration { return time.Second }})
 		repair := breakCatalog(t, s)
 		a.Receive(ctx, recv)
@@ -275,10 +282,11 @@ func TestReceiveKeepsHoldingWhenGiveBackFails(t *testing.T) {
 // an earlier one. Without Ordered the same batch is given back uncounted.
 func TestStopConsumerLeavesAnOrderedQueuesHeldInPlace(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		for _, ordered := range []bool{true, false} {
 			b := &unreceiveBroker{holdBroker: &holdBroker{fakeBroker: &fakeBroker{queued: threeDeliveries()}}}
-			a := AccountWith(b, s, AccountOptions{})
+			a := AccountWith(b, l, AccountOptions{})
 			repair := breakCatalog(t, s)
 			if _, err := a.Receive(ctx, recv); !errors.Is(err, ErrCatalogUnavailable) {
 				t.Fatalf("receive: %v, want ErrCatalogUnavailable", err)
@@ -317,7 +325,8 @@ func (b *inPlaceBroker) Features() transport.Features {
 func TestReceiveKeepsAnOrderedQueuesBatchHeldPastHoldFor(t *testing.T) {
 	ctx := context.Background()
 	ordered := &transport.ReceiveParams{Queue: "q", Max: 10, Consumer: "c1", KeyOrder: true}
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		for _, inPlace := range []bool{false, true} {
 			clk := &clock{now: testNow}
 			u := &unreceiveBroker{holdBroker: &holdBroker{fakeBroker: &fakeBroker{queued: threeDeliveries()}}}
@@ -325,7 +334,7 @@ func TestReceiveKeepsAnOrderedQueuesBatchHeldPastHoldFor(t *testing.T) {
 			if inPlace {
 				tr = &inPlaceBroker{u}
 			}
-			a := AccountWith(tr, s, AccountOptions{Now: clk.Now, HoldFor: time.Minute,
+			a := AccountWith(tr, l, AccountOptions{Now: clk.Now, HoldFor: time.Minute,
 				HoldDelay: func(string) time.Duration { return time.Second }})
 			repair := breakCatalog(t, s)
 			rounds := 3 // held past HoldFor twice

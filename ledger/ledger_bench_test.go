@@ -1,4 +1,4 @@
-package catalog
+package ledger
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -58,12 +59,13 @@ func BenchmarkLedgerSteadyStream(b *testing.B) {
 			b.Fatalf("LEDGER_BENCH_HORIZON=%q: want a positive duration such as 60s", v)
 		}
 	}
-	s, err := Open(ctx, b.TempDir()+"/ledger.db")
+	s, err := catalog.Open(ctx, b.TempDir()+"/ledger.db")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.SetLedgerHorizon(horizon); err != nil {
+	l := New(s)
+	if err := l.SetHorizon(horizon); err != nil {
 		b.Fatal(err)
 	}
 	clk := &clock{now: testNow}
@@ -72,7 +74,7 @@ func BenchmarkLedgerSteadyStream(b *testing.B) {
 	if !pruning {
 		o.PruneEvery = -1 // the unbounded ledger, for comparison
 	}
-	a := AccountWith(&streamBroker{}, s, o)
+	a := AccountWith(&streamBroker{}, l, o)
 	const batch = 100
 	perMessage := time.Second / time.Duration(rate)
 	var maxRows int64
@@ -127,7 +129,7 @@ func BenchmarkLedgerSteadyStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	bound := int64(horizon / perMessage)
-	ls, err := s.Ledger(ctx, nil)
+	ls, err := l.Rows(ctx, nil)
 	if err != nil || len(ls) != 1 {
 		b.Fatalf("ledger %+v, %v; want one queue", ls, err)
 	}

@@ -1,4 +1,4 @@
-package catalog
+package ledger
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/pgtest"
 
 	"github.com/lily-mq/lily/transport"
@@ -33,7 +34,7 @@ func (c *clock) advance(d time.Duration) {
 }
 
 // eventRows counts the per-event ledger rows.
-func eventRows(t *testing.T, s *Store) int64 {
+func eventRows(t *testing.T, s *catalog.Store) int64 {
 	t.Helper()
 	var n int64
 	if err := s.DB().QueryRow(`SELECT COUNT(*) FROM lily_ledger_events`).Scan(&n); err != nil {
@@ -71,13 +72,14 @@ func receiveAck(t *testing.T, a *Accounted, queue string) int {
 // of the ledger (reconcile before = after).
 func TestPruneLedgerFoldsExactly(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
-		if err := s.SetLedgerHorizon(10 * time.Hour); err != nil {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
+		if err := l.SetHorizon(10 * time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		clk := &clock{now: testNow}
 		b := &fakeBroker{}
-		a := AccountWith(b, s, AccountOptions{PruneEvery: -1, Now: clk.Now})
+		a := AccountWith(b, l, AccountOptions{PruneEvery: -1, Now: clk.Now})
 		// 5 hours of traffic, 4 messages an hour, on two queues; hour 5 also
 		// dead-letters one (accepted, never acked).
 		for h := range 5 {
@@ -92,10 +94,10 @@ func TestPruneLedgerFoldsExactly(t *testing.T) {
 		if ds, err := a.Receive(ctx, &transport.ReceiveParams{Queue: "orders", Max: 10}); err != nil || len(ds) != 1 {
 			t.Fatalf("receive %d, %v", len(ds), err)
 		}
-		if err := s.Insert(ctx, NewEntry("orders", transport.Message{EventID: "dl", Body: []byte("x")}, nil, "permanent", clk.Now())); err != nil {
+		if err := s.Insert(ctx, catalog.NewEntry("orders", transport.Message{EventID: "dl", Body: []byte("x")}, nil, "permanent", clk.Now())); err != nil {
 			t.Fatal(err)
 		}
-		before, err := s.Ledger(ctx, nil)
+		before, err := l.Rows(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +106,7 @@ func TestPruneLedgerFoldsExactly(t *testing.T) {
 		}
 		// Prune 8 h later (testNow+13h) with the 10 h horizon: the cutoff is
 		// testNow+3h, so the rows of hours 0, 1 and 2 (12 rows) are folded.
-		res, err := s.PruneLedger(ctx, clk.Now().Add(8*time.Hour))
+		res, err := l.Prune(ctx, clk.Now().Add(8*time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +116,7 @@ func TestPruneLedgerFoldsExactly(t *testing.T) {
 		if got := eventRows(t, s); got != 9 {
 			t.Errorf("event rows %d after the prune, want 9", got)
 		}
-		after, err := s.Ledger(ctx, nil)
+		after, err := l.Rows(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +128,7 @@ func TestPruneLedgerFoldsExactly(t *testing.T) {
 				t.Errorf("ledger %+v, want balanced with 11 (orders) or 10 (billing) accepted", r)
 			}
 		}
-		st, err := s.LedgerEvents(ctx)
+		st, err := l.Events(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,13 +144,13 @@ func TestPruneLedgerFoldsExactly(t *testing.T) {
 			t.Errorf("LedgerEvents kept %d pruned %d, want 9 and 12: %+v", kept, pruned, st)
 		}
 		// A second prune at the same time finds nothing.
-		if res, err := s.PruneLedger(ctx, clk.Now().Add(8*time.Hour)); err != nil || res.Events != 0 {
+		if res, err := l.Prune(ctx, clk.Now().Add(8*time.Hour)); err != nil || res.Events != 0 {
 			t.Errorf("second prune: %d rows, %v; want 0", res.Events, err)
 		}
 	})
 }
 
-// TestPruneLedgerConcurrent: two processes (two Store handles on one
+// TestPruneLedgerConcurrent: two processes (two stores on one
 // SQLite file) pruning at once delete every old row exactly once between
 // them, and the ledger's figures do not move.
 func TestPruneLedgerConcurrent(t *testing.T) {
@@ -158,12 +160,12 @@ func TestPruneLedgerConcurrent(t *testing.T) {
 
 func pruneConcurrent(t *testing.T, path string) {
 	ctx := context.Background()
-	s1, err := Open(ctx, path)
+	s1, err := catalog.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s1.Close()
-	s2, err := Open(ctx, path)
+	s2, err := catalog.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,23 +173,23 @@ func pruneConcurrent(t *testing.T, path string) {
 	const n = 2*pruneBatch + 1 // 2n rows: several batches for the two pruners
 	// n messages accepted and acked long ago, written in one statement
 	// (countMany row by row is slow under -race).
-	if _, err := s1.db.ExecContext(ctx, `WITH RECURSIVE i(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM i WHERE x + 1 < CAST(? AS INTEGER))
+	if _, err := New(s1).db.ExecContext(ctx, `WITH RECURSIVE i(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM i WHERE x + 1 < CAST(? AS INTEGER))
 		INSERT INTO lily_ledger_events(queue, kind, event_id, at) SELECT 'q', k.kind, 'e' || x, CAST(? AS BIGINT) FROM i,
 			(SELECT 'accepted' AS kind UNION ALL SELECT 'acked') AS k`, n, testNow.UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s1.AddCounts(ctx, "q", n, n); err != nil {
+	if err := New(s1).AddCounts(ctx, "q", n, n); err != nil {
 		t.Fatal(err)
 	}
 	before := ledgerOf(t, s1, "q")
 	var wg sync.WaitGroup
 	results := make([]PruneResult, 2)
 	errs := make([]error, 2)
-	for i, s := range []*Store{s1, s2} {
+	for i, s := range []*catalog.Store{s1, s2} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = s.PruneLedger(ctx, testNow.Add(DefaultLedgerHorizon+time.Minute))
+			results[i], errs[i] = New(s).Prune(ctx, testNow.Add(DefaultHorizon+time.Minute))
 		}()
 	}
 	wg.Wait()
@@ -202,7 +204,7 @@ func pruneConcurrent(t *testing.T, path string) {
 	if got := eventRows(t, s2); got != 0 {
 		t.Errorf("%d rows left", got)
 	}
-	st, err := s2.LedgerEvents(ctx)
+	st, err := New(s2).Events(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,14 +222,15 @@ func pruneConcurrent(t *testing.T, path string) {
 // ledger still balances (the documented trade-off, docs/ledger.md).
 func TestRedeliveryWithinHorizon(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		clk := &clock{now: testNow}
 		b := &fakeBroker{}
-		a := AccountWith(b, s, AccountOptions{PruneEvery: -1, Now: clk.Now})
+		a := AccountWith(b, l, AccountOptions{PruneEvery: -1, Now: clk.Now})
 		b.queued = []*transport.Delivery{delivery("q", "m1", "x")}
 		receiveAck(t, a, "q")
-		clk.advance(DefaultLedgerHorizon - time.Hour)
-		if res, err := s.PruneLedger(ctx, clk.Now()); err != nil || res.Events != 0 {
+		clk.advance(DefaultHorizon - time.Hour)
+		if res, err := l.Prune(ctx, clk.Now()); err != nil || res.Events != 0 {
 			t.Fatalf("prune within the horizon: %d rows, %v; want 0", res.Events, err)
 		}
 		redelivered := delivery("q", "m1", "x")
@@ -238,7 +241,7 @@ func TestRedeliveryWithinHorizon(t *testing.T) {
 			t.Errorf("within the horizon: ledger %+v, want 1 accepted, 1 acked", r)
 		}
 		clk.advance(2 * time.Hour)
-		if res, err := s.PruneLedger(ctx, clk.Now()); err != nil || res.Events != 1 {
+		if res, err := l.Prune(ctx, clk.Now()); err != nil || res.Events != 1 {
 			t.Fatalf("prune past the horizon: %d rows, %v; want 1 (the message's acked row)", res.Events, err)
 		}
 		if r := ledgerOf(t, s, "q"); r.Accepted != 1 || r.Acked != 1 {
@@ -255,13 +258,14 @@ func TestRedeliveryWithinHorizon(t *testing.T) {
 // TestAccountedPrunesAutomatically: with PruneEvery, an Accounted that
 // records rows prunes on its own, and the rows stay within the horizon.
 func TestAccountedPrunesAutomatically(t *testing.T) {
-	eachStore(t, func(t *testing.T, s *Store) {
-		if err := s.SetLedgerHorizon(time.Hour); err != nil {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
+		if err := l.SetHorizon(time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		clk := &clock{now: testNow}
 		b := &fakeBroker{}
-		a := AccountWith(b, s, AccountOptions{PruneEvery: 50, Now: clk.Now})
+		a := AccountWith(b, l, AccountOptions{PruneEvery: 50, Now: clk.Now})
 		// 10 messages a minute for 3 hours: 2 rows each.
 		for m := range 180 {
 			for i := range 10 {
@@ -284,15 +288,16 @@ func TestAccountedPrunesAutomatically(t *testing.T) {
 
 // TestSetLedgerHorizon refuses a horizon that is not positive.
 func TestSetLedgerHorizon(t *testing.T) {
-	eachStore(t, func(t *testing.T, s *Store) {
-		if s.LedgerHorizon() != DefaultLedgerHorizon {
-			t.Errorf("default horizon %v, want %v", s.LedgerHorizon(), DefaultLedgerHorizon)
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
+		if l.Horizon() != DefaultHorizon {
+			t.Errorf("default horizon %v, want %v", l.Horizon(), DefaultHorizon)
 		}
-		if err := s.SetLedgerHorizon(0); err == nil {
+		if err := l.SetHorizon(0); err == nil {
 			t.Error("horizon 0 accepted")
 		}
-		if err := s.SetLedgerHorizon(36 * time.Hour); err != nil || s.LedgerHorizon() != 36*time.Hour {
-			t.Errorf("SetLedgerHorizon(36h): %v, horizon %v", err, s.LedgerHorizon())
+		if err := l.SetHorizon(36 * time.Hour); err != nil || l.Horizon() != 36*time.Hour {
+			t.Errorf("SetHorizon(36h): %v, horizon %v", err, l.Horizon())
 		}
 	})
 }
@@ -303,10 +308,11 @@ func TestSetLedgerHorizon(t *testing.T) {
 // accepted row gets a row of its own and is counted.
 func TestOneRowPerMessage(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
 		clk := &clock{now: testNow}
 		b := &fakeBroker{queued: []*transport.Delivery{delivery("q", "m1", "x")}}
-		a := AccountWith(b, s, AccountOptions{PruneEvery: -1, Now: clk.Now})
+		a := AccountWith(b, l, AccountOptions{PruneEvery: -1, Now: clk.Now})
 		receiveAck(t, a, "q")
 		var kind string
 		var at int64
@@ -314,13 +320,13 @@ func TestOneRowPerMessage(t *testing.T) {
 			t.Fatalf("row %q at %d (%v), want the one acked row", kind, at, err)
 		}
 		// Two-row layout: m2 accepted and acked in rows of their own.
-		k2 := ledgerKey("m2", []byte("y"))
+		k2 := Key("m2", []byte("y"))
 		for _, kind := range []string{"accepted", "acked"} {
-			if _, err := s.db.ExecContext(ctx, `INSERT INTO lily_ledger_events(queue, kind, event_id, at) VALUES ('q', ?, ?, 1)`, kind, k2); err != nil {
+			if _, err := l.db.ExecContext(ctx, `INSERT INTO lily_ledger_events(queue, kind, event_id, at) VALUES ('q', ?, ?, 1)`, kind, k2); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := s.AddCounts(ctx, "q", 1, 1); err != nil {
+		if err := l.AddCounts(ctx, "q", 1, 1); err != nil {
 			t.Fatal(err)
 		}
 		clk.advance(time.Minute)
@@ -345,16 +351,17 @@ func TestOneRowPerMessage(t *testing.T) {
 // TestRunLedgerPruner: the loop for lily serve prunes at once, then every
 // interval, until its context ends; a non-positive interval is refused.
 func TestRunLedgerPruner(t *testing.T) {
-	eachStore(t, func(t *testing.T, s *Store) {
-		if err := RunLedgerPruner(context.Background(), s, 0, nil); err == nil {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
+		if err := l.RunPruner(context.Background(), 0, nil); err == nil {
 			t.Error("interval 0 accepted")
 		}
-		if _, err := s.countMany(context.Background(), "accepted", map[string][]string{"q": {"old"}}, time.Now().Add(-DefaultLedgerHorizon-time.Hour)); err != nil {
+		if _, err := l.countMany(context.Background(), "accepted", map[string][]string{"q": {"old"}}, time.Now().Add(-DefaultHorizon-time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- RunLedgerPruner(ctx, s, time.Hour, nil) }()
+		go func() { done <- l.RunPruner(ctx, time.Hour, nil) }()
 		deadline := time.Now().Add(30 * time.Second)
 		for eventRows(t, s) != 0 {
 			if time.Now().After(deadline) {

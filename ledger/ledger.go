@@ -1,14 +1,31 @@
-package catalog
+// Package ledger is the conservation ledger of the catalog (DESIGN §9):
+// per queue, accepted = acked + dead_lettered + discarded + in_flight, and
+// anything else is lost. It counts what the catalog cannot see by itself —
+// the messages a broker transport accepts and acknowledges — through a
+// transport wrapper (Accounted), which also parks the messages of an
+// ordered queue in the catalog and holds a batch it could not count while
+// the catalog is down; it keeps the per-event rows that count each message
+// once, and prunes them past a horizon.
+//
+// A Ledger is built on a *catalog.Store and reads and writes the store's
+// tables lily_ledger, lily_ledger_events and lily_ledger_pruned (the
+// SQLite transport raises lily_ledger's counters in its own transactions,
+// through catalogdb); a queue's dead letters are counted from the store's
+// entries.
+package ledger
 
 import (
 	"context"
 	"fmt"
 	"sort"
+	"sync/atomic"
 
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
-// LedgerRow is one queue's conservation ledger (DESIGN §9):
+// Row is one queue's conservation ledger (DESIGN §9):
 // accepted = acked + dead_lettered + discarded + in_flight; anything else
 // is Lost (positive: messages unaccounted for; negative: invented).
 //
@@ -19,7 +36,7 @@ import (
 // InFlightDLX (the rest of InFlight, if any, is not broken down; all four
 // are 0 for a transport without a breakdown, such as SQLite). Lost is only
 // what nobody holds.
-type LedgerRow struct {
+type Row struct {
 	Queue        string `json:"queue"`
 	Accepted     int64  `json:"accepted"`
 	Acked        int64  `json:"acked"`
@@ -45,24 +62,38 @@ type LedgerRow struct {
 }
 
 // Balanced reports whether every accepted message is accounted for.
-func (r LedgerRow) Balanced() bool { return r.Lost == 0 }
+func (r Row) Balanced() bool { return r.Lost == 0 }
 
-// Ledger computes the ledger of every queue known to the catalog. The
+// Ledger is the ledger of one catalog store. Its methods are safe for
+// concurrent use; its one setting, the deduplication horizon, is its own
+// (SetHorizon).
+type Ledger struct {
+	store   *catalog.Store
+	db      *catalogdb.DB
+	horizon atomic.Int64 // nanoseconds; 0 = DefaultHorizon
+}
+
+// New returns the ledger of store.
+func New(store *catalog.Store) *Ledger {
+	return &Ledger{store: store, db: catalogdb.Of(store)}
+}
+
+// Rows computes the ledger of every queue known to the catalog. The
 // in-flight figure comes from inflight (the transport's own count of
 // messages it still holds); with nil it is taken as zero. When inflight
 // also counts dead letters not yet ingested from a broker
 // (transport.DeadLetterCounter), they are added to dead_lettered.
-func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) ([]LedgerRow, error) {
-	rows := map[string]*LedgerRow{}
-	get := func(q string) *LedgerRow {
+func (l *Ledger) Rows(ctx context.Context, inflight transport.InFlightCounter) ([]Row, error) {
+	rows := map[string]*Row{}
+	get := func(q string) *Row {
 		r, ok := rows[q]
 		if !ok {
-			r = &LedgerRow{Queue: q}
+			r = &Row{Queue: q}
 			rows[q] = r
 		}
 		return r
 	}
-	lr, err := s.db.QueryContext(ctx, `SELECT queue, accepted, acked FROM lily_ledger`)
+	lr, err := l.db.QueryContext(ctx, `SELECT queue, accepted, acked FROM lily_ledger`)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: ledger: %w", err)
 	}
@@ -80,7 +111,7 @@ func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) 
 	if err := lr.Err(); err != nil {
 		return nil, err
 	}
-	sr, err := s.db.QueryContext(ctx, `SELECT queue, state, COUNT(*), CAST(SUM(CASE WHEN redirected_to <> '' THEN 1 ELSE 0 END) AS BIGINT) FROM lily_dlq_entries GROUP BY queue, state`)
+	sr, err := l.db.QueryContext(ctx, `SELECT queue, state, COUNT(*), CAST(SUM(CASE WHEN redirected_to <> '' THEN 1 ELSE 0 END) AS BIGINT) FROM lily_dlq_entries GROUP BY queue, state`)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: ledger: %w", err)
 	}
@@ -92,12 +123,12 @@ func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) 
 			return nil, err
 		}
 		r := get(q)
-		switch State(st) {
-		case StatePending, StateParked, StateNeedsManual:
+		switch catalog.State(st) {
+		case catalog.StatePending, catalog.StateParked, catalog.StateNeedsManual:
 			r.DeadLettered += n
-		case StateDiscarded, StateErased:
+		case catalog.StateDiscarded, catalog.StateErased:
 			r.Discarded += n
-		case StateRedriven:
+		case catalog.StateRedriven:
 			r.Redirected += redirected
 		}
 	}
@@ -105,10 +136,10 @@ func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) 
 	if err := sr.Err(); err != nil {
 		return nil, err
 	}
-	if err := s.foreignHandedBack(ctx, get); err != nil {
+	if err := l.foreignHandedBack(ctx, get); err != nil {
 		return nil, err
 	}
-	out := make([]LedgerRow, 0, len(rows))
+	out := make([]Row, 0, len(rows))
 	for _, r := range rows {
 		if b, ok := inflight.(transport.InFlightBreakdown); ok {
 			p, err := b.InFlightParts(ctx, r.Queue)
@@ -137,4 +168,36 @@ func (s *Store) Ledger(ctx context.Context, inflight transport.InFlightCounter) 
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
 	return out, nil
+}
+
+// foreignHandedBack adds to the ledger rows of the foreign dead-letter
+// queues, as acked, the entries redriven to their origin: a message that
+// left a foreign DLQ ends in the catalog as pending, discarded (with a
+// record) or redriven — handed back to the queue it came from, outside
+// Lily's ledger. So accepted (counted at ingest, in the ingest's
+// transaction) = acked (redriven) + dead_lettered (pending) + discarded.
+func (l *Ledger) foreignHandedBack(ctx context.Context, get func(string) *Row) error {
+	rows, err := l.db.QueryContext(ctx, `SELECT e.queue, COUNT(*) FROM lily_dlq_entries e JOIN lily_foreign_queues f ON f.queue = e.queue
+		WHERE e.state = 'redriven' GROUP BY e.queue`)
+	if err != nil {
+		return fmt.Errorf("catalog: ledger of foreign queues: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var q string
+		var n int64
+		if err := rows.Scan(&q, &n); err != nil {
+			return err
+		}
+		get(q).Acked += n
+	}
+	return rows.Err()
+}
+
+// AddCounts adds to queue's accepted and acked ledger counters in a
+// transaction of its own, for a transport that counts outside the
+// catalog's database (in the SQLite transport's own transaction, use
+// AddCountsTx).
+func (l *Ledger) AddCounts(ctx context.Context, queue string, accepted, acked int64) error {
+	return l.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return catalogdb.AddCounts(ctx, tx, queue, accepted, acked) })
 }

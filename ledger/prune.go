@@ -1,4 +1,4 @@
-package catalog
+package ledger
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync/atomic"
 	"time"
 )
 
@@ -15,13 +14,13 @@ import (
 //
 // For a broker transport the ledger remembers every message identity it
 // counted (lily_ledger_events: one row per message, kind "accepted",
-// turned "acked" when it is acked; ledger_stmt.go), so that a redelivery,
+// turned "acked" when it is acked; count.go), so that a redelivery,
 // a retry copy back from its bucket or a redriven message is not counted
 // again. The counts themselves are not computed from those rows:
 // lily_ledger.accepted and lily_ledger.acked are running counters, raised
 // in the same transaction that inserts or turns the row.
 // So a row is only deduplication memory, and it is needed only as long as
-// the same message can come back: the deduplication horizon. PruneLedger
+// the same message can come back: the deduplication horizon. Prune
 // deletes the rows older than the horizon; the counters already hold them
 // ("folded"), so reconcile gives the same figures before and after, and
 // two processes pruning at once cannot fold anything twice — a delete
@@ -38,47 +37,42 @@ import (
 // bounds: a broker redelivery, the retry span, and up to max_redrives
 // redrives, each within dlq_retention_hours (config.LedgerHorizonFloor).
 
-// DefaultLedgerHorizon is the deduplication horizon of a Store whose
-// horizon was not set (SetLedgerHorizon): 30 days. It covers the default
+// DefaultHorizon is the deduplication horizon of a Ledger whose horizon
+// was not set (SetHorizon): 30 days. It covers the default
 // queue settings with room to spare: no retries, max_redrives 2 and
 // dlq_retention_hours 336 (14 days) — a message redriven twice comes back
 // at most 28 days after it was accepted — plus a day for backlogs and
 // broker redeliveries.
-const DefaultLedgerHorizon = 720 * time.Hour
+const DefaultHorizon = 720 * time.Hour
 
 // pruneBatch is the most rows one pruning transaction deletes, so that a
 // first prune of a large, never-pruned ledger does not hold the write lock
-// for long: between two batches PruneLedger pauses as long as the last
+// for long: between two batches Prune pauses as long as the last
 // batch took, so that other writers (consumers counting their messages,
 // another pruner) get the lock at least half of the time.
 const pruneBatch = 1000
 
-// ledgerSettings is the Store's ledger configuration (a Store field).
-type ledgerSettings struct {
-	horizon atomic.Int64 // nanoseconds; 0 = DefaultLedgerHorizon
-}
-
-// SetLedgerHorizon sets how long the ledger keeps per-event rows before
-// PruneLedger folds them (config key ledger_horizon_hours). It must be
+// SetHorizon sets how long the ledger keeps per-event rows before Prune
+// folds them (config key ledger_horizon_hours). It must be
 // longer than the longest time after which the same message can come back
 // (config.LedgerHorizonFloor); d must be positive.
-func (s *Store) SetLedgerHorizon(d time.Duration) error {
+func (l *Ledger) SetHorizon(d time.Duration) error {
 	if d <= 0 {
-		return fmt.Errorf("catalog: ledger horizon %v: must be positive (e.g. %v, the default)", d, DefaultLedgerHorizon)
+		return fmt.Errorf("catalog: ledger horizon %v: must be positive (e.g. %v, the default)", d, DefaultHorizon)
 	}
-	s.ledger.horizon.Store(int64(d))
+	l.horizon.Store(int64(d))
 	return nil
 }
 
-// LedgerHorizon returns the deduplication horizon in use.
-func (s *Store) LedgerHorizon() time.Duration {
-	if d := s.ledger.horizon.Load(); d > 0 {
+// Horizon returns the deduplication horizon in use.
+func (l *Ledger) Horizon() time.Duration {
+	if d := l.horizon.Load(); d > 0 {
 		return time.Duration(d)
 	}
-	return DefaultLedgerHorizon
+	return DefaultHorizon
 }
 
-// PruneResult is what one PruneLedger call folded.
+// PruneResult is what one Prune call folded.
 type PruneResult struct {
 	// Cutoff: event rows recorded before it were folded.
 	Cutoff time.Time
@@ -87,17 +81,17 @@ type PruneResult struct {
 	Events int64
 }
 
-// PruneLedger folds the per-event ledger rows recorded before now minus
+// Prune folds the per-event ledger rows recorded before now minus
 // the horizon into the per-queue counters, that is deletes them (the
 // counters hold them already), in transactions of at most pruneBatch rows (paced, see pruneBatch),
 // each adding what it deleted to lily_ledger_pruned. It is safe to run from
 // several processes at once on one catalog.
-func (s *Store) PruneLedger(ctx context.Context, now time.Time) (PruneResult, error) {
-	cutoff := now.Add(-s.LedgerHorizon())
+func (l *Ledger) Prune(ctx context.Context, now time.Time) (PruneResult, error) {
+	cutoff := now.Add(-l.Horizon())
 	res := PruneResult{Cutoff: cutoff}
 	for {
 		began := time.Now()
-		n, err := s.pruneBatch(ctx, cutoff.UnixMilli())
+		n, err := l.pruneBatch(ctx, cutoff.UnixMilli())
 		res.Events += n
 		if err != nil {
 			return res, err
@@ -117,8 +111,8 @@ func (s *Store) PruneLedger(ctx context.Context, now time.Time) (PruneResult, er
 
 // pruneBatch deletes up to pruneBatch rows older than cutoff (Unix ms) and
 // records them in lily_ledger_pruned, in one transaction.
-func (s *Store) pruneBatch(ctx context.Context, cutoff int64) (int64, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (l *Ledger) pruneBatch(ctx context.Context, cutoff int64) (int64, error) {
+	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("catalog: prune ledger: %w", err)
 	}
@@ -162,8 +156,8 @@ func (s *Store) pruneBatch(ctx context.Context, cutoff int64) (int64, error) {
 	return total, nil
 }
 
-// LedgerEventStats describes one queue's deduplication memory.
-type LedgerEventStats struct {
+// EventStats describes one queue's deduplication memory.
+type EventStats struct {
 	Queue string
 	// Kept is the number of per-event rows held (accepted and acked).
 	Kept int64
@@ -173,22 +167,22 @@ type LedgerEventStats struct {
 	PrunedThrough time.Time
 }
 
-// LedgerEvents returns the per-queue size of the deduplication memory,
+// Events returns the per-queue size of the deduplication memory,
 // sorted by queue.
-func (s *Store) LedgerEvents(ctx context.Context) ([]LedgerEventStats, error) {
-	byQueue := map[string]*LedgerEventStats{}
+func (l *Ledger) Events(ctx context.Context) ([]EventStats, error) {
+	byQueue := map[string]*EventStats{}
 	var order []string
-	get := func(q string) *LedgerEventStats {
+	get := func(q string) *EventStats {
 		st, ok := byQueue[q]
 		if !ok {
-			st = &LedgerEventStats{Queue: q}
+			st = &EventStats{Queue: q}
 			byQueue[q] = st
 			order = append(order, q)
 		}
 		return st
 	}
 	scan := func(query string, fn func(*sql.Rows) error) error {
-		rows, err := s.db.QueryContext(ctx, query)
+		rows, err := l.db.QueryContext(ctx, query)
 		if err != nil {
 			return fmt.Errorf("catalog: ledger events: %w", err)
 		}
@@ -226,7 +220,7 @@ func (s *Store) LedgerEvents(ctx context.Context) ([]LedgerEventStats, error) {
 	}); err != nil {
 		return nil, err
 	}
-	out := make([]LedgerEventStats, 0, len(order))
+	out := make([]EventStats, 0, len(order))
 	slices.Sort(order)
 	for _, q := range order {
 		out = append(out, *byQueue[q])
@@ -234,10 +228,10 @@ func (s *Store) LedgerEvents(ctx context.Context) ([]LedgerEventStats, error) {
 	return out, nil
 }
 
-// RunLedgerPruner prunes s's ledger every interval until ctx ends, for a
+// RunPruner prunes the ledger every interval until ctx ends, for a
 // long-running process that holds the catalog (lily serve); errors are
 // logged, not fatal (the next round tries again). It returns ctx's error.
-func RunLedgerPruner(ctx context.Context, s *Store, interval time.Duration, log *slog.Logger) error {
+func (l *Ledger) RunPruner(ctx context.Context, interval time.Duration, log *slog.Logger) error {
 	if interval <= 0 {
 		return fmt.Errorf("catalog: ledger prune interval %v: must be positive (e.g. 10m)", interval)
 	}
@@ -247,10 +241,10 @@ func RunLedgerPruner(ctx context.Context, s *Store, interval time.Duration, log 
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		res, err := s.PruneLedger(ctx, time.Now())
+		res, err := l.Prune(ctx, time.Now())
 		switch {
 		case err != nil && !errors.Is(err, context.Canceled):
-			log.Error("pruning the ledger failed; its per-event rows grow until a prune succeeds", "err", err, "horizon", s.LedgerHorizon())
+			log.Error("pruning the ledger failed; its per-event rows grow until a prune succeeds", "err", err, "horizon", l.Horizon())
 		case res.Events > 0:
 			log.Info("pruned the ledger", "events", res.Events, "cutoff", res.Cutoff.UTC().Format(time.RFC3339))
 		}
