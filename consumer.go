@@ -64,7 +64,7 @@ type ConsumerOptions struct {
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
 	// Keys keeps the held keys of a queue whose ordering is "park" or
-	// "block" (the catalog, *catalog.Store). Required for those orderings;
+	// "block" (the catalog's held keys, *redrive.Keys). Required for those orderings;
 	// unused for "reorder".
 	Keys KeyStore
 	// KeyPoll is how often held keys are looked after: a blocked key whose

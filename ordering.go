@@ -12,7 +12,7 @@ import (
 
 // KeyStore keeps the persistent per-key state of a queue whose ordering is
 // "park" or "block" (DESIGN §4): which keys are held, and which one message
-// of a held key may pass. *catalog.Store implements it; the catalog holds
+// of a held key may pass. *redrive.Keys implements it; the catalog holds
 // the parked messages themselves.
 //
 // A key's states: free (""); "held" — its head was dead-lettered and every
@@ -63,7 +63,7 @@ func checkOrdering(t transport.Transport, o ConsumerOptions) error {
 		return nil
 	}
 	if o.Keys == nil {
-		return fmt.Errorf("%w: queue %s: ordering %q needs ConsumerOptions.Keys (the catalog, *catalog.Store), where held keys are kept",
+		return fmt.Errorf("%w: queue %s: ordering %q needs ConsumerOptions.Keys (the catalog's held keys, *redrive.Keys), where held keys are kept",
 			ErrInvalidConfig, o.Queue.Name, o.Queue.Ordering)
 	}
 	f, _ := t.(transport.Featurer)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -63,10 +64,11 @@ func TestConcurrentSettlement(t *testing.T) {
 			}
 			defer sq.Close()
 			tr := &parallelSettler{Transport: sq, par: 3}
-			keys, err := catalog.New(ctx, sq.DB())
+			cat, err := catalog.New(ctx, sq.DB())
 			if err != nil {
 				t.Fatal(err)
 			}
+			keys := redrive.NewKeys(cat)
 			qc := lily.QueueConfig{Name: "par.orders", Ordering: ordering}.WithDefaults()
 			if err := sq.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -87,8 +88,8 @@ func BenchmarkCatalogRedrive(b *testing.B) {
 	}
 	fillCatalog(b, s, "orders", b.N)
 	b.ResetTimer()
-	res, err := s.Redrive(ctx, catalog.RedriveParams{Actor: "bench",
-		Target: func(context.Context, string) (catalog.Publisher, error) { return tr, nil }})
+	res, err := redrive.New(s).Redrive(ctx, redrive.Params{Actor: "bench",
+		Target: func(context.Context, string) (redrive.Publisher, error) { return tr, nil }})
 	if err != nil || res.Redriven != b.N {
 		b.Fatalf("Redrive = %+v, %v", res, err)
 	}

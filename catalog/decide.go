@@ -355,3 +355,8 @@ func (s *Store) queues(ctx context.Context) ([]string, error) {
 	}
 	return out, rows.Err()
 }
+
+// ref returns e's reference.
+func ref(e *Entry) EntryRef {
+	return EntryRef{ID: e.ID, Queue: e.Queue, EventID: e.EventID, State: e.State, RedriveCount: e.RedriveCount, DeadLetteredAt: e.DeadLetteredAt}
+}

@@ -271,10 +271,12 @@ func removeVersionData(ctx context.Context, tx *catalogdb.Tx, now int64, ids []a
 	return nil
 }
 
-// redriveMessages builds the messages a redrive sends for es: each with
-// its original headers made redrive headers and, for an edited entry, the
-// latest body version with the evidence.HeaderEdited* headers.
-func (s *Store) redriveMessages(ctx context.Context, es []*Entry) ([]transport.Message, error) {
+// RedriveMessages returns the messages a redrive sends for es, in order:
+// each with its event ID, key and type, its original headers made redrive
+// headers (evidence.RedriveHeaders) and, for an edited entry, the latest
+// body version with the evidence.HeaderEdited* headers instead of the
+// original body.
+func (s *Store) RedriveMessages(ctx context.Context, es []*Entry) ([]transport.Message, error) {
 	edits, err := latestEdits(ctx, s.db, es)
 	if err != nil {
 		return nil, err

@@ -78,6 +78,18 @@ type Filter struct {
 // as dead-lettered in the ledger and are subject to retention.
 var HeldStates = []State{StatePending, StateParked, StateNeedsManual}
 
+// init lends the packages layered on the store (redrive, rules) the SQL
+// of a Filter, for their own statements on the store's entries.
+func init() {
+	catalogdb.LendSelection(func(filter any, d catalogdb.Dialect) catalogdb.Selection {
+		f := filter.(Filter)
+		where, args := f.where()
+		return catalogdb.Selection{From: f.table(d), Where: where, Args: args}
+	})
+}
+
+// where returns f's WHERE clause (" WHERE …", or "" for every entry)
+// and the arguments of its placeholders.
 func (f Filter) where() (string, []any) {
 	var conds []string
 	var args []any
@@ -232,4 +244,33 @@ func (f Filter) String() string {
 	}
 	b, _ := json.Marshal(j)
 	return string(b)
+}
+
+// ParseFilter reads Filter.String's JSON back: a redrive job keeps its
+// selection so.
+func ParseFilter(s string) (Filter, error) {
+	var j filterJSON
+	if err := json.Unmarshal([]byte(s), &j); err != nil {
+		return Filter{}, err
+	}
+	f := Filter{Queue: j.Queue, States: j.States, Reason: j.Reason, ErrorType: j.ErrorType, Fingerprint: j.Fingerprint,
+		ConsumerVersion: j.ConsumerVersion, Source: j.Source, Key: j.Key, Type: j.Type, IDs: j.IDs, EventIDs: j.EventIDs,
+		RedriveCount: j.RedriveCount, SchemaVersion: j.SchemaVersion}
+	var err error
+	if j.Where != "" { // a job's --where (where.go)
+		if f.Where, err = where.Parse(j.Where); err != nil {
+			return Filter{}, err
+		}
+	}
+	if j.Before != "" {
+		if f.DeadLetteredBefore, err = time.Parse(time.RFC3339Nano, j.Before); err != nil {
+			return Filter{}, err
+		}
+	}
+	if j.After != "" {
+		if f.DeadLetteredAfter, err = time.Parse(time.RFC3339Nano, j.After); err != nil {
+			return Filter{}, err
+		}
+	}
+	return f, nil
 }

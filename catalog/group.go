@@ -218,3 +218,22 @@ func (s *Store) List(ctx context.Context, f Filter, limit int) ([]*Entry, error)
 	}
 	return out, nil
 }
+
+// page returns up to n entries matching f (with bodies) in ID order.
+func (s *Store) page(ctx context.Context, f Filter, n int) ([]*Entry, error) {
+	where, args := f.where()
+	rows, err := s.db.QueryContext(ctx, `SELECT `+catalogdb.SelectCols+` FROM `+f.table(s.db.Dialect())+where+` ORDER BY id LIMIT ?`, append(args, n)...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: select entries: %w", err)
+	}
+	defer rows.Close()
+	var out []*Entry
+	for rows.Next() {
+		e, err := catalogdb.ScanEntry(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

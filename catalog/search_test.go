@@ -239,12 +239,12 @@ func TestWhereSurvivesJobFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := Filter{Queue: "q", Where: w}
-	back, err := parseFilter(f.String())
+	back, err := ParseFilter(f.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if back.Where.String() != w.String() || back.String() != f.String() {
-		t.Fatalf("parseFilter(%s) = %s", f, back)
+		t.Fatalf("ParseFilter(%s) = %s", f, back)
 	}
 	var a1, a2 []any
 	if f.Where.SQL(&a1) != back.Where.SQL(&a2) || !reflect.DeepEqual(a1, a2) {

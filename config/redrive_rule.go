@@ -11,13 +11,13 @@ import (
 const (
 	// TriggerBreakerClosed fires when a circuit breaker of the queue
 	// closes after an outage (it opened, then a probe succeeded), as the
-	// runtime records it in the catalog (catalog.RuntimeRecorder). It
+	// runtime records it in the catalog (rules.RuntimeRecorder). It
 	// redrives the entries dead-lettered from lookback before the breaker
 	// opened until it closed.
 	TriggerBreakerClosed = "breaker_closed"
 	// TriggerConsumerVersion fires when a consumer of version >=
 	// min_consumer_version has acked messages of the queue (recorded by
-	// catalog.RuntimeRecorder): the fix runs. It redrives the entries of
+	// rules.RuntimeRecorder): the fix runs. It redrives the entries of
 	// the fingerprint dead-lettered before that version first acked.
 	TriggerConsumerVersion = "consumer_version"
 )

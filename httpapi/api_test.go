@@ -11,6 +11,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/entryview"
 	"github.com/lily-mq/lily/lilyprom"
+	"github.com/lily-mq/lily/redrive"
 )
 
 func TestReadRoutes(t *testing.T) {
@@ -175,7 +176,7 @@ func TestRedriveJob(t *testing.T) {
 			t.Fatalf("start: %d %+v", code, j)
 		}
 		j = f.waitJob(j.ID, &viewerToken)
-		if j.State != catalog.JobDone || j.Redriven != 3 || j.NeedsManual != 1 || j.Failed != 0 || j.Done != 4 || len(j.Sampled) != 1 || !j.SampleClean {
+		if j.State != redrive.JobDone || j.Redriven != 3 || j.NeedsManual != 1 || j.Failed != 0 || j.Done != 4 || len(j.Sampled) != 1 || !j.SampleClean {
 			t.Errorf("job = %+v", j)
 		}
 		st := f.States()
@@ -210,12 +211,12 @@ func TestRedriveJob(t *testing.T) {
 func TestRedriveJobFails(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, func(o *Options) {
-		o.Target = func(context.Context, string) (catalog.Publisher, error) { return failing{}, nil }
+		o.Target = func(context.Context, string) (redrive.Publisher, error) { return failing{}, nil }
 	})
 	var j jobJSON
 	f.call("POST", "/api/redrives", nil, map[string]any{"filter": map[string]any{"queue": "payments.captured"}, "include_crashers": true}, &j)
 	j = f.waitJob(j.ID, nil)
-	if j.State != catalog.JobFailed || j.Failed != 3 || j.Redriven != 0 || !strings.Contains(j.Error, "broker said no") {
+	if j.State != redrive.JobFailed || j.Failed != 3 || j.Redriven != 0 || !strings.Contains(j.Error, "broker said no") {
 		t.Errorf("job = %+v", j)
 	}
 	if st := f.States(); st["pending"] != 13 {
@@ -302,7 +303,7 @@ func TestParkedRoutes(t *testing.T) {
 	}
 	// The catalog itself is the default Parker: customer-0's head is the
 	// pending entry orders-00.
-	if err := f.Catalog.HoldKey(ctx, "orders.created", "customer-0", catalog.KeyModePark, catalog.KeyHeld, "orders-00"); err != nil {
+	if err := redrive.NewKeys(f.Catalog).HoldKey(ctx, "orders.created", "customer-0", redrive.KeyModePark, redrive.KeyHeld, "orders-00"); err != nil {
 		t.Fatal(err)
 	}
 	var health healthJSON

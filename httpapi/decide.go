@@ -9,6 +9,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/entryview"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // maxListed is the most entries a decision's answer lists.
@@ -163,7 +164,7 @@ type Parker interface {
 	// Unpark lets key of queue move again: its head is redriven first,
 	// then its parked messages follow in their original order. With dryRun
 	// nothing changes and the plan is returned (and audited). A key that is
-	// not held is an error wrapping catalog.ErrNotHeld.
+	// not held is an error wrapping redrive.ErrNotHeld.
 	Unpark(ctx context.Context, queue, key string, dryRun bool, actor string) (UnparkResult, error)
 }
 
@@ -192,7 +193,7 @@ type UnparkResult struct {
 	Key    string `json:"key"`
 	DryRun bool   `json:"dry_run"`
 	// Action is "redrive_head", "release_next", "await_head" or "nothing"
-	// (catalog.UnparkResult).
+	// (redrive.UnparkResult).
 	Action string `json:"action"`
 	// Messages is how many messages move, in order: the head (when it is
 	// redriven) and the parked ones behind it.
@@ -208,7 +209,7 @@ type UnparkResult struct {
 type catalogParker struct{ s *Server }
 
 func (p catalogParker) Parked(ctx context.Context, queue string) ([]ParkedKey, error) {
-	keys, err := p.s.o.Store.HeldKeys(ctx, queue)
+	keys, err := redrive.NewKeys(p.s.o.Store).HeldKeys(ctx, queue)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +228,7 @@ func (p catalogParker) Unpark(ctx context.Context, queue, key string, dryRun boo
 	if !dryRun && p.s.o.Target == nil {
 		return UnparkResult{}, errNoTarget
 	}
-	res, err := p.s.o.Store.Unpark(ctx, catalog.UnparkParams{Queue: queue, Key: key, DryRun: dryRun,
+	res, err := redrive.NewKeys(p.s.o.Store).Unpark(ctx, redrive.UnparkParams{Queue: queue, Key: key, DryRun: dryRun,
 		MaxRedrives: new(p.s.maxRedrives(queue)), Target: p.s.o.Target, Actor: actor})
 	out := UnparkResult{Op: res.Op, Queue: queue, Key: key, DryRun: dryRun, Action: res.Action, Messages: res.Key.Parked, Free: res.Free}
 	if res.Action == "redrive_head" {
@@ -279,7 +280,7 @@ func (s *Server) handleUnpark(w http.ResponseWriter, r *http.Request, p *princip
 		}
 	}
 	res, err := s.parker().Unpark(r.Context(), r.PathValue("queue"), r.PathValue("key"), req.DryRun, p.name)
-	if errors.Is(err, catalog.ErrNotFound) || errors.Is(err, catalog.ErrNotHeld) {
+	if errors.Is(err, catalog.ErrNotFound) || errors.Is(err, redrive.ErrNotHeld) {
 		writeError(w, http.StatusNotFound, apiError{Error: err.Error(), Field: "key"})
 		return
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/consoletest"
 	"github.com/lily-mq/lily/internal/entryview"
+	"github.com/lily-mq/lily/redrive"
+	"github.com/lily-mq/lily/redrive/rules"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -90,7 +92,7 @@ func TestEditNeedsTheEditorPermission(t *testing.T) {
 		if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": map[string]any{"ids": []int64{id}}}, &j); code != http.StatusAccepted && code != http.StatusOK {
 			t.Fatalf("redrive: %d %+v", code, j)
 		}
-		if j = f.waitJob(j.ID, &operatorToken); j.State != catalog.JobDone || j.Redriven != 1 {
+		if j = f.waitJob(j.ID, &operatorToken); j.State != redrive.JobDone || j.Redriven != 1 {
 			t.Fatalf("job %+v", j)
 		}
 		ds, err := f.Broker.Receive(context.Background(), &transport.ReceiveParams{Queue: "orders.created", Max: 10, Consumer: "t", Wait: time.Second})
@@ -138,10 +140,10 @@ func TestRulesAPIShowsWhatEachRuleWouldDo(t *testing.T) {
 		})
 		ctx := context.Background()
 		now := time.Now()
-		if err := f.Catalog.RecordBreaker(ctx, "orders.created", "w1", "", "open", now.Add(-time.Hour)); err != nil {
+		if err := rules.New(f.Catalog).RecordBreaker(ctx, "orders.created", "w1", "", "open", now.Add(-time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Catalog.RecordBreaker(ctx, "orders.created", "w1", "half_open", "closed", now); err != nil {
+		if err := rules.New(f.Catalog).RecordBreaker(ctx, "orders.created", "w1", "half_open", "closed", now); err != nil {
 			t.Fatal(err)
 		}
 		var v RulesView
@@ -154,7 +156,7 @@ func TestRulesAPIShowsWhatEachRuleWouldDo(t *testing.T) {
 		if p := v.Plans[0]; p.Fired || p.Selected != 4 || !strings.Contains(p.Selector, "retries_exhausted") {
 			t.Fatalf("plan %+v", p)
 		}
-		if js, _ := f.Catalog.Jobs(ctx, catalog.JobQuery{}); len(js) != 0 {
+		if js, _ := redrive.New(f.Catalog).Jobs(ctx, redrive.JobQuery{}); len(js) != 0 {
 			t.Fatalf("GET /api/rules made a job")
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // redriveRequest is POST /api/redrives: 'lily dlq redrive' as JSON.
@@ -105,7 +106,7 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *princi
 		return
 	}
 	if req.DryRun {
-		params := catalog.RedriveParams{Filter: f, Limit: req.Limit, DryRun: true, Rate: req.Rate, MaxRedrives: s.maxRedrives,
+		params := redrive.Params{Filter: f, Limit: req.Limit, DryRun: true, Rate: req.Rate, MaxRedrives: s.maxRedrives,
 			Target: s.o.Target, Actor: p.name, Op: op, IncludeCrashers: req.IncludeCrashers, NewConsumerVersion: req.NewConsumerVersion, To: req.To}
 		if req.Sample > 0 {
 			params.Options = fmt.Sprintf(`"sample":%d,"observe":%q`, req.Sample, observe.String())
@@ -118,7 +119,7 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *princi
 				out.Truncated = true
 			}
 		}
-		res, err := s.o.Store.Redrive(r.Context(), params)
+		res, err := redrive.New(s.o.Store).Redrive(r.Context(), params)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -131,10 +132,10 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *princi
 		writeError(w, http.StatusNotImplemented, apiError{Error: "this server has no redrive target (Options.Target): only dry runs are possible", Field: "dry_run"})
 		return
 	}
-	j, err := s.o.Store.CreateJob(r.Context(), catalog.JobSpec{Filter: f, Limit: req.Limit, Rate: req.Rate, Sample: req.Sample,
+	j, err := redrive.New(s.o.Store).CreateJob(r.Context(), redrive.JobSpec{Filter: f, Limit: req.Limit, Rate: req.Rate, Sample: req.Sample,
 		Observe: observe, IncludeCrashers: req.IncludeCrashers, NewConsumerVersion: req.NewConsumerVersion, To: req.To, Actor: p.name, Op: op,
 		Holder: s.jobs.holder, Lease: s.jobs.lease}) // leases on the real clock, as every runner's
-	var conflict *catalog.JobConflictError
+	var conflict *redrive.JobConflictError
 	if errors.As(err, &conflict) {
 		writeError(w, http.StatusConflict, apiError{Error: err.Error(), Field: "filter"})
 		return
@@ -159,7 +160,7 @@ type jobJSON struct {
 	Actor string `json:"actor"`
 	// State is queued, running, sampling, done, stopped (the sample did not
 	// prove the fix; the rest stays pending), failed or cancelled.
-	State catalog.JobState `json:"state"`
+	State redrive.JobState `json:"state"`
 	// Stage is sample, observe or rest while active.
 	Stage string `json:"stage,omitempty"`
 	// Total is the plan: the pending entries selected when the job was
@@ -193,7 +194,7 @@ type jobJSON struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
-func toJobJSON(j *catalog.Job) jobJSON {
+func toJobJSON(j *redrive.Job) jobJSON {
 	v := jobJSON{ID: j.ID, Op: j.Op, Queue: j.Queue, Actor: j.Actor, State: j.State, Total: j.Total, Done: j.Done(),
 		Redriven: j.Sent, NeedsManual: j.Refused, Failed: j.Failed, HeldBack: j.HeldBack, Cursor: j.Cursor,
 		SampleClean: j.SampleClean, Returned: j.Returned, Error: j.Error, Filter: j.Selector, Limit: j.Limit, Rate: j.Rate,
@@ -206,18 +207,18 @@ func toJobJSON(j *catalog.Job) jobJSON {
 		v.Holder, v.LeaseUntil = j.Holder, j.LeaseUntil
 	}
 	switch {
-	case j.State == catalog.JobSampling && !j.SampleDone:
-		v.Stage = catalog.StageSample
-	case j.State == catalog.JobSampling:
-		v.Stage = catalog.StageObserve
-	case j.State == catalog.JobRunning:
-		v.Stage = catalog.StageRest
+	case j.State == redrive.JobSampling && !j.SampleDone:
+		v.Stage = redrive.StageSample
+	case j.State == redrive.JobSampling:
+		v.Stage = redrive.StageObserve
+	case j.State == redrive.JobRunning:
+		v.Stage = redrive.StageRest
 	}
 	return v
 }
 
 // jobs is this server's identity as a job runner: the jobs themselves are
-// rows of the catalog (catalog.Store.CreateJob), shared with the CLI and
+// rows of the catalog (redrive.Redriver.CreateJob), shared with the CLI and
 // other servers.
 type jobs struct {
 	holder string
@@ -226,7 +227,7 @@ type jobs struct {
 
 func newJobs(lease time.Duration) *jobs {
 	if lease <= 0 {
-		lease = catalog.DefaultJobLease
+		lease = redrive.DefaultJobLease
 	}
 	host, _ := os.Hostname()
 	return &jobs{holder: fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), randomHex(4)), lease: lease}
@@ -235,19 +236,19 @@ func newJobs(lease time.Duration) *jobs {
 // runJob runs a job this server created to its end. When the server is
 // closed first, the job is released, not cancelled: the next runner (a
 // 'lily serve' replica, this one restarted) resumes it.
-func (s *Server) runJob(j *catalog.Job) {
+func (s *Server) runJob(j *redrive.Job) {
 	defer s.wg.Done()
-	p := catalog.JobRunParams{Holder: s.jobs.holder, Lease: s.jobs.lease, Target: s.o.Target, MaxRedrives: s.maxRedrives}
+	p := redrive.JobRunParams{Holder: s.jobs.holder, Lease: s.jobs.lease, Target: s.o.Target, MaxRedrives: s.maxRedrives}
 	if s.o.Tick != nil {
 		p.Tick = s.o.Tick
 	}
 	if s.o.Redrives != nil {
 		p.OnEntry = func(e catalog.EntryRef, outcome string) { s.o.Redrives.Redrive(e.Queue, outcome) }
 	}
-	out, err := s.o.Store.RunJob(s.ctx, j, p)
-	if s.o.Redrives != nil && out.State == catalog.JobFailed {
+	out, err := redrive.New(s.o.Store).RunJob(s.ctx, j, p)
+	if s.o.Redrives != nil && out.State == redrive.JobFailed {
 		q := out.Queue
-		if q == catalog.AllQueues {
+		if q == redrive.AllQueues {
 			q = ""
 		}
 		if q != "" {
@@ -261,7 +262,7 @@ func (s *Server) runJob(j *catalog.Job) {
 }
 
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request, _ *principal) {
-	js, err := s.o.Store.Jobs(r.Context(), catalog.JobQuery{Queue: r.URL.Query().Get("queue"), Limit: 200})
+	js, err := redrive.New(s.o.Store).Jobs(r.Context(), redrive.JobQuery{Queue: r.URL.Query().Get("queue"), Limit: 200})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -274,14 +275,14 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request, _ *principal
 }
 
 // jobByPath returns the job named by the path's {id}, or answers 404.
-func (s *Server) jobByPath(w http.ResponseWriter, r *http.Request) (*catalog.Job, bool) {
+func (s *Server) jobByPath(w http.ResponseWriter, r *http.Request) (*redrive.Job, bool) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no redrive job %q: job IDs are numbers (GET /api/redrives lists them)", r.PathValue("id")), Field: "id"})
 		return nil, false
 	}
-	j, err := s.o.Store.Job(r.Context(), id)
-	if errors.Is(err, catalog.ErrNoJob) {
+	j, err := redrive.New(s.o.Store).Job(r.Context(), id)
+	if errors.Is(err, redrive.ErrNoJob) {
 		writeError(w, http.StatusNotFound, apiError{Error: err.Error(), Field: "id"})
 		return nil, false
 	}
@@ -306,8 +307,8 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, p *princip
 	if !ok {
 		return
 	}
-	j, err := s.o.Store.CancelJob(r.Context(), j.ID, p.name)
-	if errors.Is(err, catalog.ErrJobEnded) {
+	j, err := redrive.New(s.o.Store).CancelJob(r.Context(), j.ID, p.name)
+	if errors.Is(err, redrive.ErrJobEnded) {
 		writeError(w, http.StatusConflict, apiError{Error: err.Error(), Field: "id"})
 		return
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // A job holds its queue: a second redrive of the queue is refused naming
@@ -22,18 +22,18 @@ func TestRedriveJobConflictAndCancel(t *testing.T) {
 		if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": sel, "sample": 1, "observe": "1h"}, &j); code != http.StatusAccepted {
 			t.Fatalf("start: %d %+v", code, j)
 		}
-		waitStage(t, f, j.ID, catalog.StageObserve) // the sample went out
+		waitStage(t, f, j.ID, redrive.StageObserve) // the sample went out
 		var e apiError
 		if code := f.call("POST", "/api/redrives", &operatorToken, map[string]any{"filter": map[string]any{"queue": "orders.created"}}, &e); code != http.StatusConflict ||
 			!strings.Contains(e.Error, "redrive job "+itoa(j.ID)) || !strings.Contains(e.Error, "lily dlq cancel "+itoa(j.ID)) {
 			t.Errorf("second job: %d %+v", code, e)
 		}
 		var c jobJSON
-		if code := f.call("POST", "/api/redrives/"+itoa(j.ID)+"/cancel", &operatorToken, nil, &c); code != http.StatusAccepted || c.State != catalog.JobCancelled {
+		if code := f.call("POST", "/api/redrives/"+itoa(j.ID)+"/cancel", &operatorToken, nil, &c); code != http.StatusAccepted || c.State != redrive.JobCancelled {
 			t.Fatalf("cancel: %d %+v", code, c)
 		}
 		j = f.waitJob(j.ID, &viewerToken)
-		if j.State != catalog.JobCancelled || j.Error != "cancelled by otto" || j.Redriven != 1 {
+		if j.State != redrive.JobCancelled || j.Error != "cancelled by otto" || j.Redriven != 1 {
 			t.Errorf("job after cancel = %+v", j)
 		}
 		if code := f.call("POST", "/api/redrives/"+itoa(j.ID)+"/cancel", &operatorToken, nil, &e); code != http.StatusConflict {
@@ -81,18 +81,18 @@ func TestRedriveJobOutlivesTheServer(t *testing.T) {
 	f.call("POST", "/api/redrives", nil, map[string]any{"filter": map[string]any{"queue": "orders.created", "reason": "permanent"}, "sample": 1, "observe": "1h"}, &j)
 	f.srv.Close()
 	ctx := context.Background()
-	left, err := f.Catalog.Job(ctx, j.ID)
-	if err != nil || left.State != catalog.JobSampling || left.Holder != "" || left.Sent > 1 {
+	left, err := redrive.New(f.Catalog).Job(ctx, j.ID)
+	if err != nil || left.State != redrive.JobSampling || left.Holder != "" || left.Sent > 1 {
 		t.Fatalf("job after the server closed = %+v, %v", left, err)
 	}
 	f.Consume("orders.created")
-	c, err := f.Catalog.ClaimJob(ctx, "next-runner", time.Minute, time.Now())
+	c, err := redrive.New(f.Catalog).ClaimJob(ctx, "next-runner", time.Minute, time.Now())
 	if err != nil || c == nil || c.ID != j.ID {
 		t.Fatalf("ClaimJob = %+v, %v", c, err)
 	}
-	out, err := f.Catalog.RunJob(ctx, c, catalog.JobRunParams{Holder: "next-runner", Poll: 5 * time.Millisecond,
-		Target: func(context.Context, string) (catalog.Publisher, error) { return f.Transport, nil }})
-	if err != nil || out.State != catalog.JobDone || out.Sent != 6 || !out.SampleClean {
+	out, err := redrive.New(f.Catalog).RunJob(ctx, c, redrive.JobRunParams{Holder: "next-runner", Poll: 5 * time.Millisecond,
+		Target: func(context.Context, string) (redrive.Publisher, error) { return f.Transport, nil }})
+	if err != nil || out.State != redrive.JobDone || out.Sent != 6 || !out.SampleClean {
 		t.Errorf("resumed job = %+v, %v", out, err)
 	}
 	f.Conserved()

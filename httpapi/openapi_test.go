@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // TestOpenAPICoversRoutes checks that every route the server registers is
@@ -122,8 +122,8 @@ func TestOpenAPISchemasMatchTheCode(t *testing.T) {
 		}
 	}
 	states := doc.Components.Schemas["Job"].Properties["state"].Enum
-	for _, st := range []catalog.JobState{catalog.JobQueued, catalog.JobRunning, catalog.JobSampling, catalog.JobDone,
-		catalog.JobStopped, catalog.JobFailed, catalog.JobCancelled} {
+	for _, st := range []redrive.JobState{redrive.JobQueued, redrive.JobRunning, redrive.JobSampling, redrive.JobDone,
+		redrive.JobStopped, redrive.JobFailed, redrive.JobCancelled} {
 		if !slices.Contains(states, string(st)) {
 			t.Errorf("Job state enum %v lacks %s", states, st)
 		}

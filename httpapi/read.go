@@ -10,6 +10,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/entryview"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // healthJSON is GET /healthz.
@@ -30,9 +31,9 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 	if err == nil {
 		rows, err = ledger.New(s.o.Store).Rows(r.Context(), s.o.InFlight)
 	}
-	var keys []catalog.HeldKey
+	var keys []redrive.HeldKey
 	if err == nil {
-		keys, err = s.o.Store.HeldKeys(r.Context(), "")
+		keys, err = redrive.NewKeys(s.o.Store).HeldKeys(r.Context(), "")
 	}
 	var known map[string]int64 // held entries triaged known_issue: quiet
 	if err == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -25,7 +26,7 @@ func TestRedriveRedirect(t *testing.T) {
 		f = mk(t, allTokens, func(o *Options) {
 			o.Config.Queues = append(o.Config.Queues, lily.QueueConfig{Name: "orders.quarantine"}.WithDefaults())
 			broker := o.Target
-			o.Target = func(ctx context.Context, q string) (catalog.Publisher, error) {
+			o.Target = func(ctx context.Context, q string) (redrive.Publisher, error) {
 				qs, err := f.Transport.Queues(ctx)
 				if err != nil {
 					return nil, err
@@ -78,7 +79,7 @@ func TestRedriveRedirect(t *testing.T) {
 			t.Fatalf("start: %d %+v", code, j)
 		}
 		j = f.waitJob(j.ID, &viewerToken)
-		if j.State != catalog.JobDone || j.Redriven != 6 || !j.SampleClean || j.To != "payments.captured" {
+		if j.State != redrive.JobDone || j.Redriven != 6 || !j.SampleClean || j.To != "payments.captured" {
 			t.Fatalf("job = %+v", j)
 		}
 		if st := f.States(); st["redriven"] != 6 || st["pending"] != 7 {

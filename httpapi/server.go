@@ -32,6 +32,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -48,7 +49,7 @@ type Options struct {
 	Store *catalog.Store
 	// JobLease is how long the runner lease of a redrive job this server
 	// runs lasts unrenewed: when the server dies mid-job, another runner
-	// resumes the job after it. Defaults to catalog.DefaultJobLease.
+	// resumes the job after it. Defaults to redrive.DefaultJobLease.
 	JobLease time.Duration
 	// Config supplies each queue's owner, dlq_retention_hours and
 	// max_redrives; a queue not in it has the defaults. Defaults to an
@@ -61,7 +62,7 @@ type Options struct {
 	// Target returns the transport that publishes a redrive into a queue,
 	// as 'lily dlq redrive' resolves it. Defaults to nil: redrives other
 	// than dry runs are refused with 501.
-	Target func(ctx context.Context, queue string) (catalog.Publisher, error)
+	Target func(ctx context.Context, queue string) (redrive.Publisher, error)
 	// Tick, if set, runs while a redrive sample is watched, with the
 	// queues it went to: e.g. ingesting their broker DLQs. Defaults to nil.
 	Tick func(ctx context.Context, queues []string) error

@@ -18,6 +18,7 @@ import (
 	"github.com/lily-mq/lily/inbox"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/lilyprom"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -116,8 +117,8 @@ func TestConsumerDuplicatesAndRedrive(t *testing.T) {
 		}
 
 		fixed.Store(true)
-		res, err := cat.Redrive(ctx, catalog.RedriveParams{Filter: catalog.Filter{Queue: qc.Name},
-			Target: func(context.Context, string) (catalog.Publisher, error) { return tr, nil }})
+		res, err := redrive.New(cat).Redrive(ctx, redrive.Params{Filter: catalog.Filter{Queue: qc.Name},
+			Target: func(context.Context, string) (redrive.Publisher, error) { return tr, nil }})
 		if err != nil || res.Redriven != postFail {
 			t.Fatalf("redrive: %+v, %v", res, err)
 		}

@@ -177,3 +177,28 @@ func (l *Ledger) countMany(ctx context.Context, kind string, byQueue map[string]
 func (l *Ledger) ensureQueue(ctx context.Context, queue string) error {
 	return l.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return catalogdb.AddCounts(ctx, tx, queue, 0, 0) })
 }
+
+// ackedChunk is the most keys one statement of AckedSince asks for.
+const ackedChunk = 500
+
+// AckedSince counts the messages of queue, named by their keys (Key),
+// that the ledger recorded acked at or after since: how a redrive job's
+// sample is proved on a broker, whose queue cannot be looked into (the
+// wrapper records each ack before the broker's).
+func (l *Ledger) AckedSince(ctx context.Context, queue string, since time.Time, keys []string) (int, error) {
+	acked := 0
+	for start := 0; start < len(keys); start += ackedChunk {
+		chunk := keys[start:min(start+ackedChunk, len(keys))]
+		args := []any{queue, since.UnixMilli()}
+		for _, k := range chunk {
+			args = append(args, k)
+		}
+		var n int
+		if err := l.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_ledger_events WHERE queue = ? AND kind = 'acked' AND at >= ?
+				AND event_id IN (`+catalogdb.Placeholders(len(chunk))+`)`, args...).Scan(&n); err != nil {
+			return 0, fmt.Errorf("catalog: sample acks in %s: %w", queue, err)
+		}
+		acked += n
+	}
+	return acked, nil
+}

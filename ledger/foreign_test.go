@@ -8,6 +8,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/catalogtest"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -75,8 +76,8 @@ func TestForeignQueueLedger(t *testing.T) {
 			t.Fatal(err)
 		}
 		pub := &capturePublisher{}
-		res, err := s.Redrive(ctx, catalog.RedriveParams{Filter: catalog.Filter{Queue: q, EventIDs: []string{"m1", "m2"}}, Actor: "test",
-			Target: func(context.Context, string) (catalog.Publisher, error) { return pub, nil }})
+		res, err := redrive.New(s).Redrive(ctx, redrive.Params{Filter: catalog.Filter{Queue: q, EventIDs: []string{"m1", "m2"}}, Actor: "test",
+			Target: func(context.Context, string) (redrive.Publisher, error) { return pub, nil }})
 		if err != nil || res.Redriven != 2 || len(pub.sent) != 2 {
 			t.Fatalf("redrive: %+v %v, sent %d", res, err, len(pub.sent))
 		}

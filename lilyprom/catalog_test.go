@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/lilyprom"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
@@ -260,7 +261,7 @@ func TestCatalogHeldKeys(t *testing.T) {
 	s := transporttest.TempCatalog(t)
 	ctx := context.Background()
 	for _, k := range []string{"acct-1", "acct-2"} {
-		if err := s.HoldKey(ctx, "ledger.postings", k, catalog.KeyModePark, catalog.KeyHeld, "head-"+k); err != nil {
+		if err := redrive.NewKeys(s).HoldKey(ctx, "ledger.postings", k, redrive.KeyModePark, redrive.KeyHeld, "head-"+k); err != nil {
 			t.Fatal(err)
 		}
 	}

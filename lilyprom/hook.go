@@ -18,7 +18,7 @@ import (
 // per entry it handled, with the entry's source queue and the outcome
 // (RedriveRedriven, RedriveNeedsManual, RedriveFailed; the catalog's
 // Outcome* constants of the same names). *Hook implements it; wire it to
-// catalog.RedriveParams.OnEntry:
+// redrive.Params.OnEntry:
 //
 //	OnEntry: func(e catalog.EntryRef, outcome string) { hook.Redrive(e.Queue, outcome) }
 type RedriveObserver interface {

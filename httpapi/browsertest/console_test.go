@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // screenshot, when set, is where TestConsoleInBrowser saves its picture of
@@ -81,7 +82,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	// A parked key (ordering park): its page shows it; the dry run tells
 	// what moves, the confirmation redrives its head.
-	if err := f.Catalog.HoldKey(context.Background(), "orders.created", "customer-0", catalog.KeyModePark, catalog.KeyHeld, "orders-00"); err != nil {
+	if err := redrive.NewKeys(f.Catalog).HoldKey(context.Background(), "orders.created", "customer-0", redrive.KeyModePark, redrive.KeyHeld, "orders-00"); err != nil {
 		t.Fatal(err)
 	}
 	do("open the parked keys", chromedp.Click(chromedp.CSS(`a[href="#/parked"]`)),

@@ -11,6 +11,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/httpapi"
+	"github.com/lily-mq/lily/redrive/rules"
 )
 
 // TestConsoleEditInBrowser drives the guarded edit in headless Chromium:
@@ -26,10 +27,10 @@ func TestConsoleEditInBrowser(t *testing.T) {
 		o.Config.RedriveRules = []config.RedriveRuleConfig{{Name: "after-outage", Queue: "orders.created", When: config.TriggerBreakerClosed,
 			Lookback: "24h", Sample: &zero}}
 	})
-	if err := f.Catalog.RecordBreaker(context.Background(), "orders.created", "w1", "", "open", time.Now().Add(-time.Hour)); err != nil {
+	if err := rules.New(f.Catalog).RecordBreaker(context.Background(), "orders.created", "w1", "", "open", time.Now().Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Catalog.RecordBreaker(context.Background(), "orders.created", "w1", "half_open", "closed", time.Now()); err != nil {
+	if err := rules.New(f.Catalog).RecordBreaker(context.Background(), "orders.created", "w1", "half_open", "closed", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, do, text := b.ctx, b.do, b.text

@@ -20,6 +20,8 @@ import (
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
+	"github.com/lily-mq/lily/redrive/rules"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -270,11 +272,11 @@ func runConsume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) e
 	if b.cat != nil {
 		// Rule-driven redrive ([[redrive_rule]]) reads the breaker's
 		// transitions and the acking consumer versions from the catalog.
-		opts.Hooks = append(opts.Hooks, catalog.NewRuntimeRecorder(b.cat, catalog.RecorderParams{
+		opts.Hooks = append(opts.Hooks, rules.NewRuntimeRecorder(b.cat, rules.RecorderParams{
 			Consumer: cmp.Or(f.name, "lily-consume") + "@" + cmp.Or(f.instance, catalog.LeaseHolder()), Version: f.version, Logger: opts.Logger}))
 	}
 	if q.Ordering == lily.OrderingPark || q.Ordering == lily.OrderingBlock {
-		opts.Keys = b.cat
+		opts.Keys = redrive.NewKeys(b.cat)
 	}
 	c, err := lily.NewConsumer(b.tr, h, opts)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive/rules"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -255,7 +256,7 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 		t.Fatal(err)
 	}
 	// The sidecar records the version that acked, for [[redrive_rule]]s.
-	if vs, err := cat.AckedVersions(ctx, queue); err != nil || len(vs) != 1 || vs[0].Version != "sidecar-1.2" {
+	if vs, err := rules.New(cat).AckedVersions(ctx, queue); err != nil || len(vs) != 1 || vs[0].Version != "sidecar-1.2" {
 		t.Errorf("acked consumer versions of %s: %+v %v, want sidecar-1.2 (the RuntimeRecorder hook)", queue, vs, err)
 	}
 	return r

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // orderingJSON is the result of 'lily demo --scenario ordering'.
@@ -111,7 +111,7 @@ func runOrderingScenario(ctx context.Context, conn demoConn, queue, db string) (
 		}
 		return nil
 	}), lily.ConsumerOptions{Queue: qc, Concurrency: 4, Prefetch: 64, ReceiveWait: 20 * time.Millisecond,
-		Keys: b.cat, KeyPoll: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Keys: redrive.NewKeys(b.cat), KeyPoll: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return out, err
 	}
@@ -127,12 +127,12 @@ func runOrderingScenario(ctx context.Context, conn demoConn, queue, db string) (
 		}
 		return n
 	}
-	var held catalog.HeldKey
+	var held redrive.HeldKey
 	if err := waitUntil(ctx, "the other accounts processed and "+orderingBadKey+" parked", func() (bool, error) {
 		if err := b.finish(ctx); err != nil { // a broker's dead letters into the catalog
 			return false, err
 		}
-		keys, err := b.cat.HeldKeys(ctx, qc.Name)
+		keys, err := redrive.NewKeys(b.cat).HeldKeys(ctx, qc.Name)
 		if err != nil || len(keys) != 1 {
 			return false, err
 		}
@@ -146,14 +146,14 @@ func runOrderingScenario(ctx context.Context, conn demoConn, queue, db string) (
 	mu.Lock()
 	fixed = true // the fix is deployed
 	mu.Unlock()
-	res, err := b.cat.Unpark(ctx, catalog.UnparkParams{Queue: qc.Name, Key: orderingBadKey, Actor: "demo",
-		Target: func(context.Context, string) (catalog.Publisher, error) { return b.tr, nil }})
+	res, err := redrive.NewKeys(b.cat).Unpark(ctx, redrive.UnparkParams{Queue: qc.Name, Key: orderingBadKey, Actor: "demo",
+		Target: func(context.Context, string) (redrive.Publisher, error) { return b.tr, nil }})
 	if err != nil {
 		return out, err
 	}
 	out.UnparkAction = res.Action
 	if err := waitUntil(ctx, orderingBadKey+" unparked and processed", func() (bool, error) {
-		keys, err := b.cat.HeldKeys(ctx, qc.Name)
+		keys, err := redrive.NewKeys(b.cat).HeldKeys(ctx, qc.Name)
 		return len(keys) == 0 && len(processed(orderingBadKey)) == orderingPerKey, err
 	}); err != nil {
 		return out, err

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/plan"
+	"github.com/lily-mq/lily/redrive/rules"
 )
 
 // outageFlags are the parameters of 'lily demo --scenario outage'.
@@ -120,7 +120,7 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (ou
 	}), lily.ConsumerOptions{Queue: qc, Concurrency: 4, Prefetch: 64, ReceiveWait: 20 * time.Millisecond,
 		// The recorder writes the breaker's transitions to the catalog,
 		// where [[redrive_rule]] when = "breaker_closed" finds the outage.
-		Hooks:  []lily.Hook{hook, catalog.NewRuntimeRecorder(b.cat, catalog.RecorderParams{Consumer: "demo-outage"})},
+		Hooks:  []lily.Hook{hook, rules.NewRuntimeRecorder(b.cat, rules.RecorderParams{Consumer: "demo-outage"})},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return out, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive/rules"
 )
 
 // TestOutageScenario runs the outage scenario on each transport, with and
@@ -68,7 +69,7 @@ func outageRun(t *testing.T, kind string, breaker bool) {
 			t.Fatal(err)
 		}
 		defer cat.Close()
-		outages, err := cat.Outages(context.Background(), f.queue, time.Now().Add(-time.Hour))
+		outages, err := rules.New(cat).Outages(context.Background(), f.queue, time.Now().Add(-time.Hour))
 		if err != nil || len(outages) == 0 || !outages[0].OpenedAt.Before(outages[0].Closed.At) {
 			t.Errorf("outages recorded in the catalog: %+v, %v", outages, err)
 		}

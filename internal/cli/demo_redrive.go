@@ -9,6 +9,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // The demo's second half: the bugs are fixed, the dead letters are worked
@@ -52,7 +53,7 @@ func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(s
 	var out demoRedriveResult
 	q := b.queue.Name
 	actor := catalog.DefaultActor()
-	target := func(context.Context, string) (catalog.Publisher, error) { return b.tr, nil }
+	target := func(context.Context, string) (redrive.Publisher, error) { return b.tr, nil }
 	maxRedrives := func(string) int { return b.queue.Settings().MaxRedrives }
 	say("\nsecond half: the fix is deployed (orders-consumer %s: retired SKUs are known, gift notes render safely)", demoFixedVersion)
 
@@ -66,11 +67,11 @@ func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(s
 	say("  lily dlq discard --dead-letter-reason permanent --reason %q: %d discarded", "malformed ...", dis.Count)
 
 	// The fixed version is named: the crash-type poison goes back too.
-	base := catalog.RedriveParams{Filter: catalog.Filter{Queue: q}, Target: target, MaxRedrives: maxRedrives, Actor: actor,
+	base := redrive.Params{Filter: catalog.Filter{Queue: q}, Target: target, MaxRedrives: maxRedrives, Actor: actor,
 		NewConsumerVersion: demoFixedVersion}
 	dry := base
 	dry.DryRun = true
-	plan, err := b.cat.Redrive(ctx, dry)
+	plan, err := redrive.New(b.cat).Redrive(ctx, dry)
 	if err != nil {
 		return out, fmt.Errorf("demo: redrive dry run: %w", err)
 	}
@@ -90,7 +91,7 @@ func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(s
 			ids = append(ids, e.EventID)
 		}
 	}
-	s, err := b.cat.Redrive(ctx, sample)
+	s, err := redrive.New(b.cat).Redrive(ctx, sample)
 	if err != nil {
 		return out, fmt.Errorf("demo: redrive the sample: %w", err)
 	}
@@ -104,11 +105,11 @@ func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(s
 		if err != nil {
 			return out, err
 		}
-		back, err := b.cat.Observe(ctx, catalog.ObserveParams{Since: since, EventIDs: ids, Window: demoObserve, Tick: b.finish})
+		back, err := redrive.New(b.cat).Observe(ctx, redrive.ObserveParams{Since: since, EventIDs: ids, Window: demoObserve, Tick: b.finish})
 		if err != nil {
 			return out, err
 		}
-		if err := b.cat.RecordObservation(ctx, sample.Op, actor, ids, demoObserve, back); err != nil {
+		if err := redrive.New(b.cat).RecordObservation(ctx, sample.Op, actor, ids, demoObserve, back); err != nil {
 			return out, fmt.Errorf("demo: %w", err)
 		}
 	}
@@ -117,7 +118,7 @@ func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(s
 	// The rest, at a rate.
 	rest := base
 	rest.Rate = demoRedriveRate
-	r, err := b.cat.Redrive(ctx, rest)
+	r, err := redrive.New(b.cat).Redrive(ctx, rest)
 	if err != nil {
 		return out, fmt.Errorf("demo: redrive the rest: %w", err)
 	}

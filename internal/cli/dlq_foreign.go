@@ -10,6 +10,7 @@ import (
 	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -45,7 +46,7 @@ func ingestForeign(ctx context.Context, brk *brokers.Set, cat *catalog.Store, c 
 // foreignTarget returns the publisher that redrives the entries of a
 // [[foreign_dlq]] queue: each message to its origin queue (or to --to),
 // on the default exchange; ok is false for any other queue.
-func (r *redriveTargets) foreignTarget(ctx context.Context, queue string) (pub catalog.Publisher, ok bool, err error) {
+func (r *redriveTargets) foreignTarget(ctx context.Context, queue string) (pub redrive.Publisher, ok bool, err error) {
 	if !r.env.hasCfg {
 		return nil, false, nil
 	}

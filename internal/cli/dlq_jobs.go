@@ -7,9 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lily-mq/lily/redrive"
 	"github.com/spf13/cobra"
-
-	"github.com/lily-mq/lily/catalog"
 )
 
 func init() {
@@ -20,7 +19,7 @@ func init() {
 
 // jobsJSON is the --json output of 'lily dlq jobs'.
 type jobsJSON struct {
-	Jobs []*catalog.Job `json:"jobs"`
+	Jobs []*redrive.Job `json:"jobs"`
 }
 
 func newDLQJobsCmd() *cobra.Command {
@@ -57,12 +56,12 @@ refused, total, held_back, cursor, actor, created_at, ...).`,
 				return err
 			}
 			defer env.Close()
-			js, err := env.cat.Jobs(cmd.Context(), catalog.JobQuery{Queue: queue, Active: active, Limit: limit})
+			js, err := redrive.New(env.cat).Jobs(cmd.Context(), redrive.JobQuery{Queue: queue, Active: active, Limit: limit})
 			if err != nil {
 				return err
 			}
 			if js == nil {
-				js = []*catalog.Job{}
+				js = []*redrive.Job{}
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
@@ -81,7 +80,7 @@ refused, total, held_back, cursor, actor, created_at, ...).`,
 	return cmd
 }
 
-func printJobs(w io.Writer, js []*catalog.Job) {
+func printJobs(w io.Writer, js []*redrive.Job) {
 	if len(js) == 0 {
 		fmt.Fprintln(w, "no redrive job")
 		return
@@ -137,7 +136,7 @@ the selection stays pending. Audited under the job's operation.`,
 				return err
 			}
 			defer env.Close()
-			j, err := env.cat.CancelJob(cmd.Context(), id, actorOr(actor))
+			j, err := redrive.New(env.cat).CancelJob(cmd.Context(), id, actorOr(actor))
 			if err != nil {
 				return err
 			}
@@ -189,13 +188,13 @@ every such job by itself. A job still held by a live runner is refused.`,
 			targets := &redriveTargets{env: env, url: url, brokers: kbrk}
 			defer targets.Close()
 			holder := runnerName("cli")
-			j, err := env.cat.ClaimJobID(ctx, id, holder, lease, time.Now())
+			j, err := redrive.New(env.cat).ClaimJobID(ctx, id, holder, lease, time.Now())
 			if err != nil {
 				return err
 			}
 			bar := newProgressBar(cmd.ErrOrStderr())
 			bar.on = bar.on && !asJSON
-			j, runErr := env.cat.RunJob(ctx, j, catalog.JobRunParams{Holder: holder, Lease: lease, Target: targets.target,
+			j, runErr := redrive.New(env.cat).RunJob(ctx, j, redrive.JobRunParams{Holder: holder, Lease: lease, Target: targets.target,
 				MaxRedrives: env.maxRedrives, Tick: targets.ingest, Progress: bar.update, CancelOnStop: true})
 			bar.finish()
 			w := cmd.OutOrStdout()
@@ -214,7 +213,7 @@ every such job by itself. A job still held by a live runner is refused.`,
 	fl := cmd.Flags()
 	urlFlag(fl, &url, "")
 	brokersFlag(fl, &kbrk)
-	fl.DurationVar(&lease, "job-lease", catalog.DefaultJobLease, "how long the job stays this process's between renewals")
+	fl.DurationVar(&lease, "job-lease", redrive.DefaultJobLease, "how long the job stays this process's between renewals")
 	_ = fl.MarkHidden("job-lease")
 	jsonFlag(fl, &asJSON, "print the job as JSON when it ends")
 	return cmd

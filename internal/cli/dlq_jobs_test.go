@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -35,13 +36,13 @@ func waitReceived(received func() []*transport.Delivery, n int) []*transport.Del
 }
 
 // waitJobState polls the catalog until the job satisfies ok.
-func waitJobState(t *testing.T, db string, id int64, ok func(*catalog.Job) bool) *catalog.Job {
+func waitJobState(t *testing.T, db string, id int64, ok func(*redrive.Job) bool) *redrive.Job {
 	t.Helper()
 	cat := openCatalog(t, db)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		j, err := cat.Job(context.Background(), id)
-		if err != nil && !errors.Is(err, catalog.ErrNoJob) { // not created yet: wait
+		j, err := redrive.New(cat).Job(context.Background(), id)
+		if err != nil && !errors.Is(err, redrive.ErrNoJob) { // not created yet: wait
 			t.Fatal(err)
 		}
 		if err == nil && ok(j) {
@@ -75,7 +76,7 @@ func TestDLQRedriveSampleNobodyAcks(t *testing.T) {
 	} else {
 		mustJSON(t, out, &jobs)
 	}
-	if len(jobs.Jobs) != 1 || jobs.Jobs[0].ID != res.Job || jobs.Jobs[0].State != catalog.JobStopped || jobs.Jobs[0].Sent != 1 {
+	if len(jobs.Jobs) != 1 || jobs.Jobs[0].ID != res.Job || jobs.Jobs[0].State != redrive.JobStopped || jobs.Jobs[0].Sent != 1 {
 		t.Errorf("jobs %+v", jobs.Jobs)
 	}
 }
@@ -96,7 +97,7 @@ func TestDLQJobsOnePerQueueAndCancel(t *testing.T) {
 	var id int64
 	cat := openCatalog(t, db)
 	for deadline := time.Now().Add(time.Minute); id == 0; time.Sleep(20 * time.Millisecond) {
-		js, err := cat.Jobs(context.Background(), catalog.JobQuery{Active: true})
+		js, err := redrive.New(cat).Jobs(context.Background(), redrive.JobQuery{Active: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,12 +153,12 @@ func TestDLQRedriveSurvivesKill(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJobState(t, db, 1, func(j *catalog.Job) bool { return j.Sent >= 2 })
+	j := waitJobState(t, db, 1, func(j *redrive.Job) bool { return j.Sent >= 2 })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	if j.Total != 6 || j.State != catalog.JobRunning {
+	if j.Total != 6 || j.State != redrive.JobRunning {
 		t.Fatalf("job before the kill: %+v\n%s%s", j, out.String(), errb.String())
 	}
 	received := ackConsumer(t, db)
@@ -173,9 +174,9 @@ func TestDLQRedriveSurvivesKill(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("resume: %d %s %s", code, rout, rerr)
 	}
-	var done catalog.Job
+	var done redrive.Job
 	mustJSON(t, rout, &done)
-	if done.State != catalog.JobDone || done.Sent != 6 || done.Done() != done.Total {
+	if done.State != redrive.JobDone || done.Sent != 6 || done.Done() != done.Total {
 		t.Errorf("resumed job %+v", done)
 	}
 	// Each entry's message once: the consumer got all six, none twice.
@@ -202,15 +203,15 @@ func TestServeRunsOrphanedJobs(t *testing.T) {
 	t.Parallel()
 	db := seedDLQ(t)
 	cat := openCatalog(t, db)
-	j, err := cat.CreateJob(context.Background(), catalog.JobSpec{Filter: catalog.Filter{Queue: dlqQueue}, Actor: "alice",
+	j, err := redrive.New(cat).CreateJob(context.Background(), redrive.JobSpec{Filter: catalog.Filter{Queue: dlqQueue}, Actor: "alice",
 		Holder: "a-runner-that-died", Lease: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	received := ackConsumer(t, db)
 	startServe(t, "--db", db, "--listen", "127.0.0.1:0")
-	done := waitJobState(t, db, j.ID, func(j *catalog.Job) bool { return !j.State.Active() })
-	if done.State != catalog.JobDone || done.Sent != 5 || done.HeldBack != 1 {
+	done := waitJobState(t, db, j.ID, func(j *redrive.Job) bool { return !j.State.Active() })
+	if done.State != redrive.JobDone || done.Sent != 5 || done.HeldBack != 1 {
 		t.Errorf("job %+v", done)
 	}
 	if n := len(waitReceived(received, 5)); n != 5 {

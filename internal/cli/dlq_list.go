@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/entryview"
+	"github.com/lily-mq/lily/redrive"
 )
 
 func init() { registerDLQ(newDLQListCmd) }
@@ -87,12 +87,12 @@ body matches, and the oldest of them.`,
 					return err
 				}
 			}
-			keys, err := env.cat.HeldKeys(ctx, "")
+			keys, err := redrive.NewKeys(env.cat).HeldKeys(ctx, "")
 			if err != nil {
 				return err
 			}
 			if keys == nil {
-				keys = []catalog.HeldKey{}
+				keys = []redrive.HeldKey{}
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {

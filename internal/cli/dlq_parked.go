@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 )
 
 func init() {
@@ -54,18 +55,18 @@ so that every head is in the catalog.`,
 			defer env.Close()
 			targets := &redriveTargets{env: env, url: url, brokers: kbrk}
 			defer targets.Close()
-			keys, err := env.cat.HeldKeys(ctx, queue)
+			keys, err := redrive.NewKeys(env.cat).HeldKeys(ctx, queue)
 			if err != nil {
 				return err
 			}
 			if err := ingestHeads(ctx, targets, keys); err != nil {
 				return err
 			}
-			if keys, err = env.cat.HeldKeys(ctx, queue); err != nil {
+			if keys, err = redrive.NewKeys(env.cat).HeldKeys(ctx, queue); err != nil {
 				return err
 			}
 			if keys == nil {
-				keys = []catalog.HeldKey{}
+				keys = []redrive.HeldKey{}
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"keys": keys})
@@ -83,7 +84,7 @@ so that every head is in the catalog.`,
 
 // ingestHeads drains the broker dead-letter queues of the queues with held
 // keys, so that their heads are in the catalog.
-func ingestHeads(ctx context.Context, targets *redriveTargets, keys []catalog.HeldKey) error {
+func ingestHeads(ctx context.Context, targets *redriveTargets, keys []redrive.HeldKey) error {
 	var queues []string
 	for _, k := range keys {
 		queues = append(queues, k.Queue)
@@ -92,7 +93,7 @@ func ingestHeads(ctx context.Context, targets *redriveTargets, keys []catalog.He
 }
 
 // printHeldKeys writes the held keys as a table.
-func printHeldKeys(w io.Writer, keys []catalog.HeldKey, now time.Time) error {
+func printHeldKeys(w io.Writer, keys []redrive.HeldKey, now time.Time) error {
 	if len(keys) == 0 {
 		fmt.Fprintln(w, "no parked or blocked keys")
 		return nil
@@ -111,7 +112,7 @@ func printHeldKeys(w io.Writer, keys []catalog.HeldKey, now time.Time) error {
 
 // unparkJSON is the --json output of 'lily dlq unpark'.
 type unparkJSON struct {
-	catalog.UnparkResult
+	redrive.UnparkResult
 	// Outcome is "dry_run", "free" (the key flows again), "head_failed"
 	// (the head was dead-lettered again; the key stays held), "moving"
 	// (still releasing when --wait ended) or "sent" (--wait 0).
@@ -165,10 +166,10 @@ outcome; the consumer carries on releasing after that.`,
 			defer env.Close()
 			targets := &redriveTargets{env: env, url: url, brokers: kbrk}
 			defer targets.Close()
-			if err := ingestHeads(ctx, targets, []catalog.HeldKey{{Queue: queue}}); err != nil {
+			if err := ingestHeads(ctx, targets, []redrive.HeldKey{{Queue: queue}}); err != nil {
 				return err
 			}
-			res, err := env.cat.Unpark(ctx, catalog.UnparkParams{Queue: queue, Key: key, DryRun: dryRun,
+			res, err := redrive.NewKeys(env.cat).Unpark(ctx, redrive.UnparkParams{Queue: queue, Key: key, DryRun: dryRun,
 				MaxRedrives: new(env.maxRedrives(queue)), Target: targets.target, Actor: actorOr(actor)})
 			if err != nil {
 				return err
@@ -209,23 +210,23 @@ outcome; the consumer carries on releasing after that.`,
 
 // awaitKey waits up to wait for the unparked key to flow again and returns
 // the outcome and the number of parked entries left.
-func awaitKey(ctx context.Context, cat *catalog.Store, targets *redriveTargets, queue, key string, res catalog.UnparkResult, wait time.Duration) (string, int64, error) {
+func awaitKey(ctx context.Context, cat *catalog.Store, targets *redriveTargets, queue, key string, res redrive.UnparkResult, wait time.Duration) (string, int64, error) {
 	if res.Free {
 		return "free", 0, nil
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		if err := ingestHeads(ctx, targets, []catalog.HeldKey{{Queue: queue}}); err != nil {
+		if err := ingestHeads(ctx, targets, []redrive.HeldKey{{Queue: queue}}); err != nil {
 			return "", 0, err
 		}
-		k, err := cat.HeldKey(ctx, queue, key)
+		k, err := redrive.NewKeys(cat).HeldKey(ctx, queue, key)
 		if err != nil {
 			return "", 0, err
 		}
 		switch {
 		case k == nil:
 			return "free", 0, nil
-		case k.State == catalog.KeyHeld && res.Action == "redrive_head" && k.HeadEventID == res.Key.HeadEventID:
+		case k.State == redrive.KeyHeld && res.Action == "redrive_head" && k.HeadEventID == res.Key.HeadEventID:
 			return "head_failed", k.Parked, nil
 		}
 		if wait == 0 {
@@ -271,7 +272,7 @@ func printUnpark(w io.Writer, out unparkJSON) {
 	}
 }
 
-func headState(k catalog.HeldKey) catalog.State {
+func headState(k redrive.HeldKey) catalog.State {
 	if k.Head == nil {
 		return "not ingested"
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -37,7 +38,7 @@ func TestDLQParkedUnpark(t *testing.T) {
 	processed := w.processed
 
 	code, out, errOut := run(t, "dlq", "parked", "--db", db, "--json")
-	var parked struct{ Keys []catalog.HeldKey }
+	var parked struct{ Keys []redrive.HeldKey }
 	if code != 0 || json.Unmarshal([]byte(out), &parked) != nil || len(parked.Keys) != 1 {
 		t.Fatalf("dlq parked --json = %d %q %q", code, out, errOut)
 	}
@@ -153,12 +154,12 @@ owner = "team-ledger"
 	defer cat.Close()
 	w := startParkWorkload(t, ledger.Account(rmq, ledger.New(cat)), cat, q)
 	transporttest.WaitFor(t, "acct-2 parked with 2 behind its head", func() bool {
-		ks, err := cat.HeldKeys(ctx, q.Name)
+		ks, err := redrive.NewKeys(cat).HeldKeys(ctx, q.Name)
 		return err == nil && len(ks) == 1 && ks[0].Parked == 2
 	})
 	// The head is still in the broker's DLQ: 'parked' ingests it first.
 	code, out, errOut := run(t, "dlq", "parked", "--config", cfgPath, "--json")
-	var parked struct{ Keys []catalog.HeldKey }
+	var parked struct{ Keys []redrive.HeldKey }
 	if code != 0 || json.Unmarshal([]byte(out), &parked) != nil || len(parked.Keys) != 1 || parked.Keys[0].Head == nil {
 		t.Fatalf("dlq parked --config = %d %q %q: want acct-2 with its head ingested", code, out, errOut)
 	}
@@ -205,7 +206,7 @@ func parkedAcct2(t *testing.T, q lily.QueueConfig) (string, *parkWorkload) {
 	}
 	w := startParkWorkload(t, tr, cat, q)
 	transporttest.WaitFor(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
-		ks, err := cat.HeldKeys(ctx, q.Name)
+		ks, err := redrive.NewKeys(cat).HeldKeys(ctx, q.Name)
 		return err == nil && len(ks) == 1 && ks[0].Parked == 2 && len(w.processed("acct-1")) == 4
 	})
 	return db, w
@@ -238,7 +239,7 @@ func startParkWorkload(t *testing.T, tr interface {
 		}
 		return nil
 	}}
-	c, err := lily.NewConsumer(tr, w.log, lily.ConsumerOptions{Queue: q, Keys: cat, KeyPoll: 20 * time.Millisecond,
+	c, err := lily.NewConsumer(tr, w.log, lily.ConsumerOptions{Queue: q, Keys: redrive.NewKeys(cat), KeyPoll: 20 * time.Millisecond,
 		ReceiveWait: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

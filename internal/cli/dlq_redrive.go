@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 )
 
 func init() { registerDLQ(newDLQRedriveCmd) }
@@ -161,7 +162,7 @@ decision is in 'lily audit'.`,
 	fl.BoolVar(&f.force, "force", false, "redrive even entries of a schema version the queue's consumers do not read (schema_versions)")
 	fl.BoolVar(&f.includeCrashers, "include-crashers", false, "also redrive delivery_limit entries (crash-type poison), held back otherwise")
 	fl.StringVar(&f.newVersion, "new-consumer-version", "", "the consumer version now running, which fixes the crash: redrive the delivery_limit entries of other versions")
-	fl.DurationVar(&f.lease, "job-lease", catalog.DefaultJobLease, "how long the job stays this process's between renewals (another runner resumes it after)")
+	fl.DurationVar(&f.lease, "job-lease", redrive.DefaultJobLease, "how long the job stays this process's between renewals (another runner resumes it after)")
 	_ = fl.MarkHidden("job-lease")
 	redirectFlag(cmd, &f.to)
 	return cmd
@@ -229,7 +230,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	if f.asJSON {
 		bar.on = false
 	}
-	p := catalog.RedriveParams{
+	p := redrive.Params{
 		Filter: filter, Limit: f.sel.limit, DryRun: f.dryRun, Rate: f.rate, MaxRedrives: env.maxRedrives,
 		Target: targets.target, Actor: actor, Op: op, Progress: bar.update,
 		IncludeCrashers: f.includeCrashers, NewConsumerVersion: f.newVersion, To: to,
@@ -255,7 +256,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 		return dryRunRedrive(cmd, env.cat, p, out, f.asJSON)
 	}
 	holder := runnerName("cli")
-	job, err := env.cat.CreateJob(ctx, catalog.JobSpec{Filter: filter, Limit: f.sel.limit, Rate: f.rate, Sample: f.sample, Observe: f.observe,
+	job, err := redrive.New(env.cat).CreateJob(ctx, redrive.JobSpec{Filter: filter, Limit: f.sel.limit, Rate: f.rate, Sample: f.sample, Observe: f.observe,
 		NewConsumerVersion: f.newVersion, IncludeCrashers: f.includeCrashers, To: to, Actor: actor, Op: op, Holder: holder, Lease: f.lease})
 	if err != nil {
 		return err
@@ -266,16 +267,16 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	}
 	var restAt time.Time
 	restFrom := 0
-	job, runErr := env.cat.RunJob(ctx, job, catalog.JobRunParams{Holder: holder, Lease: f.lease, Target: targets.target,
+	job, runErr := redrive.New(env.cat).RunJob(ctx, job, redrive.JobRunParams{Holder: holder, Lease: f.lease, Target: targets.target,
 		MaxRedrives: env.maxRedrives, Tick: targets.ingest, Progress: bar.update, CancelOnStop: true,
 		OnStage: func(stage string, sampled []string) {
 			switch stage {
-			case catalog.StageObserve:
+			case redrive.StageObserve:
 				bar.finish()
 				if !f.asJSON {
 					fmt.Fprintf(w, "sample: %d redriven; waiting up to %s for a consumer to ack them ...\n", len(sampled), f.observe)
 				}
-			case catalog.StageRest:
+			case redrive.StageRest:
 				restAt = time.Now()
 			}
 		},
@@ -291,7 +292,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 		for _, m := range job.Sampled {
 			out.Sample.EventIDs = append(out.Sample.EventIDs, m.EventID)
 		}
-		out.Stopped, out.Returned = job.State == catalog.JobStopped, job.Returned
+		out.Stopped, out.Returned = job.State == redrive.JobStopped, job.Returned
 		if runErr == nil && len(job.Sampled) == 0 && job.Done() > 0 && !f.asJSON {
 			// Every sampled entry was at max_redrives: nothing was tried.
 			fmt.Fprintln(w, "the sample sent nothing (its entries were at max_redrives and are now needs_manual); run again to sample the next entries")
@@ -341,7 +342,7 @@ func printRedriveSummary(w io.Writer, out redriveJSON, ok bool) {
 }
 
 // dryRunRedrive lists what a redrive would do, streaming the entries.
-func dryRunRedrive(cmd *cobra.Command, cat *catalog.Store, p catalog.RedriveParams, out redriveJSON, asJSON bool) error {
+func dryRunRedrive(cmd *cobra.Command, cat *catalog.Store, p redrive.Params, out redriveJSON, asJSON bool) error {
 	w := cmd.OutOrStdout()
 	var js jsonStream
 	if asJSON {
@@ -364,7 +365,7 @@ func dryRunRedrive(cmd *cobra.Command, cat *catalog.Store, p catalog.RedrivePara
 		}
 		fmt.Fprintf(w, "  entry %-8d %-40s redrives %d  %s\n", e.ID, e.EventID, e.RedriveCount, what)
 	}
-	res, err := cat.Redrive(cmd.Context(), p)
+	res, err := redrive.New(cat).Redrive(cmd.Context(), p)
 	out.Selected, out.Redriven, out.NeedsManual, out.HeldBack = res.Selected, res.Redriven, res.NeedsManual, res.HeldBack
 	out.DurationMillis = res.Elapsed.Milliseconds()
 	if asJSON {

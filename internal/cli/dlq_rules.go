@@ -12,6 +12,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/httpapi"
+	"github.com/lily-mq/lily/redrive/rules"
 )
 
 func init() { registerDLQ(newDLQRulesCmd) }
@@ -43,7 +44,7 @@ of version >= min_consumer_version acked messages of the queue
 job (sample, rate, max_redrives, audit; actor "rule:<name>"), once per
 occurrence of the trigger, whichever replica sees it first. Both triggers
 are written to the catalog by the consumer runtime through
-catalog.RuntimeRecorder (a lily.Hook).
+rules.RuntimeRecorder (a lily.Hook).
 
 With --dry-run, each rule's trigger occurrences within its max_age are
 shown with what the rule would redrive now: the selection and the number of
@@ -61,20 +62,20 @@ changed.`,
 				return err
 			}
 			defer env.Close()
-			out := rulesJSON{DryRun: dryRun, Rules: env.cfg.RedriveRules, Plans: []catalog.RulePlan{}}
+			out := rulesJSON{DryRun: dryRun, Rules: env.cfg.RedriveRules, Plans: []rules.Plan{}}
 			if out.Rules == nil {
 				out.Rules = []config.RedriveRuleConfig{}
 			}
 			if dryRun {
-				if out.Plans, err = env.cat.PlanRules(ctx, catalogRules(env.cfg), time.Now()); err != nil {
+				if out.Plans, err = rules.New(env.cat).Plan(ctx, catalogRules(env.cfg), time.Now()); err != nil {
 					return err
 				}
 			}
-			if out.Firings, err = env.cat.Firings(ctx, ""); err != nil {
+			if out.Firings, err = rules.New(env.cat).Firings(ctx, ""); err != nil {
 				return err
 			}
 			if out.Firings == nil {
-				out.Firings = []catalog.RuleFiring{}
+				out.Firings = []rules.Firing{}
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
@@ -98,7 +99,7 @@ changed.`,
 						continue
 					}
 					switch {
-					case p.Occurrence == catalog.RulesNoTrigger:
+					case p.Occurrence == rules.NoTrigger:
 						fmt.Fprintf(w, "  would do nothing now: %s\n", p.Trigger)
 					case p.Fired:
 						fmt.Fprintf(w, "  fired for %s (job %d): %s\n", p.Occurrence, p.JobID, p.Trigger)
@@ -127,10 +128,10 @@ changed.`,
 
 // startRuleLoop runs, until the returned stop is called, the
 // [[redrive_rule]] entries of 'lily serve': every interval, each rule
-// whose trigger occurred fires once (catalog.Store.FireRules), making a
+// whose trigger occurred fires once (rules.Engine.Fire), making a
 // queued redrive job that the job runner runs. Nil rules: nothing runs.
-func startRuleLoop(ctx context.Context, cat *catalog.Store, rules []catalog.Rule, interval time.Duration, logger *slog.Logger) (stop func()) {
-	if len(rules) == 0 {
+func startRuleLoop(ctx context.Context, cat *catalog.Store, rs []rules.Rule, interval time.Duration, logger *slog.Logger) (stop func()) {
+	if len(rs) == 0 {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -141,7 +142,7 @@ func startRuleLoop(ctx context.Context, cat *catalog.Store, rules []catalog.Rule
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			if _, err := cat.FireRules(ctx, catalog.FireParams{Rules: rules, Logger: logger}); err != nil && ctx.Err() == nil {
+			if _, err := rules.New(cat).Fire(ctx, rules.FireParams{Rules: rs, Logger: logger}); err != nil && ctx.Err() == nil {
 				logger.Error("serve: redrive rules", "err", err)
 			}
 			select {
@@ -151,7 +152,7 @@ func startRuleLoop(ctx context.Context, cat *catalog.Store, rules []catalog.Rule
 			}
 		}
 	}()
-	logger.Info("serve: redrive rules on", "rules", len(rules), "interval", interval)
+	logger.Info("serve: redrive rules on", "rules", len(rs), "interval", interval)
 	return func() {
 		cancel()
 		wg.Wait()

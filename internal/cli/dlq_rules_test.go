@@ -9,6 +9,8 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
+	"github.com/lily-mq/lily/redrive/rules"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -51,7 +53,7 @@ func recordOutage(t *testing.T, where string, opened, closed time.Time) {
 	}
 	defer cat.Close()
 	at := opened
-	rec := catalog.NewRuntimeRecorder(cat, catalog.RecorderParams{Consumer: "worker-1", Now: func() time.Time { return at }})
+	rec := rules.NewRuntimeRecorder(cat, rules.RecorderParams{Consumer: "worker-1", Now: func() time.Time { return at }})
 	rec.Observe(ctx, lily.Event{Kind: lily.EventBreaker, Queue: dlqQueue, Breaker: lily.BreakerOpen})
 	at = closed
 	rec.Observe(ctx, lily.Event{Kind: lily.EventBreaker, Queue: dlqQueue, Breaker: lily.BreakerHalfOpen})
@@ -122,9 +124,9 @@ func TestServeFiresRuleOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	var job *catalog.Job
+	var job *redrive.Job
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
-		js, err := cat.Jobs(ctx, catalog.JobQuery{})
+		js, err := redrive.New(cat).Jobs(ctx, redrive.JobQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,12 +141,12 @@ func TestServeFiresRuleOnce(t *testing.T) {
 	}
 	// Let both replicas look again: the rule has fired for this outage.
 	time.Sleep(100 * time.Millisecond)
-	js, _ := cat.Jobs(ctx, catalog.JobQuery{})
-	fs, _ := cat.Firings(ctx, "")
+	js, _ := redrive.New(cat).Jobs(ctx, redrive.JobQuery{})
+	fs, _ := rules.New(cat).Firings(ctx, "")
 	if len(js) != 1 || len(fs) != 1 || fs[0].JobID != job.ID {
 		t.Fatalf("jobs %d, firings %+v: want one of each", len(js), fs)
 	}
-	if job.State != catalog.JobDone || job.Sent != 2 || job.Actor != "rule:after-outage" {
+	if job.State != redrive.JobDone || job.Sent != 2 || job.Actor != "rule:after-outage" {
 		t.Fatalf("job %+v", job)
 	}
 	states := map[string]catalog.State{}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/brokers"
-	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -69,7 +69,7 @@ func (r *redriveTargets) broker(ctx context.Context, q lily.QueueConfig) (broker
 // target returns the publisher for queue after checking that the queue
 // still exists; an error names the queue and wraps
 // transport.ErrUnknownQueue when it does not.
-func (r *redriveTargets) target(ctx context.Context, queue string) (catalog.Publisher, error) {
+func (r *redriveTargets) target(ctx context.Context, queue string) (redrive.Publisher, error) {
 	if pub, ok, err := r.foreignTarget(ctx, queue); ok {
 		return pub, err
 	}
@@ -175,7 +175,7 @@ func newProgressBar(w io.Writer) *progressBar {
 	return &progressBar{w: w, on: ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))}
 }
 
-func (p *progressBar) update(pr catalog.RedriveProgress) {
+func (p *progressBar) update(pr redrive.Progress) {
 	if !p.on || pr.Total == 0 || (time.Since(p.last) < 100*time.Millisecond && pr.Done < pr.Total) {
 		return
 	}

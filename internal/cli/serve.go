@@ -15,11 +15,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/brokers"
-	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/httpapi"
 	"github.com/lily-mq/lily/ingest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/lilyprom"
+	"github.com/lily-mq/lily/redrive"
 )
 
 func init() { register(newServeCmd) }
@@ -109,7 +109,7 @@ cookies would cross the network in clear text.`,
 	fl.DurationVar(&o.ingest.interval, "ingest-interval", ingest.DefaultInterval, "how often each broker DLQ is drained into the catalog")
 	fl.DurationVar(&o.ingest.leaseTTL, "ingest-lease-ttl", ingest.DefaultLeaseTTL,
 		"how long a replica's ingest lease of a queue lasts unrenewed: after it dies, another replica takes over within this (>= 2x --ingest-interval)")
-	fl.DurationVar(&o.jobLease, "job-lease", catalog.DefaultJobLease,
+	fl.DurationVar(&o.jobLease, "job-lease", redrive.DefaultJobLease,
 		"how long a redrive job's runner lease lasts unrenewed: after a replica dies mid-job, another resumes the job within this (>= 1s)")
 	fl.DurationVar(&o.rulesEvery, "rules-interval", defaultRulesInterval, "how often the [[redrive_rule]] triggers are checked (dlq_rules.go)")
 	return cmd
@@ -162,7 +162,7 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 		return usagef("--rules-interval %s: must be > 0 (default %s)", o.rulesEvery, defaultRulesInterval)
 	}
 	if o.jobLease < time.Second {
-		return usagef("--job-lease %s: must be at least 1s (default %s): a runner renews its lease before every batch", o.jobLease, catalog.DefaultJobLease)
+		return usagef("--job-lease %s: must be at least 1s (default %s): a runner renews its lease before every batch", o.jobLease, redrive.DefaultJobLease)
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	if tlsCfg == nil && !httpapi.LoopbackAddr(listen) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -68,17 +69,17 @@ func serveKilledMidJob(t *testing.T, kind string) {
 	}
 	a.cmd.Wait()
 	b := serveChild(t, args...)
-	var j *catalog.Job
+	var j *redrive.Job
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		got, err := cat.Job(ctx, job.ID)
+		got, err := redrive.New(cat).Job(ctx, job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State == catalog.JobDone {
+		if got.State == redrive.JobDone {
 			j = got
 			break
 		}
-		if time.Now().After(deadline) || got.State != catalog.JobRunning {
+		if time.Now().After(deadline) || got.State != redrive.JobRunning {
 			t.Fatalf("job after the kill: %+v\n--- survivor ---\n%s", got, b.errb.String())
 		}
 	}
@@ -118,7 +119,7 @@ func serveKilledMidJob(t *testing.T, kind string) {
 	if st, _ := cat.CountBy(ctx, "state", catalog.Filter{Queue: qc.Name}); st["redriven"] != n {
 		t.Errorf("entry states %v, want %d redriven", st, n)
 	}
-	js, err := cat.Jobs(ctx, catalog.JobQuery{})
+	js, err := redrive.New(cat).Jobs(ctx, redrive.JobQuery{})
 	if err != nil || len(js) != 1 {
 		t.Errorf("jobs %+v, %v: want the one job", js, err)
 	}

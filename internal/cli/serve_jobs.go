@@ -8,12 +8,13 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/httpapi"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // startJobRunner runs, until the returned stop is called, the redrive job
 // runner of 'lily serve': it takes the queued jobs and those a dead
 // process left behind (their lease ran out) and runs them to their end,
-// after their last handled entry (catalog.Store.RunJobs). Several serve
+// after their last handled entry (redrive.Redriver.RunJobs). Several serve
 // replicas share the jobs; each runs one at a time. On stop the job in hand
 // is released, not cancelled, so that the next runner resumes it at once.
 func startJobRunner(ctx context.Context, env *dlqEnv, targets *redriveTargets, redrives httpapi.RedriveObserver, logger *slog.Logger, lease time.Duration) (stop func()) {
@@ -23,13 +24,13 @@ func startJobRunner(ctx context.Context, env *dlqEnv, targets *redriveTargets, r
 	go func() {
 		defer wg.Done()
 		// Look for orphaned jobs at least as often as a lease runs out.
-		p := catalog.RunnerParams{Logger: logger, Interval: min(2*time.Second, lease/2), JobRunParams: catalog.JobRunParams{
+		p := redrive.RunnerParams{Logger: logger, Interval: min(2*time.Second, lease/2), JobRunParams: redrive.JobRunParams{
 			Holder: runnerName("serve"), Lease: lease, Target: targets.target, MaxRedrives: env.maxRedrives, Tick: targets.ingest,
 		}}
 		if redrives != nil {
 			p.OnEntry = func(e catalog.EntryRef, outcome string) { redrives.Redrive(e.Queue, outcome) }
 		}
-		_ = env.cat.RunJobs(ctx, p)
+		_ = redrive.New(env.cat).RunJobs(ctx, p)
 	}()
 	return func() {
 		cancel()

@@ -25,6 +25,7 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -118,7 +119,7 @@ func New(t testing.TB, kind string) *Fixture {
 
 // Target is the redrive target of every queue (httpapi.Options.Target):
 // the fixture's Broker.
-func (f *Fixture) Target(context.Context, string) (catalog.Publisher, error) { return f.Broker, nil }
+func (f *Fixture) Target(context.Context, string) (redrive.Publisher, error) { return f.Broker, nil }
 
 // Server is what the fixture serves: an *httpapi.Server.
 type Server interface {

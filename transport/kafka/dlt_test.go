@@ -17,6 +17,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -118,8 +119,8 @@ func TestIngestAndRedrive(t *testing.T) {
 		fixed.Store(e.EventID, true)
 	}
 
-	res, err := store.Redrive(ctx, catalog.RedriveParams{Filter: catalog.Filter{Queue: qc.Name}, Actor: "test",
-		Target: func(context.Context, string) (catalog.Publisher, error) { return tr, nil }})
+	res, err := redrive.New(store).Redrive(ctx, redrive.Params{Filter: catalog.Filter{Queue: qc.Name}, Actor: "test",
+		Target: func(context.Context, string) (redrive.Publisher, error) { return tr, nil }})
 	if err != nil || res.Redriven != len(msgs) {
 		t.Fatalf("redrive: %+v (%v)", res, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -53,15 +54,15 @@ func TestBlockHoldsThePartition(t *testing.T) {
 		return nil
 	}}
 	processed := log.Firsts
-	cons, err := lily.NewConsumer(acc, log, lily.ConsumerOptions{Queue: q, Keys: cat, KeyPoll: 20 * time.Millisecond, ReceiveWait: 50 * time.Millisecond, Logger: quietLogger()})
+	cons, err := lily.NewConsumer(acc, log, lily.ConsumerOptions{Queue: q, Keys: redrive.NewKeys(cat), KeyPoll: 20 * time.Millisecond, ReceiveWait: 50 * time.Millisecond, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := transporttest.Start(t, cons)
 
-	var held []catalog.HeldKey
+	var held []redrive.HeldKey
 	transporttest.WaitFor(t, "the partition blocked with 3 records behind K/1", func() bool {
-		held, err = cat.HeldKeys(ctx, q.Name)
+		held, err = redrive.NewKeys(cat).HeldKeys(ctx, q.Name)
 		return err == nil && len(held) == 1 && held[0].Parked == 3
 	})
 	if held[0].Key != "partition:0" || held[0].Mode != lily.OrderingBlock || held[0].HeadEventID != msgs[3].EventID {
@@ -73,17 +74,17 @@ func TestBlockHoldsThePartition(t *testing.T) {
 	if _, err := cat.Ingest(ctx, acc, q.Name); err != nil {
 		t.Fatal(err)
 	}
-	held, err = cat.HeldKeys(ctx, q.Name)
+	held, err = redrive.NewKeys(cat).HeldKeys(ctx, q.Name)
 	if err != nil || len(held) != 1 || held[0].Head == nil {
 		t.Fatalf("held after ingest = %+v (%v): want the head in the catalog", held, err)
 	}
 	fixed.Store(true)
-	target := func(context.Context, string) (catalog.Publisher, error) { return tr, nil }
-	if res, err := cat.Redrive(ctx, catalog.RedriveParams{Filter: catalog.Filter{IDs: []int64{held[0].Head.ID}}, Target: target}); err != nil || res.Redriven != 1 {
+	target := func(context.Context, string) (redrive.Publisher, error) { return tr, nil }
+	if res, err := redrive.New(cat).Redrive(ctx, redrive.Params{Filter: catalog.Filter{IDs: []int64{held[0].Head.ID}}, Target: target}); err != nil || res.Redriven != 1 {
 		t.Fatalf("redrive of the head = %+v, %v", res, err)
 	}
 	transporttest.WaitFor(t, "the partition processed to the end and free", func() bool {
-		ks, err := cat.HeldKeys(ctx, q.Name)
+		ks, err := redrive.NewKeys(cat).HeldKeys(ctx, q.Name)
 		return err == nil && len(ks) == 0 && len(processed()) == len(bodies)
 	})
 	if got := processed(); !slices.Equal(got, bodies) {

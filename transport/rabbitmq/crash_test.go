@@ -17,6 +17,7 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/rabbittest"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -68,7 +69,7 @@ func crashChild(queue, logPath, catalogPath string) int {
 			return 3
 		}
 		defer cat.Close()
-		consumed, keys = ledger.Account(tr, ledger.New(cat)), cat
+		consumed, keys = ledger.Account(tr, ledger.New(cat)), redrive.NewKeys(cat)
 	}
 	pause, _ := time.ParseDuration(os.Getenv(crashChildPause))
 	return crashConsume(ctx, cancel, tr, consumed, logPath, pause, func(d *lily.Delivery) string { return d.EventID + "\n" },
@@ -225,7 +226,7 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 	if _, err := cat.Ingest(ctx, tr, qc.Name); err != nil {
 		t.Fatal(err)
 	}
-	held, err := cat.HeldKeys(ctx, qc.Name)
+	held, err := redrive.NewKeys(cat).HeldKeys(ctx, qc.Name)
 	if err != nil || len(held) != 1 || held[0].Key != "k3" || held[0].HeadEventID != msgs[3].EventID || held[0].Parked != 5 ||
 		held[0].Head == nil || held[0].Head.State != catalog.StatePending {
 		t.Fatalf("held keys = %+v (%v): want k3 with the poison as its head (ingested) and 5 parked", held, err)
@@ -236,18 +237,18 @@ func TestCrashTypePoisonParksItsKey(t *testing.T) {
 
 	// The fix is deployed: a consumer that processes everything.
 	log := &transporttest.BodyLog{}
-	c, err := lily.NewConsumer(tr, log, lily.ConsumerOptions{Queue: qc, Keys: cat, ReceiveWait: 20 * time.Millisecond, KeyPoll: 20 * time.Millisecond,
+	c, err := lily.NewConsumer(tr, log, lily.ConsumerOptions{Queue: qc, Keys: redrive.NewKeys(cat), ReceiveWait: 20 * time.Millisecond, KeyPoll: 20 * time.Millisecond,
 		Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := transporttest.Start(t, c)
-	target := func(context.Context, string) (catalog.Publisher, error) { return raw, nil }
-	if res, err := cat.Unpark(ctx, catalog.UnparkParams{Queue: qc.Name, Key: "k3", Target: target}); err != nil || res.Action != "redrive_head" {
+	target := func(context.Context, string) (redrive.Publisher, error) { return raw, nil }
+	if res, err := redrive.NewKeys(cat).Unpark(ctx, redrive.UnparkParams{Queue: qc.Name, Key: "k3", Target: target}); err != nil || res.Action != "redrive_head" {
 		t.Fatalf("unpark = %+v, %v", res, err)
 	}
 	transporttest.WaitFor(t, "k3 unparked and processed", func() bool {
-		ks, err := cat.HeldKeys(ctx, qc.Name)
+		ks, err := redrive.NewKeys(cat).HeldKeys(ctx, qc.Name)
 		return err == nil && len(ks) == 0 && len(log.Bodies()) == 6
 	})
 	stop()

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // parkHeadSeq is the message of key K that fails permanently in the park
@@ -151,7 +151,7 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 		}
 	}
 	heldK := func() (parked int64, state string) {
-		k, err := cat.HeldKey(ctx, qc.Name, "K")
+		k, err := redrive.NewKeys(cat).HeldKey(ctx, qc.Name, "K")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 			return false, why
 		}
 		parked, state := heldK()
-		return parked == 1 && state == catalog.KeyHeld, fmt.Sprintf("K %s with %d parked; calls %+v", state, parked, parkCalls(t, f))
+		return parked == 1 && state == redrive.KeyHeld, fmt.Sprintf("K %s with %d parked; calls %+v", state, parked, parkCalls(t, f))
 	})
 
 	// activeFrom waits until the messages from seq on reach a handler and
@@ -226,7 +226,7 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 			return false, why
 		}
 		parked, state := heldK()
-		return parked == last-parkHeadSeq && state == catalog.KeyHeld, fmt.Sprintf("K %s with %d parked", state, parked)
+		return parked == last-parkHeadSeq && state == redrive.KeyHeld, fmt.Sprintf("K %s with %d parked", state, parked)
 	})
 	if both := sideBySide(parkLog(t, f), killed); len(both) > 0 {
 		t.Errorf("messages of one key handled side by side: %v", both)
@@ -255,8 +255,8 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 	if _, err := cat.Ingest(ctx, acc, qc.Name); err != nil {
 		t.Fatal(err)
 	}
-	target := func(context.Context, string) (catalog.Publisher, error) { return tr, nil }
-	if res, err := cat.Unpark(ctx, catalog.UnparkParams{Queue: qc.Name, Key: "K", Target: target}); err != nil || res.Action != "redrive_head" {
+	target := func(context.Context, string) (redrive.Publisher, error) { return tr, nil }
+	if res, err := redrive.NewKeys(cat).Unpark(ctx, redrive.UnparkParams{Queue: qc.Name, Key: "K", Target: target}); err != nil || res.Action != "redrive_head" {
 		t.Fatalf("unpark K = %+v, %v; want redrive_head", res, err)
 	}
 	waitUntil(t, "K handled to the end and free", 40*time.Second, func() (bool, string) {

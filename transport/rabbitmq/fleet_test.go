@@ -24,6 +24,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -107,7 +108,7 @@ func fleetChild(role, queue, catalogURL, dir string) int {
 			return nil
 		}
 	case "park":
-		opts.Keys, opts.KeyPoll = cat, 20*time.Millisecond
+		opts.Keys, opts.KeyPoll = redrive.NewKeys(cat), 20*time.Millisecond
 		fixed, slow := filepath.Join(dir, "fixed"), filepath.Join(dir, "slow")
 		handler = func(_ context.Context, d *lily.Delivery) error {
 			key, seq, ok := parseParkBody(string(d.Body))

@@ -108,7 +108,7 @@ func properties(d *amqp.Delivery) map[string]any {
 	return props
 }
 
-// Publish implements catalog.Publisher: each message goes to its origin
+// Publish implements redrive.Publisher: each message goes to its origin
 // (or to the ForeignDLQ's to), published on the default exchange with the
 // routing key of that queue, mandatory and confirmed; p.Queue, the foreign
 // DLQ, only names the messages in errors.

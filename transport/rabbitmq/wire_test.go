@@ -15,6 +15,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -298,8 +299,8 @@ func TestHeaderTypesTravelAsSent(t *testing.T) {
 	}
 
 	// Redrive, and read the redriven copy raw.
-	res, err := cat.Redrive(ctx, catalog.RedriveParams{Filter: catalog.Filter{Queue: qc.Name},
-		Target: func(context.Context, string) (catalog.Publisher, error) { return tr, nil }})
+	res, err := redrive.New(cat).Redrive(ctx, redrive.Params{Filter: catalog.Filter{Queue: qc.Name},
+		Target: func(context.Context, string) (redrive.Publisher, error) { return tr, nil }})
 	if err != nil || res.Redriven != 1 {
 		t.Fatalf("redrive: %+v (%v), want 1 redriven", res, err)
 	}

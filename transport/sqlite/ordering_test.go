@@ -12,6 +12,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -47,7 +48,7 @@ func TestOrderedKeyOutlivesADeadConsumer(t *testing.T) {
 		t.Fatalf("the dying consumer's receive = %v, %v", ds, err)
 	}
 	log := &transporttest.BodyLog{}
-	c, err := lily.NewConsumer(tr, log, lily.ConsumerOptions{Queue: q, Keys: cat, ReceiveWait: 20 * time.Millisecond, KeyPoll: 20 * time.Millisecond,
+	c, err := lily.NewConsumer(tr, log, lily.ConsumerOptions{Queue: q, Keys: redrive.NewKeys(cat), ReceiveWait: 20 * time.Millisecond, KeyPoll: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +69,7 @@ func TestOrderedKeyOutlivesADeadConsumer(t *testing.T) {
 	if order[0] != "J/0" {
 		t.Errorf("processed %v: J/0 should not wait for K's dead lease", order)
 	}
-	if ks, err := cat.HeldKeys(ctx, q.Name); err != nil || len(ks) != 0 {
+	if ks, err := redrive.NewKeys(cat).HeldKeys(ctx, q.Name); err != nil || len(ks) != 0 {
 		t.Errorf("held keys at the end = %+v (%v)", ks, err)
 	}
 	if rows, err := ledger.New(cat).Rows(ctx, tr); err != nil || len(rows) != 1 || rows[0] != (ledger.Row{Queue: q.Name, Accepted: 4, Acked: 4}) {

@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -141,7 +142,7 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 		return nil
 	})
 	c, err := lily.NewConsumer(tr, handler, lily.ConsumerOptions{Queue: q, Concurrency: 4, Prefetch: 32,
-		ReceiveWait: 50 * time.Millisecond, Keys: store, KeyPoll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(newTestWriter(t), nil))})
+		ReceiveWait: 50 * time.Millisecond, Keys: redrive.NewKeys(store), KeyPoll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(newTestWriter(t), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 				return false
 			}
 		}
-		hk, err := store.HeldKeys(ctx, q.Name)
+		hk, err := redrive.NewKeys(store).HeldKeys(ctx, q.Name)
 		return err == nil && len(hk) == 1 && hk[0].Parked == perKey-3
 	})
 	for _, k := range keys[:3] {
@@ -169,16 +170,16 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 	if err := lily.Publish(ctx, tr, q.Name, []lily.Message{{Key: "K", Body: []byte("K/6")}}); err != nil {
 		t.Fatal(err)
 	}
-	var hk catalog.HeldKey
+	var hk redrive.HeldKey
 	WaitFor(t, "K/6 parked behind the head", func() bool {
-		ks, err := store.HeldKeys(ctx, q.Name)
+		ks, err := redrive.NewKeys(store).HeldKeys(ctx, q.Name)
 		if err != nil || len(ks) != 1 {
 			return false
 		}
 		hk = ks[0]
 		return hk.Parked == perKey-2
 	})
-	if hk.Key != "K" || hk.Mode != sc.mode || hk.State != catalog.KeyHeld {
+	if hk.Key != "K" || hk.Mode != sc.mode || hk.State != redrive.KeyHeld {
 		t.Errorf("held key = %+v, want K %s held", hk, sc.mode)
 	}
 	if d, ok := tr.(transport.DeadLetterDrainer); ok {
@@ -186,25 +187,25 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 			t.Fatal(err)
 		}
 	}
-	ks, err := store.HeldKeys(ctx, q.Name)
+	ks, err := redrive.NewKeys(store).HeldKeys(ctx, q.Name)
 	if err != nil || len(ks) != 1 || ks[0].Head == nil || ks[0].Head.State != catalog.StatePending {
 		t.Fatalf("held keys after ingest = %+v, %v: want K with its head pending in the catalog", ks, err)
 	}
 	head := ks[0].Head
 
 	fixed.Store(true) // the fix is deployed
-	target := func(context.Context, string) (catalog.Publisher, error) { return tr, nil }
+	target := func(context.Context, string) (redrive.Publisher, error) { return tr, nil }
 	switch sc.resolve {
 	case "unpark":
-		dry, err := store.Unpark(ctx, catalog.UnparkParams{Queue: q.Name, Key: "K", DryRun: true, Target: target})
+		dry, err := redrive.NewKeys(store).Unpark(ctx, redrive.UnparkParams{Queue: q.Name, Key: "K", DryRun: true, Target: target})
 		if err != nil || dry.Action != "redrive_head" || dry.Key.Parked != perKey-2 {
 			t.Fatalf("unpark --dry-run = %+v, %v", dry, err)
 		}
-		if _, err := store.Unpark(ctx, catalog.UnparkParams{Queue: q.Name, Key: "K", Target: target}); err != nil {
+		if _, err := redrive.NewKeys(store).Unpark(ctx, redrive.UnparkParams{Queue: q.Name, Key: "K", Target: target}); err != nil {
 			t.Fatal(err)
 		}
 	case "redrive":
-		res, err := store.Redrive(ctx, catalog.RedriveParams{Filter: catalog.Filter{IDs: []int64{head.ID}}, Target: target})
+		res, err := redrive.New(store).Redrive(ctx, redrive.Params{Filter: catalog.Filter{IDs: []int64{head.ID}}, Target: target})
 		if err != nil || res.Redriven != 1 {
 			t.Fatalf("redrive of the head = %+v, %v", res, err)
 		}
@@ -215,7 +216,7 @@ func runOrdering(t *testing.T, h OrderingHarness, sc orderingScenario) {
 		}
 	}
 	WaitFor(t, "key K processed to the end and free", func() bool {
-		ks, err := store.HeldKeys(ctx, q.Name)
+		ks, err := redrive.NewKeys(store).HeldKeys(ctx, q.Name)
 		return err == nil && len(ks) == 0 && len(log.firsts("K")) == len(sc.expected)
 	})
 	if got := log.firsts("K"); !slices.Equal(got, sc.expected) {

@@ -115,7 +115,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	case "redrive":
 		var r redriveResult
-		if r, err = redrive(ctx, rc); err == nil {
+		if r, err = redriveBench(ctx, rc); err == nil {
 			err = printRedrive(stdout, r, *asJSON)
 		}
 	case "search": // search.go
@@ -166,7 +166,7 @@ func all(ctx context.Context, sizeList string, repeat int, c redriveConfig, stdo
 		return err
 	}
 	fmt.Fprintf(stderr, "redriving %d entries at %g/s through %s ...\n", c.N, c.Rate, c.Transport)
-	r, err := redrive(ctx, c)
+	r, err := redriveBench(ctx, c)
 	if err != nil {
 		return err
 	}

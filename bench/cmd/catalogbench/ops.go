@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/catalogdb"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -216,7 +217,7 @@ func ops(ctx context.Context, where string) (opsResult, error) {
 		return res, err
 	}
 	if err := measure("redrive --dry-run (all pending)", func() (int64, error) {
-		r, err := s.Redrive(ctx, catalog.RedriveParams{DryRun: true, Actor: "bench", Batch: 1000})
+		r, err := redrive.New(s).Redrive(ctx, redrive.Params{DryRun: true, Actor: "bench", Batch: 1000})
 		return int64(r.Selected), err
 	}); err != nil {
 		return res, err

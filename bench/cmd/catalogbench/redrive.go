@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -74,10 +75,10 @@ type arrivals interface {
 	close()
 }
 
-// redrive fills a new catalog with n pending entries of one queue and
+// redriveBench fills a new catalog with n pending entries of one queue and
 // redrives them at the rate through the transport (publish into the
 // queue, then mark redriven), checking that every one arrived once.
-func redrive(ctx context.Context, c redriveConfig) (res redriveResult, err error) {
+func redriveBench(ctx context.Context, c redriveConfig) (res redriveResult, err error) {
 	res = redriveResult{Entries: c.N, Target: c.Rate, Transport: c.Transport, Batch: c.Batch}
 	dir, cleanup, err := workDir(c.Dir)
 	if err != nil {
@@ -88,7 +89,7 @@ func redrive(ctx context.Context, c redriveConfig) (res redriveResult, err error
 	queue := "orders.created"
 
 	var s *catalog.Store
-	var pub catalog.Publisher
+	var pub redrive.Publisher
 	var got arrivals
 	switch c.Transport {
 	case "sqlite":
@@ -155,15 +156,15 @@ func redrive(ctx context.Context, c redriveConfig) (res redriveResult, err error
 	}
 	res.LoadBefore = loadAvg()
 	start := time.Now()
-	out, err := s.Redrive(ctx, catalog.RedriveParams{
+	out, err := redrive.New(s).Redrive(ctx, redrive.Params{
 		Rate:  c.Rate,
 		Batch: c.Batch,
 		Actor: "bench",
 		// The built catalog has delivery_limit entries too: a bulk
 		// redrive holds them back unless told (DESIGN §9).
 		IncludeCrashers: true,
-		Target:          func(context.Context, string) (catalog.Publisher, error) { return pub, nil },
-		Progress: func(p catalog.RedriveProgress) {
+		Target:          func(context.Context, string) (redrive.Publisher, error) { return pub, nil },
+		Progress: func(p redrive.Progress) {
 			marks = append(marks, mark{time.Now(), p.Done})
 		},
 	})
@@ -220,7 +221,7 @@ func redrive(ctx context.Context, c redriveConfig) (res redriveResult, err error
 
 // timedPublisher adds up the time spent in Publish.
 type timedPublisher struct {
-	catalog.Publisher
+	redrive.Publisher
 	spent time.Duration
 }
 

@@ -42,6 +42,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -403,11 +404,11 @@ func (b *bench) run() error {
 	if final.Accepted != int64(n) || final.Acked != int64(n) || final.DeadLettered != 0 || final.Lost != 0 {
 		b.fail("after the redrive: ledger %+v, want every message acked, lost 0", final)
 	}
-	jobs, err := b.cat.Jobs(ctx, catalog.JobQuery{})
+	jobs, err := redrive.New(b.cat).Jobs(ctx, redrive.JobQuery{})
 	if err != nil {
 		return err
 	}
-	if len(jobs) != 1 || jobs[0].State != catalog.JobDone || jobs[0].Done() != int(wantDead) {
+	if len(jobs) != 1 || jobs[0].State != redrive.JobDone || jobs[0].Done() != int(wantDead) {
 		b.fail("jobs %+v: want one, done once, with %d entries", jobs, wantDead)
 	}
 	st, err := b.cat.CountBy(ctx, "state", catalog.Filter{Queue: b.queue})
@@ -427,7 +428,7 @@ func (b *bench) run() error {
 	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	fmt.Printf("| %d | %d | %d | %s | %.1f s (%.0f msg/s) | %.1f s (%.0f msg/s) | %.1f s | %d (%d) | %d | job %d %s, %d entries by %s | acked %d in %.1f s | %d | %s |\n",
 		n, b.o.consumers, b.o.replicas, kill, published.Seconds(), float64(n)/published.Seconds(), consumed.Seconds(), float64(n)/consumed.Seconds(),
-		ingested.Seconds(), first.DeadLettered, entries, entries-distinct, job.ID, job.State, job.Done(), orDash(jobs, func(j *catalog.Job) string { return j.Actor }),
+		ingested.Seconds(), first.DeadLettered, entries, entries-distinct, job.ID, job.State, job.Done(), orDash(jobs, func(j *redrive.Job) string { return j.Actor }),
 		final.Acked, redriveTook.Seconds(), final.Lost, map[bool]string{true: "OK", false: "FAILED"}[recErr == nil])
 	fmt.Printf("\nentry states: %v; handler: every %dth message fails permanently until the fix, every %dth once transiently\n", st, permanentEvery, transientEvery)
 	if d, _ := time.ParseDuration(os.Getenv("FLEETBENCH_HOLD")); d > 0 {
@@ -440,7 +441,7 @@ func (b *bench) run() error {
 	return nil
 }
 
-func orDash(js []*catalog.Job, f func(*catalog.Job) string) string {
+func orDash(js []*redrive.Job, f func(*redrive.Job) string) string {
 	if len(js) == 0 {
 		return "-"
 	}
@@ -460,7 +461,7 @@ func (b *bench) entries(ctx context.Context) (n, distinct int64) {
 
 // redrive starts a redrive job of the permanent failures over the API of
 // the first replica and waits until the catalog says it is done.
-func (b *bench) redrive(ctx context.Context) (*catalog.Job, error) {
+func (b *bench) redrive(ctx context.Context) (*redrive.Job, error) {
 	req := fmt.Sprintf(`{"filter":{"queue":%q,"reason":"permanent"},"rate":0}`, b.queue)
 	resp, err := http.Post(b.replicas[len(b.replicas)-1].base+"/api/redrives", "application/json", strings.NewReader(req))
 	if err != nil {
@@ -473,14 +474,14 @@ func (b *bench) redrive(ctx context.Context) (*catalog.Job, error) {
 		return nil, fmt.Errorf("POST /api/redrives: %d %s", resp.StatusCode, body)
 	}
 	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		j, err := b.cat.Job(ctx, v.ID)
+		j, err := redrive.New(b.cat).Job(ctx, v.ID)
 		if err != nil {
 			return nil, err
 		}
 		switch j.State {
-		case catalog.JobDone:
+		case redrive.JobDone:
 			return j, nil
-		case catalog.JobFailed, catalog.JobCancelled, catalog.JobStopped:
+		case redrive.JobFailed, redrive.JobCancelled, redrive.JobStopped:
 			return j, fmt.Errorf("redrive job %d ended %s: %s", j.ID, j.State, j.Error)
 		}
 	}

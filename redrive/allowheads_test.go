@@ -1,10 +1,11 @@
-package catalog
+package redrive
 
 import (
 	"context"
 	"fmt"
 	"testing"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -14,12 +15,12 @@ import (
 // or is the same key of another queue.
 func TestRedriveLetsHeadsOfHeldKeysThrough(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
 		const q, other = "ledger.postings", "ledger.refunds"
-		var es []*Entry
+		var es []*catalog.Entry
 		for i := range 700 {
 			m := transport.Message{EventID: fmt.Sprintf("e-%d", i), Key: fmt.Sprintf("k-%03d", i), Body: []byte{byte(i)}}
-			es = append(es, NewEntry(q, m, transport.Headers{}, "permanent", testNow))
+			es = append(es, catalog.NewEntry(q, m, transport.Headers{}, "permanent", testNow))
 		}
 		if err := s.Insert(ctx, es...); err != nil {
 			t.Fatal(err)
@@ -32,18 +33,18 @@ func TestRedriveLetsHeadsOfHeldKeysThrough(t *testing.T) {
 			{other, "k-030", "e-30"},  // same key and event ID, another queue
 		}
 		for _, h := range holds {
-			if err := s.HoldKey(ctx, h.queue, h.key, KeyModePark, KeyHeld, h.head); err != nil {
+			if err := NewKeys(s).HoldKey(ctx, h.queue, h.key, KeyModePark, KeyHeld, h.head); err != nil {
 				t.Fatal(err)
 			}
 		}
 		pub := &sent{}
-		res, err := s.Redrive(ctx, RedriveParams{Batch: 500, Actor: "test",
+		res, err := New(s).Redrive(ctx, Params{Batch: 500, Actor: "test",
 			Target: func(context.Context, string) (Publisher, error) { return pub, nil }})
 		if err != nil || res.Redriven != 700 || len(pub.ids) != 700 {
 			t.Fatalf("redrive = %+v, %v; sent %d", res, err, len(pub.ids))
 		}
 		for _, h := range holds {
-			state, allowed, _, err := s.KeyState(ctx, h.queue, h.key)
+			state, allowed, _, err := NewKeys(s).KeyState(ctx, h.queue, h.key)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package catalog_test
+package redrive_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -71,13 +72,13 @@ func (d txDieOn) PublishTx(ctx context.Context, tx *sql.Tx, p *transport.Publish
 
 // runDies runs the job in a goroutine that dies in its publisher, and waits
 // for it.
-func runDies(t *testing.T, cat *catalog.Store, j *catalog.Job, p catalog.JobRunParams) {
+func runDies(t *testing.T, cat *catalog.Store, j *redrive.Job, p redrive.JobRunParams) {
 	t.Helper()
 	done := make(chan struct{})
 	finished := false
 	go func() {
 		defer close(done)
-		_, _ = cat.RunJob(context.Background(), j, p)
+		_, _ = redrive.New(cat).RunJob(context.Background(), j, p)
 		finished = true
 	}()
 	<-done
@@ -96,33 +97,33 @@ func TestJobSurvivesItsRunner(t *testing.T) {
 			ctx := context.Background()
 			tr, cat := deadLettered(t, "orders", 10)
 			d := &dieOn{tr: tr, tx: tx, die: 3, sent: map[string]int{}}
-			var pub catalog.Publisher = d
+			var pub redrive.Publisher = d
 			if tx {
 				pub = txDieOn{d}
 			}
-			target := func(context.Context, string) (catalog.Publisher, error) { return pub, nil }
-			j, err := cat.CreateJob(ctx, catalog.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Rate: 1000, Actor: "t", Holder: "runner-a", Lease: time.Minute})
-			if err != nil || j.State != catalog.JobRunning || j.Total != 10 {
+			target := func(context.Context, string) (redrive.Publisher, error) { return pub, nil }
+			j, err := redrive.New(cat).CreateJob(ctx, redrive.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Rate: 1000, Actor: "t", Holder: "runner-a", Lease: time.Minute})
+			if err != nil || j.State != redrive.JobRunning || j.Total != 10 {
 				t.Fatalf("CreateJob = %+v, %v", j, err)
 			}
-			runDies(t, cat, j, catalog.JobRunParams{Holder: "runner-a", Lease: time.Minute, Target: target, Batch: 2})
-			mid, err := cat.Job(ctx, j.ID)
+			runDies(t, cat, j, redrive.JobRunParams{Holder: "runner-a", Lease: time.Minute, Target: target, Batch: 2})
+			mid, err := redrive.New(cat).Job(ctx, j.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if mid.State != catalog.JobRunning || mid.Sent != 4 || mid.Holder != "runner-a" {
+			if mid.State != redrive.JobRunning || mid.Sent != 4 || mid.Holder != "runner-a" {
 				t.Fatalf("after the crash: sent %d, holder %q; want 4 (two batches) held by runner-a", mid.Sent, mid.Holder)
 			}
-			if c, err := cat.ClaimJob(ctx, "runner-b", time.Minute, time.Now()); err != nil || c != nil {
+			if c, err := redrive.New(cat).ClaimJob(ctx, "runner-b", time.Minute, time.Now()); err != nil || c != nil {
 				t.Fatalf("ClaimJob while runner-a's lease runs = %+v, %v; want none", c, err)
 			}
-			c, err := cat.ClaimJob(ctx, "runner-b", time.Minute, later())
+			c, err := redrive.New(cat).ClaimJob(ctx, "runner-b", time.Minute, later())
 			if err != nil || c == nil || c.ID != j.ID {
 				t.Fatalf("ClaimJob after the lease ran out = %+v, %v", c, err)
 			}
 			d.die = -1
-			out, err := cat.RunJob(ctx, c, catalog.JobRunParams{Holder: "runner-b", Lease: time.Minute, Target: target, Batch: 2, Now: later})
-			if err != nil || out.State != catalog.JobDone || out.Sent != 10 || out.Done() != out.Total || out.Holder != "" {
+			out, err := redrive.New(cat).RunJob(ctx, c, redrive.JobRunParams{Holder: "runner-b", Lease: time.Minute, Target: target, Batch: 2, Now: later})
+			if err != nil || out.State != redrive.JobDone || out.Sent != 10 || out.Done() != out.Total || out.Holder != "" {
 				t.Fatalf("resumed job = %+v, %v", out, err)
 			}
 			seen := map[string]int{}
@@ -165,37 +166,37 @@ func TestJobSurvivesItsRunner(t *testing.T) {
 func TestOneJobPerQueue(t *testing.T) {
 	ctx := context.Background()
 	_, cat := deadLettered(t, "orders", 3)
-	first, err := cat.CreateJob(ctx, catalog.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Actor: "alice", Holder: "r1"})
+	first, err := redrive.New(cat).CreateJob(ctx, redrive.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Actor: "alice", Holder: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []catalog.Filter{{Queue: "orders"}, {}} {
-		_, err = cat.CreateJob(ctx, catalog.JobSpec{Filter: f, Actor: "bob"})
-		var ce *catalog.JobConflictError
-		if !errors.As(err, &ce) || !errors.Is(err, catalog.ErrJobActive) || ce.Job.ID != first.ID ||
+		_, err = redrive.New(cat).CreateJob(ctx, redrive.JobSpec{Filter: f, Actor: "bob"})
+		var ce *redrive.JobConflictError
+		if !errors.As(err, &ce) || !errors.Is(err, redrive.ErrJobActive) || ce.Job.ID != first.ID ||
 			!strings.Contains(err.Error(), fmt.Sprintf("redrive job %d (running, by alice", first.ID)) ||
 			!strings.Contains(err.Error(), fmt.Sprintf("lily dlq cancel %d", first.ID)) {
 			t.Errorf("second job for %+v: %v", f, err)
 		}
 	}
-	other, err := cat.CreateJob(ctx, catalog.JobSpec{Filter: catalog.Filter{Queue: "payments"}, Actor: "bob"})
-	if err != nil || other.State != catalog.JobQueued {
+	other, err := redrive.New(cat).CreateJob(ctx, redrive.JobSpec{Filter: catalog.Filter{Queue: "payments"}, Actor: "bob"})
+	if err != nil || other.State != redrive.JobQueued {
 		t.Fatalf("a job of another queue: %+v, %v", other, err)
 	}
-	if _, err := cat.CancelJob(ctx, other.ID, "bob"); err != nil {
+	if _, err := redrive.New(cat).CancelJob(ctx, other.ID, "bob"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cat.CancelJob(ctx, first.ID, "carol"); err != nil {
+	if _, err := redrive.New(cat).CancelJob(ctx, first.ID, "carol"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cat.CancelJob(ctx, first.ID, "carol"); !errors.Is(err, catalog.ErrJobEnded) {
+	if _, err := redrive.New(cat).CancelJob(ctx, first.ID, "carol"); !errors.Is(err, redrive.ErrJobEnded) {
 		t.Errorf("cancelling twice = %v", err)
 	}
-	if _, err := cat.CreateJob(ctx, catalog.JobSpec{Actor: "bob"}); err != nil {
+	if _, err := redrive.New(cat).CreateJob(ctx, redrive.JobSpec{Actor: "bob"}); err != nil {
 		t.Errorf("a job of every queue once the others ended: %v", err)
 	}
-	js, err := cat.Jobs(ctx, catalog.JobQuery{})
-	if err != nil || len(js) != 3 || js[0].Queue != catalog.AllQueues || js[2].State != catalog.JobCancelled || js[2].Error != "cancelled by carol" {
+	js, err := redrive.New(cat).Jobs(ctx, redrive.JobQuery{})
+	if err != nil || len(js) != 3 || js[0].Queue != redrive.AllQueues || js[2].State != redrive.JobCancelled || js[2].Error != "cancelled by carol" {
 		t.Errorf("Jobs = %+v, %v", js, err)
 	}
 }
@@ -203,21 +204,21 @@ func TestOneJobPerQueue(t *testing.T) {
 func TestCancelStopsTheRunner(t *testing.T) {
 	ctx := context.Background()
 	tr, cat := deadLettered(t, "orders", 10)
-	j, err := cat.CreateJob(ctx, catalog.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Actor: "t", Holder: "r1"})
+	j, err := redrive.New(cat).CreateJob(ctx, redrive.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Actor: "t", Holder: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &dieOn{tr: tr, die: -1, sent: map[string]int{}}
 	d.onPublic = func(n int) {
 		if n == 2 { // cancelled from elsewhere while the second batch is out
-			if _, err := cat.CancelJob(ctx, j.ID, "carol"); err != nil {
+			if _, err := redrive.New(cat).CancelJob(ctx, j.ID, "carol"); err != nil {
 				t.Error(err)
 			}
 		}
 	}
-	out, err := cat.RunJob(ctx, j, catalog.JobRunParams{Holder: "r1", Batch: 3,
-		Target: func(context.Context, string) (catalog.Publisher, error) { return d, nil }})
-	if !errors.Is(err, catalog.ErrJobCancelled) || out.State != catalog.JobCancelled || out.Sent != 6 {
+	out, err := redrive.New(cat).RunJob(ctx, j, redrive.JobRunParams{Holder: "r1", Batch: 3,
+		Target: func(context.Context, string) (redrive.Publisher, error) { return d, nil }})
+	if !errors.Is(err, redrive.ErrJobCancelled) || out.State != redrive.JobCancelled || out.Sent != 6 {
 		t.Fatalf("RunJob = %+v, %v; want cancelled after the batch in flight (6 sent)", out, err)
 	}
 	n, _ := cat.CountBy(ctx, "state", catalog.Filter{})
@@ -228,8 +229,8 @@ func TestCancelStopsTheRunner(t *testing.T) {
 
 // sampleJob creates and runs a sampled job of 10 entries with a sample of
 // 2; consumer, if set, runs meanwhile and settles what it receives.
-func sampleJob(t *testing.T, observe time.Duration, target func(*sqlite.Transport) catalog.Publisher,
-	consumer func(ctx context.Context, tr *sqlite.Transport, cat *catalog.Store)) (*catalog.Job, error, *catalog.Store) {
+func sampleJob(t *testing.T, observe time.Duration, target func(*sqlite.Transport) redrive.Publisher,
+	consumer func(ctx context.Context, tr *sqlite.Transport, cat *catalog.Store)) (*redrive.Job, error, *catalog.Store) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tr, cat := deadLettered(t, "orders", 10)
@@ -239,13 +240,13 @@ func sampleJob(t *testing.T, observe time.Duration, target func(*sqlite.Transpor
 		go func() { defer wg.Done(); consumer(ctx, tr, cat) }()
 	}
 	defer func() { cancel(); wg.Wait() }()
-	j, err := cat.CreateJob(ctx, catalog.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Sample: 2, Observe: observe, Actor: "t", Holder: "r1"})
+	j, err := redrive.New(cat).CreateJob(ctx, redrive.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Sample: 2, Observe: observe, Actor: "t", Holder: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pub := target(tr)
-	out, err := cat.RunJob(ctx, j, catalog.JobRunParams{Holder: "r1", Poll: 5 * time.Millisecond,
-		Target: func(context.Context, string) (catalog.Publisher, error) { return pub, nil }})
+	out, err := redrive.New(cat).RunJob(ctx, j, redrive.JobRunParams{Holder: "r1", Poll: 5 * time.Millisecond,
+		Target: func(context.Context, string) (redrive.Publisher, error) { return pub, nil }})
 	return out, err, cat
 }
 
@@ -292,16 +293,16 @@ func (p plain) Publish(ctx context.Context, pp *transport.PublishParams) error {
 }
 
 func TestSampleProvesSuccess(t *testing.T) {
-	self := func(tr *sqlite.Transport) catalog.Publisher { return tr }
-	broker := func(tr *sqlite.Transport) catalog.Publisher { return plain{tr} }
+	self := func(tr *sqlite.Transport) redrive.Publisher { return tr }
+	broker := func(tr *sqlite.Transport) redrive.Publisher { return plain{tr} }
 	accounted := func(tr *sqlite.Transport, cat *catalog.Store) func(context.Context, *transport.SettleParams) error {
 		return ledger.Account(tr, ledger.New(cat)).Settle // records the acks as ledger events
 	}
 	t.Run("no consumer", func(t *testing.T) {
-		for name, target := range map[string]func(*sqlite.Transport) catalog.Publisher{"sqlite": self, "ledger": broker} {
+		for name, target := range map[string]func(*sqlite.Transport) redrive.Publisher{"sqlite": self, "ledger": broker} {
 			out, err, cat := sampleJob(t, 100*time.Millisecond, target, nil)
-			var se *catalog.SampleError
-			if !errors.As(err, &se) || out.State != catalog.JobStopped || out.SampleClean ||
+			var se *redrive.SampleError
+			if !errors.As(err, &se) || out.State != redrive.JobStopped || out.SampleClean ||
 				!strings.Contains(err.Error(), "no consumer acked the sample within 100ms: is a consumer running?") {
 				t.Errorf("%s: job %+v, %v", name, out, err)
 			}
@@ -312,11 +313,11 @@ func TestSampleProvesSuccess(t *testing.T) {
 	})
 	t.Run("acked", func(t *testing.T) {
 		for name, c := range map[string]struct {
-			target func(*sqlite.Transport) catalog.Publisher
+			target func(*sqlite.Transport) redrive.Publisher
 			settle func(*sqlite.Transport, *catalog.Store) func(context.Context, *transport.SettleParams) error
 		}{"sqlite": {self, direct}, "ledger": {broker, accounted}} {
 			out, err, cat := sampleJob(t, time.Minute, c.target, settleAll(transport.Ack, c.settle))
-			if err != nil || out.State != catalog.JobDone || !out.SampleClean || out.Sent != 10 || len(out.Sampled) != 2 {
+			if err != nil || out.State != redrive.JobDone || !out.SampleClean || out.Sent != 10 || len(out.Sampled) != 2 {
 				t.Errorf("%s: job %+v, %v", name, out, err)
 			}
 			var outcomes []string
@@ -333,13 +334,13 @@ func TestSampleProvesSuccess(t *testing.T) {
 	})
 	t.Run("dead-lettered again", func(t *testing.T) {
 		out, err, _ := sampleJob(t, time.Minute, self, settleAll(transport.DeadLetter, direct))
-		if err == nil || out.State != catalog.JobStopped || len(out.Returned) != 2 || !strings.Contains(err.Error(), "dead-lettered again") {
+		if err == nil || out.State != redrive.JobStopped || len(out.Returned) != 2 || !strings.Contains(err.Error(), "dead-lettered again") {
 			t.Errorf("job %+v, %v", out, err)
 		}
 	})
 	t.Run("retried", func(t *testing.T) {
 		out, err, _ := sampleJob(t, time.Minute, self, settleAll(transport.Retry, direct))
-		if err == nil || out.State != catalog.JobStopped || out.Sent != 2 || !strings.Contains(err.Error(), "were retried within 1m0s") {
+		if err == nil || out.State != redrive.JobStopped || out.Sent != 2 || !strings.Contains(err.Error(), "were retried within 1m0s") {
 			t.Errorf("job %+v, %v", out, err)
 		}
 	})
@@ -364,15 +365,15 @@ func TestCrashersHeldBack(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name    string
-		params  catalog.RedriveParams
+		params  redrive.Params
 		sent    int
 		holding int
 	}{
-		{"bulk", catalog.RedriveParams{}, 2, 4},
-		{"v1 named", catalog.RedriveParams{NewConsumerVersion: "v1"}, 4, 2},
-		{"v2 named", catalog.RedriveParams{NewConsumerVersion: "v2"}, 5, 1},
-		{"include", catalog.RedriveParams{IncludeCrashers: true}, 6, 0},
-		{"picked by event ID", catalog.RedriveParams{Filter: catalog.Filter{EventIDs: []string{"crash-v1a", "crash-v1b"}}}, 2, 0},
+		{"bulk", redrive.Params{}, 2, 4},
+		{"v1 named", redrive.Params{NewConsumerVersion: "v1"}, 4, 2},
+		{"v2 named", redrive.Params{NewConsumerVersion: "v2"}, 5, 1},
+		{"include", redrive.Params{IncludeCrashers: true}, 6, 0},
+		{"picked by event ID", redrive.Params{Filter: catalog.Filter{EventIDs: []string{"crash-v1a", "crash-v1b"}}}, 2, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cat, err := catalog.Open(ctx, t.TempDir()+"/c.db")
@@ -397,18 +398,18 @@ func TestCrashersHeldBack(t *testing.T) {
 			pub := &counting{sent: map[string]int{}}
 			p := c.params
 			p.Actor, p.DryRun = "t", true
-			plan, err := cat.Redrive(ctx, p)
+			plan, err := redrive.New(cat).Redrive(ctx, p)
 			if err != nil || plan.Redriven != c.sent {
 				t.Errorf("dry run = %+v, %v; want %d", plan, err, c.sent)
 			}
 			if c.name != "picked by event ID" && plan.HeldBack != c.holding {
 				t.Errorf("dry run held back %d, want %d", plan.HeldBack, c.holding)
 			}
-			j, err := cat.CreateJob(ctx, catalog.JobSpec{Filter: p.Filter, IncludeCrashers: p.IncludeCrashers, NewConsumerVersion: p.NewConsumerVersion, Actor: "t", Holder: "r"})
+			j, err := redrive.New(cat).CreateJob(ctx, redrive.JobSpec{Filter: p.Filter, IncludeCrashers: p.IncludeCrashers, NewConsumerVersion: p.NewConsumerVersion, Actor: "t", Holder: "r"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := cat.RunJob(ctx, j, catalog.JobRunParams{Holder: "r", Target: func(context.Context, string) (catalog.Publisher, error) { return pub, nil }})
+			out, err := redrive.New(cat).RunJob(ctx, j, redrive.JobRunParams{Holder: "r", Target: func(context.Context, string) (redrive.Publisher, error) { return pub, nil }})
 			if err != nil || out.Sent != c.sent || len(pub.sent) != c.sent || out.Total != c.sent {
 				t.Errorf("job %+v, %v; sent %v", out, err, pub.sent)
 			}

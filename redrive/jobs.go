@@ -1,4 +1,4 @@
-package catalog
+package redrive
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lily-mq/lily/catalog/where"
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
@@ -97,9 +97,9 @@ type Job struct {
 	ID    int64  `json:"id"`
 	Op    string `json:"op"`
 	Queue string `json:"queue"`
-	// Filter selects the entries (pending ones only).
-	Filter Filter `json:"-"`
-	// Selector is the filter as JSON (Filter.String).
+	// catalog.Filter selects the entries (pending ones only).
+	Filter catalog.Filter `json:"-"`
+	// Selector is the filter as JSON (catalog.Filter.String).
 	Selector json.RawMessage `json:"filter"`
 	Limit    int             `json:"limit"`
 	Rate     float64         `json:"rate"`
@@ -110,7 +110,7 @@ type Job struct {
 	NewConsumerVersion string `json:"new_consumer_version,omitempty"`
 	IncludeCrashers    bool   `json:"include_crashers"`
 	// To is the queue a redirected job sends to instead of the entries'
-	// source (RedriveParams.To); empty for a plain redrive.
+	// source (Params.To); empty for a plain redrive.
 	To string `json:"to,omitempty"`
 	// Total is the plan made when the job was created: the pending entries
 	// it would handle (what a dry run counts).
@@ -135,13 +135,13 @@ type Job struct {
 	// SampleUntil is when the watching of the sample ends.
 	SampleUntil *time.Time `json:"sample_until,omitempty"`
 	// Returned are the new entries of sampled messages dead-lettered again.
-	Returned   []EntryRef `json:"returned,omitempty"`
-	Actor      string     `json:"actor"`
-	CreatedAt  time.Time  `json:"created_at"`
-	StartedAt  *time.Time `json:"started_at,omitempty"`
-	UpdatedAt  time.Time  `json:"updated_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Error      string     `json:"error,omitempty"`
+	Returned   []catalog.EntryRef `json:"returned,omitempty"`
+	Actor      string             `json:"actor"`
+	CreatedAt  time.Time          `json:"created_at"`
+	StartedAt  *time.Time         `json:"started_at,omitempty"`
+	UpdatedAt  time.Time          `json:"updated_at"`
+	FinishedAt *time.Time         `json:"finished_at,omitempty"`
+	Error      string             `json:"error,omitempty"`
 	// Holder is the runner holding the job until LeaseUntil.
 	Holder     string     `json:"holder,omitempty"`
 	LeaseUntil *time.Time `json:"lease_until,omitempty"`
@@ -155,8 +155,8 @@ func (j *Job) Done() int { return j.Sent + j.Refused }
 
 // JobSpec are the arguments of CreateJob.
 type JobSpec struct {
-	// Filter selects the entries; only pending ones are redriven.
-	Filter Filter
+	// catalog.Filter selects the entries; only pending ones are redriven.
+	Filter catalog.Filter
 	// Limit caps the entries handled, sample included; 0: all.
 	Limit int
 	// Rate is the most messages per second after the sample; 0: no limit.
@@ -165,14 +165,14 @@ type JobSpec struct {
 	Sample  int
 	Observe time.Duration
 	// NewConsumerVersion and IncludeCrashers let delivery_limit entries
-	// in (RedriveParams).
+	// in (Params).
 	NewConsumerVersion string
 	IncludeCrashers    bool
-	// To redirects the job to this queue (RedriveParams.To).
+	// To redirects the job to this queue (Params.To).
 	To string
-	// Actor is who decides. Defaults to DefaultActor().
+	// Actor is who decides. Defaults to catalog.DefaultActor().
 	Actor string
-	// Op is the audit operation ID. Defaults to NewOp.
+	// Op is the audit operation ID. Defaults to catalog.NewOp.
 	Op string
 	// Holder, if set, claims the job at once for this runner (a job run in
 	// the foreground): it starts running instead of queued.
@@ -187,7 +187,7 @@ type JobSpec struct {
 // handle, held-back crashers apart) is counted now. It refuses, with a
 // *JobConflictError naming the active job, when the queue (or, for a
 // filter without a queue, any queue) has an active job.
-func (s *Store) CreateJob(ctx context.Context, sp JobSpec) (*Job, error) {
+func (rd *Redriver) CreateJob(ctx context.Context, sp JobSpec) (*Job, error) {
 	switch {
 	case sp.Limit < 0:
 		return nil, fmt.Errorf("catalog: job limit %d: must be >= 0 (0: all that match)", sp.Limit)
@@ -202,19 +202,19 @@ func (s *Store) CreateJob(ctx context.Context, sp JobSpec) (*Job, error) {
 	}
 	actor := sp.Actor
 	if actor == "" {
-		actor = DefaultActor()
+		actor = catalog.DefaultActor()
 	}
 	op := sp.Op
 	if op == "" {
-		op = NewOp(now())
+		op = catalog.NewOp(now())
 	}
 	f := sp.Filter
-	f.States, f.AfterID = []State{StatePending}, 0
+	f.States, f.AfterID = []catalog.State{catalog.StatePending}, 0
 	hold := crasherHold{include: sp.IncludeCrashers, version: sp.NewConsumerVersion}
 	if explicitPick(f) {
 		hold.include = true
 	}
-	total, heldBack, err := s.planCounts(ctx, f, hold, sp.Limit)
+	total, heldBack, err := rd.planCounts(ctx, f, hold, sp.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func (s *Store) CreateJob(ctx context.Context, sp JobSpec) (*Job, error) {
 		}
 	}
 	var id int64
-	err = s.db.QueryRowContext(ctx, `INSERT INTO lily_redrive_jobs(op, queue, filter, max_entries, rate_milli, sample, observe_ms,
+	err = rd.db.QueryRowContext(ctx, `INSERT INTO lily_redrive_jobs(op, queue, filter, max_entries, rate_milli, sample, observe_ms,
 			new_consumer_version, include_crashers, total, held_back, state, actor, created_at, started_at, updated_at, holder, lease_until, to_queue)
 		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT),
 			CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT),
@@ -246,7 +246,7 @@ func (s *Store) CreateJob(ctx context.Context, sp JobSpec) (*Job, error) {
 		sp.NewConsumerVersion, catalogdb.BoolInt(sp.IncludeCrashers), total, heldBack, string(state), actor,
 		t, started, t, holder, leaseUntil, sp.To, queue, queue).Scan(&id)
 	if err != nil {
-		if c, cerr := s.activeJobOn(ctx, queue); cerr == nil && c != nil {
+		if c, cerr := rd.ActiveJob(ctx, queue); cerr == nil && c != nil {
 			return nil, &JobConflictError{Queue: queue, Job: c}
 		}
 		if errors.Is(err, sql.ErrNoRows) { // the holder finished meanwhile
@@ -254,16 +254,17 @@ func (s *Store) CreateJob(ctx context.Context, sp JobSpec) (*Job, error) {
 		}
 		return nil, fmt.Errorf("catalog: create redrive job on queue %q: %w", queue, err)
 	}
-	return s.Job(ctx, id)
+	return rd.Job(ctx, id)
 }
 
 // explicitPick reports whether f names its entries one by one (IDs or
 // event IDs): such a redrive is not a bulk redrive, crashers go too.
-func explicitPick(f Filter) bool { return len(f.IDs) > 0 || len(f.EventIDs) > 0 }
+func explicitPick(f catalog.Filter) bool { return len(f.IDs) > 0 || len(f.EventIDs) > 0 }
 
-// activeJobOn returns the active job that holds queue, nil if none.
-func (s *Store) activeJobOn(ctx context.Context, queue string) (*Job, error) {
-	js, err := s.queryJobs(ctx, ` WHERE state IN `+activeJobStates+` AND (queue = ? OR queue = '*' OR ? = '*') ORDER BY id LIMIT 1`, queue, queue)
+// ActiveJob returns the active job that holds queue (a job on every queue
+// holds them all; AllQueues asks for any), nil if none.
+func (rd *Redriver) ActiveJob(ctx context.Context, queue string) (*Job, error) {
+	js, err := rd.queryJobs(ctx, ` WHERE state IN `+activeJobStates+` AND (queue = ? OR queue = '*' OR ? = '*') ORDER BY id LIMIT 1`, queue, queue)
 	if err != nil || len(js) == 0 {
 		return nil, err
 	}
@@ -274,8 +275,8 @@ const jobCols = `id, op, queue, filter, max_entries, rate_milli, sample, observe
 	total, held_back, state, sent, refused, failed, after_id, since_id, sample_at, sample_until, sample_done, sample_clean,
 	sampled, returned, actor, created_at, started_at, updated_at, finished_at, error, holder, lease_until, to_queue`
 
-func (s *Store) queryJobs(ctx context.Context, rest string, args ...any) ([]*Job, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+jobCols+` FROM lily_redrive_jobs`+rest, args...)
+func (rd *Redriver) queryJobs(ctx context.Context, rest string, args ...any) ([]*Job, error) {
+	rows, err := rd.db.QueryContext(ctx, `SELECT `+jobCols+` FROM lily_redrive_jobs`+rest, args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: redrive jobs: %w", err)
 	}
@@ -300,7 +301,7 @@ func scanJob(r interface{ Scan(...any) error }) (*Job, error) {
 		&sampled, &returned, &j.Actor, &created, &started, &updated, &finished, &j.Error, &j.Holder, &lease, &j.To); err != nil {
 		return nil, fmt.Errorf("catalog: read redrive job: %w", err)
 	}
-	f, err := parseFilter(filter)
+	f, err := catalog.ParseFilter(filter)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: redrive job %d: filter %s: %w", j.ID, filter, err)
 	}
@@ -330,37 +331,9 @@ func optTime(ms int64) *time.Time {
 	return &t
 }
 
-// parseFilter reads Filter.String's JSON back.
-func parseFilter(s string) (Filter, error) {
-	var j filterJSON
-	if err := json.Unmarshal([]byte(s), &j); err != nil {
-		return Filter{}, err
-	}
-	f := Filter{Queue: j.Queue, States: j.States, Reason: j.Reason, ErrorType: j.ErrorType, Fingerprint: j.Fingerprint,
-		ConsumerVersion: j.ConsumerVersion, Source: j.Source, Key: j.Key, Type: j.Type, IDs: j.IDs, EventIDs: j.EventIDs,
-		RedriveCount: j.RedriveCount, SchemaVersion: j.SchemaVersion}
-	var err error
-	if j.Where != "" { // a job's --where (where.go)
-		if f.Where, err = where.Parse(j.Where); err != nil {
-			return Filter{}, err
-		}
-	}
-	if j.Before != "" {
-		if f.DeadLetteredBefore, err = time.Parse(time.RFC3339Nano, j.Before); err != nil {
-			return Filter{}, err
-		}
-	}
-	if j.After != "" {
-		if f.DeadLetteredAfter, err = time.Parse(time.RFC3339Nano, j.After); err != nil {
-			return Filter{}, err
-		}
-	}
-	return f, nil
-}
-
 // Job returns the job with the ID; the error wraps ErrNoJob when none.
-func (s *Store) Job(ctx context.Context, id int64) (*Job, error) {
-	js, err := s.queryJobs(ctx, ` WHERE id = ?`, id)
+func (rd *Redriver) Job(ctx context.Context, id int64) (*Job, error) {
+	js, err := rd.queryJobs(ctx, ` WHERE id = ?`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -381,7 +354,7 @@ type JobQuery struct {
 }
 
 // Jobs lists redrive jobs, newest first.
-func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]*Job, error) {
+func (rd *Redriver) Jobs(ctx context.Context, q JobQuery) ([]*Job, error) {
 	var conds []string
 	var args []any
 	if q.Queue != "" {
@@ -399,7 +372,7 @@ func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]*Job, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	return s.queryJobs(ctx, where+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
+	return rd.queryJobs(ctx, where+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
 }
 
 // CancelJob cancels an active job: a queued job never starts; a running
@@ -407,17 +380,17 @@ func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]*Job, error) {
 // rest stays pending). The cancellation is audited under the job's
 // operation. Cancelling a job that already ended is an error that says
 // how it ended.
-func (s *Store) CancelJob(ctx context.Context, id int64, actor string) (*Job, error) {
+func (rd *Redriver) CancelJob(ctx context.Context, id int64, actor string) (*Job, error) {
 	if actor == "" {
-		actor = DefaultActor()
+		actor = catalog.DefaultActor()
 	}
 	now := time.Now().UnixMilli()
-	res, err := s.db.ExecContext(ctx, `UPDATE lily_redrive_jobs SET state = 'cancelled', finished_at = ?, updated_at = ?, error = ?
+	res, err := rd.db.ExecContext(ctx, `UPDATE lily_redrive_jobs SET state = 'cancelled', finished_at = ?, updated_at = ?, error = ?
 		WHERE id = ? AND state IN `+activeJobStates, now, now, "cancelled by "+actor, id)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: cancel redrive job %d: %w", id, err)
 	}
-	j, err := s.Job(ctx, id)
+	j, err := rd.Job(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -426,7 +399,7 @@ func (s *Store) CancelJob(ctx context.Context, id int64, actor string) (*Job, er
 	}
 	d := catalogdb.NewDecision(j.Op, actor, fmt.Sprintf(`{"job":%d}`, id), nil)
 	detail := fmt.Sprintf("redrive job %d cancelled after %d sent and %d marked needs_manual of %d; the rest stays pending", id, j.Sent, j.Refused, j.Total)
-	if err := s.AppendAudit(context.WithoutCancel(ctx), d.Record(ActionRedrive, OutcomeStopped, false, nil, detail)); err != nil {
+	if err := rd.store.AppendAudit(context.WithoutCancel(ctx), d.Record(catalog.ActionRedrive, catalog.OutcomeStopped, false, nil, detail)); err != nil {
 		return j, err
 	}
 	return j, nil
@@ -436,13 +409,13 @@ func (s *Store) CancelJob(ctx context.Context, id int64, actor string) (*Job, er
 // orphaned: its holder's lease ran out) for holder until now+lease, in one
 // conditional statement: two runners never hold one job. It returns nil
 // when there is none.
-func (s *Store) ClaimJob(ctx context.Context, holder string, lease time.Duration, now time.Time) (*Job, error) {
+func (rd *Redriver) ClaimJob(ctx context.Context, holder string, lease time.Duration, now time.Time) (*Job, error) {
 	if lease <= 0 {
 		lease = DefaultJobLease
 	}
 	t := now.UnixMilli()
 	var id int64
-	err := s.db.QueryRowContext(ctx, `UPDATE lily_redrive_jobs SET holder = ?, lease_until = ?, updated_at = ?
+	err := rd.db.QueryRowContext(ctx, `UPDATE lily_redrive_jobs SET holder = ?, lease_until = ?, updated_at = ?
 		WHERE id = (SELECT id FROM lily_redrive_jobs WHERE state IN `+activeJobStates+` AND lease_until < ? ORDER BY id LIMIT 1)
 			AND state IN `+activeJobStates+` AND lease_until < ?
 		RETURNING id`, holder, t+lease.Milliseconds(), t, t, t).Scan(&id)
@@ -452,22 +425,22 @@ func (s *Store) ClaimJob(ctx context.Context, holder string, lease time.Duration
 	if err != nil {
 		return nil, fmt.Errorf("catalog: claim a redrive job: %w", err)
 	}
-	return s.Job(ctx, id)
+	return rd.Job(ctx, id)
 }
 
 // ClaimJobID takes the job with the ID for holder, as ClaimJob does, if it
 // is active and no runner holds it; otherwise the error says why.
-func (s *Store) ClaimJobID(ctx context.Context, id int64, holder string, lease time.Duration, now time.Time) (*Job, error) {
+func (rd *Redriver) ClaimJobID(ctx context.Context, id int64, holder string, lease time.Duration, now time.Time) (*Job, error) {
 	if lease <= 0 {
 		lease = DefaultJobLease
 	}
 	t := now.UnixMilli()
-	res, err := s.db.ExecContext(ctx, `UPDATE lily_redrive_jobs SET holder = ?, lease_until = ?, updated_at = ?
+	res, err := rd.db.ExecContext(ctx, `UPDATE lily_redrive_jobs SET holder = ?, lease_until = ?, updated_at = ?
 		WHERE id = ? AND state IN `+activeJobStates+` AND (lease_until < ? OR holder = ?)`, holder, t+lease.Milliseconds(), t, id, t, holder)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: claim redrive job %d: %w", id, err)
 	}
-	j, err := s.Job(ctx, id)
+	j, err := rd.Job(ctx, id)
 	if err != nil {
 		return nil, err
 	}

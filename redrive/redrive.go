@@ -1,4 +1,4 @@
-package catalog
+package redrive
 
 import (
 	"context"
@@ -8,26 +8,17 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
-// DefaultMaxRedrives is max_redrives' default: an entry whose message was
-// redriven this many times is not sent again but marked needs_manual.
-const DefaultMaxRedrives = 2
-
-// Publisher is the part of a transport a redrive needs (every
-// transport.Transport is one).
-type Publisher interface {
-	Publish(ctx context.Context, p *transport.PublishParams) error
-}
-
-// RedriveParams are the arguments of Redrive.
-type RedriveParams struct {
-	// Filter selects the entries; only pending ones are redriven (States
+// Params are the arguments of Redrive.
+type Params struct {
+	// catalog.Filter selects the entries; only pending ones are redriven (States
 	// is ignored). AfterID, if set, starts the selection after that entry
 	// ID (a resumed job's cursor).
-	Filter Filter
+	Filter catalog.Filter
 	// Limit caps the number of entries; 0 means all that match.
 	Limit int
 	// DryRun lists what would happen and changes nothing; the plan is
@@ -47,9 +38,9 @@ type RedriveParams struct {
 	// entry's source queue). It should fail for a queue that no longer
 	// exists; it is called once per queue before anything is sent.
 	Target func(ctx context.Context, queue string) (Publisher, error)
-	// Actor is who decides. Defaults to DefaultActor().
+	// Actor is who decides. Defaults to catalog.DefaultActor().
 	Actor string
-	// Op is the operation ID for the audit log. Defaults to NewOp.
+	// Op is the operation ID for the audit log. Defaults to catalog.NewOp.
 	Op string
 	// Options describes further options for the audit selector (e.g. the
 	// sample size), as a JSON object's members; may be empty.
@@ -57,13 +48,13 @@ type RedriveParams struct {
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
 	// OnEntry, if set, is called for each entry with its outcome
-	// (OutcomeRedriven, OutcomeNeedsManual or the dry run's "would_").
-	OnEntry func(e EntryRef, outcome string)
+	// (catalog.OutcomeRedriven, catalog.OutcomeNeedsManual or the dry run's "would_").
+	OnEntry func(e catalog.EntryRef, outcome string)
 	// Progress, if set, is called after each batch.
-	Progress func(RedriveProgress)
+	Progress func(Progress)
 	// IncludeCrashers lets delivery_limit entries (crash-type poison: the
 	// consumer died on the message, DESIGN §9) into a bulk redrive. Without
-	// it, or NewConsumerVersion, they are held back (RedriveResult.HeldBack)
+	// it, or NewConsumerVersion, they are held back (Result.HeldBack)
 	// unless the filter names entries by ID or event ID.
 	IncludeCrashers bool
 	// NewConsumerVersion names the consumer version now running, which
@@ -89,7 +80,7 @@ type crasherHold struct {
 	version string
 }
 
-func (p RedriveParams) hold() crasherHold {
+func (p Params) hold() crasherHold {
 	return crasherHold{include: p.IncludeCrashers || explicitPick(p.Filter), version: p.NewConsumerVersion}
 }
 
@@ -116,9 +107,21 @@ func (h crasherHold) held() (string, []any) {
 	return "reason = 'delivery_limit'", nil
 }
 
+// Count counts what Redrive(p) would handle now — the pending entries of
+// p.Filter (after p.Filter.AfterID), at most p.Limit — and the
+// delivery_limit entries it would hold back (p.IncludeCrashers,
+// p.NewConsumerVersion), as a dry run counts them, without an audit
+// record.
+func (rd *Redriver) Count(ctx context.Context, p Params) (selected, heldBack int, err error) {
+	f := p.Filter
+	f.States = []catalog.State{catalog.StatePending}
+	return rd.planCounts(ctx, f, p.hold(), p.Limit)
+}
+
 // whereAnd is f's WHERE clause with cond added.
-func whereAnd(f Filter, cond string, cargs []any) (string, []any) {
-	where, args := f.where()
+func (rd *Redriver) whereAnd(f catalog.Filter, cond string, cargs []any) (string, []any) {
+	sel := rd.selection(f)
+	where, args := sel.Where, sel.Args
 	switch {
 	case cond == "":
 		return where, args
@@ -128,9 +131,9 @@ func whereAnd(f Filter, cond string, cargs []any) (string, []any) {
 	return where + " AND " + cond, append(args, cargs...)
 }
 
-func (s *Store) countWhere(ctx context.Context, where string, args []any) (int, error) {
+func (rd *Redriver) countWhere(ctx context.Context, where string, args []any) (int, error) {
 	var n int64
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_dlq_entries`+where, args...).Scan(&n); err != nil {
+	if err := rd.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_dlq_entries`+where, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("catalog: count entries: %w", err)
 	}
 	return int(n), nil
@@ -138,34 +141,34 @@ func (s *Store) countWhere(ctx context.Context, where string, args []any) (int, 
 
 // planCounts counts what a redrive of f would handle (capped at limit)
 // and the crashers it holds back.
-func (s *Store) planCounts(ctx context.Context, f Filter, h crasherHold, limit int) (total, heldBack int, err error) {
+func (rd *Redriver) planCounts(ctx context.Context, f catalog.Filter, h crasherHold, limit int) (total, heldBack int, err error) {
 	keep, kargs := h.keep()
-	w, a := whereAnd(f, keep, kargs)
-	if total, err = s.countWhere(ctx, w, a); err != nil {
+	w, a := rd.whereAnd(f, keep, kargs)
+	if total, err = rd.countWhere(ctx, w, a); err != nil {
 		return 0, 0, err
 	}
 	if limit > 0 {
 		total = min(total, limit)
 	}
 	if held, hargs := h.held(); held != "" {
-		w, a := whereAnd(f, held, hargs)
-		if heldBack, err = s.countWhere(ctx, w, a); err != nil {
+		w, a := rd.whereAnd(f, held, hargs)
+		if heldBack, err = rd.countWhere(ctx, w, a); err != nil {
 			return 0, 0, err
 		}
 	}
 	return total, heldBack, nil
 }
 
-// RedriveProgress is reported after each batch.
-type RedriveProgress struct {
+// Progress is reported after each batch.
+type Progress struct {
 	// Done is the number of entries handled so far, of Total.
 	Done, Total int
 	// Elapsed is the time since the first batch.
 	Elapsed time.Duration
 }
 
-// RedriveResult is what a Redrive did (or, in a dry run, would do).
-type RedriveResult struct {
+// Result is what a Redrive did (or, in a dry run, would do).
+type Result struct {
 	// Op is the operation ID under which the audit log records it.
 	Op string `json:"op"`
 	// DryRun repeats the parameter.
@@ -177,7 +180,7 @@ type RedriveResult struct {
 	// NeedsManual entries were at max_redrives and not sent.
 	NeedsManual int `json:"needs_manual"`
 	// HeldBack are the delivery_limit entries of the selection left
-	// pending (RedriveParams.IncludeCrashers).
+	// pending (Params.IncludeCrashers).
 	HeldBack int `json:"held_back"`
 	// Elapsed is how long the sending took.
 	Elapsed time.Duration `json:"-"`
@@ -197,9 +200,9 @@ type RedriveResult struct {
 // duplicates (same event IDs), never a loss. When a publish fails — e.g.
 // the queue no longer exists — Redrive stops: the failed batch and the rest
 // stay pending, the failure is audited, and the error says how far it got.
-func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult, err error) {
+func (rd *Redriver) Redrive(ctx context.Context, p Params) (res Result, err error) {
 	f := p.Filter
-	f.States = []State{StatePending}
+	f.States = []catalog.State{catalog.StatePending}
 	f.AfterID = 0
 	selector := fmt.Sprintf(`{"filter":%s,"limit":%d,"rate":%g`, f.String(), p.Limit, p.Rate)
 	if p.IncludeCrashers {
@@ -218,21 +221,21 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 		selector += "," + p.Options
 	}
 	d := catalogdb.NewDecision(p.Op, p.Actor, selector+"}", p.Now)
-	res = RedriveResult{Op: d.Op, DryRun: p.DryRun}
+	res = Result{Op: d.Op, DryRun: p.DryRun}
 	if p.Target == nil && !p.DryRun {
 		return res, errors.New("catalog: redrive needs a Target for the source queues")
 	}
 	f.AfterID = p.Filter.AfterID // a resumed job goes on after its cursor
 	hold := p.hold()
-	total, heldBack, err := s.planCounts(ctx, f, hold, p.Limit)
+	total, heldBack, err := rd.planCounts(ctx, f, hold, p.Limit)
 	if err != nil {
 		return res, err
 	}
 	res.HeldBack = heldBack
 	if total == 0 {
-		return res, s.AppendAudit(ctx, d.Record(ActionRedrive, OutcomeEmpty, p.DryRun, nil, ""))
+		return res, rd.store.AppendAudit(ctx, d.Record(catalog.ActionRedrive, catalog.OutcomeEmpty, p.DryRun, nil, ""))
 	}
-	targets, err := s.redriveTargets(ctx, d, f, hold, p)
+	targets, err := rd.redriveTargets(ctx, d, f, hold, p)
 	if err != nil {
 		return res, err
 	}
@@ -258,10 +261,10 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 	start := time.Now()
 	defer func() { res.Elapsed = time.Since(start) }()
 	done, last := 0, f.AfterID
-	next := s.prefetchPage(ctx, f, hold, last, min(batch, total), p.DryRun)
+	next := rd.prefetchPage(ctx, f, hold, last, min(batch, total), p.DryRun)
 	for done < total {
 		if p.job != nil {
-			if err := p.job.check(ctx, s.db); err != nil {
+			if err := p.job.check(ctx, rd.db); err != nil {
 				return res, fmt.Errorf("redrive stopped after %d redriven, %d marked needs_manual: %w", res.Redriven, res.NeedsManual, err)
 			}
 		}
@@ -278,11 +281,11 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 		// read changes nothing, and marking checks that each entry is
 		// still pending, so only one batch is ever in flight.
 		if rest := total - done - len(page); rest > 0 {
-			next = s.prefetchPage(ctx, f, hold, last, min(batch, rest), p.DryRun)
+			next = rd.prefetchPage(ctx, f, hold, last, min(batch, rest), p.DryRun)
 		}
 		res.Selected += len(page)
 		var order, refusedOrder []string
-		byQueue, refused := map[string][]*Entry{}, map[string][]*Entry{}
+		byQueue, refused := map[string][]*catalog.Entry{}, map[string][]*catalog.Entry{}
 		for _, e := range page {
 			if e.RedriveCount >= maxRedrives(e.Queue) {
 				if _, ok := refused[e.Queue]; !ok {
@@ -302,7 +305,7 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 		// nothing.
 		type sub struct {
 			queue  string
-			es     []*Entry
+			es     []*catalog.Entry
 			refuse bool
 		}
 		var subs []sub
@@ -325,14 +328,14 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 				p.job.cursor = cursors[i]
 			}
 			if b.refuse {
-				n, err := s.refuse(ctx, d, b.queue, b.es, maxRedrives(b.queue), p)
+				n, err := rd.refuse(ctx, d, b.queue, b.es, maxRedrives(b.queue), p)
 				res.NeedsManual += n
 				if err != nil {
 					return res, err
 				}
 				continue
 			}
-			n, err := s.redriveBatch(ctx, d, targets[b.queue], b.queue, b.es, lim, p)
+			n, err := rd.redriveBatch(ctx, d, targets[b.queue], b.queue, b.es, lim, p)
 			res.Redriven += n
 			if err != nil {
 				return res, fmt.Errorf("redrive stopped after %d redriven, %d marked needs_manual: %w (the failed batch and every entry after it are still pending)",
@@ -341,7 +344,7 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 		}
 		done += len(page)
 		if p.Progress != nil {
-			p.Progress(RedriveProgress{Done: done, Total: total, Elapsed: time.Since(start)})
+			p.Progress(Progress{Done: done, Total: total, Elapsed: time.Since(start)})
 		}
 	}
 	return res, nil
@@ -350,10 +353,10 @@ func (s *Store) Redrive(ctx context.Context, p RedriveParams) (res RedriveResult
 // redriveTargets resolves the transport of every queue in the selection
 // before anything is sent, so that a queue that no longer exists stops the
 // redrive with nothing changed. The failure is audited.
-func (s *Store) redriveTargets(ctx context.Context, d catalogdb.Decision, f Filter, h crasherHold, p RedriveParams) (map[string]Publisher, error) {
+func (rd *Redriver) redriveTargets(ctx context.Context, d catalogdb.Decision, f catalog.Filter, h crasherHold, p Params) (map[string]Publisher, error) {
 	keep, kargs := h.keep()
-	where, args := whereAnd(f, keep, kargs)
-	rows, err := s.db.QueryContext(ctx, `SELECT queue, COUNT(*) FROM lily_dlq_entries`+where+` GROUP BY queue ORDER BY queue`, args...)
+	where, args := rd.whereAnd(f, keep, kargs)
+	rows, err := rd.db.QueryContext(ctx, `SELECT queue, COUNT(*) FROM lily_dlq_entries`+where+` GROUP BY queue ORDER BY queue`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: redrive: %w", err)
 	}
@@ -378,13 +381,13 @@ func (s *Store) redriveTargets(ctx context.Context, d catalogdb.Decision, f Filt
 		return out, nil
 	}
 	if p.To != "" {
-		return out, s.redirectTargets(ctx, d, p, queues, counts, out)
+		return out, rd.redirectTargets(ctx, d, p, queues, counts, out)
 	}
 	for _, q := range queues {
 		t, err := p.Target(ctx, q)
 		if err != nil {
 			detail := fmt.Sprintf("queue %s: %v", q, err)
-			if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.Record(ActionRedrive, OutcomeFailed, p.DryRun, nil, detail)); aerr != nil {
+			if aerr := rd.store.AppendAudit(context.WithoutCancel(ctx), d.Record(catalog.ActionRedrive, catalog.OutcomeFailed, p.DryRun, nil, detail)); aerr != nil {
 				return nil, errors.Join(err, aerr)
 			}
 			return nil, fmt.Errorf("redrive to %s (%d pending entries selected there): %w; nothing was sent or changed", q, counts[q], err)
@@ -396,38 +399,34 @@ func (s *Store) redriveTargets(ctx context.Context, d catalogdb.Decision, f Filt
 
 // pageResult is a page read ahead by prefetchPage.
 type pageResult struct {
-	page []*Entry
+	page []*catalog.Entry
 	err  error
 }
 
 // prefetchPage reads the page of up to n entries of f after ID last in
 // the background (redrivePage); the channel yields it once.
-func (s *Store) prefetchPage(ctx context.Context, f Filter, h crasherHold, last int64, n int, light bool) <-chan pageResult {
+func (rd *Redriver) prefetchPage(ctx context.Context, f catalog.Filter, h crasherHold, last int64, n int, light bool) <-chan pageResult {
 	ch := make(chan pageResult, 1)
 	go func() {
 		pf := f
 		pf.AfterID = last
-		page, err := s.redrivePage(ctx, pf, h, n, light)
+		page, err := rd.redrivePage(ctx, pf, h, n, light)
 		ch <- pageResult{page, err}
 	}()
 	return ch
 }
 
-// page returns up to n entries matching f (with bodies) in ID order.
-func (s *Store) page(ctx context.Context, f Filter, n int) ([]*Entry, error) {
-	return s.pageHeld(ctx, f, crasherHold{include: true}, n)
-}
-
-// pageHeld is page without the crashers h holds back.
-func (s *Store) pageHeld(ctx context.Context, f Filter, h crasherHold, n int) ([]*Entry, error) {
+// pageHeld returns up to n entries matching f (with bodies) in ID
+// order, without the crashers h holds back.
+func (rd *Redriver) pageHeld(ctx context.Context, f catalog.Filter, h crasherHold, n int) ([]*catalog.Entry, error) {
 	keep, kargs := h.keep()
-	where, args := whereAnd(f, keep, kargs)
-	rows, err := s.db.QueryContext(ctx, `SELECT `+catalogdb.SelectCols+` FROM `+f.table(s.db.Dialect())+where+` ORDER BY id LIMIT ?`, append(args, n)...)
+	where, args := rd.whereAnd(f, keep, kargs)
+	rows, err := rd.db.QueryContext(ctx, `SELECT `+catalogdb.SelectCols+` FROM `+rd.selection(f).From+where+` ORDER BY id LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: select entries: %w", err)
 	}
 	defer rows.Close()
-	var out []*Entry
+	var out []*catalog.Entry
 	for rows.Next() {
 		e, err := catalogdb.ScanEntry(rows)
 		if err != nil {
@@ -440,63 +439,59 @@ func (s *Store) pageHeld(ctx context.Context, f Filter, h crasherHold, n int) ([
 
 // redrivePage returns the next page of the selection: whole entries to
 // send, or, for a dry run, only what the plan needs.
-func (s *Store) redrivePage(ctx context.Context, f Filter, h crasherHold, n int, light bool) ([]*Entry, error) {
+func (rd *Redriver) redrivePage(ctx context.Context, f catalog.Filter, h crasherHold, n int, light bool) ([]*catalog.Entry, error) {
 	if !light {
-		return s.pageHeld(ctx, f, h, n)
+		return rd.pageHeld(ctx, f, h, n)
 	}
 	keep, kargs := h.keep()
-	where, args := whereAnd(f, keep, kargs)
-	rows, err := s.db.QueryContext(ctx, `SELECT id, queue, event_id, state, redrive_count, dead_lettered_at FROM `+f.table(s.db.Dialect())+
+	where, args := rd.whereAnd(f, keep, kargs)
+	rows, err := rd.db.QueryContext(ctx, `SELECT id, queue, event_id, state, redrive_count, dead_lettered_at FROM `+rd.selection(f).From+
 		where+` ORDER BY id LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: select entries: %w", err)
 	}
 	defer rows.Close()
-	var out []*Entry
+	var out []*catalog.Entry
 	for rows.Next() {
-		var e Entry
+		var e catalog.Entry
 		var st string
 		var at int64
 		if err := rows.Scan(&e.ID, &e.Queue, &e.EventID, &st, &e.RedriveCount, &at); err != nil {
 			return nil, err
 		}
-		e.State, e.DeadLetteredAt = State(st), time.UnixMilli(at).UTC()
+		e.State, e.DeadLetteredAt = catalog.State(st), time.UnixMilli(at).UTC()
 		out = append(out, &e)
 	}
 	return out, rows.Err()
 }
 
-func ref(e *Entry) EntryRef {
-	return EntryRef{ID: e.ID, Queue: e.Queue, EventID: e.EventID, State: e.State, RedriveCount: e.RedriveCount, DeadLetteredAt: e.DeadLetteredAt}
-}
-
 // refuse marks entries of queue at max_redrives needs_manual (or, in a dry
 // run, audits that it would).
-func (s *Store) refuse(ctx context.Context, d catalogdb.Decision, queue string, es []*Entry, maxRedrives int, p RedriveParams) (int, error) {
+func (rd *Redriver) refuse(ctx context.Context, d catalogdb.Decision, queue string, es []*catalog.Entry, maxRedrives int, p Params) (int, error) {
 	why := fmt.Sprintf("not redriven: the message was already redriven max_redrives (%d for %s) times; decide by hand (discard with a reason, or raise max_redrives)",
 		maxRedrives, queue)
 	if p.DryRun {
-		if err := s.AppendAudit(ctx, d.Record(ActionRedrive, OutcomeWouldNeedManual, true, eventIDs(es), why)); err != nil {
+		if err := rd.store.AppendAudit(ctx, d.Record(catalog.ActionRedrive, catalog.OutcomeWouldNeedManual, true, eventIDs(es), why)); err != nil {
 			return 0, err
 		}
-		notify(p, es, OutcomeWouldNeedManual)
+		notify(p, es, catalog.OutcomeWouldNeedManual)
 		return len(es), nil
 	}
-	changed, err := s.markState(ctx, d, es, `state = 'needs_manual'`, OutcomeNeedsManual, why, p.job)
-	notify(p, changed, OutcomeNeedsManual)
+	changed, err := rd.markState(ctx, d, es, `state = 'needs_manual'`, catalog.OutcomeNeedsManual, why, p.job)
+	notify(p, changed, catalog.OutcomeNeedsManual)
 	return len(changed), err
 }
 
 // redriveBatch publishes es to queue and, once confirmed, marks them
 // redriven with their audit record.
-func (s *Store) redriveBatch(ctx context.Context, d catalogdb.Decision, pub Publisher, queue string, es []*Entry, lim *rate.Limiter, p RedriveParams) (int, error) {
+func (rd *Redriver) redriveBatch(ctx context.Context, d catalogdb.Decision, pub Publisher, queue string, es []*catalog.Entry, lim *rate.Limiter, p Params) (int, error) {
 	dest, sent := redirect(p, queue)
 	if p.DryRun {
 		why := "would be " + sent
-		if err := s.AppendAudit(ctx, d.Record(ActionRedrive, OutcomeWouldRedrive, true, eventIDs(es), why)); err != nil {
+		if err := rd.store.AppendAudit(ctx, d.Record(catalog.ActionRedrive, catalog.OutcomeWouldRedrive, true, eventIDs(es), why)); err != nil {
 			return 0, err
 		}
-		notify(p, es, OutcomeWouldRedrive)
+		notify(p, es, catalog.OutcomeWouldRedrive)
 		return len(es), nil
 	}
 	if lim != nil {
@@ -504,45 +499,45 @@ func (s *Store) redriveBatch(ctx context.Context, d catalogdb.Decision, pub Publ
 			return 0, fmt.Errorf("rate limit: %w", err)
 		}
 	}
-	msgs, err := s.redriveMessages(ctx, es)
+	msgs, err := rd.store.RedriveMessages(ctx, es)
 	if err != nil {
 		return 0, err
 	}
 	// A redirected message is new to its target queue: the target's
 	// ledger counts it accepted (Redrive false), the source's redirected.
 	pp := &transport.PublishParams{Queue: dest, Messages: msgs, Redrive: dest == queue}
-	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == s.db.DB {
-		return s.redriveTx(ctx, d, tp, pp, es, p)
+	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == rd.db.DB {
+		return rd.redriveTx(ctx, d, tp, pp, es, p)
 	}
 	if p.job != nil {
-		if err := p.job.check(ctx, s.db); err != nil {
+		if err := p.job.check(ctx, rd.db); err != nil {
 			return 0, err
 		}
 	}
-	if err := s.allowHeads(ctx, s.db, es); err != nil {
+	if err := allowHeads(ctx, rd.db, es); err != nil {
 		return 0, err
 	}
 	if err := pub.Publish(ctx, pp); err != nil {
 		detail := fmt.Sprintf("publish to %s: %v", dest, err)
 		// The entries are unchanged; record the failure even when ctx ended.
-		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.Record(d.RedriveAction(), OutcomeFailed, false, eventIDs(es), detail)); aerr != nil {
+		if aerr := rd.store.AppendAudit(context.WithoutCancel(ctx), d.Record(d.RedriveAction(), catalog.OutcomeFailed, false, eventIDs(es), detail)); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 		return 0, fmt.Errorf("publish %d entries to %s: %w", len(es), dest, err)
 	}
 	// Confirmed: from here on the state change must be recorded even if
 	// ctx is cancelled, or a later redrive would only add duplicates.
-	changed, err := s.markState(context.WithoutCancel(ctx), d, es, redrivenSet(p), OutcomeRedriven, sent, p.job)
-	notify(p, changed, OutcomeRedriven)
+	changed, err := rd.markState(context.WithoutCancel(ctx), d, es, redrivenSet(p), catalog.OutcomeRedriven, sent, p.job)
+	notify(p, changed, catalog.OutcomeRedriven)
 	return len(changed), err
 }
 
 // redriveTx marks the entries of es still pending redriven and publishes
 // their messages in one transaction of the catalog's own database: both
 // happen or neither, so not even a crash leaves a duplicate.
-func (s *Store) redriveTx(ctx context.Context, d catalogdb.Decision, tp transport.TxPublisher, pp *transport.PublishParams, es []*Entry, p RedriveParams) (int, error) {
-	var changed []*Entry
-	err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
+func (rd *Redriver) redriveTx(ctx context.Context, d catalogdb.Decision, tp transport.TxPublisher, pp *transport.PublishParams, es []*catalog.Entry, p Params) (int, error) {
+	var changed []*catalog.Entry
+	err := rd.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 		if p.job != nil {
 			if err := p.job.check(ctx, tx); err != nil {
 				return err
@@ -550,11 +545,11 @@ func (s *Store) redriveTx(ctx context.Context, d catalogdb.Decision, tp transpor
 		}
 		var err error
 		_, sent := redirect(p, es[0].Queue)
-		changed, err = markStateTx(ctx, tx, d, es, redrivenSet(p), OutcomeRedriven, sent, p.job)
+		changed, err = markStateTx(ctx, tx, d, es, redrivenSet(p), catalog.OutcomeRedriven, sent, p.job)
 		if err != nil || len(changed) == 0 {
 			return err
 		}
-		if err := s.allowHeads(ctx, tx, changed); err != nil {
+		if err := allowHeads(ctx, tx, changed); err != nil {
 			return err
 		}
 		keep := make(map[int64]bool, len(changed))
@@ -576,12 +571,12 @@ func (s *Store) redriveTx(ctx context.Context, d catalogdb.Decision, tp transpor
 		if errors.Is(err, ErrJobCancelled) || errors.Is(err, ErrJobLeaseLost) {
 			return 0, err // nothing was tried: no failure to audit
 		}
-		if aerr := s.AppendAudit(context.WithoutCancel(ctx), d.Record(d.RedriveAction(), OutcomeFailed, false, eventIDs(es), err.Error())); aerr != nil {
+		if aerr := rd.store.AppendAudit(context.WithoutCancel(ctx), d.Record(d.RedriveAction(), catalog.OutcomeFailed, false, eventIDs(es), err.Error())); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 		return 0, err
 	}
-	notify(p, changed, OutcomeRedriven)
+	notify(p, changed, catalog.OutcomeRedriven)
 	return len(changed), nil
 }
 
@@ -589,9 +584,9 @@ func (s *Store) redriveTx(ctx context.Context, d catalogdb.Decision, tp transpor
 // and appends the audit record naming those, in one transaction. It
 // returns the entries changed (an entry decided meanwhile by someone else
 // is left alone).
-func (s *Store) markState(ctx context.Context, d catalogdb.Decision, es []*Entry, set, outcome, why string, job *jobRun) ([]*Entry, error) {
-	var changed []*Entry
-	err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
+func (rd *Redriver) markState(ctx context.Context, d catalogdb.Decision, es []*catalog.Entry, set, outcome, why string, job *jobRun) ([]*catalog.Entry, error) {
+	var changed []*catalog.Entry
+	err := rd.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 		var err error
 		changed, err = markStateTx(ctx, tx, d, es, set, outcome, why, job)
 		return err
@@ -604,11 +599,11 @@ func (s *Store) markState(ctx context.Context, d catalogdb.Decision, es []*Entry
 
 // markStateTx is markState inside tx; with a job, the job's progress is
 // recorded in tx too.
-func markStateTx(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, es []*Entry, set, outcome, why string, job *jobRun) ([]*Entry, error) {
-	var changed []*Entry
+func markStateTx(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, es []*catalog.Entry, set, outcome, why string, job *jobRun) ([]*catalog.Entry, error) {
+	var changed []*catalog.Entry
 	err := func() error {
 		args := []any{d.Now().UnixMilli(), d.Actor, why}
-		byID := make(map[int64]*Entry, len(es))
+		byID := make(map[int64]*catalog.Entry, len(es))
 		for _, e := range es {
 			args = append(args, e.ID)
 			byID[e.ID] = e
@@ -645,7 +640,7 @@ func markStateTx(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, es
 	return changed, err
 }
 
-func eventIDs(es []*Entry) []string {
+func eventIDs(es []*catalog.Entry) []string {
 	ids := make([]string, len(es))
 	for i, e := range es {
 		ids[i] = e.EventID
@@ -653,16 +648,16 @@ func eventIDs(es []*Entry) []string {
 	return ids
 }
 
-func notify(p RedriveParams, es []*Entry, outcome string) {
+func notify(p Params, es []*catalog.Entry, outcome string) {
 	if p.OnEntry == nil {
 		return
 	}
 	for _, e := range es {
 		r := ref(e)
-		if outcome == OutcomeRedriven {
-			r.State, r.RedriveCount = StateRedriven, e.RedriveCount+1
-		} else if outcome == OutcomeNeedsManual {
-			r.State = StateNeedsManual
+		if outcome == catalog.OutcomeRedriven {
+			r.State, r.RedriveCount = catalog.StateRedriven, e.RedriveCount+1
+		} else if outcome == catalog.OutcomeNeedsManual {
+			r.State = catalog.StateNeedsManual
 		}
 		p.OnEntry(r, outcome)
 	}

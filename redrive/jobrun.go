@@ -1,24 +1,24 @@
-package catalog
+package redrive
 
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/catalogdb"
+	"github.com/lily-mq/lily/ledger"
 )
 
 // jobRun ties a Redrive to the stored job a runner holds: before each batch
 // it renews the lease (and notices a cancellation or a takeover), and in
 // each batch's transaction it records the job's progress.
 type jobRun struct {
-	store  *Store
+	rd     *Redriver
 	job    *Job
 	holder string
 	lease  time.Duration
@@ -62,13 +62,13 @@ func whyNotHeld(ctx context.Context, q catalogdb.Querier, id int64, holder strin
 
 // record adds the outcome of a sub-batch to the job inside tx: the counts,
 // the cursor and, while sampling, the sampled messages.
-func (r *jobRun) record(ctx context.Context, tx *catalogdb.Tx, changed []*Entry, outcome string) error {
+func (r *jobRun) record(ctx context.Context, tx *catalogdb.Tx, changed []*catalog.Entry, outcome string) error {
 	sent, refused := 0, 0
-	if outcome == OutcomeRedriven {
+	if outcome == catalog.OutcomeRedriven {
 		sent = len(changed)
 		if r.sampling {
 			for _, e := range changed {
-				r.job.Sampled = append(r.job.Sampled, SampledMessage{EntryID: e.ID, Queue: cmp.Or(r.job.To, e.Queue), EventID: e.EventID, LedgerKey: ledgerKey(e.EventID, e.Body)})
+				r.job.Sampled = append(r.job.Sampled, SampledMessage{EntryID: e.ID, Queue: cmp.Or(r.job.To, e.Queue), EventID: e.EventID, LedgerKey: ledger.Key(e.EventID, e.Body)})
 			}
 		}
 	} else {
@@ -103,12 +103,12 @@ type JobRunParams struct {
 	// DefaultJobLease.
 	Lease time.Duration
 	// Target, MaxRedrives, Batch, OnEntry and Progress are as in
-	// RedriveParams (Progress counts the whole job, resumed or not).
+	// Params (Progress counts the whole job, resumed or not).
 	Target      func(ctx context.Context, queue string) (Publisher, error)
 	MaxRedrives func(queue string) int
 	Batch       int
-	OnEntry     func(e EntryRef, outcome string)
-	Progress    func(RedriveProgress)
+	OnEntry     func(e catalog.EntryRef, outcome string)
+	Progress    func(Progress)
 	// Tick, if set, runs before each look at the sample, with its queues:
 	// e.g. ingesting their broker DLQs.
 	Tick func(ctx context.Context, queues []string) error
@@ -133,23 +133,23 @@ type JobRunParams struct {
 // out; the next runner's RunJob goes on after the cursor: nothing is sent
 // twice but the one batch in flight (and, through a transport publishing
 // in the catalog's transaction, not even that).
-func (s *Store) RunJob(ctx context.Context, j *Job, p JobRunParams) (*Job, error) {
+func (rd *Redriver) RunJob(ctx context.Context, j *Job, p JobRunParams) (*Job, error) {
 	if p.Now == nil {
 		p.Now = time.Now
 	}
 	if p.Lease <= 0 {
 		p.Lease = DefaultJobLease
 	}
-	r := &jobRun{store: s, job: j, holder: p.Holder, lease: p.Lease, now: p.Now, cursor: j.Cursor}
-	if err := s.startJob(ctx, r); err != nil {
-		return s.endJob(ctx, r, p, RedriveResult{}, err)
+	r := &jobRun{rd: rd, job: j, holder: p.Holder, lease: p.Lease, now: p.Now, cursor: j.Cursor}
+	if err := rd.startJob(ctx, r); err != nil {
+		return rd.endJob(ctx, r, p, Result{}, err)
 	}
-	base := RedriveParams{Filter: j.Filter, Rate: j.Rate, MaxRedrives: p.MaxRedrives, Target: p.Target, Actor: j.Actor, Op: j.Op,
+	base := Params{Filter: j.Filter, Rate: j.Rate, MaxRedrives: p.MaxRedrives, Target: p.Target, Actor: j.Actor, Op: j.Op,
 		Batch: p.Batch, OnEntry: p.OnEntry, IncludeCrashers: j.IncludeCrashers, NewConsumerVersion: j.NewConsumerVersion, To: j.To, job: r,
 		Options: fmt.Sprintf(`"sample":%d,"observe":%q`, j.Sample, j.Observe.String())}
 	if p.Progress != nil {
-		base.Progress = func(rp RedriveProgress) {
-			p.Progress(RedriveProgress{Done: j.Done(), Total: max(j.Total, j.Done()), Elapsed: rp.Elapsed})
+		base.Progress = func(rp Progress) {
+			p.Progress(Progress{Done: j.Done(), Total: max(j.Total, j.Done()), Elapsed: rp.Elapsed})
 		}
 	}
 	if j.Sample > 0 && !j.SampleClean {
@@ -163,31 +163,31 @@ func (s *Store) RunJob(ctx context.Context, j *Job, p JobRunParams) (*Job, error
 				sp := base
 				sp.Filter.AfterID, sp.Limit, sp.Rate = j.Cursor, left, 0
 				r.sampling = true
-				res, err := s.Redrive(ctx, sp)
+				res, err := rd.Redrive(ctx, sp)
 				r.sampling = false
 				if err != nil {
-					return s.endJob(ctx, r, p, res, err)
+					return rd.endJob(ctx, r, p, res, err)
 				}
 			}
 			if len(j.Sampled) == 0 { // nothing selected, or all at max_redrives
-				return s.endJob(ctx, r, p, RedriveResult{}, nil)
+				return rd.endJob(ctx, r, p, Result{}, nil)
 			}
 			until := p.Now().Add(j.Observe)
 			j.SampleUntil, j.SampleDone = &until, true
-			if err := s.jobUpdate(ctx, r, `sample_done = 1, sample_until = ?`, until.UnixMilli()); err != nil {
-				return s.endJob(ctx, r, p, RedriveResult{}, err)
+			if err := rd.jobUpdate(ctx, r, `sample_done = 1, sample_until = ?`, until.UnixMilli()); err != nil {
+				return rd.endJob(ctx, r, p, Result{}, err)
 			}
 		}
 		stageTo(p.OnStage, StageObserve, sampledIDs(j.Sampled))
-		v, err := s.watchSample(ctx, r, p)
+		v, err := rd.watchSample(ctx, r, p)
 		if err != nil {
-			return s.endJob(ctx, r, p, RedriveResult{}, err)
+			return rd.endJob(ctx, r, p, Result{}, err)
 		}
-		if err := s.recordVerdict(ctx, r, v); err != nil {
-			return s.endJob(ctx, r, p, RedriveResult{}, err)
+		if err := rd.recordVerdict(ctx, r, v); err != nil {
+			return rd.endJob(ctx, r, p, Result{}, err)
 		}
 		if !v.clean {
-			return s.endJob(ctx, r, p, RedriveResult{}, &SampleError{Detail: v.detail, Returned: v.returned})
+			return rd.endJob(ctx, r, p, Result{}, &SampleError{Detail: v.detail, Returned: v.returned})
 		}
 	}
 	if j.Limit == 0 || j.Done() < j.Limit {
@@ -197,12 +197,12 @@ func (s *Store) RunJob(ctx context.Context, j *Job, p JobRunParams) (*Job, error
 		if j.Limit > 0 {
 			rp.Limit = j.Limit - j.Done()
 		}
-		res, err := s.Redrive(ctx, rp)
+		res, err := rd.Redrive(ctx, rp)
 		if err != nil {
-			return s.endJob(ctx, r, p, res, err)
+			return rd.endJob(ctx, r, p, res, err)
 		}
 	}
-	return s.endJob(ctx, r, p, RedriveResult{}, nil)
+	return rd.endJob(ctx, r, p, Result{}, nil)
 }
 
 // SampleError is a sample that did not prove the fix: the job stopped
@@ -210,7 +210,7 @@ func (s *Store) RunJob(ctx context.Context, j *Job, p JobRunParams) (*Job, error
 type SampleError struct {
 	Detail string
 	// Returned are the new entries of sampled messages dead-lettered again.
-	Returned []EntryRef
+	Returned []catalog.EntryRef
 }
 
 func (e *SampleError) Error() string { return "redrive stopped: " + e.Detail }
@@ -231,10 +231,10 @@ func sampledIDs(ms []SampledMessage) []string {
 
 // startJob moves a queued job to running (or sampling) and, before a
 // sample is sent, takes the watermark its returns are found above.
-func (s *Store) startJob(ctx context.Context, r *jobRun) error {
+func (rd *Redriver) startJob(ctx context.Context, r *jobRun) error {
 	j := r.job
 	if j.State != JobQueued {
-		if err := r.check(ctx, s.db); err != nil {
+		if err := r.check(ctx, rd.db); err != nil {
 			return err
 		}
 	} else {
@@ -243,47 +243,47 @@ func (s *Store) startJob(ctx context.Context, r *jobRun) error {
 			state = JobSampling
 		}
 		now := r.now().UnixMilli()
-		res, err := s.db.ExecContext(ctx, `UPDATE lily_redrive_jobs SET state = ?, started_at = ?, updated_at = ?, lease_until = ?
+		res, err := rd.db.ExecContext(ctx, `UPDATE lily_redrive_jobs SET state = ?, started_at = ?, updated_at = ?, lease_until = ?
 			WHERE id = ? AND holder = ? AND state = 'queued'`, string(state), now, now, now+r.lease.Milliseconds(), j.ID, r.holder)
 		if err != nil {
 			return fmt.Errorf("catalog: start redrive job %d: %w", j.ID, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return whyNotHeld(ctx, s.db, j.ID, r.holder)
+			return whyNotHeld(ctx, rd.db, j.ID, r.holder)
 		}
 		j.State = state
 		t := time.UnixMilli(now).UTC()
 		j.StartedAt = &t
 	}
 	if j.Sample > 0 && j.sampleAt == 0 && !j.SampleDone {
-		since, err := s.LastID(ctx)
+		since, err := rd.store.LastID(ctx)
 		if err != nil {
 			return err
 		}
 		j.sinceID, j.sampleAt = since, r.now().UnixMilli()
-		return s.jobUpdate(ctx, r, `since_id = ?, sample_at = ?`, since, j.sampleAt)
+		return rd.jobUpdate(ctx, r, `since_id = ?, sample_at = ?`, since, j.sampleAt)
 	}
 	return nil
 }
 
 // jobUpdate sets columns of the job the runner holds (set uses ?
 // placeholders for args).
-func (s *Store) jobUpdate(ctx context.Context, r *jobRun, set string, args ...any) error {
+func (rd *Redriver) jobUpdate(ctx context.Context, r *jobRun, set string, args ...any) error {
 	now := r.now().UnixMilli()
 	args = append(args, now, now+r.lease.Milliseconds(), r.job.ID, r.holder)
-	res, err := s.db.ExecContext(ctx, `UPDATE lily_redrive_jobs SET `+set+`, updated_at = ?, lease_until = ?
+	res, err := rd.db.ExecContext(ctx, `UPDATE lily_redrive_jobs SET `+set+`, updated_at = ?, lease_until = ?
 		WHERE id = ? AND holder = ? AND state IN `+activeJobStates, args...)
 	if err != nil {
 		return fmt.Errorf("catalog: update redrive job %d: %w", r.job.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return whyNotHeld(ctx, s.db, r.job.ID, r.holder)
+		return whyNotHeld(ctx, rd.db, r.job.ID, r.holder)
 	}
 	return nil
 }
 
 // endJob records how the run ended and returns the job as stored.
-func (s *Store) endJob(ctx context.Context, r *jobRun, p JobRunParams, res RedriveResult, runErr error) (*Job, error) {
+func (rd *Redriver) endJob(ctx context.Context, r *jobRun, p JobRunParams, res Result, runErr error) (*Job, error) {
 	j := r.job
 	bg := context.WithoutCancel(ctx)
 	var se *SampleError
@@ -291,7 +291,7 @@ func (s *Store) endJob(ctx context.Context, r *jobRun, p JobRunParams, res Redri
 	switch {
 	case runErr == nil:
 	case errors.Is(runErr, ErrJobCancelled), errors.Is(runErr, ErrJobLeaseLost):
-		out, err := s.Job(bg, j.ID)
+		out, err := rd.Job(bg, j.ID)
 		if err != nil {
 			return j, errors.Join(runErr, err)
 		}
@@ -300,11 +300,11 @@ func (s *Store) endJob(ctx context.Context, r *jobRun, p JobRunParams, res Redri
 		state, msg = JobStopped, runErr.Error()
 	case ctx.Err() != nil && !p.CancelOnStop:
 		// Stopped, not failed: release the job for the next runner.
-		if _, err := s.db.ExecContext(bg, `UPDATE lily_redrive_jobs SET holder = '', lease_until = 0, updated_at = ? WHERE id = ? AND holder = ?`,
+		if _, err := rd.db.ExecContext(bg, `UPDATE lily_redrive_jobs SET holder = '', lease_until = 0, updated_at = ? WHERE id = ? AND holder = ?`,
 			r.now().UnixMilli(), j.ID, r.holder); err != nil {
 			return j, errors.Join(runErr, err)
 		}
-		out, err := s.Job(bg, j.ID)
+		out, err := rd.Job(bg, j.ID)
 		if err != nil {
 			return j, errors.Join(runErr, err)
 		}
@@ -316,16 +316,16 @@ func (s *Store) endJob(ctx context.Context, r *jobRun, p JobRunParams, res Redri
 		failed = max(0, res.Selected-res.Redriven-res.NeedsManual)
 	}
 	now := r.now().UnixMilli()
-	upd, err := s.db.ExecContext(bg, `UPDATE lily_redrive_jobs SET state = ?, error = ?, failed = failed + ?, finished_at = ?, updated_at = ?,
+	upd, err := rd.db.ExecContext(bg, `UPDATE lily_redrive_jobs SET state = ?, error = ?, failed = failed + ?, finished_at = ?, updated_at = ?,
 			holder = '', lease_until = 0
 		WHERE id = ? AND holder = ? AND state IN `+activeJobStates, string(state), msg, failed, now, now, j.ID, r.holder)
 	if err != nil {
 		return j, errors.Join(runErr, fmt.Errorf("catalog: end redrive job %d: %w", j.ID, err))
 	}
 	if n, _ := upd.RowsAffected(); n == 0 {
-		runErr = errors.Join(runErr, whyNotHeld(bg, s.db, j.ID, r.holder))
+		runErr = errors.Join(runErr, whyNotHeld(bg, rd.db, j.ID, r.holder))
 	}
-	out, err := s.Job(bg, j.ID)
+	out, err := rd.Job(bg, j.ID)
 	if err != nil {
 		return j, errors.Join(runErr, err)
 	}
@@ -348,7 +348,7 @@ type RunnerParams struct {
 // runners, in one process or many, share the catalog's jobs: each job is
 // run by one at a time, and a runner that dies hands its job over when its
 // lease runs out. It returns ctx's error.
-func (s *Store) RunJobs(ctx context.Context, p RunnerParams) error {
+func (rd *Redriver) RunJobs(ctx context.Context, p RunnerParams) error {
 	if p.Interval <= 0 {
 		p.Interval = 2 * time.Second
 	}
@@ -359,13 +359,13 @@ func (s *Store) RunJobs(ctx context.Context, p RunnerParams) error {
 		p.Now = time.Now
 	}
 	for {
-		j, err := s.ClaimJob(ctx, p.Holder, p.Lease, p.Now())
+		j, err := rd.ClaimJob(ctx, p.Holder, p.Lease, p.Now())
 		switch {
 		case err != nil && ctx.Err() == nil:
 			p.Logger.Warn("catalog: redrive job runner: claim", "runner", p.Holder, "err", err)
 		case j != nil:
 			p.Logger.Info("catalog: redrive job taken", "job", j.ID, "queue", j.Queue, "state", j.State, "done", j.Done(), "total", j.Total, "runner", p.Holder)
-			out, err := s.RunJob(ctx, j, p.JobRunParams)
+			out, err := rd.RunJob(ctx, j, p.JobRunParams)
 			p.Logger.Info("catalog: redrive job ended", "job", out.ID, "state", out.State, "sent", out.Sent, "needs_manual", out.Refused,
 				"total", out.Total, "runner", p.Holder, "err", err)
 			continue // look for the next at once
@@ -384,9 +384,3 @@ const (
 	StageObserve = "observe"
 	StageRest    = "rest"
 )
-
-// ledgerKey is ledger.Key (a copy while the job runner is in this package).
-func ledgerKey(eventID string, body []byte) string {
-	sum := sha256.Sum256(body)
-	return eventID + "\x1f" + hex.EncodeToString(sum[:16])
-}

@@ -1,4 +1,4 @@
-package catalog_test
+package redrive_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -66,31 +67,31 @@ func TestJobSurvivesItsRunnerPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := &brokerPub{die: 3, sent: map[string]int{}}
-	target := func(context.Context, string) (catalog.Publisher, error) { return pub, nil }
-	j, err := a.CreateJob(ctx, catalog.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Rate: 1000, Actor: "t", Holder: "runner-a", Lease: time.Minute})
+	target := func(context.Context, string) (redrive.Publisher, error) { return pub, nil }
+	j, err := redrive.New(a).CreateJob(ctx, redrive.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Rate: 1000, Actor: "t", Holder: "runner-a", Lease: time.Minute})
 	if err != nil || j.Total != 10 {
 		t.Fatalf("CreateJob = %+v, %v", j, err)
 	}
-	if _, err := b.CreateJob(ctx, catalog.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Actor: "bob"}); !errors.Is(err, catalog.ErrJobActive) {
+	if _, err := redrive.New(b).CreateJob(ctx, redrive.JobSpec{Filter: catalog.Filter{Queue: "orders"}, Actor: "bob"}); !errors.Is(err, redrive.ErrJobActive) {
 		t.Fatalf("second job on the queue from another process = %v, want ErrJobActive", err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.RunJob(ctx, j, catalog.JobRunParams{Holder: "runner-a", Lease: time.Minute, Target: target, Batch: 2})
+		redrive.New(a).RunJob(ctx, j, redrive.JobRunParams{Holder: "runner-a", Lease: time.Minute, Target: target, Batch: 2})
 	}()
 	<-done
-	if c, err := b.ClaimJob(ctx, "runner-b", time.Minute, time.Now()); err != nil || c != nil {
+	if c, err := redrive.New(b).ClaimJob(ctx, "runner-b", time.Minute, time.Now()); err != nil || c != nil {
 		t.Fatalf("ClaimJob while runner-a's lease runs = %+v, %v; want none", c, err)
 	}
 	later := func() time.Time { return time.Now().Add(time.Hour) }
-	c, err := b.ClaimJob(ctx, "runner-b", time.Minute, later())
+	c, err := redrive.New(b).ClaimJob(ctx, "runner-b", time.Minute, later())
 	if err != nil || c == nil || c.ID != j.ID || c.Sent != 4 {
 		t.Fatalf("ClaimJob after the lease ran out = %+v, %v; want job %d with 4 sent", c, err, j.ID)
 	}
 	pub.die = -1
-	out, err := b.RunJob(ctx, c, catalog.JobRunParams{Holder: "runner-b", Lease: time.Minute, Target: target, Batch: 2, Now: later})
-	if err != nil || out.State != catalog.JobDone || out.Sent != 10 {
+	out, err := redrive.New(b).RunJob(ctx, c, redrive.JobRunParams{Holder: "runner-b", Lease: time.Minute, Target: target, Batch: 2, Now: later})
+	if err != nil || out.State != redrive.JobDone || out.Sent != 10 {
 		t.Fatalf("resumed job = %+v, %v", out, err)
 	}
 	twice := 0
@@ -108,8 +109,8 @@ func TestJobSurvivesItsRunnerPostgres(t *testing.T) {
 	if n, _ := a.CountBy(ctx, "state", catalog.Filter{}); n["redriven"] != 10 {
 		t.Errorf("states %v, want 10 redriven", n)
 	}
-	js, err := a.Jobs(ctx, catalog.JobQuery{})
-	if err != nil || len(js) != 1 || js[0].State != catalog.JobDone {
+	js, err := redrive.New(a).Jobs(ctx, redrive.JobQuery{})
+	if err != nil || len(js) != 1 || js[0].State != redrive.JobDone {
 		t.Errorf("jobs %+v, %v: want the one job, done once", js, err)
 	}
 }

@@ -1,4 +1,14 @@
-package catalog
+// Package rules fires redrive rules ([[redrive_rule]], 'lily serve'): when
+// a rule's trigger occurs — a circuit breaker of the queue closed after an
+// outage, or a consumer version at least the fixing one acked messages of
+// the queue — the entries it names are redriven as an ordinary redrive job
+// (package redrive), once per occurrence however many serve replicas look.
+// The triggers are written by the runtime through RuntimeRecorder, a
+// lily.Hook.
+//
+// An Engine is built on a *catalog.Store and owns the tables
+// lily_breaker_events, lily_consumer_versions and lily_rule_firings.
+package rules
 
 import (
 	"context"
@@ -6,12 +16,16 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/catalogdb"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // Rule triggers (config.TriggerBreakerClosed, config.TriggerConsumerVersion).
 const (
-	RuleBreakerClosed   = "breaker_closed"
-	RuleConsumerVersion = "consumer_version"
+	TriggerBreakerClosed   = "breaker_closed"
+	TriggerConsumerVersion = "consumer_version"
 )
 
 // Rule is a redrive rule ([[redrive_rule]]): which entries to redrive,
@@ -22,13 +36,13 @@ type Rule struct {
 	Reason string
 	// Fingerprint, if set, keeps only entries with it.
 	Fingerprint string
-	// MinConsumerVersion is the fixing version (RuleConsumerVersion).
+	// MinConsumerVersion is the fixing version (TriggerConsumerVersion).
 	MinConsumerVersion string
 	// Lookback widens an outage's window before the breaker opened.
 	Lookback time.Duration
 	// MaxAge is how recent a trigger must be to fire.
 	MaxAge time.Duration
-	// Sample, Observe, Rate and Limit are the job's (JobSpec).
+	// Sample, Observe, Rate and Limit are the job's (redrive.JobSpec).
 	Sample  int
 	Observe time.Duration
 	Rate    float64
@@ -38,8 +52,8 @@ type Rule struct {
 // Actor is the audit actor of the rule's decisions.
 func (r Rule) Actor() string { return "rule:" + r.Name }
 
-// RulePlan is what a rule would do for one occurrence of its trigger.
-type RulePlan struct {
+// Plan is what a rule would do for one occurrence of its trigger.
+type Plan struct {
 	Rule       string `json:"rule"`
 	Queue      string `json:"queue"`
 	Occurrence string `json:"occurrence"`
@@ -49,8 +63,8 @@ type RulePlan struct {
 	// is its job, 0 when it selected nothing).
 	Fired bool  `json:"fired"`
 	JobID int64 `json:"job_id,omitempty"`
-	// Filter is the selection of the redrive job, as JSON.
-	Filter Filter `json:"-"`
+	// Filter is the selection of the redrive job.
+	Filter catalog.Filter `json:"-"`
 	// Selector is Filter as JSON.
 	Selector string `json:"filter"`
 	// Selected are the pending entries the job would handle now; HeldBack
@@ -58,21 +72,35 @@ type RulePlan struct {
 	Selected int `json:"selected"`
 	HeldBack int `json:"held_back"`
 
-	hold    crasherHold
-	version string
+	// includeCrashers and crasherVersion are the job's IncludeCrashers
+	// and NewConsumerVersion (redrive.Params).
+	includeCrashers bool
+	crasherVersion  string
 }
 
-// RulesNoTrigger is the Occurrence of a plan that only reports that the
-// rule's trigger has not occurred (within MaxAge).
-const RulesNoTrigger = ""
+// Engine plans and fires the redrive rules of one catalog store, and
+// keeps the signals they trigger on. It is safe for concurrent use.
+type Engine struct {
+	db *catalogdb.DB
+	rd *redrive.Redriver
+}
 
-// PlanRules returns, for each rule, a plan per trigger occurrence within
+// New returns the rules engine of store.
+func New(store *catalog.Store) *Engine {
+	return &Engine{db: catalogdb.Of(store), rd: redrive.New(store)}
+}
+
+// NoTrigger is the Occurrence of a plan that only reports that the
+// rule's trigger has not occurred (within MaxAge).
+const NoTrigger = ""
+
+// Plan returns, for each rule, a plan per trigger occurrence within
 // the rule's MaxAge: fired ones (Fired set) and those that would fire now,
 // with what they would select. A rule whose trigger has not occurred gets
 // one plan with an empty Occurrence. Nothing is changed or audited.
-func (s *Store) PlanRules(ctx context.Context, rules []Rule, now time.Time) ([]RulePlan, error) {
+func (en *Engine) Plan(ctx context.Context, rules []Rule, now time.Time) ([]Plan, error) {
 	fired := map[[2]string]int64{}
-	fs, err := s.Firings(ctx, "")
+	fs, err := en.Firings(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -82,20 +110,20 @@ func (s *Store) PlanRules(ctx context.Context, rules []Rule, now time.Time) ([]R
 		}
 		fired[[2]string{f.Rule, f.Occurrence}] = f.JobID
 	}
-	var out []RulePlan
+	var out []Plan
 	for _, r := range rules {
-		ps, err := s.ruleOccurrences(ctx, r, now)
+		ps, err := en.ruleOccurrences(ctx, r, now)
 		if err != nil {
 			return nil, err
 		}
 		if len(ps) == 0 {
-			out = append(out, RulePlan{Rule: r.Name, Queue: r.Queue, Trigger: noTrigger(r)})
+			out = append(out, Plan{Rule: r.Name, Queue: r.Queue, Trigger: noTrigger(r)})
 			continue
 		}
 		for _, p := range ps {
 			if job, ok := fired[[2]string{r.Name, p.Occurrence}]; ok {
 				p.Fired, p.JobID = true, job
-			} else if p.Selected, p.HeldBack, err = s.planCounts(ctx, p.Filter, p.hold, r.Limit); err != nil {
+			} else if p.Selected, p.HeldBack, err = en.rd.Count(ctx, redrive.Params{Filter: p.Filter, Limit: r.Limit, IncludeCrashers: p.includeCrashers, NewConsumerVersion: p.crasherVersion}); err != nil {
 				return nil, err
 			}
 			out = append(out, p)
@@ -105,7 +133,7 @@ func (s *Store) PlanRules(ctx context.Context, rules []Rule, now time.Time) ([]R
 }
 
 func noTrigger(r Rule) string {
-	if r.When == RuleConsumerVersion {
+	if r.When == TriggerConsumerVersion {
 		return fmt.Sprintf("no consumer of version >= %s has acked messages of %s within %s", r.MinConsumerVersion, r.Queue, r.MaxAge)
 	}
 	return fmt.Sprintf("no breaker of %s closed after an outage within %s", r.Queue, r.MaxAge)
@@ -113,31 +141,31 @@ func noTrigger(r Rule) string {
 
 // ruleOccurrences lists the occurrences of r's trigger within its MaxAge,
 // each with the selection it redrives.
-func (s *Store) ruleOccurrences(ctx context.Context, r Rule, now time.Time) ([]RulePlan, error) {
-	base := Filter{Queue: r.Queue, Reason: r.Reason, Fingerprint: r.Fingerprint, States: []State{StatePending}}
-	hold := crasherHold{}
+func (en *Engine) ruleOccurrences(ctx context.Context, r Rule, now time.Time) ([]Plan, error) {
+	base := catalog.Filter{Queue: r.Queue, Reason: r.Reason, Fingerprint: r.Fingerprint, States: []catalog.State{catalog.StatePending}}
+	include, version := false, ""
 	if r.Reason == "delivery_limit" {
-		hold.include = true // named explicitly by the rule
+		include = true // named explicitly by the rule
 	}
 	since := now.Add(-r.MaxAge)
 	switch r.When {
-	case RuleBreakerClosed:
-		os, err := s.Outages(ctx, r.Queue, since)
+	case TriggerBreakerClosed:
+		os, err := en.Outages(ctx, r.Queue, since)
 		if err != nil {
 			return nil, err
 		}
-		var out []RulePlan
+		var out []Plan
 		for _, o := range os {
 			f := base
 			f.DeadLetteredAfter = o.OpenedAt.Add(-r.Lookback)
 			f.DeadLetteredBefore = o.Closed.At.Add(time.Millisecond)
-			out = append(out, RulePlan{Rule: r.Name, Queue: r.Queue, Occurrence: fmt.Sprintf("breaker:%d", o.Closed.ID), Filter: f, Selector: f.String(), hold: hold,
+			out = append(out, Plan{Rule: r.Name, Queue: r.Queue, Occurrence: fmt.Sprintf("breaker:%d", o.Closed.ID), Filter: f, Selector: f.String(), includeCrashers: include,
 				Trigger: fmt.Sprintf("breaker of %s (consumer %s) opened %s, closed %s", r.Queue, o.Closed.Consumer,
 					o.OpenedAt.Format(time.RFC3339), o.Closed.At.Format(time.RFC3339))})
 		}
 		return out, nil
-	case RuleConsumerVersion:
-		vs, err := s.AckedVersions(ctx, r.Queue)
+	case TriggerConsumerVersion:
+		vs, err := en.AckedVersions(ctx, r.Queue)
 		if err != nil {
 			return nil, err
 		}
@@ -150,19 +178,19 @@ func (s *Store) ruleOccurrences(ctx context.Context, r Rule, now time.Time) ([]R
 			// predecessors' failure: only what came before it ran.
 			f.DeadLetteredBefore = v.FirstAckedAt
 			if r.Reason == "delivery_limit" {
-				hold = crasherHold{version: v.Version}
+				include, version = false, v.Version
 			}
-			return []RulePlan{{Rule: r.Name, Queue: r.Queue, Occurrence: "consumer_version>=" + r.MinConsumerVersion, Filter: f, Selector: f.String(),
-				hold: hold, version: v.Version,
+			return []Plan{{Rule: r.Name, Queue: r.Queue, Occurrence: "consumer_version>=" + r.MinConsumerVersion, Filter: f, Selector: f.String(),
+				includeCrashers: include, crasherVersion: version,
 				Trigger: fmt.Sprintf("consumer version %s (>= %s) acked messages of %s since %s", v.Version, r.MinConsumerVersion, r.Queue,
 					v.FirstAckedAt.Format(time.RFC3339))}}, nil
 		}
 		return nil, nil
 	}
-	return nil, fmt.Errorf("catalog: rule %s: unknown trigger %q (want %s or %s)", r.Name, r.When, RuleBreakerClosed, RuleConsumerVersion)
+	return nil, fmt.Errorf("catalog: rule %s: unknown trigger %q (want %s or %s)", r.Name, r.When, TriggerBreakerClosed, TriggerConsumerVersion)
 }
 
-// FireParams are the arguments of FireRules.
+// FireParams are the arguments of Fire.
 type FireParams struct {
 	Rules []Rule
 	// Now returns the current time. Defaults to time.Now.
@@ -171,14 +199,14 @@ type FireParams struct {
 	Logger *slog.Logger
 }
 
-// FireRules fires every rule whose trigger occurred and has not fired for
+// Fire fires every rule whose trigger occurred and has not fired for
 // that occurrence: the firing is claimed in the catalog (once per rule and
 // occurrence, whichever replica claims it first), the redrive is dry-run
 // and audited under the job's operation, then the job is created as any
 // other redrive job, queued for the job runner ('lily dlq jobs'; it runs
 // with its sample, rate and max_redrives). A queue that has an active job makes the firing
 // wait for a later call. It returns the plans that fired.
-func (s *Store) FireRules(ctx context.Context, p FireParams) ([]RulePlan, error) {
+func (en *Engine) Fire(ctx context.Context, p FireParams) ([]Plan, error) {
 	now := time.Now
 	if p.Now != nil {
 		now = p.Now
@@ -187,7 +215,7 @@ func (s *Store) FireRules(ctx context.Context, p FireParams) ([]RulePlan, error)
 	if logger == nil {
 		logger = slog.Default()
 	}
-	plans, err := s.PlanRules(ctx, p.Rules, now())
+	plans, err := en.Plan(ctx, p.Rules, now())
 	if err != nil {
 		return nil, err
 	}
@@ -195,14 +223,14 @@ func (s *Store) FireRules(ctx context.Context, p FireParams) ([]RulePlan, error)
 	for _, r := range p.Rules {
 		byName[r.Name] = r
 	}
-	var fired []RulePlan
+	var fired []Plan
 	var errs []error
 	for _, pl := range plans {
-		if pl.Fired || pl.Occurrence == RulesNoTrigger {
+		if pl.Fired || pl.Occurrence == NoTrigger {
 			continue
 		}
 		r := byName[pl.Rule]
-		ok, err := s.fireRule(ctx, r, &pl, now)
+		ok, err := en.fireRule(ctx, r, &pl, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("rule %s (%s): %w", r.Name, pl.Occurrence, err))
 			continue
@@ -217,36 +245,36 @@ func (s *Store) FireRules(ctx context.Context, p FireParams) ([]RulePlan, error)
 
 // fireRule fires one plan; false when another replica fired it, or the
 // queue is busy (the firing is released to be tried again).
-func (s *Store) fireRule(ctx context.Context, r Rule, pl *RulePlan, now func() time.Time) (bool, error) {
-	op := NewOp(now())
-	claimed, err := s.ClaimFiring(ctx, RuleFiring{Rule: r.Name, Occurrence: pl.Occurrence, Queue: r.Queue, FiredAt: now(), Op: op, Detail: pl.Trigger})
+func (en *Engine) fireRule(ctx context.Context, r Rule, pl *Plan, now func() time.Time) (bool, error) {
+	op := catalog.NewOp(now())
+	claimed, err := en.ClaimFiring(ctx, Firing{Rule: r.Name, Occurrence: pl.Occurrence, Queue: r.Queue, FiredAt: now(), Op: op, Detail: pl.Trigger})
 	if err != nil || !claimed {
 		return false, err
 	}
 	release := func(err error) (bool, error) {
-		if rerr := s.ReleaseFiring(context.WithoutCancel(ctx), r.Name, pl.Occurrence); rerr != nil {
+		if rerr := en.ReleaseFiring(context.WithoutCancel(ctx), r.Name, pl.Occurrence); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		return false, err
 	}
 	// An active job holds the queue: wait for it, without a record.
-	if j, err := s.activeJobOn(ctx, r.Queue); err != nil || j != nil {
+	if j, err := en.rd.ActiveJob(ctx, r.Queue); err != nil || j != nil {
 		return release(err)
 	}
 	opts := fmt.Sprintf(`"rule":%q,"occurrence":%q,"trigger":%q`, r.Name, pl.Occurrence, pl.Trigger)
-	rp := RedriveParams{Filter: pl.Filter, Limit: r.Limit, DryRun: true, Rate: r.Rate, Actor: r.Actor(), Op: op, Options: opts,
-		IncludeCrashers: pl.hold.include, NewConsumerVersion: pl.hold.version, Now: now}
-	plan, err := s.Redrive(ctx, rp)
+	rp := redrive.Params{Filter: pl.Filter, Limit: r.Limit, DryRun: true, Rate: r.Rate, Actor: r.Actor(), Op: op, Options: opts,
+		IncludeCrashers: pl.includeCrashers, NewConsumerVersion: pl.crasherVersion, Now: now}
+	plan, err := en.rd.Redrive(ctx, rp)
 	if err != nil {
 		return release(err)
 	}
 	if plan.Selected == 0 {
 		pl.Selected = 0
-		return true, s.CompleteFiring(ctx, r.Name, pl.Occurrence, 0, pl.Trigger+"; nothing to redrive (dry run "+op+")")
+		return true, en.CompleteFiring(ctx, r.Name, pl.Occurrence, 0, pl.Trigger+"; nothing to redrive (dry run "+op+")")
 	}
-	j, err := s.CreateJob(ctx, JobSpec{Filter: pl.Filter, Limit: r.Limit, Rate: r.Rate, Sample: r.Sample, Observe: r.Observe,
-		NewConsumerVersion: pl.hold.version, IncludeCrashers: pl.hold.include, Actor: r.Actor(), Op: op, Now: now})
-	var conflict *JobConflictError
+	j, err := en.rd.CreateJob(ctx, redrive.JobSpec{Filter: pl.Filter, Limit: r.Limit, Rate: r.Rate, Sample: r.Sample, Observe: r.Observe,
+		NewConsumerVersion: pl.crasherVersion, IncludeCrashers: pl.includeCrashers, Actor: r.Actor(), Op: op, Now: now})
+	var conflict *redrive.JobConflictError
 	if errors.As(err, &conflict) {
 		return release(nil)
 	}
@@ -254,5 +282,5 @@ func (s *Store) fireRule(ctx context.Context, r Rule, pl *RulePlan, now func() t
 		return release(err)
 	}
 	pl.JobID = j.ID
-	return true, s.CompleteFiring(ctx, r.Name, pl.Occurrence, j.ID, fmt.Sprintf("%s; job %d: %d entries (dry run %s)", pl.Trigger, j.ID, j.Total, op))
+	return true, en.CompleteFiring(ctx, r.Name, pl.Occurrence, j.ID, fmt.Sprintf("%s; job %d: %d entries (dry run %s)", pl.Trigger, j.ID, j.Total, op))
 }

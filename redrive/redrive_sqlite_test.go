@@ -1,4 +1,4 @@
-package catalog_test
+package redrive_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -102,8 +103,8 @@ func TestRedriveSQLiteLedger(t *testing.T) {
 	if r := ledgerRow(t, cat, tr); r.Accepted != 10 || r.DeadLettered != 10 || r.Lost != 0 {
 		t.Fatalf("before: %+v", r)
 	}
-	res, err := cat.Redrive(ctx, catalog.RedriveParams{Actor: "t",
-		Target: func(context.Context, string) (catalog.Publisher, error) { return tr, nil }})
+	res, err := redrive.New(cat).Redrive(ctx, redrive.Params{Actor: "t",
+		Target: func(context.Context, string) (redrive.Publisher, error) { return tr, nil }})
 	if err != nil || res.Redriven != 10 {
 		t.Fatalf("Redrive = %+v, %v", res, err)
 	}
@@ -142,8 +143,8 @@ func TestRedriveInterruptedMakesDuplicatesNotLoss(t *testing.T) {
 	ctx := context.Background()
 	tr, cat := deadLettered(t, "orders", 10)
 	pub := &failAfter{tr: tr, ok: 1}
-	p := catalog.RedriveParams{Actor: "t", Batch: 5, Target: func(context.Context, string) (catalog.Publisher, error) { return pub, nil }}
-	res, err := cat.Redrive(ctx, p)
+	p := redrive.Params{Actor: "t", Batch: 5, Target: func(context.Context, string) (redrive.Publisher, error) { return pub, nil }}
+	res, err := redrive.New(cat).Redrive(ctx, p)
 	if err == nil || res.Redriven != 5 {
 		t.Fatalf("interrupted Redrive = %+v, %v", res, err)
 	}
@@ -153,7 +154,7 @@ func TestRedriveInterruptedMakesDuplicatesNotLoss(t *testing.T) {
 		t.Errorf("after the interruption: %+v (lost < 0: duplicates, never hidden loss)", r)
 	}
 	pub.ok = 100
-	res, err = cat.Redrive(ctx, p)
+	res, err = redrive.New(cat).Redrive(ctx, p)
 	if err != nil || res.Redriven != 5 {
 		t.Fatalf("second Redrive = %+v, %v", res, err)
 	}
@@ -184,8 +185,8 @@ func TestRedriveSQLiteAtomic(t *testing.T) {
 	if err := cat.Insert(ctx, ghost); err != nil {
 		t.Fatal(err)
 	}
-	_, err := cat.Redrive(ctx, catalog.RedriveParams{Actor: "t", Filter: catalog.Filter{Queue: "ghost"},
-		Target: func(context.Context, string) (catalog.Publisher, error) { return tr, nil }})
+	_, err := redrive.New(cat).Redrive(ctx, redrive.Params{Actor: "t", Filter: catalog.Filter{Queue: "ghost"},
+		Target: func(context.Context, string) (redrive.Publisher, error) { return tr, nil }})
 	if !errors.Is(err, transport.ErrUnknownQueue) {
 		t.Fatalf("Redrive into an undeclared queue = %v", err)
 	}

@@ -1,4 +1,4 @@
-package catalog
+package rules
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
 )
 
 // BreakerEvent is one recorded transition of a consumer's circuit breaker.
@@ -25,8 +26,8 @@ type BreakerEvent struct {
 }
 
 // RecordBreaker stores a breaker transition of consumer on queue.
-func (s *Store) RecordBreaker(ctx context.Context, queue, consumer string, from, to lily.BreakerState, at time.Time) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO lily_breaker_events(queue, consumer, from_state, to_state, at) VALUES (?, ?, ?, ?, ?)`,
+func (en *Engine) RecordBreaker(ctx context.Context, queue, consumer string, from, to lily.BreakerState, at time.Time) error {
+	_, err := en.db.ExecContext(ctx, `INSERT INTO lily_breaker_events(queue, consumer, from_state, to_state, at) VALUES (?, ?, ?, ?, ?)`,
 		queue, consumer, string(from), string(to), at.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("catalog: record the breaker of %s: %w", queue, err)
@@ -36,9 +37,9 @@ func (s *Store) RecordBreaker(ctx context.Context, queue, consumer string, from,
 
 // RecordAckedVersion notes that consumer version acked a message of queue
 // at at (first and last time seen).
-func (s *Store) RecordAckedVersion(ctx context.Context, queue, version string, at time.Time) error {
+func (en *Engine) RecordAckedVersion(ctx context.Context, queue, version string, at time.Time) error {
 	t := at.UnixMilli()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO lily_consumer_versions(queue, version, first_acked_at, last_acked_at) VALUES (?, ?, ?, ?)
+	_, err := en.db.ExecContext(ctx, `INSERT INTO lily_consumer_versions(queue, version, first_acked_at, last_acked_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (queue, version) DO UPDATE SET last_acked_at = CASE WHEN excluded.last_acked_at > lily_consumer_versions.last_acked_at
 			THEN excluded.last_acked_at ELSE lily_consumer_versions.last_acked_at END`, queue, version, t, t)
 	if err != nil {
@@ -56,8 +57,8 @@ type AckedVersion struct {
 }
 
 // AckedVersions lists the consumer versions that acked messages of queue.
-func (s *Store) AckedVersions(ctx context.Context, queue string) ([]AckedVersion, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT queue, version, first_acked_at, last_acked_at FROM lily_consumer_versions WHERE queue = ? ORDER BY first_acked_at, version`, queue)
+func (en *Engine) AckedVersions(ctx context.Context, queue string) ([]AckedVersion, error) {
+	rows, err := en.db.QueryContext(ctx, `SELECT queue, version, first_acked_at, last_acked_at FROM lily_consumer_versions WHERE queue = ? ORDER BY first_acked_at, version`, queue)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: consumer versions of %s: %w", queue, err)
 	}
@@ -87,8 +88,8 @@ type Outage struct {
 // Outages lists the outages of queue's breakers that ended at or after
 // since, oldest first: for each transition to closed, the first opening of
 // the same consumer's breaker after its previous close.
-func (s *Store) Outages(ctx context.Context, queue string, since time.Time) ([]Outage, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT c.id, c.queue, c.consumer, c.from_state, c.to_state, c.at,
+func (en *Engine) Outages(ctx context.Context, queue string, since time.Time) ([]Outage, error) {
+	rows, err := en.db.QueryContext(ctx, `SELECT c.id, c.queue, c.consumer, c.from_state, c.to_state, c.at,
 		(SELECT MIN(o.at) FROM lily_breaker_events o WHERE o.queue = c.queue AND o.consumer = c.consumer AND o.to_state = 'open' AND o.id < c.id
 			AND o.id > COALESCE((SELECT MAX(p.id) FROM lily_breaker_events p WHERE p.queue = c.queue AND p.consumer = c.consumer
 				AND p.to_state = 'closed' AND p.id < c.id), 0))
@@ -114,9 +115,9 @@ func (s *Store) Outages(ctx context.Context, queue string, since time.Time) ([]O
 	return out, rows.Err()
 }
 
-// RuleFiring is one firing of a redrive rule: the occurrence of its
+// Firing is one firing of a redrive rule: the occurrence of its
 // trigger and the job it made.
-type RuleFiring struct {
+type Firing struct {
 	Rule       string    `json:"rule"`
 	Occurrence string    `json:"occurrence"`
 	Queue      string    `json:"queue"`
@@ -136,12 +137,12 @@ const firingStale = 2 * time.Minute
 // when the rule already fired (or is firing) for it, on any replica. A
 // claim left "firing" for longer than firingStale (its replica died) is
 // replaced.
-func (s *Store) ClaimFiring(ctx context.Context, f RuleFiring) (bool, error) {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM lily_rule_firings WHERE rule = ? AND occurrence = ? AND state = 'firing' AND fired_at < ?`,
+func (en *Engine) ClaimFiring(ctx context.Context, f Firing) (bool, error) {
+	if _, err := en.db.ExecContext(ctx, `DELETE FROM lily_rule_firings WHERE rule = ? AND occurrence = ? AND state = 'firing' AND fired_at < ?`,
 		f.Rule, f.Occurrence, f.FiredAt.Add(-firingStale).UnixMilli()); err != nil {
 		return false, fmt.Errorf("catalog: take over a stale firing of rule %s: %w", f.Rule, err)
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO lily_rule_firings(rule, occurrence, queue, fired_at, job_id, op, detail) VALUES (?, ?, ?, ?, ?, ?, ?)
+	res, err := en.db.ExecContext(ctx, `INSERT INTO lily_rule_firings(rule, occurrence, queue, fired_at, job_id, op, detail) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`, f.Rule, f.Occurrence, f.Queue, f.FiredAt.UnixMilli(), f.JobID, f.Op, f.Detail)
 	if err != nil {
 		return false, fmt.Errorf("catalog: record the firing of rule %s: %w", f.Rule, err)
@@ -151,8 +152,8 @@ func (s *Store) ClaimFiring(ctx context.Context, f RuleFiring) (bool, error) {
 }
 
 // CompleteFiring stores the job a firing made and what it did.
-func (s *Store) CompleteFiring(ctx context.Context, rule, occurrence string, jobID int64, detail string) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE lily_rule_firings SET job_id = ?, detail = ?, state = 'fired' WHERE rule = ? AND occurrence = ?`,
+func (en *Engine) CompleteFiring(ctx context.Context, rule, occurrence string, jobID int64, detail string) error {
+	if _, err := en.db.ExecContext(ctx, `UPDATE lily_rule_firings SET job_id = ?, detail = ?, state = 'fired' WHERE rule = ? AND occurrence = ?`,
 		jobID, detail, rule, occurrence); err != nil {
 		return fmt.Errorf("catalog: record the job of rule %s: %w", rule, err)
 	}
@@ -161,29 +162,29 @@ func (s *Store) CompleteFiring(ctx context.Context, rule, occurrence string, job
 
 // ReleaseFiring forgets a firing that could not make its job (e.g. the
 // queue had an active job), so that the rule fires for it later.
-func (s *Store) ReleaseFiring(ctx context.Context, rule, occurrence string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM lily_rule_firings WHERE rule = ? AND occurrence = ? AND state = 'firing'`, rule, occurrence); err != nil {
+func (en *Engine) ReleaseFiring(ctx context.Context, rule, occurrence string) error {
+	if _, err := en.db.ExecContext(ctx, `DELETE FROM lily_rule_firings WHERE rule = ? AND occurrence = ? AND state = 'firing'`, rule, occurrence); err != nil {
 		return fmt.Errorf("catalog: release the firing of rule %s: %w", rule, err)
 	}
 	return nil
 }
 
 // Firings lists the firings of rule (every rule when empty), newest first.
-func (s *Store) Firings(ctx context.Context, rule string) ([]RuleFiring, error) {
+func (en *Engine) Firings(ctx context.Context, rule string) ([]Firing, error) {
 	q := `SELECT rule, occurrence, queue, fired_at, job_id, op, detail, state FROM lily_rule_firings`
 	var args []any
 	if rule != "" {
 		q += ` WHERE rule = ?`
 		args = append(args, rule)
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY fired_at DESC, rule, occurrence`, args...)
+	rows, err := en.db.QueryContext(ctx, q+` ORDER BY fired_at DESC, rule, occurrence`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: rule firings: %w", err)
 	}
 	defer rows.Close()
-	var out []RuleFiring
+	var out []Firing
 	for rows.Next() {
-		var f RuleFiring
+		var f Firing
 		var at int64
 		if err := rows.Scan(&f.Rule, &f.Occurrence, &f.Queue, &at, &f.JobID, &f.Op, &f.Detail, &f.State); err != nil {
 			return nil, err
@@ -245,13 +246,13 @@ func splitVersion(v string) (parts []string, pre string) {
 // consumer's version acked messages of the queue (lily_consumer_versions,
 // at most once per queue per Interval). Attach it to the consumer:
 //
-//	rec := catalog.NewRuntimeRecorder(store, catalog.RecorderParams{Consumer: "orders-worker@host1", Version: "1.4.2"})
+//	rec := rules.NewRuntimeRecorder(store, rules.RecorderParams{Consumer: "orders-worker@host1", Version: "1.4.2"})
 //	lily.NewConsumer(tr, h, lily.ConsumerOptions{Queue: q, Version: "1.4.2", Hooks: []lily.Hook{rec}})
 //
 // A breaker transition is written synchronously (they are rare: at most
 // one per cooldown); a write that fails is logged, never fails a delivery.
 type RuntimeRecorder struct {
-	s      *Store
+	en     *Engine
 	p      RecorderParams
 	mu     sync.Mutex
 	lastAt map[string]time.Time
@@ -261,7 +262,7 @@ type RuntimeRecorder struct {
 type RecorderParams struct {
 	// Consumer names the consumer instance whose breaker it records
 	// (e.g. "name@host"); each instance has its own breaker. Defaults to
-	// LeaseHolder().
+	// catalog.LeaseHolder().
 	Consumer string
 	// Version is the consumer's build version (ConsumerOptions.Version);
 	// empty records no acks. Defaults to "".
@@ -277,10 +278,10 @@ type RecorderParams struct {
 	Now func() time.Time
 }
 
-// NewRuntimeRecorder returns the hook that records into s.
-func NewRuntimeRecorder(s *Store, p RecorderParams) *RuntimeRecorder {
+// NewRuntimeRecorder returns the hook that records into store.
+func NewRuntimeRecorder(store *catalog.Store, p RecorderParams) *RuntimeRecorder {
 	if p.Consumer == "" {
-		p.Consumer = LeaseHolder()
+		p.Consumer = catalog.LeaseHolder()
 	}
 	if p.Interval <= 0 {
 		p.Interval = 30 * time.Second
@@ -294,7 +295,7 @@ func NewRuntimeRecorder(s *Store, p RecorderParams) *RuntimeRecorder {
 	if p.Now == nil {
 		p.Now = time.Now
 	}
-	return &RuntimeRecorder{s: s, p: p, lastAt: map[string]time.Time{}}
+	return &RuntimeRecorder{en: New(store), p: p, lastAt: map[string]time.Time{}}
 }
 
 var _ lily.Hook = (*RuntimeRecorder)(nil)
@@ -304,7 +305,7 @@ func (r *RuntimeRecorder) Observe(ctx context.Context, e lily.Event) {
 	switch e.Kind {
 	case lily.EventBreaker:
 		r.write(ctx, e.Queue, func(ctx context.Context, now time.Time) error {
-			return r.s.RecordBreaker(ctx, e.Queue, r.p.Consumer, breakerFrom(e.Breaker), e.Breaker, now)
+			return r.en.RecordBreaker(ctx, e.Queue, r.p.Consumer, breakerFrom(e.Breaker), e.Breaker, now)
 		})
 	case lily.EventAcked:
 		if r.p.Version == "" {
@@ -319,7 +320,7 @@ func (r *RuntimeRecorder) Observe(ctx context.Context, e lily.Event) {
 		r.mu.Unlock()
 		if due {
 			r.write(ctx, e.Queue, func(ctx context.Context, now time.Time) error {
-				return r.s.RecordAckedVersion(ctx, e.Queue, r.p.Version, now)
+				return r.en.RecordAckedVersion(ctx, e.Queue, r.p.Version, now)
 			})
 		}
 	}

@@ -1,4 +1,4 @@
-package catalog
+package redrive
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
@@ -37,12 +39,12 @@ func (s *sent) Close() error { return nil }
 
 // park adds a parked entry of key (reason parked) as the consumer's
 // diversion does.
-func park(t *testing.T, s *Store, queue, key, id string) {
+func park(t *testing.T, s *catalog.Store, queue, key, id string) {
 	t.Helper()
 	h := transport.Headers{"app": "x"}
 	evidence.Record{Reason: evidence.ReasonParked, ErrorMessage: "waits behind its key", DeadLetteredAt: testNow, HoldKey: key}.Apply(h)
-	e := NewEntry(queue, transport.Message{EventID: id, Key: key, Body: []byte(id)}, h, string(evidence.ReasonParked), testNow)
-	if e.State != StateParked {
+	e := catalog.NewEntry(queue, transport.Message{EventID: id, Key: key, Body: []byte(id)}, h, string(evidence.ReasonParked), testNow)
+	if e.State != catalog.StateParked {
 		t.Fatalf("a parked copy became an entry in state %s", e.State)
 	}
 	if err := s.Insert(context.Background(), e); err != nil {
@@ -55,50 +57,50 @@ func park(t *testing.T, s *Store, queue, key, id string) {
 // (ResumeKeys sends it once the grace has passed), and release.
 func TestHeldKeyLifecycle(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
 		const q = "ledger.postings"
-		if err := s.HoldKey(ctx, q, "acct-1", KeyModePark, KeyHeld, "head-1"); err != nil {
+		if err := NewKeys(s).HoldKey(ctx, q, "acct-1", KeyModePark, KeyHeld, "head-1"); err != nil {
 			t.Fatal(err)
 		}
 		park(t, s, q, "acct-1", "p-1")
 		park(t, s, q, "acct-1", "p-2")
 		park(t, s, q, "acct-2", "other") // another key's entry is not released
-		keys, err := s.HeldKeys(ctx, q)
+		keys, err := NewKeys(s).HeldKeys(ctx, q)
 		if err != nil || len(keys) != 1 || keys[0].Parked != 2 || keys[0].State != KeyHeld || keys[0].Head != nil {
 			t.Fatalf("held keys = %+v (%v)", keys, err)
 		}
 		pub := &sent{}
-		if free, err := s.AdvanceKey(ctx, q, "acct-1", pub); err != nil || free {
+		if free, err := NewKeys(s).AdvanceKey(ctx, q, "acct-1", pub); err != nil || free {
 			t.Fatalf("advance = %v, %v", free, err)
 		}
-		if state, allowed, _, _ := s.KeyState(ctx, q, "acct-1"); state != KeyWaiting || allowed != "p-1" || !slices.Equal(pub.ids, []string{"p-1"}) {
+		if state, allowed, _, _ := NewKeys(s).KeyState(ctx, q, "acct-1"); state != KeyWaiting || allowed != "p-1" || !slices.Equal(pub.ids, []string{"p-1"}) {
 			t.Fatalf("after advance: %s allowed %s, sent %v", state, allowed, pub.ids)
 		}
 		// The process allows p-2, then dies before sending it.
-		if err := s.HoldKey(ctx, q, "acct-1", KeyModePark, KeyWaiting, "p-2"); err != nil {
+		if err := NewKeys(s).HoldKey(ctx, q, "acct-1", KeyModePark, KeyWaiting, "p-2"); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := s.ResumeKeys(ctx, q, pub); err != nil || n != 1 || len(pub.ids) != 1 {
+		if n, err := NewKeys(s).ResumeKeys(ctx, q, pub); err != nil || n != 1 || len(pub.ids) != 1 {
 			t.Fatalf("resume within the grace = %d, %v, sent %v: a live consumer is sending it", n, err, pub.ids)
 		}
 		stale := time.Now().Add(-2 * ResumeGrace).UnixMilli()
-		if _, err := s.db.ExecContext(ctx, `UPDATE lily_held_keys SET updated_at = ?`, stale); err != nil {
+		if _, err := NewKeys(s).db.ExecContext(ctx, `UPDATE lily_held_keys SET updated_at = ?`, stale); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := s.ResumeKeys(ctx, q, pub); err != nil || n != 1 || !slices.Equal(pub.ids, []string{"p-1", "p-2"}) {
+		if n, err := NewKeys(s).ResumeKeys(ctx, q, pub); err != nil || n != 1 || !slices.Equal(pub.ids, []string{"p-1", "p-2"}) {
 			t.Fatalf("resume after the grace = %d, %v, sent %v", n, err, pub.ids)
 		}
-		if n, err := s.ResumeKeys(ctx, q, pub); err != nil || n != 1 || len(pub.ids) != 2 {
+		if n, err := NewKeys(s).ResumeKeys(ctx, q, pub); err != nil || n != 1 || len(pub.ids) != 2 {
 			t.Fatalf("second resume = %d, %v, sent %v: p-2 was sent already", n, err, pub.ids)
 		}
-		if free, err := s.AdvanceKey(ctx, q, "acct-1", pub); err != nil || !free {
+		if free, err := NewKeys(s).AdvanceKey(ctx, q, "acct-1", pub); err != nil || !free {
 			t.Fatalf("last advance = %v, %v: nothing is parked, the key is free", free, err)
 		}
-		if keys, err := s.HeldKeys(ctx, q); err != nil || len(keys) != 0 {
+		if keys, err := NewKeys(s).HeldKeys(ctx, q); err != nil || len(keys) != 0 {
 			t.Errorf("held keys at the end = %+v (%v)", keys, err)
 		}
 		released := 0
-		if err := s.EachAudit(ctx, AuditFilter{}, func(r *AuditRecord) error {
+		if err := s.EachAudit(ctx, catalog.AuditFilter{}, func(r *catalog.AuditRecord) error {
 			if r.Action == ActionRelease && r.Outcome == OutcomeReleased {
 				released += r.Count
 			}
@@ -117,24 +119,24 @@ func TestHeldKeyLifecycle(t *testing.T) {
 // not — it waits for unpark.
 func TestBlockedKeyMovesOnWhenItsHeadIsDiscarded(t *testing.T) {
 	ctx := context.Background()
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
 		for _, mode := range []string{KeyModeBlock, KeyModePark} {
 			q := "q." + mode
-			head := NewEntry(q, transport.Message{EventID: "head", Key: "k", Body: []byte("h")},
+			head := catalog.NewEntry(q, transport.Message{EventID: "head", Key: "k", Body: []byte("h")},
 				evidenceHeaders(evidence.ReasonPermanent, "*errors.errorString", "bad", "v1", 1, 0, 0), "", testNow)
 			if err := s.Insert(ctx, head); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.HoldKey(ctx, q, "k", mode, KeyHeld, "head"); err != nil {
+			if err := NewKeys(s).HoldKey(ctx, q, "k", mode, KeyHeld, "head"); err != nil {
 				t.Fatal(err)
 			}
 			park(t, s, q, "k", "next")
 			park(t, s, q, "k", "after") // sent only once "next" was processed
-			if _, err := s.Discard(ctx, DecideParams{Filter: Filter{IDs: []int64{head.ID}}, Reason: "not valid, ever"}); err != nil {
+			if _, err := s.Discard(ctx, catalog.DecideParams{Filter: catalog.Filter{IDs: []int64{head.ID}}, Reason: "not valid, ever"}); err != nil {
 				t.Fatal(err)
 			}
 			pub := &sent{}
-			if _, err := s.ResumeKeys(ctx, q, pub); err != nil {
+			if _, err := NewKeys(s).ResumeKeys(ctx, q, pub); err != nil {
 				t.Fatal(err)
 			}
 			want := []string{"next"}
@@ -142,7 +144,7 @@ func TestBlockedKeyMovesOnWhenItsHeadIsDiscarded(t *testing.T) {
 				want = nil
 			}
 			// Polled again while the released entry is on its way: nothing more.
-			if _, err := s.ResumeKeys(ctx, q, pub); err != nil {
+			if _, err := NewKeys(s).ResumeKeys(ctx, q, pub); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(pub.ids, want) {
@@ -151,3 +153,6 @@ func TestBlockedKeyMovesOnWhenItsHeadIsDiscarded(t *testing.T) {
 		}
 	})
 }
+
+// Keys is the runtime's key store.
+var _ lily.KeyStore = (*Keys)(nil)

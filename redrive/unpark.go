@@ -1,0 +1,270 @@
+package redrive
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/catalogdb"
+	"github.com/lily-mq/lily/transport"
+)
+
+// UnparkParams are the arguments of Unpark.
+type UnparkParams struct {
+	Queue, Key string
+	// DryRun reports what would happen and changes nothing (it is audited).
+	DryRun bool
+	// MaxRedrives is the queue's max_redrives: a head redriven that many
+	// times is not sent again; 0 means every redrive is a manual decision.
+	// nil defaults to DefaultMaxRedrives.
+	MaxRedrives *int
+	// Target returns the transport that publishes into the queue.
+	Target func(ctx context.Context, queue string) (Publisher, error)
+	// Actor is who decides. Defaults to catalog.DefaultActor().
+	Actor string
+	// Op is the audit operation ID. Defaults to catalog.NewOp.
+	Op string
+}
+
+// UnparkResult says what Unpark did (or would do).
+type UnparkResult struct {
+	Op     string `json:"op"`
+	DryRun bool   `json:"dry_run"`
+	// Key is the key as it was before the call.
+	Key HeldKey `json:"key"`
+	// Action is "redrive_head" (the head is sent back and let through; the
+	// consumer then releases the parked entries one by one, in order),
+	// "release_next" (the head was decided otherwise: the oldest parked
+	// entry is sent), "await_head" (the head is already on its way back),
+	// or "nothing" (the key was already waiting).
+	Action string `json:"action"`
+	// Free is set when the key had nothing parked and is free now.
+	Free bool `json:"free"`
+}
+
+// Unpark lets a held key move again (lily dlq unpark): its head is redriven
+// first — x-retry-count reset, redrive count +1, let through alone — and
+// once the consumer processed it, the parked entries follow one at a time
+// in their original order, each confirmed before the next. If the head
+// fails again, it is dead-lettered again and the key stays held.
+func (ks *Keys) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error) {
+	d := catalogdb.NewDecision(p.Op, p.Actor, keySelector(p.Queue, p.Key), nil)
+	d.RedriveAs = ActionUnpark
+	res := UnparkResult{Op: d.Op, DryRun: p.DryRun}
+	k, err := ks.HeldKey(ctx, p.Queue, p.Key)
+	if err != nil {
+		return res, err
+	}
+	if k == nil {
+		return res, fmt.Errorf("%w: key %q on queue %q (lily dlq parked lists the held keys)", ErrNotHeld, p.Key, p.Queue)
+	}
+	res.Key = *k
+	maxR := DefaultMaxRedrives
+	if p.MaxRedrives != nil {
+		maxR = *p.MaxRedrives
+	}
+	switch {
+	case k.State == KeyWaiting && k.AllowedEventID != k.HeadEventID:
+		res.Action = "nothing" // a retry copy or a released entry is on its way
+	case k.Head == nil:
+		return res, fmt.Errorf("catalog: the head %s of key %q is not in the catalog yet: run lily dlq ingest first", k.HeadEventID, p.Key)
+	case k.Head.State == catalog.StatePending && k.Head.RedriveCount >= maxR:
+		return res, fmt.Errorf("catalog: the head %s of key %q was redriven %d times (max_redrives %d): decide it by hand (lily dlq discard --id %d --reason ..., then unpark)",
+			k.HeadEventID, p.Key, k.Head.RedriveCount, maxR, k.Head.ID)
+	case k.Head.State == catalog.StatePending:
+		res.Action = "redrive_head"
+	case k.Head.State == catalog.StateNeedsManual:
+		return res, fmt.Errorf("catalog: the head %s of key %q needs a manual decision (entry %d): discard it with a reason, then unpark", k.HeadEventID, p.Key, k.Head.ID)
+	case k.Head.State == catalog.StateRedriven:
+		res.Action = "await_head"
+	default: // discarded or erased: the rest may follow
+		res.Action = "release_next"
+	}
+	if p.DryRun || res.Action == "nothing" {
+		outcome := OutcomeWould
+		if res.Action == "nothing" {
+			outcome = OutcomeWaiting
+		}
+		detail := fmt.Sprintf("%s: %d parked behind head %s", res.Action, k.Parked, k.HeadEventID)
+		return res, ks.store.AppendAudit(ctx, d.Record(ActionUnpark, outcome, p.DryRun, []string{k.HeadEventID}, detail))
+	}
+	if p.Target == nil {
+		return res, errors.New("catalog: unpark needs a Target")
+	}
+	pub, err := p.Target(ctx, p.Queue)
+	if err != nil {
+		return res, err
+	}
+	switch res.Action {
+	case "await_head":
+		if err := ks.HoldKey(ctx, p.Queue, p.Key, k.Mode, KeyWaiting, k.HeadEventID); err != nil {
+			return res, err
+		}
+		return res, ks.store.AppendAudit(ctx, d.Record(ActionUnpark, OutcomeWaiting, false, []string{k.HeadEventID}, "the head was already redriven; it is let through when it arrives"))
+	case "release_next":
+		res.Free, err = ks.advance(ctx, d, p.Queue, p.Key, pub, ActionUnpark)
+		return res, err
+	}
+	head, err := ks.store.Get(ctx, k.Head.ID)
+	if err != nil {
+		return res, err
+	}
+	return res, ks.redriveHead(ctx, d, head, k.Mode, pub)
+}
+
+// redriveHead lets the head of a held key through and redrives it.
+func (ks *Keys) redriveHead(ctx context.Context, d catalogdb.Decision, head *catalog.Entry, mode string, pub Publisher) error {
+	if err := ks.HoldKey(ctx, head.Queue, head.Key, mode, KeyWaiting, head.EventID); err != nil {
+		return err
+	}
+	_, err := ks.rd.redriveBatch(ctx, d, pub, head.Queue, []*catalog.Entry{head}, nil, Params{})
+	if err != nil {
+		// Not sent: the key is held again (best effort; a stale allowance
+		// only lets this head through when it comes).
+		_ = ks.HoldKey(context.WithoutCancel(ctx), head.Queue, head.Key, mode, KeyHeld, head.EventID)
+	}
+	return err
+}
+
+// allowHeads lets through, before they are redriven, the entries of es
+// that are the heads of held keys: a redriven head is processed first, and
+// the key then moves on. It is one statement per 300 entries, not one per
+// entry: on PostgreSQL each is a round trip to the server.
+func allowHeads(ctx context.Context, q catalogdb.Querier, es []*catalog.Entry) error {
+	const chunk = 300 // 3 parameters each, far below either store's limit
+	var args []any
+	flush := func() error {
+		if len(args) == 0 {
+			return nil
+		}
+		n := len(args) / 3
+		rows := strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", n), ", ")
+		_, err := q.ExecContext(ctx, `UPDATE lily_held_keys SET state = 'waiting', allowed_event_id = head_event_id, updated_at = ?
+			WHERE state = 'held' AND (queue, msg_key, head_event_id) IN (VALUES `+rows+`)`,
+			append([]any{time.Now().UnixMilli()}, args...)...)
+		if err != nil {
+			return fmt.Errorf("catalog: let the heads of held keys through (%d entries from event %v): %w", n, args[2], err)
+		}
+		args = args[:0]
+		return nil
+	}
+	for _, e := range es {
+		if e.Key == "" {
+			continue
+		}
+		args = append(args, e.Queue, e.Key, e.EventID)
+		if len(args) == 3*chunk {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// advance sends the oldest parked entry of key back and lets it through,
+// or frees the key when none is left.
+func (ks *Keys) advance(ctx context.Context, d catalogdb.Decision, queue, key string, pub Publisher, action string) (free bool, err error) {
+	var next *catalog.Entry
+	err = ks.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
+		var err error
+		next, err = ks.parkedEntry(ctx, tx, queue, key, "")
+		if err != nil {
+			return err
+		}
+		if next == nil {
+			_, err = tx.ExecContext(ctx, `DELETE FROM lily_held_keys WHERE queue = ? AND msg_key = ?`, queue, key)
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE lily_held_keys SET state = 'waiting', allowed_event_id = ?, updated_at = ? WHERE queue = ? AND msg_key = ?`,
+			next.EventID, time.Now().UnixMilli(), queue, key)
+		if err != nil {
+			return err
+		}
+		if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == ks.db.DB {
+			return ks.releaseTx(ctx, tx, d, next, tp, action)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("catalog: advance key %q of %s: %w", key, queue, err)
+	}
+	if next == nil {
+		return true, nil
+	}
+	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == ks.db.DB {
+		return false, nil // sent in the transaction above
+	}
+	return false, ks.release(ctx, d, next, pub, action)
+}
+
+// parkedEntry returns the oldest parked entry of key (with eventID, when
+// not empty), or nil.
+func (ks *Keys) parkedEntry(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, queue, key, eventID string) (*catalog.Entry, error) {
+	query := `SELECT ` + catalogdb.SelectCols + ` FROM lily_dlq_entries WHERE queue = ? AND hold_key = ? AND state = 'parked'`
+	args := []any{queue, key}
+	if eventID != "" {
+		query += ` AND event_id = ?`
+		args = append(args, eventID)
+	}
+	e, err := catalogdb.ScanEntry(q.QueryRowContext(ctx, query+` ORDER BY id LIMIT 1`, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("catalog: parked entry of key %q: %w", key, err)
+	}
+	return e, nil
+}
+
+// release publishes a parked entry back to its queue and, once confirmed,
+// marks it redriven with its audit record.
+func (ks *Keys) release(ctx context.Context, d catalogdb.Decision, e *catalog.Entry, pub Publisher, action string) error {
+	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == ks.db.DB {
+		return ks.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return ks.releaseTx(ctx, tx, d, e, tp, action) })
+	}
+	if err := pub.Publish(ctx, releaseParams(e)); err != nil {
+		return fmt.Errorf("catalog: release %s to %s: %w", e.EventID, e.Queue, err)
+	}
+	return ks.db.WithTx(context.WithoutCancel(ctx), func(tx *catalogdb.Tx) error { return markReleased(ctx, tx, d, e, action) })
+}
+
+// releaseTx is release inside tx, publishing through the catalog's own
+// database.
+func (ks *Keys) releaseTx(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, e *catalog.Entry, tp transport.TxPublisher, action string) error {
+	if err := markReleased(ctx, tx, d, e, action); err != nil {
+		return err
+	}
+	if err := tp.PublishTx(ctx, tx.Tx, releaseParams(e)); err != nil {
+		return fmt.Errorf("catalog: release %s to %s: %w", e.EventID, e.Queue, err)
+	}
+	return nil
+}
+
+func releaseParams(e *catalog.Entry) *transport.PublishParams {
+	return &transport.PublishParams{Queue: e.Queue, Redrive: true, Messages: []transport.Message{{
+		EventID: e.EventID, Key: e.Key, Type: e.Type, Body: e.Body, Headers: evidence.ReleaseHeaders(e.Headers)}}}
+}
+
+// markReleased marks a parked entry redriven (released, not failed again:
+// its redrive count stays) with its audit record.
+func markReleased(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, e *catalog.Entry, action string) error {
+	now := d.Now().UnixMilli()
+	why := "released in order behind key " + e.Key
+	if _, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET state = 'redriven', decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1
+		WHERE id = ?4 AND state = 'parked'`, now, d.Actor, why, e.ID); err != nil {
+		return fmt.Errorf("catalog: mark %s released: %w", e.EventID, err)
+	}
+	return catalogdb.AppendAudit(ctx, tx, d.Record(action, OutcomeReleased, false, []string{e.EventID}, why))
+}
+
+func keySelector(queue, key string) string {
+	return fmt.Sprintf(`{"queue":%q,"key":%q}`, queue, key)
+}
