@@ -6,20 +6,6 @@ import (
 	"testing"
 )
 
-// TestRootImportsNoFileFormatLibrary: the runtime package imports no TOML
-// library (DESIGN §3); the configuration file is package config's.
-func TestRootImportsNoFileFormatLibrary(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, out)
-	}
-	for dep := range strings.SplitSeq(string(out), "\n") {
-		if strings.Contains(strings.ToLower(dep), "toml") || strings.HasPrefix(dep, "github.com/lily-mq/lily/config") {
-			t.Errorf("the root package depends on %s", dep)
-		}
-	}
-}
-
 // depsOf returns the packages pkg links (go list -deps).
 func depsOf(t *testing.T, pkg string) []string {
 	t.Helper()
@@ -93,4 +79,32 @@ func TestIngestLinksNoBrokerTransport(t *testing.T) {
 		"github.com/lily-mq/lily/brokers",
 		"github.com/twmb/franz-go",
 	})
+}
+
+// TestRootImportsNoFileFormatLibrary: the runtime package imports no TOML
+// library (DESIGN §3); the configuration file is package config's. Nor
+// does it import the catalog or the packages layered on it: the catalog
+// plugs into the runtime through interfaces (lily.KeyStore, lily.Hook).
+func TestRootImportsNoFileFormatLibrary(t *testing.T) {
+	for _, dep := range depsOf(t, ".") {
+		if strings.Contains(strings.ToLower(dep), "toml") || strings.HasPrefix(dep, "github.com/lily-mq/lily/config") {
+			t.Errorf("the root package depends on %s", dep)
+		}
+	}
+	forbid(t, ".", "the catalog plugs into the runtime through interfaces (lily.KeyStore, lily.Hook), never the other way",
+		[]string{"github.com/lily-mq/lily/catalog", "github.com/lily-mq/lily/ledger", "github.com/lily-mq/lily/redrive",
+			"github.com/lily-mq/lily/internal/catalogdb"})
+}
+
+// TestSQLiteTransportIsLean: the embedded transport links neither the
+// PostgreSQL driver (pgx) nor the consumer runtime (the root package): it
+// shares the catalog's SQL layer (internal/catalogdb), not the catalog.
+func TestSQLiteTransportIsLean(t *testing.T) {
+	forbid(t, "./transport/sqlite", "the embedded transport shares the catalog's SQL layer (internal/catalogdb), not package catalog, which links pgx",
+		[]string{"github.com/jackc/pgx"})
+	for _, dep := range depsOf(t, "./transport/sqlite") {
+		if dep == "github.com/lily-mq/lily" {
+			t.Errorf("./transport/sqlite links the consumer runtime (the root package)")
+		}
+	}
 }

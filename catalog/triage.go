@@ -52,6 +52,7 @@ type TriageError struct {
 	Msg   string
 }
 
+// Error returns the message, which names the field, the value and the fix.
 func (e *TriageError) Error() string { return e.Msg }
 
 // TriageChange is what one triage sets. A nil field is left as it is; a

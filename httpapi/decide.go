@@ -155,8 +155,8 @@ func (s *Server) handleExpire(w http.ResponseWriter, r *http.Request, p *princip
 
 // Parker is what the parked routes need (ordering "park" and "block",
 // DESIGN §4): the held keys of a queue, and unparking one key. Without
-// Options.Parker the server uses the catalog itself (Store.HeldKeys and
-// Store.Unpark, redriving through Options.Target).
+// Options.Parker the server uses the catalog itself (redrive.Keys.HeldKeys and
+// Keys.Unpark, redriving through Options.Target).
 type Parker interface {
 	// Parked lists the parked and blocked keys of queue, or of every queue
 	// when queue is "".

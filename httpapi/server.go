@@ -76,7 +76,7 @@ type Options struct {
 	// to nil.
 	Redrives RedriveObserver
 	// Parker lists and unparks held keys (ordering "park" and "block").
-	// Defaults to the catalog itself (Store.HeldKeys, Store.Unpark).
+	// Defaults to the catalog itself (redrive.Keys: HeldKeys, Unpark).
 	Parker Parker
 	// Logger receives request errors and job outcomes. Defaults to
 	// slog.Default().

@@ -16,7 +16,7 @@ import (
 var ErrCatalogUnavailable = errors.New("catalog unavailable")
 
 // Receive receives through the wrapped transport and counts every delivery
-// as accepted the first time its message is seen (once per ledgerKey), in
+// as accepted the first time its message is seen (once per Key), in
 // one catalog transaction per batch, before any delivery is handed out:
 // so a queue fed by producers other than lily.Publish (another service's
 // AMQP or Kafka client) balances, and a loss shows. A message published by

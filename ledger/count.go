@@ -93,7 +93,7 @@ func (l *Ledger) countDeliveries(ctx context.Context, kind string, ds []*transpo
 }
 
 // count records events of kind for queue now, adding to the ledger counter
-// only the keys (ledgerKey) not recorded before.
+// only the keys (Key) not recorded before.
 func (l *Ledger) count(ctx context.Context, queue, kind string, keys []string) error {
 	_, err := l.countMany(ctx, kind, map[string][]string{queue: keys}, time.Now())
 	return err

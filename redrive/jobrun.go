@@ -213,6 +213,7 @@ type SampleError struct {
 	Returned []catalog.EntryRef
 }
 
+// Error says why the sample stopped the job.
 func (e *SampleError) Error() string { return "redrive stopped: " + e.Detail }
 
 func stageTo(on func(string, []string), stage string, sampled []string) {

@@ -66,6 +66,8 @@ type JobConflictError struct {
 	Job   *Job
 }
 
+// Error names the job that holds the queue and how to wait for it or
+// cancel it.
 func (e *JobConflictError) Error() string {
 	j := e.Job
 	on := "queue " + strconv.Quote(e.Queue)
@@ -81,6 +83,7 @@ func (e *JobConflictError) Error() string {
 		on, j.ID, j.State, j.Actor, j.CreatedAt.Format(time.RFC3339), j.Done(), j.Total, held, j.ID)
 }
 
+// Unwrap returns ErrJobActive.
 func (e *JobConflictError) Unwrap() error { return ErrJobActive }
 
 // SampledMessage is one message of a job's sample.
@@ -397,7 +400,7 @@ func (rd *Redriver) CancelJob(ctx context.Context, id int64, actor string) (*Job
 	if n, _ := res.RowsAffected(); n == 0 {
 		return j, fmt.Errorf("redrive job %d ended (%s) before: nothing to cancel: %w", id, j.State, ErrJobEnded)
 	}
-	d := catalogdb.NewDecision(j.Op, actor, fmt.Sprintf(`{"job":%d}`, id), nil)
+	d := newDecision(j.Op, actor, fmt.Sprintf(`{"job":%d}`, id), nil)
 	detail := fmt.Sprintf("redrive job %d cancelled after %d sent and %d marked needs_manual of %d; the rest stays pending", id, j.Sent, j.Refused, j.Total)
 	if err := rd.store.AppendAudit(context.WithoutCancel(ctx), d.Record(catalog.ActionRedrive, catalog.OutcomeStopped, false, nil, detail)); err != nil {
 		return j, err

@@ -136,7 +136,7 @@ func (ks *Keys) HoldKey(ctx context.Context, queue, key, mode, state, eventID st
 // processed: it sends the key's oldest parked entry back to queue through
 // pub and lets it through, or, with none left, frees the key (free=true).
 func (ks *Keys) AdvanceKey(ctx context.Context, queue, key string, pub transport.Transport) (free bool, err error) {
-	d := catalogdb.NewDecision("", "lily-consumer", keySelector(queue, key), nil)
+	d := newDecision("", "lily-consumer", keySelector(queue, key), nil)
 	return ks.advance(ctx, d, queue, key, pub, ActionRelease)
 }
 
@@ -149,7 +149,7 @@ func (ks *Keys) ResumeKeys(ctx context.Context, queue string, pub transport.Tran
 	if err != nil {
 		return 0, err
 	}
-	d := catalogdb.NewDecision("", "lily-consumer", "", nil)
+	d := newDecision("", "lily-consumer", "", nil)
 	for _, k := range keys {
 		d.Selector = keySelector(queue, k.Key)
 		switch {

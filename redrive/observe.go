@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
-	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -77,7 +76,7 @@ func describeRefs(refs []catalog.EntryRef, n int) string {
 // stopped because the entries back were dead-lettered again. For the
 // latter it returns the error to report.
 func (rd *Redriver) RecordObservation(ctx context.Context, op, actor string, sampled []string, window time.Duration, back []catalog.EntryRef) error {
-	d := catalogdb.NewDecision(op, actor, fmt.Sprintf(`{"observe":%q}`, window.String()), nil)
+	d := newDecision(op, actor, fmt.Sprintf(`{"observe":%q}`, window.String()), nil)
 	if len(back) == 0 {
 		return rd.store.AppendAudit(context.WithoutCancel(ctx), d.Record(catalog.ActionRedrive, catalog.OutcomeObserved, false, sampled,
 			fmt.Sprintf("none of the %d sampled messages was dead-lettered again within %s", len(sampled), window)))
@@ -235,7 +234,7 @@ func (rd *Redriver) sampleStatus(ctx context.Context, j *Job, inspectors map[str
 // recordVerdict stores and audits what the sample proved.
 func (rd *Redriver) recordVerdict(ctx context.Context, r *jobRun, v sampleVerdict) error {
 	j := r.job
-	d := catalogdb.NewDecision(j.Op, j.Actor, fmt.Sprintf(`{"job":%d,"observe":%q}`, j.ID, j.Observe.String()), nil)
+	d := newDecision(j.Op, j.Actor, fmt.Sprintf(`{"job":%d,"observe":%q}`, j.ID, j.Observe.String()), nil)
 	if v.clean {
 		if err := rd.jobUpdate(ctx, r, `sample_clean = 1, state = 'running'`); err != nil {
 			return err

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/lily-mq/lily/catalog"
-	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
 // redirect returns where a redrive of queue's entries goes — p.To, or the
@@ -36,7 +35,7 @@ func redrivenSet(p Params) string {
 // anything is sent, for every source queue of the selection. A target that
 // does not exist refuses the redrive with nothing changed, audited, dry
 // run or not.
-func (rd *Redriver) redirectTargets(ctx context.Context, d catalogdb.Decision, p Params, queues []string, counts map[string]int64, out map[string]Publisher) error {
+func (rd *Redriver) redirectTargets(ctx context.Context, d decision, p Params, queues []string, counts map[string]int64, out map[string]Publisher) error {
 	t, err := p.Target(ctx, p.To)
 	if err != nil {
 		var n int64

@@ -220,7 +220,7 @@ func (rd *Redriver) Redrive(ctx context.Context, p Params) (res Result, err erro
 	if p.Options != "" {
 		selector += "," + p.Options
 	}
-	d := catalogdb.NewDecision(p.Op, p.Actor, selector+"}", p.Now)
+	d := newDecision(p.Op, p.Actor, selector+"}", p.Now)
 	res = Result{Op: d.Op, DryRun: p.DryRun}
 	if p.Target == nil && !p.DryRun {
 		return res, errors.New("catalog: redrive needs a Target for the source queues")
@@ -353,7 +353,7 @@ func (rd *Redriver) Redrive(ctx context.Context, p Params) (res Result, err erro
 // redriveTargets resolves the transport of every queue in the selection
 // before anything is sent, so that a queue that no longer exists stops the
 // redrive with nothing changed. The failure is audited.
-func (rd *Redriver) redriveTargets(ctx context.Context, d catalogdb.Decision, f catalog.Filter, h crasherHold, p Params) (map[string]Publisher, error) {
+func (rd *Redriver) redriveTargets(ctx context.Context, d decision, f catalog.Filter, h crasherHold, p Params) (map[string]Publisher, error) {
 	keep, kargs := h.keep()
 	where, args := rd.whereAnd(f, keep, kargs)
 	rows, err := rd.db.QueryContext(ctx, `SELECT queue, COUNT(*) FROM lily_dlq_entries`+where+` GROUP BY queue ORDER BY queue`, args...)
@@ -467,7 +467,7 @@ func (rd *Redriver) redrivePage(ctx context.Context, f catalog.Filter, h crasher
 
 // refuse marks entries of queue at max_redrives needs_manual (or, in a dry
 // run, audits that it would).
-func (rd *Redriver) refuse(ctx context.Context, d catalogdb.Decision, queue string, es []*catalog.Entry, maxRedrives int, p Params) (int, error) {
+func (rd *Redriver) refuse(ctx context.Context, d decision, queue string, es []*catalog.Entry, maxRedrives int, p Params) (int, error) {
 	why := fmt.Sprintf("not redriven: the message was already redriven max_redrives (%d for %s) times; decide by hand (discard with a reason, or raise max_redrives)",
 		maxRedrives, queue)
 	if p.DryRun {
@@ -484,7 +484,7 @@ func (rd *Redriver) refuse(ctx context.Context, d catalogdb.Decision, queue stri
 
 // redriveBatch publishes es to queue and, once confirmed, marks them
 // redriven with their audit record.
-func (rd *Redriver) redriveBatch(ctx context.Context, d catalogdb.Decision, pub Publisher, queue string, es []*catalog.Entry, lim *rate.Limiter, p Params) (int, error) {
+func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher, queue string, es []*catalog.Entry, lim *rate.Limiter, p Params) (int, error) {
 	dest, sent := redirect(p, queue)
 	if p.DryRun {
 		why := "would be " + sent
@@ -520,7 +520,7 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d catalogdb.Decision, pub 
 	if err := pub.Publish(ctx, pp); err != nil {
 		detail := fmt.Sprintf("publish to %s: %v", dest, err)
 		// The entries are unchanged; record the failure even when ctx ended.
-		if aerr := rd.store.AppendAudit(context.WithoutCancel(ctx), d.Record(d.RedriveAction(), catalog.OutcomeFailed, false, eventIDs(es), detail)); aerr != nil {
+		if aerr := rd.store.AppendAudit(context.WithoutCancel(ctx), d.Record(d.redriveAction(), catalog.OutcomeFailed, false, eventIDs(es), detail)); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 		return 0, fmt.Errorf("publish %d entries to %s: %w", len(es), dest, err)
@@ -535,7 +535,7 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d catalogdb.Decision, pub 
 // redriveTx marks the entries of es still pending redriven and publishes
 // their messages in one transaction of the catalog's own database: both
 // happen or neither, so not even a crash leaves a duplicate.
-func (rd *Redriver) redriveTx(ctx context.Context, d catalogdb.Decision, tp transport.TxPublisher, pp *transport.PublishParams, es []*catalog.Entry, p Params) (int, error) {
+func (rd *Redriver) redriveTx(ctx context.Context, d decision, tp transport.TxPublisher, pp *transport.PublishParams, es []*catalog.Entry, p Params) (int, error) {
 	var changed []*catalog.Entry
 	err := rd.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 		if p.job != nil {
@@ -571,7 +571,7 @@ func (rd *Redriver) redriveTx(ctx context.Context, d catalogdb.Decision, tp tran
 		if errors.Is(err, ErrJobCancelled) || errors.Is(err, ErrJobLeaseLost) {
 			return 0, err // nothing was tried: no failure to audit
 		}
-		if aerr := rd.store.AppendAudit(context.WithoutCancel(ctx), d.Record(d.RedriveAction(), catalog.OutcomeFailed, false, eventIDs(es), err.Error())); aerr != nil {
+		if aerr := rd.store.AppendAudit(context.WithoutCancel(ctx), d.Record(d.redriveAction(), catalog.OutcomeFailed, false, eventIDs(es), err.Error())); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 		return 0, err
@@ -584,7 +584,7 @@ func (rd *Redriver) redriveTx(ctx context.Context, d catalogdb.Decision, tp tran
 // and appends the audit record naming those, in one transaction. It
 // returns the entries changed (an entry decided meanwhile by someone else
 // is left alone).
-func (rd *Redriver) markState(ctx context.Context, d catalogdb.Decision, es []*catalog.Entry, set, outcome, why string, job *jobRun) ([]*catalog.Entry, error) {
+func (rd *Redriver) markState(ctx context.Context, d decision, es []*catalog.Entry, set, outcome, why string, job *jobRun) ([]*catalog.Entry, error) {
 	var changed []*catalog.Entry
 	err := rd.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 		var err error
@@ -599,7 +599,7 @@ func (rd *Redriver) markState(ctx context.Context, d catalogdb.Decision, es []*c
 
 // markStateTx is markState inside tx; with a job, the job's progress is
 // recorded in tx too.
-func markStateTx(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, es []*catalog.Entry, set, outcome, why string, job *jobRun) ([]*catalog.Entry, error) {
+func markStateTx(ctx context.Context, tx *catalogdb.Tx, d decision, es []*catalog.Entry, set, outcome, why string, job *jobRun) ([]*catalog.Entry, error) {
 	var changed []*catalog.Entry
 	err := func() error {
 		args := []any{d.Now().UnixMilli(), d.Actor, why}
@@ -629,7 +629,7 @@ func markStateTx(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, es
 		if len(changed) < len(es) {
 			detail += fmt.Sprintf(" (%d entries were decided by someone else meanwhile and left as they were)", len(es)-len(changed))
 		}
-		if err := catalogdb.AppendAudit(ctx, tx, d.Record(d.RedriveAction(), outcome, false, eventIDs(changed), detail)); err != nil {
+		if err := catalogdb.AppendAudit(ctx, tx, d.Record(d.redriveAction(), outcome, false, eventIDs(changed), detail)); err != nil {
 			return err
 		}
 		if job != nil {

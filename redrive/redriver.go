@@ -18,6 +18,7 @@ package redrive
 
 import (
 	"context"
+	"time"
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/catalogdb"
@@ -57,4 +58,26 @@ func (rd *Redriver) selection(f catalog.Filter) catalogdb.Selection {
 // ref returns e's reference.
 func ref(e *catalog.Entry) catalog.EntryRef {
 	return catalog.EntryRef{ID: e.ID, Queue: e.Queue, EventID: e.EventID, State: e.State, RedriveCount: e.RedriveCount, DeadLetteredAt: e.DeadLetteredAt}
+}
+
+// decision is a redrive's decision (catalogdb.Decision) with the audit
+// action of the redrives it makes.
+type decision struct {
+	catalogdb.Decision
+	// redriveAs is that action: catalog.ActionRedrive when empty,
+	// ActionUnpark for an unpark's head.
+	redriveAs string
+}
+
+// newDecision is catalogdb.NewDecision for a redrive.
+func newDecision(op, actor, selector string, now func() time.Time) decision {
+	return decision{Decision: catalogdb.NewDecision(op, actor, selector, now)}
+}
+
+// redriveAction is the audit action of d's redrives.
+func (d decision) redriveAction() string {
+	if d.redriveAs != "" {
+		return d.redriveAs
+	}
+	return catalog.ActionRedrive
 }

@@ -53,8 +53,8 @@ type UnparkResult struct {
 // in their original order, each confirmed before the next. If the head
 // fails again, it is dead-lettered again and the key stays held.
 func (ks *Keys) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error) {
-	d := catalogdb.NewDecision(p.Op, p.Actor, keySelector(p.Queue, p.Key), nil)
-	d.RedriveAs = ActionUnpark
+	d := newDecision(p.Op, p.Actor, keySelector(p.Queue, p.Key), nil)
+	d.redriveAs = ActionUnpark
 	res := UnparkResult{Op: d.Op, DryRun: p.DryRun}
 	k, err := ks.HeldKey(ctx, p.Queue, p.Key)
 	if err != nil {
@@ -118,7 +118,7 @@ func (ks *Keys) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error
 }
 
 // redriveHead lets the head of a held key through and redrives it.
-func (ks *Keys) redriveHead(ctx context.Context, d catalogdb.Decision, head *catalog.Entry, mode string, pub Publisher) error {
+func (ks *Keys) redriveHead(ctx context.Context, d decision, head *catalog.Entry, mode string, pub Publisher) error {
 	if err := ks.HoldKey(ctx, head.Queue, head.Key, mode, KeyWaiting, head.EventID); err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func allowHeads(ctx context.Context, q catalogdb.Querier, es []*catalog.Entry) e
 
 // advance sends the oldest parked entry of key back and lets it through,
 // or frees the key when none is left.
-func (ks *Keys) advance(ctx context.Context, d catalogdb.Decision, queue, key string, pub Publisher, action string) (free bool, err error) {
+func (ks *Keys) advance(ctx context.Context, d decision, queue, key string, pub Publisher, action string) (free bool, err error) {
 	var next *catalog.Entry
 	err = ks.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 		var err error
@@ -226,7 +226,7 @@ func (ks *Keys) parkedEntry(ctx context.Context, q interface {
 
 // release publishes a parked entry back to its queue and, once confirmed,
 // marks it redriven with its audit record.
-func (ks *Keys) release(ctx context.Context, d catalogdb.Decision, e *catalog.Entry, pub Publisher, action string) error {
+func (ks *Keys) release(ctx context.Context, d decision, e *catalog.Entry, pub Publisher, action string) error {
 	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == ks.db.DB {
 		return ks.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return ks.releaseTx(ctx, tx, d, e, tp, action) })
 	}
@@ -238,7 +238,7 @@ func (ks *Keys) release(ctx context.Context, d catalogdb.Decision, e *catalog.En
 
 // releaseTx is release inside tx, publishing through the catalog's own
 // database.
-func (ks *Keys) releaseTx(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, e *catalog.Entry, tp transport.TxPublisher, action string) error {
+func (ks *Keys) releaseTx(ctx context.Context, tx *catalogdb.Tx, d decision, e *catalog.Entry, tp transport.TxPublisher, action string) error {
 	if err := markReleased(ctx, tx, d, e, action); err != nil {
 		return err
 	}
@@ -255,7 +255,7 @@ func releaseParams(e *catalog.Entry) *transport.PublishParams {
 
 // markReleased marks a parked entry redriven (released, not failed again:
 // its redrive count stays) with its audit record.
-func markReleased(ctx context.Context, tx *catalogdb.Tx, d catalogdb.Decision, e *catalog.Entry, action string) error {
+func markReleased(ctx context.Context, tx *catalogdb.Tx, d decision, e *catalog.Entry, action string) error {
 	now := d.Now().UnixMilli()
 	why := "released in order behind key " + e.Key
 	if _, err := tx.ExecContext(ctx, `UPDATE lily_dlq_entries SET state = 'redriven', decided_at = ?1, decided_by = ?2, decision = ?3, updated_at = ?1

@@ -87,20 +87,6 @@ type Decision struct {
 	Selector string
 	// Now is the clock of the records.
 	Now func() time.Time
-	// RedriveAs is the audit action of the redrives this decision makes
-	// (ActionRedrive when empty; ActionUnpark for an unpark's head).
-	RedriveAs string
-}
-
-// ActionRedrive is the audit action of a redrive (catalog.ActionRedrive).
-const ActionRedrive = "redrive"
-
-// RedriveAction is the audit action of d's redrives.
-func (d Decision) RedriveAction() string {
-	if d.RedriveAs != "" {
-		return d.RedriveAs
-	}
-	return ActionRedrive
 }
 
 // NewDecision returns the decision of actor (DefaultActor when empty)
