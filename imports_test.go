@@ -108,3 +108,49 @@ func TestSQLiteTransportIsLean(t *testing.T) {
 		}
 	}
 }
+
+// lilyBinary is the lily command users deploy, as 'go list' names it from
+// the repository root.
+const lilyBinary = "./cmd/lily"
+
+// notInLilyBinary are the packages the lily binary must not link: the
+// test machinery, and the in-process brokers, whose demos are
+// cmd/lily-demo's. A name ending in "/..." covers the packages below it.
+var notInLilyBinary = []string{
+	"testing",
+	"testing/...",
+	"net/http/httptest",
+	"github.com/twmb/franz-go/pkg/kfake/...",
+	"cloud.google.com/go/pubsub/v2/pstest/...",
+	"github.com/Admiral-Piett/goaws/...",
+	"github.com/lily-mq/lily/transport/sqs/sqstest/...",
+}
+
+// TestLilyBinaryLinksNoTestMachinery: 'go list -deps ./cmd/lily' has none
+// of notInLilyBinary; a failure names who imports each one.
+func TestLilyBinaryLinksNoTestMachinery(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", lilyBinary).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", lilyBinary, err, out)
+	}
+	importers := map[string][]string{} // package → the packages of the binary importing it
+	var deps []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		deps = append(deps, f[0])
+		for _, imp := range f[1:] {
+			importers[imp] = append(importers[imp], f[0])
+		}
+	}
+	if len(deps) < 100 {
+		t.Fatalf("go list -deps %s listed %d packages: not the lily binary?\n%s", lilyBinary, len(deps), out)
+	}
+	for _, dep := range deps {
+		for _, banned := range notInLilyBinary {
+			tree, ok := strings.CutSuffix(banned, "/...")
+			if dep == banned || ok && (dep == tree || strings.HasPrefix(dep, tree+"/")) {
+				t.Errorf("%s links %s (imported by %s)", lilyBinary, dep, strings.Join(importers[dep], ", "))
+			}
+		}
+	}
+}

@@ -8,66 +8,16 @@ import (
 	"testing"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/internal/demo"
 	"github.com/lily-mq/lily/internal/pgtest"
 )
-
-// The demo and every 'lily dlq' command run on a PostgreSQL catalog as on
-// SQLite: the demo's second half (discard, sampled redrive, the fixed
-// worker acking) leaves the ledger balanced, and the work-list commands
-// read and decide the first half's dead letters.
-func TestDemoPostgresCatalog(t *testing.T) {
-	t.Parallel()
-	for _, kind := range []string{lily.TransportRabbitMQ, lily.TransportKafka} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			pg := pgtest.URL(t)
-			var args []string
-			queue := fmt.Sprintf("pgdemo%08x.created", rand.Uint32())
-			if kind == lily.TransportRabbitMQ {
-				url := needRabbit(t)
-				cleanupRabbitQueues(t, url, demoQueueConfig(queue, kind))
-				args = append(args, "--url", url)
-			}
-			got := runBrokerDemo(t, kind, append(args, "--queue", queue, "--catalog", pg)...)
-			if got.Catalog == "" || got.DB != "" {
-				t.Errorf("demo JSON db %q, catalog %q: want the catalog named", got.DB, got.Catalog)
-			}
-			// A second run on the same catalog and queue is refused: the
-			// ledger would not be its own.
-			code, _, errOut := run(t, append([]string{"demo", "--transport", kind, "--messages", "10", "--malformed", "0", "--flaky", "0", "--hopeless", "0", "--crashing", "0", "--catalog", pg, "--queue", queue}, args...)...)
-			if code == 0 || !strings.Contains(errOut, "already holds queue") {
-				t.Errorf("second demo on the catalog: exit %d, %s", code, errOut)
-			}
-			code, out, errOut := run(t, "audit", "--catalog", pg, "--json")
-			if code != 0 {
-				t.Fatalf("audit --catalog: %d %s", code, errOut)
-			}
-			var audit struct {
-				Records []struct {
-					Action, Outcome string
-					Count           int
-				} `json:"records"`
-			}
-			if err := json.Unmarshal([]byte(out), &audit); err != nil || len(audit.Records) == 0 {
-				t.Fatalf("audit JSON: %v\n%s", err, out)
-			}
-			n := map[string]int{}
-			for _, r := range audit.Records {
-				n[r.Action+"/"+r.Outcome] += r.Count
-			}
-			if n["discard/discarded"] != 6 || n["redrive/redriven"] != 5 {
-				t.Errorf("audit on PostgreSQL %v, want 6 discarded and 5 redriven", n)
-			}
-		})
-	}
-}
 
 func TestDLQCommandsPostgresCatalog(t *testing.T) {
 	t.Parallel()
 	url := needRabbit(t)
 	pg := pgtest.URL(t)
 	queue := fmt.Sprintf("pgdlq%08x.created", rand.Uint32())
-	qc := demoQueueConfig(queue, lily.TransportRabbitMQ)
+	qc := demo.QueueConfig(queue, lily.TransportRabbitMQ, "")
 	cleanupRabbitQueues(t, url, qc)
 	code, out, errOut := run(t, "demo", "--transport", "rabbitmq", "--url", url, "--queue", queue, "--catalog", pg, "--no-redrive",
 		"--messages", "60", "--malformed", "4", "--flaky", "3", "--hopeless", "2", "--crashing", "0", "--json")

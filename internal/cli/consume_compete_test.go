@@ -20,6 +20,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/demo"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -202,7 +203,7 @@ func newCompeteQueue(t *testing.T, kind string) *competeQueue {
 	}
 	q := &competeQueue{name: fmt.Sprintf("compete%08x.created", rand.Uint32()), db: filepath.Join(t.TempDir(), "lily.db")}
 	q.cfg = sidecarConfig(t, kind, url, "", q.db, q.name)
-	q.pub = openSidecarQueue(t, kind, url, q.db, demoQueueConfig(q.name, kind))
+	q.pub = openSidecarQueue(t, kind, url, q.db, demo.QueueConfig(q.name, kind, ""))
 	switch kind {
 	case lily.TransportSQLite:
 		// Rows inserted with plain SQL by another program sharing the file

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/demo"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive/rules"
@@ -33,10 +34,10 @@ import (
 var consumeWorkloadArgs = []string{"--messages", "60", "--malformed", "3", "--flaky", "5", "--hopeless", "2", "--crashing", "2", "--seed", "5"}
 
 func consumeWorkload() ([]lily.Message, []string) {
-	return demoWorkload(60, 3, 5, 2, 2, 5)
+	return demo.Workload(60, 3, 5, 2, 2, 5)
 }
 
-// demoQueueTOML is demoQueueConfig as a [[queue]] entry, with a handler
+// demoQueueTOML is demo.QueueConfig as a [[queue]] entry, with a handler
 // timeout long enough for a Python process per delivery on a loaded
 // machine (no handler of the workload hangs; a timeout would turn a
 // flaky order into retries_exhausted).
@@ -62,12 +63,12 @@ func demoHTTPHandler(t *testing.T) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		var o demoOrder
+		var o demo.Order
 		if err := json.Unmarshal(body, &o); err != nil {
 			http.Error(w, "decode order: "+err.Error(), http.StatusUnprocessableEntity)
 			return
 		}
-		if o.SKU == crashSKU {
+		if o.SKU == demo.CrashSKU {
 			resetConn(w)
 			return
 		}
@@ -80,7 +81,7 @@ func demoHTTPHandler(t *testing.T) *httptest.Server {
 			http.Error(w, "charge order "+o.OrderID+": payment gateway: timeout after 2s", http.StatusServiceUnavailable)
 			return
 		}
-		if o.SKU == hopelessSKU {
+		if o.SKU == demo.HopelessSKU {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"outcome":"transient","error":"inventory service: 503 Service Unavailable for sku %q"}`, o.SKU)
 			return
@@ -214,7 +215,7 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 	db := filepath.Join(t.TempDir(), "lily.db")
 	queue := fmt.Sprintf("sidecar%08x.created", rand.Uint32())
 	cfg := sidecarConfig(t, kind, url, catalogURL, db, queue)
-	pub := openSidecarQueue(t, kind, url, db, demoQueueConfig(queue, kind))
+	pub := openSidecarQueue(t, kind, url, db, demo.QueueConfig(queue, kind, ""))
 	msgs, _ := consumeWorkload()
 	if err := lily.Publish(ctx, pub, queue, msgs); err != nil {
 		t.Fatal(err)
@@ -264,14 +265,14 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 
 // demoFirstHalf runs the Go demo on the sidecar's workload, without the
 // redrive, and returns its counts.
-func demoFirstHalf(t *testing.T, kind string, extra ...string) demoJSON {
+func demoFirstHalf(t *testing.T, kind string, extra ...string) demo.Result {
 	t.Helper()
 	args := append([]string{"demo", "--transport", kind, "--no-redrive", "--json", "--db", filepath.Join(t.TempDir(), "demo.db")}, consumeWorkloadArgs...)
 	code, out, errOut := run(t, append(args, extra...)...)
 	if code != 0 {
 		t.Fatalf("demo exit %d\n%s\n%s", code, out, errOut)
 	}
-	var d demoJSON
+	var d demo.Result
 	if err := json.Unmarshal([]byte(out), &d); err != nil {
 		t.Fatal(err)
 	}
@@ -280,18 +281,18 @@ func demoFirstHalf(t *testing.T, kind string, extra ...string) demoJSON {
 
 // checkSameAsDemo compares a sidecar run with the Go demo's first half:
 // the same acked, the same dead letters by reason, lost 0.
-func checkSameAsDemo(t *testing.T, name string, got consumeRun, demo demoJSON) {
+func checkSameAsDemo(t *testing.T, name string, got consumeRun, goDemo demo.Result) {
 	t.Helper()
 	want := map[string]int64{"permanent": 3, "retries_exhausted": 2, "delivery_limit": 2}
-	if !reflect.DeepEqual(demo.DeadLettersByReason, want) {
-		t.Fatalf("the Go demo's dead letters %v, want the workload's classes %v", demo.DeadLettersByReason, want)
+	if !reflect.DeepEqual(goDemo.DeadLettersByReason, want) {
+		t.Fatalf("the Go demo's dead letters %v, want the workload's classes %v", goDemo.DeadLettersByReason, want)
 	}
-	if !reflect.DeepEqual(got.byReason, demo.DeadLettersByReason) {
-		t.Errorf("%s: dead letters by reason %v, the Go demo %v", name, got.byReason, demo.DeadLettersByReason)
+	if !reflect.DeepEqual(got.byReason, goDemo.DeadLettersByReason) {
+		t.Errorf("%s: dead letters by reason %v, the Go demo %v", name, got.byReason, goDemo.DeadLettersByReason)
 	}
 	l := got.ledger
-	if l.Accepted != demo.Accepted || l.Acked != demo.Acked || l.DeadLettered != demo.DeadLettered || l.Lost != 0 || l.InFlight != 0 {
-		t.Errorf("%s: ledger %+v, the Go demo accepted %d, acked %d, dead-lettered %d", name, l, demo.Accepted, demo.Acked, demo.DeadLettered)
+	if l.Accepted != goDemo.Accepted || l.Acked != goDemo.Acked || l.DeadLettered != goDemo.DeadLettered || l.Lost != 0 || l.InFlight != 0 {
+		t.Errorf("%s: ledger %+v, the Go demo accepted %d, acked %d, dead-lettered %d", name, l, goDemo.Accepted, goDemo.Acked, goDemo.DeadLettered)
 	}
 	// Each crashing order was handed to the handler delivery_limit times
 	// (released after each crash); the broker or the consumer dead-letters
@@ -303,21 +304,21 @@ func checkSameAsDemo(t *testing.T, name string, got consumeRun, demo demoJSON) {
 
 func TestConsumeDemoWorkloadSQLite(t *testing.T) {
 	t.Parallel()
-	demo := demoFirstHalf(t, lily.TransportSQLite)
+	goDemo := demoFirstHalf(t, lily.TransportSQLite)
 	srv := demoHTTPHandler(t)
-	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportSQLite, "", "--http", srv.URL+"/orders"), demo)
-	checkSameAsDemo(t, "exec (the README's Python)", runConsumeWorkload(t, lily.TransportSQLite, "", "--exec", readmePython(t)), demo)
+	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportSQLite, "", "--http", srv.URL+"/orders"), goDemo)
+	checkSameAsDemo(t, "exec (the README's Python)", runConsumeWorkload(t, lily.TransportSQLite, "", "--exec", readmePython(t)), goDemo)
 }
 
 func TestConsumeDemoWorkloadRabbitMQ(t *testing.T) {
 	t.Parallel()
 	url := needRabbit(t)
 	queue := fmt.Sprintf("sidecardemo%08x.created", rand.Uint32())
-	cleanupRabbitQueues(t, url, demoQueueConfig(queue, lily.TransportRabbitMQ))
-	demo := demoFirstHalf(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue)
+	cleanupRabbitQueues(t, url, demo.QueueConfig(queue, lily.TransportRabbitMQ, ""))
+	goDemo := demoFirstHalf(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue)
 	srv := demoHTTPHandler(t)
-	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--http", srv.URL+"/orders"), demo)
-	checkSameAsDemo(t, "exec (the README's Python)", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--exec", readmePython(t)), demo)
+	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--http", srv.URL+"/orders"), goDemo)
+	checkSameAsDemo(t, "exec (the README's Python)", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--exec", readmePython(t)), goDemo)
 }
 
 // TestConsumeRabbitMQPostgresCatalog runs the sidecar on RabbitMQ with the
@@ -327,10 +328,10 @@ func TestConsumeRabbitMQPostgresCatalog(t *testing.T) {
 	url := needRabbit(t)
 	pg := pgtest.URL(t)
 	queue := fmt.Sprintf("sidecarpg%08x.created", rand.Uint32())
-	cleanupRabbitQueues(t, url, demoQueueConfig(queue, lily.TransportRabbitMQ))
-	demo := demoFirstHalf(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue)
+	cleanupRabbitQueues(t, url, demo.QueueConfig(queue, lily.TransportRabbitMQ, ""))
+	goDemo := demoFirstHalf(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue)
 	srv := demoHTTPHandler(t)
-	checkSameAsDemo(t, "http, PostgreSQL catalog", runConsumeWorkloadOn(t, lily.TransportRabbitMQ, url, pg, "--http", srv.URL+"/orders"), demo)
+	checkSameAsDemo(t, "http, PostgreSQL catalog", runConsumeWorkloadOn(t, lily.TransportRabbitMQ, url, pg, "--http", srv.URL+"/orders"), goDemo)
 }
 
 // TestConsumeDemoWorkloadKafka: the sidecar on Kafka (kfake), the crashing
@@ -338,8 +339,8 @@ func TestConsumeRabbitMQPostgresCatalog(t *testing.T) {
 func TestConsumeDemoWorkloadKafka(t *testing.T) {
 	t.Parallel()
 	_, demoBrokers := newKafka(t)
-	demo := demoFirstHalf(t, lily.TransportKafka, "--brokers", demoBrokers)
+	goDemo := demoFirstHalf(t, lily.TransportKafka, "--brokers", demoBrokers)
 	_, brokers := newKafka(t)
 	srv := demoHTTPHandler(t)
-	checkSameAsDemo(t, "http on Kafka", runConsumeWorkload(t, lily.TransportKafka, strings.Split(brokers, ",")[0], "--http", srv.URL+"/orders"), demo)
+	checkSameAsDemo(t, "http on Kafka", runConsumeWorkload(t, lily.TransportKafka, strings.Split(brokers, ",")[0], "--http", srv.URL+"/orders"), goDemo)
 }

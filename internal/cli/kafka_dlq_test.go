@@ -23,6 +23,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/demo"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
@@ -32,7 +33,7 @@ import (
 // test.
 func openTestKafka(t *testing.T, seeds string, mod ...func(*kafka.Options)) *kafka.Transport {
 	t.Helper()
-	o := demoKafkaOptions(kafka.ParseBrokers(seeds))
+	o := demo.KafkaOptions(kafka.ParseBrokers(seeds))
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, f := range mod {
 		f(&o)

@@ -167,19 +167,6 @@ func TestPubSubTopologyIngestRedrive(t *testing.T) {
 	}
 }
 
-// TestDemoPubSub runs the demo on its in-process Pub/Sub fake: the same
-// dead letters by reason and ledger as on SQLite (runBrokerDemo checks
-// them), each crash-type poison dead-lettered at delivery_limit by the
-// subscription's delivery attempt; the restart count may be lower when
-// both poisons shared a pulled batch (see runBrokerDemo).
-func TestDemoPubSub(t *testing.T) {
-	t.Parallel()
-	got := runBrokerDemo(t, lily.TransportPubSub, "--db", filepath.Join(t.TempDir(), "catalog.db"))
-	if got.Transport != lily.TransportPubSub {
-		t.Errorf("demo ran on %q", got.Transport)
-	}
-}
-
 // TestEvidenceDecodePubSub: 'lily evidence decode' reads the attributes
 // Pub/Sub's dead-letter policy adds.
 func TestEvidenceDecodePubSub(t *testing.T) {

@@ -224,15 +224,6 @@ func TestSQSLintLive(t *testing.T) {
 	}
 }
 
-// TestDemoSQS runs the demo on the in-process SQS emulator: the same
-// counts as on SQLite, RabbitMQ and Kafka — the crashing orders counted by
-// the emulator's receive count and dead-lettered at delivery_limit after
-// exactly delivery_limit worker restarts each.
-func TestDemoSQS(t *testing.T) {
-	t.Parallel()
-	runBrokerDemo(t, lily.TransportSQS, "--db", filepath.Join(t.TempDir(), "catalog.db"))
-}
-
 // TestSQSMissingSettingsAreBadInput: without a region or credentials for
 // SQS, a command says what to set and exits 2, as on a bad flag
 // (brokers.SettingsError).

@@ -11,6 +11,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/internal/rabbittest"
 )
 
@@ -19,6 +20,12 @@ import (
 func needRabbit(t *testing.T) string {
 	t.Helper()
 	return rabbittest.URL(t)
+}
+
+// cleanupRabbitQueues deletes qc's queues from the broker when the test
+// ends.
+func cleanupRabbitQueues(t *testing.T, url string, qc lily.QueueConfig) {
+	rabbittest.DeleteQueues(t, url, qc.Spec())
 }
 
 func writeConfig(t *testing.T, body string) string {

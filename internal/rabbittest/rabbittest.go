@@ -1,7 +1,8 @@
 // Package rabbittest gives tests the machine's RabbitMQ (DESIGN §11): its
 // URL, once the broker answered — without a broker the test is skipped
-// with a loud message, except under CI=true, where it fails — and a
-// producer that publishes below Lily, as other services do.
+// with a loud message, except under CI=true, where it fails — a producer
+// that publishes below Lily, as other services do, and the cleanup of the
+// queues a test declared.
 package rabbittest
 
 import (
@@ -12,6 +13,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
@@ -60,4 +62,19 @@ func Publish(ctx context.Context, t testing.TB, url, queue string, pubs ...amqp.
 			t.Fatalf("raw publish to %s not confirmed: ok %v, %v", queue, ok, err)
 		}
 	}
+}
+
+// DeleteQueues deletes the queues of the specs (main, buckets, DLQ) from
+// the broker at url when the test ends, so that a shared broker does not
+// collect them.
+func DeleteQueues(t testing.TB, url string, specs ...transport.QueueSpec) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: url})
+		if err != nil {
+			return
+		}
+		defer tr.Close()
+		tr.DeleteQueues(ctx, specs...)
+	})
 }

@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -12,20 +12,29 @@ import (
 	"github.com/lily-mq/lily"
 )
 
-// The demo's shop: an order consumer with four kinds of trouble.
+// DefaultQueue is the poison demo's queue unless --queue names another.
+const DefaultQueue = "orders.created"
+
+// The SKUs of two trouble makers, which handlers of the workload written
+// elsewhere (the sidecar tests' HTTP handler) recognize too: a gift card's
+// note crashes the renderer, and the inventory service never knows a
+// retired SKU.
 const (
-	demoQueue   = "orders.created"
-	classOK     = "ok"
-	classMalf   = "malformed" // body does not decode: permanent
-	classFlaky  = "flaky"     // payment gateway times out 1-2 times, then succeeds
-	classHope   = "hopeless"  // inventory service never knows the SKU: retries exhausted
-	classCrash  = "crashing"  // gift note crashes the renderer: the worker process dies
-	crashSKU    = "GIFT-CARD-NATIVE"
-	hopelessSKU = "SKU-RETIRED-2019"
+	CrashSKU    = "GIFT-CARD-NATIVE"
+	HopelessSKU = "SKU-RETIRED-2019"
 )
 
-// demoOrder is the body of an order.created message.
-type demoOrder struct {
+// The demo's shop: an order consumer with four kinds of trouble.
+const (
+	classOK    = "ok"
+	classMalf  = "malformed" // body does not decode: permanent
+	classFlaky = "flaky"     // payment gateway times out 1-2 times, then succeeds
+	classHope  = "hopeless"  // inventory service never knows the SKU: retries exhausted
+	classCrash = "crashing"  // gift note crashes the renderer: the worker process dies
+)
+
+// Order is the body of an order.created message.
+type Order struct {
 	OrderID     string `json:"order_id"`
 	Customer    string `json:"customer"`
 	SKU         string `json:"sku"`
@@ -38,10 +47,10 @@ type demoOrder struct {
 	GiftNote        string `json:"gift_note,omitempty"`
 }
 
-// demoWorkload builds n order messages, of which the given numbers are
+// Workload builds n order messages, of which the given numbers are
 // malformed, flaky, hopeless and crashing, shuffled by seed. It returns the
 // messages and each one's class by position.
-func demoWorkload(n, malformed, flaky, hopeless, crashing int, seed uint64) ([]lily.Message, []string) {
+func Workload(n, malformed, flaky, hopeless, crashing int, seed uint64) ([]lily.Message, []string) {
 	classes := make([]string, n)
 	i := 0
 	for _, c := range []struct {
@@ -60,7 +69,7 @@ func demoWorkload(n, malformed, flaky, hopeless, crashing int, seed uint64) ([]l
 	r.Shuffle(n, func(a, b int) { classes[a], classes[b] = classes[b], classes[a] })
 	msgs := make([]lily.Message, n)
 	for i, c := range classes {
-		o := demoOrder{
+		o := Order{
 			OrderID:     fmt.Sprintf("o-%06d", i+1),
 			Customer:    fmt.Sprintf("c-%04d", r.IntN(5000)),
 			SKU:         fmt.Sprintf("SKU-%04d", r.IntN(900)+100),
@@ -72,9 +81,9 @@ func demoWorkload(n, malformed, flaky, hopeless, crashing int, seed uint64) ([]l
 		case classFlaky:
 			o.GatewayTimeouts = 1 + r.IntN(2)
 		case classHope:
-			o.SKU = hopelessSKU
+			o.SKU = HopelessSKU
 		case classCrash:
-			o.SKU = crashSKU
+			o.SKU = CrashSKU
 			o.GiftNote = strings.Repeat("🎁", 64)
 		}
 		body, _ := json.Marshal(o)
@@ -104,15 +113,15 @@ func (e *inventoryError) Error() string {
 	return fmt.Sprintf("inventory service: 503 Service Unavailable for sku %q", e.SKU)
 }
 
-// demoHandler is the shop's order consumer. A gift card order crashes the
+// handler is the shop's order consumer. A gift card order crashes the
 // process (a native renderer fault, not a Go error): the runtime cannot
 // catch it, only the delivery count can.
-func demoHandler(ctx context.Context, d *lily.Delivery) error {
-	var o demoOrder
+func handler(ctx context.Context, d *lily.Delivery) error {
+	var o Order
 	if err := json.Unmarshal(d.Body, &o); err != nil {
 		return lily.Permanent(fmt.Errorf("decode order: %w", err))
 	}
-	if o.SKU == crashSKU {
+	if o.SKU == CrashSKU {
 		p, _ := os.FindProcess(os.Getpid())
 		_ = p.Kill() // SIGKILL: no defer runs, like a segfault in native code
 		select {}
@@ -120,7 +129,7 @@ func demoHandler(ctx context.Context, d *lily.Delivery) error {
 	if d.RetryCount < o.GatewayTimeouts {
 		return fmt.Errorf("charge order %s: %w", o.OrderID, errGatewayTimeout)
 	}
-	if o.SKU == hopelessSKU {
+	if o.SKU == HopelessSKU {
 		return fmt.Errorf("reserve stock for order %s: %w", o.OrderID, &inventoryError{SKU: o.SKU})
 	}
 	return nil

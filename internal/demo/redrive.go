@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -16,19 +16,19 @@ import (
 // through (discard what cannot be fixed, dry run, sample, the rest at a
 // rate) and the ledger still balances.
 const (
-	demoFixedVersion  = "1.4.3"
-	demoSample        = 2
-	demoObserve       = 500 * time.Millisecond
-	demoRedriveRate   = 200
-	demoDiscardReason = "malformed order bodies (truncated in transit) cannot be fixed by a redrive; reported to shop-web"
+	fixedVersion   = "1.4.3"
+	redriveSample  = 2
+	redriveObserve = 500 * time.Millisecond
+	redriveRate    = 200
+	discardReason  = "malformed order bodies (truncated in transit) cannot be fixed by a redrive; reported to shop-web"
 )
 
-// demoHandlerFixed is the order consumer after the fix: the inventory
+// handlerFixed is the order consumer after the fix: the inventory
 // lookup knows retired SKUs and the gift-note renderer no longer crashes.
 // A body that does not decode is still permanent, and the payment gateway
 // still times out now and then.
-func demoHandlerFixed(ctx context.Context, d *lily.Delivery) error {
-	var o demoOrder
+func handlerFixed(ctx context.Context, d *lily.Delivery) error {
+	var o Order
 	if err := json.Unmarshal(d.Body, &o); err != nil {
 		return lily.Permanent(fmt.Errorf("decode order: %w", err))
 	}
@@ -38,8 +38,8 @@ func demoHandlerFixed(ctx context.Context, d *lily.Delivery) error {
 	return nil
 }
 
-// demoRedriveResult is what the second half did.
-type demoRedriveResult struct {
+// redriveResult is what the second half did.
+type redriveResult struct {
 	discarded   int
 	redriven    int
 	rounds      int
@@ -47,19 +47,19 @@ type demoRedriveResult struct {
 	restarts    int
 }
 
-// demoSecondHalf fixes the bug and works through the dead letters with
+// secondHalf fixes the bug and works through the dead letters with
 // the operator's tools, as 'lily dlq' does.
-func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(string, ...any), stderr io.Writer) (demoRedriveResult, error) {
-	var out demoRedriveResult
+func secondHalf(ctx context.Context, b *backend, f Flags, say func(string, ...any), stderr io.Writer) (redriveResult, error) {
+	var out redriveResult
 	q := b.queue.Name
 	actor := catalog.DefaultActor()
 	target := func(context.Context, string) (redrive.Publisher, error) { return b.tr, nil }
 	maxRedrives := func(string) int { return b.queue.Settings().MaxRedrives }
-	say("\nsecond half: the fix is deployed (orders-consumer %s: retired SKUs are known, gift notes render safely)", demoFixedVersion)
+	say("\nsecond half: the fix is deployed (orders-consumer %s: retired SKUs are known, gift notes render safely)", fixedVersion)
 
 	// What a deploy cannot fix leaves the work list with a record.
 	dis, err := b.cat.Discard(ctx, catalog.DecideParams{Filter: catalog.Filter{Queue: q, Reason: "permanent"},
-		Reason: demoDiscardReason, Actor: actor})
+		Reason: discardReason, Actor: actor})
 	if err != nil {
 		return out, fmt.Errorf("demo: discard the malformed orders: %w", err)
 	}
@@ -68,7 +68,7 @@ func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(s
 
 	// The fixed version is named: the crash-type poison goes back too.
 	base := redrive.Params{Filter: catalog.Filter{Queue: q}, Target: target, MaxRedrives: maxRedrives, Actor: actor,
-		NewConsumerVersion: demoFixedVersion}
+		NewConsumerVersion: fixedVersion}
 	dry := base
 	dry.DryRun = true
 	plan, err := redrive.New(b.cat).Redrive(ctx, dry)
@@ -84,7 +84,7 @@ func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(s
 	}
 	var ids []string
 	sample := base
-	sample.Limit = demoSample
+	sample.Limit = redriveSample
 	sample.Op = catalog.NewOp(time.Now())
 	sample.OnEntry = func(e catalog.EntryRef, outcome string) {
 		if outcome == catalog.OutcomeRedriven {
@@ -100,24 +100,24 @@ func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(s
 	f.fixed = true
 	if s.Redriven > 0 {
 		out.rounds++
-		n, err := superviseDemo(ctx, b, f, say, stderr)
+		n, err := supervise(ctx, b, f, say, stderr)
 		out.restarts += n
 		if err != nil {
 			return out, err
 		}
-		back, err := redrive.New(b.cat).Observe(ctx, redrive.ObserveParams{Since: since, EventIDs: ids, Window: demoObserve, Tick: b.finish})
+		back, err := redrive.New(b.cat).Observe(ctx, redrive.ObserveParams{Since: since, EventIDs: ids, Window: redriveObserve, Tick: b.finish})
 		if err != nil {
 			return out, err
 		}
-		if err := redrive.New(b.cat).RecordObservation(ctx, sample.Op, actor, ids, demoObserve, back); err != nil {
+		if err := redrive.New(b.cat).RecordObservation(ctx, sample.Op, actor, ids, redriveObserve, back); err != nil {
 			return out, fmt.Errorf("demo: %w", err)
 		}
 	}
-	say("  lily dlq redrive --sample %d --observe %s: %d redriven, none dead-lettered again", demoSample, demoObserve, s.Redriven)
+	say("  lily dlq redrive --sample %d --observe %s: %d redriven, none dead-lettered again", redriveSample, redriveObserve, s.Redriven)
 
 	// The rest, at a rate.
 	rest := base
-	rest.Rate = demoRedriveRate
+	rest.Rate = redriveRate
 	r, err := redrive.New(b.cat).Redrive(ctx, rest)
 	if err != nil {
 		return out, fmt.Errorf("demo: redrive the rest: %w", err)
@@ -126,13 +126,13 @@ func demoSecondHalf(ctx context.Context, b *demoBackend, f demoFlags, say func(s
 	out.needsManual += r.NeedsManual
 	if r.Redriven > 0 {
 		out.rounds++
-		n, err := superviseDemo(ctx, b, f, say, stderr)
+		n, err := supervise(ctx, b, f, say, stderr)
 		out.restarts += n
 		if err != nil {
 			return out, err
 		}
 	}
-	say("  lily dlq redrive --rate %d: %d redriven in %s; the fixed worker processed them", demoRedriveRate, r.Redriven,
+	say("  lily dlq redrive --rate %d: %d redriven in %s; the fixed worker processed them", redriveRate, r.Redriven,
 		r.Elapsed.Round(time.Millisecond))
 	if err := b.finish(ctx); err != nil {
 		return out, err

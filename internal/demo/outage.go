@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -16,15 +16,15 @@ import (
 
 // outageFlags are the parameters of 'lily demo --scenario outage'.
 type outageFlags struct {
-	conn      demoConn
+	conn      connection
 	queue, db string
 	rate      float64
 	outage    time.Duration
 	breaker   bool
 }
 
-// outageJSON is the result of the outage scenario.
-type outageJSON struct {
+// OutageResult is the result of the outage scenario.
+type OutageResult struct {
 	Scenario              string  `json:"scenario"`
 	Transport             string  `json:"transport"`
 	Queue                 string  `json:"queue"`
@@ -66,8 +66,8 @@ func outageQueueConfig(name, kind string, rate float64, breaker bool) lily.Queue
 // dependency that fails every call for the outage, with a retry span
 // shorter than the outage, and compares the dead letters with the
 // planner's prediction R · max(0, outage − span).
-func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (outageJSON, error) {
-	var out outageJSON
+func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (OutageResult, error) {
+	var out OutageResult
 	switch {
 	case f.rate <= 0 || f.rate > 5000:
 		return out, usagef("--rate %g: must be in (0, 5000] messages per second", f.rate)
@@ -83,7 +83,7 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (ou
 	if err != nil {
 		return out, err
 	}
-	b, err := openDemoBackend(ctx, f.conn, f.db, qc)
+	b, err := openBackend(ctx, f.conn, f.db, qc)
 	if err != nil {
 		return out, err
 	}
@@ -91,7 +91,7 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (ou
 	if err := b.declare(ctx); err != nil {
 		return out, err
 	}
-	out = outageJSON{Scenario: "outage", Transport: f.conn.kind, Queue: qc.Name, Breaker: f.breaker, RatePerS: f.rate,
+	out = OutageResult{Scenario: "outage", Transport: f.conn.kind, Queue: qc.Name, Breaker: f.breaker, RatePerS: f.rate,
 		OutageS: f.outage.Seconds(), RetrySpanS: pred.RetrySpanS, PredictedDeadLettered: pred.DeadLettered}
 
 	var published, acked, dead, held, opened atomic.Int64
@@ -180,7 +180,7 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (ou
 }
 
 // printOutageScenario prints the scenario's result for a reader.
-func printOutageScenario(w io.Writer, o outageJSON) {
+func printOutageScenario(w io.Writer, o OutageResult) {
 	mode := "without the circuit breaker"
 	if o.Breaker {
 		mode = "with the circuit breaker"
@@ -203,4 +203,25 @@ func printOutageScenario(w io.Writer, o outageJSON) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "  %-23s %s\n", r.name, r.value)
 	}
+}
+
+// runOutageDemo runs 'lily demo --scenario outage'.
+func runOutageDemo(ctx context.Context, f Flags, stdout io.Writer) error {
+	path, err := scenarioDB(f, "outage")
+	if err != nil {
+		return err
+	}
+	queue := scenarioQueue(f, "outage.orders")
+	out, err := runOutageScenario(ctx, outageFlags{conn: f.conn(), queue: queue, db: path,
+		rate: f.rate, outage: f.outage, breaker: f.breaker}, stdout)
+	if err != nil {
+		return err
+	}
+	if err := printScenario(stdout, f.asJSON, out, printOutageScenario); err != nil {
+		return err
+	}
+	if out.Lost != 0 {
+		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo outage: %d messages unaccounted for", out.Lost)}
+	}
+	return nil
 }

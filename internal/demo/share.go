@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"errors"
@@ -13,11 +13,13 @@ import (
 // counts the deliveries (a crashed worker's records come back with their
 // count raised) and Lily's attempts topic is not used; the retry topics
 // are still consumed by the consumer group lily.<queue>. The queue's
-// delivery_limit is lily.ShareGroupDeliveryLimit (4), below the broker's
-// default group.share.delivery.count.limit (5): Lily dead-letters a
-// crashing order on its 5th delivery, before the broker would archive it.
+// delivery_limit is lily.ShareGroupDeliveryLimit (4, QueueConfig), below
+// the broker's default group.share.delivery.count.limit (5): Lily
+// dead-letters a crashing order on its 5th delivery, before the broker
+// would archive it.
 
-// demoShareBrokerConfigs are the in-process Kafka's share-group settings.
+// ShareBrokerConfigs are the share-group settings the demo asks of its
+// in-process Kafka (Emulators.Kafka), and the tests of a cluster like it.
 // The delivery limit and the lock stay Kafka's defaults (5 and 30 s, what
 // the queue's delivery_limit and kafka.Options.ShareLockDuration assume).
 // A worker killed by a crashing order leaves the share group only when its
@@ -25,20 +27,9 @@ import (
 // to it, and the restarted worker does not fetch them — so heartbeats are
 // frequent and the session short (Kafka's default is 45 s, and its
 // group.share.min.session.timeout.ms keeps it so on a real cluster).
-var demoShareBrokerConfigs = map[string]string{
+var ShareBrokerConfigs = map[string]string{
 	"group.share.heartbeat.interval.ms": "200",
 	"group.share.session.timeout.ms":    "6000",
-}
-
-// demoShareQueueConfig is the demo queue's configuration, consumed through
-// share group group when it is not empty.
-func demoShareQueueConfig(name, kind, group string) lily.QueueConfig {
-	qc := demoQueueConfig(name, kind)
-	if group != "" {
-		qc.KafkaShareGroup = group
-		qc.DeliveryLimit = new(lily.ShareGroupDeliveryLimit)
-	}
-	return qc
 }
 
 // validateShareGroup reports what is wrong with --share-group: a share
@@ -46,7 +37,7 @@ func demoShareQueueConfig(name, kind, group string) lily.QueueConfig {
 // scenario parks keys, which a share group cannot keep in order; the
 // outage scenario runs on a consumer group), and a name Kafka and Lily
 // accept.
-func (f demoFlags) validateShareGroup() error {
+func (f Flags) validateShareGroup() error {
 	g := f.shareGroup
 	if g == "" {
 		return nil
@@ -59,7 +50,7 @@ func (f demoFlags) validateShareGroup() error {
 		return fmt.Errorf("--share-group %q with --scenario %s: only the poison scenario runs on a share group (a share group keeps no per-key order, and the outage scenario shows the breaker on a consumer group); drop --share-group or --scenario",
 			g, f.scenario)
 	}
-	q := lily.QueueConfig{Name: demoQueue, Transport: lily.TransportKafka, KafkaShareGroup: g}.WithDefaults()
+	q := lily.QueueConfig{Name: DefaultQueue, Transport: lily.TransportKafka, KafkaShareGroup: g}.WithDefaults()
 	if err := q.Validate(); err != nil {
 		var inv interface{ Unwrap() []error }
 		if errors.As(err, &inv) && len(inv.Unwrap()) > 0 {

@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"github.com/lily-mq/lily/redrive"
 )
 
-// orderingJSON is the result of 'lily demo --scenario ordering'.
-type orderingJSON struct {
+// OrderingResult is the result of 'lily demo --scenario ordering'.
+type OrderingResult struct {
 	Scenario  string `json:"scenario"`
 	Transport string `json:"transport"`
 	Queue     string `json:"queue"`
@@ -62,12 +62,12 @@ type posting struct {
 // account's later postings wait (parked, in order) while every other
 // account is processed, deploys the fix, unparks the account and checks
 // that every account's postings were processed in publish order.
-func runOrderingScenario(ctx context.Context, conn demoConn, queue, db string) (orderingJSON, error) {
+func runOrderingScenario(ctx context.Context, conn connection, queue, db string) (OrderingResult, error) {
 	qc := lily.QueueConfig{Name: queue, Transport: conn.kind, Owner: "team-ledger", Ordering: lily.OrderingPark,
 		RetryAttempts: 2, RetryBackoffMillis: new(int64(50)), MaxRetryBackoffMillis: new(int64(100))}.WithDefaults()
-	out := orderingJSON{Scenario: "ordering", Transport: conn.kind, Queue: queue, Ordering: qc.Ordering,
+	out := OrderingResult{Scenario: "ordering", Transport: conn.kind, Queue: queue, Ordering: qc.Ordering,
 		Keys: orderingKeys, PoisonedKey: orderingBadKey}
-	b, err := openDemoBackend(ctx, conn, db, qc)
+	b, err := openBackend(ctx, conn, db, qc)
 	if err != nil {
 		return out, err
 	}
@@ -205,7 +205,7 @@ func waitUntil(ctx context.Context, what string, cond func() (bool, error)) erro
 }
 
 // printOrderingScenario prints the scenario's result for a reader.
-func printOrderingScenario(w io.Writer, o orderingJSON) {
+func printOrderingScenario(w io.Writer, o OrderingResult) {
 	fmt.Fprintf(w, "Ordering scenario on %s, ordering = %q: %d accounts × %d postings, interleaved (%d messages)\n",
 		o.Transport, o.Ordering, o.Keys, o.Published/o.Keys, o.Published)
 	fmt.Fprintf(w, "  posting %d of %s failed permanently: the account is parked (head %s)\n", orderingPoison, o.PoisonedKey, o.Head)
@@ -219,4 +219,23 @@ func printOrderingScenario(w io.Writer, o orderingJSON) {
 		verdict = "OUT OF ORDER: some account's postings were processed out of publish order"
 	}
 	fmt.Fprintf(w, "  %s; lost %d\n", verdict, o.Lost)
+}
+
+// runOrderingDemo runs 'lily demo --scenario ordering'.
+func runOrderingDemo(ctx context.Context, f Flags, stdout io.Writer) error {
+	path, err := scenarioDB(f, "ordering")
+	if err != nil {
+		return err
+	}
+	out, err := runOrderingScenario(ctx, f.conn(), scenarioQueue(f, "ledger.postings"), path)
+	if err != nil {
+		return err
+	}
+	if err := printScenario(stdout, f.asJSON, out, printOrderingScenario); err != nil {
+		return err
+	}
+	if out.Lost != 0 || !out.InOrder {
+		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo ordering: lost %d, in order %v", out.Lost, out.InOrder)}
+	}
+	return nil
 }

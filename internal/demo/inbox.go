@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // redelivery (the worker killed after the commit, before the ack) or a
 // redrive of an order already recorded is absorbed, not recorded twice.
 
-const demoShopSchema = `CREATE TABLE IF NOT EXISTS demo_orders (
+const shopSchema = `CREATE TABLE IF NOT EXISTS demo_orders (
 	event_id     TEXT    NOT NULL,
 	order_id     TEXT    NOT NULL,
 	amount_cents BIGINT  NOT NULL
@@ -32,9 +32,9 @@ CREATE TABLE IF NOT EXISTS demo_counters (
 );
 INSERT INTO demo_counters (name, value) VALUES ('duplicates', 0) ON CONFLICT (name) DO NOTHING;`
 
-// demoShopPath is the shop database beside the demo's SQLite file, or in
+// shopPath is the shop database beside the demo's SQLite file, or in
 // a new temporary directory when the catalog is on PostgreSQL.
-func demoShopPath(f demoFlags) (string, error) {
+func shopPath(f Flags) (string, error) {
 	if f.catalog != "" || catalog.IsPostgresURL(f.db) {
 		dir, err := os.MkdirTemp("", "lily-demo-shop-")
 		if err != nil {
@@ -49,9 +49,9 @@ func demoShopPath(f demoFlags) (string, error) {
 	return p, nil
 }
 
-// openDemoShop opens (creating) the shop database. Synchronous NORMAL in
+// openShop opens (creating) the shop database. Synchronous NORMAL in
 // WAL mode keeps every commit through a kill -9, the demo's failure.
-func openDemoShop(ctx context.Context, path string) (*sql.DB, error) {
+func openShop(ctx context.Context, path string) (*sql.DB, error) {
 	db, err := sqlitedb.Open(ctx, path, sqlitedb.Options{Synchronous: "NORMAL"})
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func openDemoShop(ctx context.Context, path string) (*sql.DB, error) {
 		db.Close()
 		return nil, err
 	}
-	if _, err := db.ExecContext(ctx, demoShopSchema); err != nil {
+	if _, err := db.ExecContext(ctx, shopSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("demo: create the shop tables in %s: %w", path, err)
 	}
@@ -70,7 +70,7 @@ func openDemoShop(ctx context.Context, path string) (*sql.DB, error) {
 // recordOrder is the order consumer's effect, through the inbox: the
 // order is recorded at most once per event ID; a duplicate is counted in
 // the same transaction.
-func recordOrder(ctx context.Context, shop *sql.DB, d *lily.Delivery, o demoOrder) error {
+func recordOrder(ctx context.Context, shop *sql.DB, d *lily.Delivery, o Order) error {
 	tx, err := shop.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -92,47 +92,47 @@ func recordOrder(ctx context.Context, shop *sql.DB, d *lily.Delivery, o demoOrde
 	return tx.Commit()
 }
 
-// demoShopHandler runs handler's checks, then records the order through
+// shopHandler runs handler's checks, then records the order through
 // the inbox, then (the unfixed consumer) renders a gift note — which
 // crashes the process after the order was committed, before the ack.
-func demoShopHandler(shop *sql.DB, fixed bool) lily.HandlerFunc {
+func shopHandler(shop *sql.DB, fixed bool) lily.HandlerFunc {
 	return func(ctx context.Context, d *lily.Delivery) error {
-		var o demoOrder
+		var o Order
 		if err := json.Unmarshal(d.Body, &o); err != nil {
 			return lily.Permanent(fmt.Errorf("decode order: %w", err))
 		}
 		if d.RetryCount < o.GatewayTimeouts {
 			return fmt.Errorf("charge order %s: %w", o.OrderID, errGatewayTimeout)
 		}
-		if !fixed && o.SKU == hopelessSKU {
+		if !fixed && o.SKU == HopelessSKU {
 			return fmt.Errorf("reserve stock for order %s: %w", o.OrderID, &inventoryError{SKU: o.SKU})
 		}
 		if err := recordOrder(ctx, shop, d, o); err != nil {
 			return fmt.Errorf("record order %s: %w", o.OrderID, err)
 		}
-		if !fixed && o.SKU == crashSKU {
-			crashDemoWorker() // the gift-note renderer, after the commit
+		if !fixed && o.SKU == CrashSKU {
+			crashWorker() // the gift-note renderer, after the commit
 		}
 		return nil
 	}
 }
 
-// crashDemoWorker kills the process with SIGKILL: no defer runs, like a
+// crashWorker kills the process with SIGKILL: no defer runs, like a
 // segfault in native code.
-func crashDemoWorker() {
+func crashWorker() {
 	p, _ := os.FindProcess(os.Getpid())
 	_ = p.Kill()
 	select {}
 }
 
-// demoEffects is what the shop database shows after the demo.
-type demoEffects struct {
+// effects is what the shop database shows after the demo.
+type effects struct {
 	applied, distinct, duplicates int64
 }
 
-func readDemoShop(ctx context.Context, path string) (demoEffects, error) {
-	var e demoEffects
-	db, err := openDemoShop(ctx, path)
+func readShop(ctx context.Context, path string) (effects, error) {
+	var e effects
+	db, err := openShop(ctx, path)
 	if err != nil {
 		return e, err
 	}

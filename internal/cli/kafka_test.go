@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/lily-mq/lily"
 )
 
 // newKafka starts an in-process Kafka (kfake) for one test and returns
@@ -35,48 +33,18 @@ func kafkaConfig(t *testing.T, db, brokers, queue, extra string) string {
 		db, strings.Join(bs, ", "), extra, queue))
 }
 
-// TestDemoKafka runs the demo on a cluster given with --brokers (so that
-// the ledger can be checked afterwards) and on its own in-process kfake.
-func TestDemoKafka(t *testing.T) {
-	t.Parallel()
-	t.Run("brokers", func(t *testing.T) {
-		t.Parallel()
-		_, brokers := newKafka(t)
-		db := filepath.Join(t.TempDir(), "catalog.db")
-		runBrokerDemo(t, lily.TransportKafka, "--brokers", brokers, "--db", db)
-		// The cluster outlives the demo: reconcile counts its side too.
-		cfg := kafkaConfig(t, db, brokers, demoQueue, "")
-		code, out, errOut := run(t, "reconcile", "--config", cfg, "--json")
-		if code != 0 {
-			t.Fatalf("reconcile exit %d\n%s\n%s", code, out, errOut)
-		}
-		var rec reconcileJSON
-		mustJSON(t, out, &rec)
-		if !rec.Balanced || len(rec.Queues) != 1 || rec.Queues[0].Accepted != 300 || rec.Queues[0].Discarded != 6 {
-			t.Errorf("reconcile after the demo: %s", out)
-		}
-	})
-	t.Run("in-process", func(t *testing.T) {
-		t.Parallel()
-		runBrokerDemo(t, lily.TransportKafka, "--db", filepath.Join(t.TempDir(), "catalog.db"))
-	})
-}
-
 // TestKafkaBadBrokers: a --brokers value that is not host:port,... exits 2
-// naming the flag, before anything is sent.
+// naming the flag, before anything is sent. (The demo's own cases are
+// package demo's TestDemoBadBrokers.)
 func TestKafkaBadBrokers(t *testing.T) {
 	t.Parallel()
 	cfg := kafkaConfig(t, filepath.Join(t.TempDir(), "c.db"), "127.0.0.1:9092", "orders", "")
 	for _, args := range [][]string{
-		{"demo", "--transport", "kafka", "--brokers", "kafka-1"},
 		{"dlq", "ingest", "--config", cfg, "--brokers", "kafka-1:x"},
 		{"topology", "apply", "--config", cfg, "--brokers", ":9092"},
 	} {
 		if code, _, errOut := run(t, args...); code != 2 || !strings.Contains(errOut, "--brokers") {
 			t.Errorf("%v: exit %d %q, want 2 naming --brokers", args, code, errOut)
 		}
-	}
-	if code, _, errOut := run(t, "demo", "--transport", "nats"); code != 2 || !strings.Contains(errOut, "must be sqlite, rabbitmq, kafka, sqs or pubsub") {
-		t.Errorf("demo --transport nats: exit %d %q", code, errOut)
 	}
 }

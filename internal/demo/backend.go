@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 	"github.com/lily-mq/lily/transport/sqlite"
 )
 
-// demoConn says where the demo's queue lives: the transport, and for a
-// broker how to reach it (--url for RabbitMQ, --brokers for Kafka; no
-// --brokers starts an in-process Kafka).
-type demoConn struct {
+// connection says where the demo's queue lives: the transport, and for a
+// broker how to reach it (--url for RabbitMQ and SQS, --brokers for Kafka;
+// without them the demo starts an in-process broker from em).
+type connection struct {
 	kind    string
 	url     string
 	brokers string
@@ -27,11 +27,14 @@ type demoConn struct {
 	// pubsubEndpoint and pubsubCount reach the parent's Pub/Sub fake (a
 	// worker); empty starts one (the demo).
 	pubsubEndpoint, pubsubCount string
+	// em starts the in-process brokers; nil in the lily binary and in a
+	// worker, which reaches its parent's.
+	em Emulators
 }
 
-// demoBackend is where the demo's queue lives: the embedded SQLite store,
+// backend is where the demo's queue lives: the embedded SQLite store,
 // or a broker (RabbitMQ, Kafka) with the catalog in the SQLite file.
-type demoBackend struct {
+type backend struct {
 	kind  string // lily.TransportSQLite, lily.TransportRabbitMQ or lily.TransportKafka
 	url   string
 	queue lily.QueueConfig
@@ -40,20 +43,20 @@ type demoBackend struct {
 	tr      transport.Transport // what publishes and consumes
 	cat     *catalog.Store
 	sq      *sqlite.Transport // SQLite: the store itself
-	broker  brokers.Transport // RabbitMQ or Kafka: the broker connection
-	kafka   *demoKafka        // Kafka: the cluster
-	sqs     *demoSQS          // SQS: the endpoint (demo_sqs.go)
-	pubsub  *demoPubSub       // Pub/Sub: the fake
+	broker  brokers.Transport // RabbitMQ, Kafka, SQS or Pub/Sub: the broker connection
+	kafka   *kafkaBackend     // Kafka: the cluster (kafka.go)
+	sqs     *sqsBackend       // SQS: the endpoint (sqs.go)
+	pubsub  *pubsubBackend    // Pub/Sub: the fake (pubsub.go)
 	closeFn []func()
 }
 
-// openDemoBackend opens the transport and catalog for the demo's queue. A
+// openBackend opens the transport and catalog for the demo's queue. A
 // worker process opens its own with the same arguments.
-func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.QueueConfig) (*demoBackend, error) {
-	b := &demoBackend{kind: conn.kind, url: conn.url, queue: qc, db: db}
+func openBackend(ctx context.Context, conn connection, db string, qc lily.QueueConfig) (*backend, error) {
+	b := &backend{kind: conn.kind, url: conn.url, queue: qc, db: db}
 	switch conn.kind {
 	case lily.TransportSQLite:
-		tr, err := sqlite.Open(ctx, db, sqlite.Options{VisibilityTimeout: demoVisibility, PollInterval: 5 * time.Millisecond})
+		tr, err := sqlite.Open(ctx, db, sqlite.Options{VisibilityTimeout: visibility, PollInterval: 5 * time.Millisecond})
 		if err != nil {
 			return nil, err
 		}
@@ -70,6 +73,9 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 	default:
 		return nil, usagef("--transport %q: must be sqlite, rabbitmq, kafka, sqs or pubsub", conn.kind)
 	}
+	if conn.emulated() != "" && conn.em == nil {
+		return nil, conn.errNoEmulator()
+	}
 	cat, err := catalog.Open(ctx, db)
 	if err != nil {
 		return nil, err
@@ -77,15 +83,15 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 	b.cat = cat
 	b.closeFn = append(b.closeFn, func() { cat.Close() })
 	if conn.kind == lily.TransportSQS {
-		s, err := openDemoSQS(conn)
+		s, err := openSQSBackend(conn)
 		if err != nil {
 			b.Close()
 			return nil, err
 		}
 		b.sqs, b.broker = s, s.tr
-		b.closeFn = append(b.closeFn, func() { s.tr.Close() })
+		b.closeFn = append(b.closeFn, s.Close)
 	} else if conn.kind == lily.TransportPubSub {
-		p, err := openDemoPubSub(ctx, conn.pubsubEndpoint, conn.pubsubCount)
+		p, err := openPubSubBackend(ctx, conn)
 		if err != nil {
 			b.Close()
 			return nil, err
@@ -93,7 +99,7 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 		b.pubsub, b.broker = p, p.tr
 		b.closeFn = append(b.closeFn, p.Close)
 	} else if conn.kind == lily.TransportKafka {
-		k, err := openDemoKafka(ctx, conn.brokers)
+		k, err := openKafkaBackend(ctx, conn)
 		if err != nil {
 			b.Close()
 			return nil, err
@@ -119,7 +125,7 @@ func openDemoBackend(ctx context.Context, conn demoConn, db string, qc lily.Queu
 }
 
 // Close releases everything the backend opened.
-func (b *demoBackend) Close() {
+func (b *backend) Close() {
 	for i := len(b.closeFn) - 1; i >= 0; i-- {
 		b.closeFn[i]()
 	}
@@ -127,7 +133,7 @@ func (b *demoBackend) Close() {
 
 // declare creates the queue (and its topology); on a broker the queue must
 // be empty, so that the demo's ledger is the demo's alone.
-func (b *demoBackend) declare(ctx context.Context) error {
+func (b *backend) declare(ctx context.Context) error {
 	d := b.tr.(transport.Declarer)
 	if err := d.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{b.queue.Spec()}}); err != nil {
 		return err
@@ -150,7 +156,7 @@ func (b *demoBackend) declare(ctx context.Context) error {
 
 // counter is the in-flight (and, on a broker, not yet ingested DLQ)
 // counter for the ledger.
-func (b *demoBackend) counter() transport.InFlightCounter {
+func (b *backend) counter() transport.InFlightCounter {
 	if b.broker != nil {
 		return b.broker
 	}
@@ -159,7 +165,7 @@ func (b *demoBackend) counter() transport.InFlightCounter {
 
 // lost is queue's unaccounted-for count in the ledger (0 for a queue
 // without a ledger row).
-func (b *demoBackend) lost(ctx context.Context, queue string) (int64, error) {
+func (b *backend) lost(ctx context.Context, queue string) (int64, error) {
 	rows, err := ledger.New(b.cat).Rows(ctx, b.counter())
 	if err != nil {
 		return 0, err
@@ -175,7 +181,7 @@ func (b *demoBackend) lost(ctx context.Context, queue string) (int64, error) {
 // recover gives a dead worker's deliveries back at once. A broker does it
 // by itself when the worker's connection dies (Kafka: the restarted
 // worker, a static group member, takes its partitions back).
-func (b *demoBackend) recover(ctx context.Context, instance string) (int, error) {
+func (b *backend) recover(ctx context.Context, instance string) (int, error) {
 	if b.sq != nil {
 		return b.sq.RecoverLeases(ctx, &transport.RecoverParams{Consumer: instance})
 	}
@@ -183,7 +189,7 @@ func (b *demoBackend) recover(ctx context.Context, instance string) (int, error)
 }
 
 // finish drains a broker's dead letters into the catalog.
-func (b *demoBackend) finish(ctx context.Context) error {
+func (b *backend) finish(ctx context.Context) error {
 	if b.broker == nil {
 		return nil
 	}

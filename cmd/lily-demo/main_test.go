@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/internal/demo/demotest"
+)
+
+// childEnv marks a test binary started as a lily-demo child process (the
+// demo's worker): os.Executable() is the test binary, so TestMain runs
+// the command.
+const childEnv = "LILY_DEMO_CMD_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Setenv(childEnv, "1") // inherited by the workers the demo starts
+	os.Exit(m.Run())
+}
+
+// lilyDemo runs 'lily-demo args...' in the test's process (a
+// demotest.Runner).
+func lilyDemo(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestDemoKafkaInProcess runs the demo on its own in-process Kafka
+// (kfake): the SQLite demo's counts (demotest.RunBroker checks them), the
+// crashing orders counted by the attempt counter.
+func TestDemoKafkaInProcess(t *testing.T) {
+	t.Parallel()
+	demotest.RunBroker(t, lilyDemo, lily.TransportKafka, "--db", filepath.Join(t.TempDir(), "catalog.db"))
+}
+
+// TestDemoKafkaShareGroupInProcess runs the demo with the queue consumed
+// through a share group on its own in-process Kafka: the counts are the
+// SQLite demo's, the crashing orders dead-lettered at delivery_limit (4)
+// by the broker's delivery count, before the broker's archive limit (5),
+// and the inbox records each order once.
+func TestDemoKafkaShareGroupInProcess(t *testing.T) {
+	t.Parallel()
+	got := demotest.RunBroker(t, lilyDemo, lily.TransportKafka, "--db", filepath.Join(t.TempDir(), "catalog.db"), "--share-group", "orders-workers")
+	if !got.EffectsExactlyOnce || got.EffectsApplied != 294 {
+		t.Errorf("inbox: %d orders recorded, exactly once %v; want 294, true", got.EffectsApplied, got.EffectsExactlyOnce)
+	}
+}
+
+// TestDemoSQS runs the demo on the in-process SQS emulator: the same
+// counts as on SQLite, RabbitMQ and Kafka — the crashing orders counted by
+// the emulator's receive count and dead-lettered at delivery_limit after
+// exactly delivery_limit worker restarts each.
+func TestDemoSQS(t *testing.T) {
+	t.Parallel()
+	demotest.RunBroker(t, lilyDemo, lily.TransportSQS, "--db", filepath.Join(t.TempDir(), "catalog.db"))
+}
+
+// TestDemoPubSub runs the demo on its in-process Pub/Sub fake: the same
+// dead letters by reason and ledger as on SQLite (demotest.RunBroker
+// checks them), each crash-type poison dead-lettered at delivery_limit by
+// the subscription's delivery attempt; the restart count may be lower
+// when both poisons shared a pulled batch (see demotest.RunBroker).
+func TestDemoPubSub(t *testing.T) {
+	t.Parallel()
+	got := demotest.RunBroker(t, lilyDemo, lily.TransportPubSub, "--db", filepath.Join(t.TempDir(), "catalog.db"))
+	if got.Transport != lily.TransportPubSub {
+		t.Errorf("demo ran on %q", got.Transport)
+	}
+}
+
+// TestUsage: lily-demo exits 2 on bad input, naming what is wrong, and its
+// help names the in-process brokers it starts.
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--transport", "nats"}, "must be sqlite, rabbitmq, kafka, sqs or pubsub"},
+		{[]string{"--messages", "ten"}, `invalid argument "ten" for "--messages"`},
+		{[]string{"--share-group", "workers"}, "share groups exist only on Kafka"},
+		{[]string{"orders"}, `unknown command "orders"`},
+	} {
+		if code, _, errOut := lilyDemo(t, c.args...); code != 2 || !strings.HasPrefix(errOut, "lily-demo: ") || !strings.Contains(errOut, c.want) {
+			t.Errorf("lily-demo %v: exit %d %q, want exit 2 naming %q", c.args, code, errOut, c.want)
+		}
+	}
+	code, out, _ := lilyDemo(t, "--help")
+	for _, w := range []string{"On Kafka without --brokers the demo\nstarts an in-process Kafka (kfake)", "SQS emulator (goaws)", "Pub/Sub fake (pstest)", "default: an in-process Kafka, kfake"} {
+		if code != 0 || !strings.Contains(out, w) {
+			t.Errorf("lily-demo --help: exit %d, lacks %q:\n%s", code, w, out)
+		}
+	}
+}
