@@ -40,7 +40,7 @@ func TestReadmeCommands(t *testing.T) {
 			t.Errorf("README sh block %d failed: %v\n%s\n--- output ---\n%s", i+1, err, b, out)
 			continue
 		}
-		if strings.Contains(b, "lily demo") && !strings.Contains(string(out), "lost") {
+		if (strings.Contains(b, "lily demo") || strings.Contains(b, "lily-demo")) && !strings.Contains(string(out), "lost") {
 			t.Errorf("README sh block %d: the demo printed no ledger:\n%s", i+1, out)
 		}
 	}
