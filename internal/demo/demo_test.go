@@ -186,3 +186,18 @@ func TestDemoNeedsEmulator(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoHelp: 'lily demo --help' sends the demos on in-process brokers
+// to lily-demo and promises no in-process Kafka of its own.
+func TestDemoHelp(t *testing.T) {
+	t.Parallel()
+	code, out, _ := lilyDemo(t, "--help")
+	for _, w := range []string{"go run ./cmd/lily-demo --transport kafka|sqs|pubsub", "lily links no emulator", "--transport kafka (required here; on an in-process Kafka: go run ./cmd/lily-demo --transport kafka)"} {
+		if code != 0 || !strings.Contains(out, w) {
+			t.Errorf("lily demo --help: exit %d, lacks %q:\n%s", code, w, out)
+		}
+	}
+	if strings.Contains(out, "default: an in-process Kafka") {
+		t.Errorf("lily demo --help promises an in-process Kafka:\n%s", out)
+	}
+}
