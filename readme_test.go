@@ -67,3 +67,22 @@ func TestReadmeGoCompiles(t *testing.T) {
 		}
 	}
 }
+
+// TestCIRunsTheReadmeTestCommand: .ci/run's last command is the README's
+// test command (its first ```console block), word for word, so that what
+// CI proves is what a newcomer runs.
+func TestCIRunsTheReadmeTestCommand(t *testing.T) {
+	blocks := readmeBlocks(t, "console")
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no ```console block with the test command")
+	}
+	want := strings.TrimSpace(blocks[0])
+	data, err := os.ReadFile(filepath.Join(".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if got := strings.TrimSpace(lines[len(lines)-1]); got != want {
+		t.Errorf(".ci/run ends with %q; the README's test command is %q", got, want)
+	}
+}

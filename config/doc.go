@@ -7,7 +7,7 @@
 //
 // The root package lily keeps what the runtime needs (QueueConfig and its
 // methods) and imports no file-format library; the tools (lint,
-// internal/cli, httpapi) read files through this package.
+// cmd/internal/cli, httpapi) read files through this package.
 //
 //	cfg, err := config.LoadConfig("lily.toml")
 //	if err != nil {

@@ -10,7 +10,7 @@ import (
 // TestSecureCookieBehindTrustedProxy checks the Secure flag of the session
 // cookie for requests that did not come over TLS themselves: only a
 // trusted proxy's X-Forwarded-Proto: https sets it (TLS itself is covered
-// by 'lily serve --tls-cert' in internal/cli).
+// by 'lily serve --tls-cert' in cmd/internal/cli).
 func TestSecureCookieBehindTrustedProxy(t *testing.T) {
 	t.Parallel()
 	login := func(f *fixture, proto string) string {

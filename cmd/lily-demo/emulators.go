@@ -7,7 +7,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/lily-mq/lily/internal/demo"
+	"github.com/lily-mq/lily/cmd/internal/demo"
 	"github.com/lily-mq/lily/transport/sqs/sqstest"
 )
 

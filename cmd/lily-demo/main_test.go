@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/internal/demo/demotest"
+	"github.com/lily-mq/lily/cmd/internal/demo/demotest"
 )
 
 // childEnv marks a test binary started as a lily-demo child process (the

@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/lily-mq/lily/internal/cli"
+	"github.com/lily-mq/lily/cmd/internal/cli"
 )
 
 func main() {

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/internal/demo"
-	"github.com/lily-mq/lily/internal/demo/demotest"
+	"github.com/lily-mq/lily/cmd/internal/demo"
+	"github.com/lily-mq/lily/cmd/internal/demo/demotest"
 	"github.com/lily-mq/lily/lint"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/internal/demo"
+	"github.com/lily-mq/lily/cmd/internal/demo"
 	"github.com/lily-mq/lily/internal/pgtest"
 )
 

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/lily-mq/lily/internal/cli"
+	"github.com/lily-mq/lily/cmd/internal/cli"
 )
 
 // The tests run the demo as users do, through 'lily demo' (package cli,

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lily-mq/lily/internal/demo"
+	"github.com/lily-mq/lily/cmd/internal/demo"
 )
 
 func init() {

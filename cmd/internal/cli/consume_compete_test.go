@@ -20,7 +20,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
-	"github.com/lily-mq/lily/internal/demo"
+	"github.com/lily-mq/lily/cmd/internal/demo"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"

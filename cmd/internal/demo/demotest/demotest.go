@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/internal/demo"
+	"github.com/lily-mq/lily/cmd/internal/demo"
 )
 
 // Runner runs the demo command with args (its flags) in the test's
