@@ -22,7 +22,7 @@ const (
 // breakerBuckets is the resolution of the sliding window.
 const breakerBuckets = 10
 
-// breaker is the consumer's circuit breaker (DESIGN §4): transient failures
+// breaker is the consumer's circuit breaker (docs/design.md §4): transient failures
 // over a sliding time window; permanent errors are the message's fault and
 // are not counted. It opens when failures reach the ratio with at least
 // min outcomes in the window, lets one probe through after the cooldown,

@@ -16,7 +16,7 @@ import (
 // ErrInvalidConfig is wrapped by every configuration problem.
 var ErrInvalidConfig = errors.New("invalid configuration")
 
-// Ordering strategies (DESIGN §4).
+// Ordering strategies (docs/design.md §4).
 const (
 	OrderingReorder = "reorder"
 	OrderingBlock   = "block"

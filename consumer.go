@@ -114,7 +114,7 @@ func (o ConsumerOptions) withDefaults() ConsumerOptions {
 }
 
 // Consumer consumes one queue through a transport, applying the lifecycle
-// rules of DESIGN §4 to every delivery.
+// rules of docs/design.md §4 to every delivery.
 type Consumer struct {
 	t      transport.Transport
 	h      Handler

@@ -83,7 +83,7 @@ func TestIngestLinksNoBrokerTransport(t *testing.T) {
 }
 
 // TestRootImportsNoFileFormatLibrary: the runtime package imports no TOML
-// library (DESIGN §3); the configuration file is package config's. Nor
+// library (docs/design.md §3); the configuration file is package config's. Nor
 // does it import the catalog or the packages layered on it: the catalog
 // plugs into the runtime through interfaces (lily.KeyStore, lily.Hook).
 func TestRootImportsNoFileFormatLibrary(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 )
 
 // KeyStore keeps the persistent per-key state of a queue whose ordering is
-// "park" or "block" (DESIGN §4): which keys are held, and which one message
+// "park" or "block" (docs/design.md §4): which keys are held, and which one message
 // of a held key may pass. *redrive.Keys implements it; the catalog holds
 // the parked messages themselves.
 //

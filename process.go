@@ -54,7 +54,7 @@ type callResult struct {
 	notStarted bool
 }
 
-// process decides the fate of one delivery (DESIGN §4).
+// process decides the fate of one delivery (docs/design.md §4).
 func (c *Consumer) process(ctx context.Context, t *ticket) settleReq {
 	r := c.decide(ctx, t.d, t.probe)
 	r.t = t

@@ -9,7 +9,7 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-// ticket is one delivery's lifetime in the consumer (DESIGN §4, "one ticket
+// ticket is one delivery's lifetime in the consumer (docs/design.md §4, "one ticket
 // per delivery"): taken when the delivery is received and returned exactly
 // once, by finish, after its settlement (or when it is given back unseen).
 // What the delivery holds is returned with it: its prefetch slot, its lease

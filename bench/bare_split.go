@@ -25,7 +25,7 @@ CREATE TABLE qb (
 );
 `
 
-// RunBareSQLSplit is an experiment beside the ceiling (not a DESIGN
+// RunBareSQLSplit is an experiment beside the ceiling (not a design
 // figure): the same one-goroutine loop as RunBareSQL, but the lease moves
 // visible_at in a narrow table and reads the bodies from a second table by
 // id; enqueue and delete touch both tables in the same transaction.

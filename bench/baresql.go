@@ -9,7 +9,7 @@ import (
 )
 
 // bareSchema is the least a lease-based queue needs: a body, a visibility
-// time that the lease moves (SQS-style, DESIGN §8), a receive count, and
+// time that the lease moves (SQS-style, docs/design.md §8), a receive count, and
 // the ready index (queue, visible_at, id).
 const bareSchema = `
 CREATE TABLE q (
@@ -22,7 +22,7 @@ CREATE TABLE q (
 CREATE INDEX q_ready ON q(queue, visible_at, id);
 `
 
-// RunBareSQL measures the "bare SQL ceiling" of DESIGN §12 on one
+// RunBareSQL measures the "bare SQL ceiling" of docs/design.md §12 on one
 // goroutine, with no runtime and no transport: per Batch messages, one
 // transaction enqueues them (one multi-row INSERT), one leases them (UPDATE
 // ... WHERE id IN (SELECT ... ORDER BY visible_at, id LIMIT Batch)

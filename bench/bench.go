@@ -1,5 +1,5 @@
 // Package bench measures Lily's embedded SQLite store against goqite and a
-// bare-SQL ceiling (DESIGN §12): the publish + consume + ack round trip of N
+// bare-SQL ceiling (docs/design.md §12): the publish + consume + ack round trip of N
 // messages, each run on a fresh database file with the same durability
 // (WAL, synchronous FULL, one connection per process).
 //

@@ -259,7 +259,7 @@ type ExpireResult struct {
 }
 
 // Expire discards, with a record, the held entries dead-lettered longer
-// ago than their queue's retention (DESIGN §9: never silently). Each batch
+// ago than their queue's retention (docs/design.md §9: never silently). Each batch
 // is one transaction with its audit record; a run that finds nothing to
 // expire writes no audit record, so that it can run periodically — e.g.
 // every few minutes from a long-running consumer:

@@ -1,7 +1,7 @@
 // Package catalog is the dead-letter work list: the store of every dead
 // letter with its original bytes, headers and evidence, and the decisions
 // on them — list, group, search, discard, erase, expire, edit, triage,
-// export and import, each recorded in the append-only audit log (DESIGN
+// export and import, each recorded in the append-only audit log (docs/design.md
 // §9). The default store is SQLite, in the same database file as the
 // embedded transport so that a dead-lettering is one transaction; a fleet
 // shares one PostgreSQL store (Open, OpenPostgres).

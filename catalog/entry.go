@@ -21,7 +21,7 @@ type Entry = catalogdb.Entry
 // methods IsHeld and Valid are documented on catalogdb.State.
 type State = catalogdb.State
 
-// The entry states of DESIGN §9.
+// The entry states of docs/design.md §9.
 const (
 	StatePending     = catalogdb.StatePending
 	StateRedriven    = catalogdb.StateRedriven

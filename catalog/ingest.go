@@ -185,7 +185,7 @@ func EntryFromDeadLetter(queue string, d *transport.Delivery, now time.Time) *En
 }
 
 // foreignSource names the source of a dead letter without Lily evidence
-// the way the runtime names its own ("<transport>/<queue>", DESIGN §7
+// the way the runtime names its own ("<transport>/<queue>", docs/design.md §7
 // x-lily-source), so that 'lily dlq group --by source' puts a queue's
 // broker-made and Lily-made dead letters together: RabbitMQ's own dead
 // letters (x-death) become "rabbitmq/<queue>", those of Kafka frameworks

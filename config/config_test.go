@@ -155,7 +155,7 @@ func TestParseConfigFull(t *testing.T) {
 	if _, ok := c.Queue("nope"); ok {
 		t.Error("Queue(nope) found")
 	}
-	// The spec of a queue carries its buckets (DESIGN §5 example).
+	// The spec of a queue carries its buckets (docs/design.md §5 example).
 	spec := c.Queues[0].Spec()
 	if want := []int64{1000, 1200, 1600, 2000, 2400, 3200, 4000, 4800}; !reflect.DeepEqual(spec.BucketsMillis, want) {
 		t.Errorf("BucketsMillis = %v, want %v", spec.BucketsMillis, want)

@@ -1,5 +1,5 @@
 // Package evidence is Lily's dead-letter evidence: the headers that travel with a
-// dead-lettered message so that someone can diagnose it months later (DESIGN §7).
+// dead-lettered message so that someone can diagnose it months later (docs/design.md §7).
 //
 // Headers are map[string]any whose values use AMQP-compatible Go types: string, []byte,
 // bool, int8, int16, int32, int64, int, float32, float64, time.Time, nil, []any and

@@ -1,6 +1,6 @@
 package evidence
 
-// Lily's header names (DESIGN §7). The names are a wire contract: never change them.
+// Lily's header names (docs/design.md §7). The names are a wire contract: never change them.
 const (
 	// HeaderEventID is the event ID chosen by the publisher; never changed by retry or
 	// redrive. On RabbitMQ it is also the AMQP message_id property.

@@ -6,7 +6,7 @@ import (
 )
 
 func TestHeaderNames(t *testing.T) {
-	// The names are a wire contract (DESIGN §7).
+	// The names are a wire contract (docs/design.md §7).
 	want := map[string]string{
 		HeaderEventID:         "x-lily-event-id",
 		HeaderSchemaVersion:   "x-lily-schema-version",

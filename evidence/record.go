@@ -15,7 +15,7 @@ const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 // x-retry-count, which wrap ErrInvalidRetryCount.
 var ErrInvalidHeader = errors.New("invalid evidence header")
 
-// Record is the evidence of one dead-lettering (DESIGN §7): why, what error, where it
+// Record is the evidence of one dead-lettering (docs/design.md §7): why, what error, where it
 // failed, the history and the failing code's identity. The zero value of each field
 // means "unknown" and is not written.
 //

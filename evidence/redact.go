@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of the error text written as evidence (DESIGN §7).
+// Limits of the error text written as evidence (docs/design.md §7).
 const (
 	// MaxErrorMessageBytes bounds x-lily-error-message.
 	MaxErrorMessageBytes = 1024
@@ -54,7 +54,7 @@ func runeCut(s string, n int) int {
 // ErrInvalidPattern is wrapped by the error NewRedactor returns for a bad pattern.
 var ErrInvalidPattern = errors.New("invalid redaction pattern")
 
-// Redactor masks secrets in error text before it is written as evidence (DESIGN §7).
+// Redactor masks secrets in error text before it is written as evidence (docs/design.md §7).
 //
 // The default rules, always on, are:
 //

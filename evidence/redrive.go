@@ -3,7 +3,7 @@ package evidence
 import "maps"
 
 // RedriveHeaders returns the headers for redriving a dead letter to its source queue
-// (DESIGN §4, §9), as a new map; h is not modified.
+// (docs/design.md §4, §9), as a new map; h is not modified.
 //
 // Every header of h is kept — event ID, key, type, schema version, traceparent, the
 // application's own headers, foreign evidence — except:

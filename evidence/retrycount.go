@@ -80,7 +80,7 @@ func amqpTypeName(v any) string {
 	return ""
 }
 
-// RetryCount returns the canonical x-retry-count of h (DESIGN §7, 001_*: "if present it
+// RetryCount returns the canonical x-retry-count of h (docs/design.md §7, 001_*: "if present it
 // must be an AMQP LongInt in 0..100").
 //
 // Absent means 0 with a nil error. Present, the value must be a Go int32 — the AMQP

@@ -154,7 +154,7 @@ func (s *Server) handleExpire(w http.ResponseWriter, r *http.Request, p *princip
 }
 
 // Parker is what the parked routes need (ordering "park" and "block",
-// DESIGN §4): the held keys of a queue, and unparking one key. Without
+// docs/design.md §4): the held keys of a queue, and unparking one key. Without
 // Options.Parker the server uses the catalog itself (redrive.Keys.HeldKeys and
 // Keys.Unpark, redriving through Options.Target).
 type Parker interface {

@@ -27,7 +27,7 @@ var ErrCatalogUnavailable = errors.New("catalog unavailable")
 // neither handed out uncounted nor released: a release raises the
 // broker's delivery count (RabbitMQ x-delivery-count, Kafka's attempt
 // counter), and a consumer retrying through an outage would push healthy
-// messages to delivery_limit through the back door (DESIGN §4). Instead
+// messages to delivery_limit through the back door (docs/design.md §4). Instead
 // the batch is held, unacknowledged, by this Accounted for the receiving
 // consumer (queue and p.Consumer), the error (wrapping
 // ErrCatalogUnavailable) is returned and logged, and every later Receive
@@ -196,7 +196,7 @@ func (a *Accounted) StopConsumer(ctx context.Context, p *transport.StopParams) e
 		// Giving them back would put them behind later messages of their
 		// keys (RabbitMQ: a copy at the queue's tail). Left unacknowledged,
 		// the broker returns them in place when the session ends, counted
-		// once more: for an ordered queue, order wins (DESIGN §4).
+		// once more: for an ordered queue, order wins (docs/design.md §4).
 		a.o.Log.Warn("left held deliveries of an ordered queue to the broker at stop: they come back in place, counted once more",
 			"queue", p.Queue, "consumer", p.Consumer, "count", len(hb.ds))
 		hb = nil

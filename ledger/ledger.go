@@ -1,4 +1,4 @@
-// Package ledger is the conservation ledger of the catalog (DESIGN §9):
+// Package ledger is the conservation ledger of the catalog (docs/design.md §9):
 // per queue, accepted = acked + dead_lettered + discarded + in_flight, and
 // anything else is lost. It counts what the catalog cannot see by itself —
 // the messages a broker transport accepts and acknowledges — through a
@@ -25,7 +25,7 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-// Row is one queue's conservation ledger (DESIGN §9):
+// Row is one queue's conservation ledger (docs/design.md §9):
 // accepted = acked + dead_lettered + discarded + in_flight; anything else
 // is Lost (positive: messages unaccounted for; negative: invented).
 //

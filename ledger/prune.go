@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The bounded ledger (DESIGN §9, docs/ledger.md).
+// The bounded ledger (docs/design.md §9, docs/ledger.md).
 //
 // For a broker transport the ledger remembers every message identity it
 // counted (lily_ledger_events: one row per message, kind "accepted",

@@ -35,7 +35,7 @@ const (
 const pubsubRetention = 7 * 24 * 3600 * 1000 // ms
 
 // pubsubFindings returns the findings of the queues with transport
-// "pubsub": where Pub/Sub's lack of a per-message delay (DESIGN §1.3) and
+// "pubsub": where Pub/Sub's lack of a per-message delay (docs/design.md §1.3) and
 // its dead-letter policy bite.
 func pubsubFindings(cfg config.Config) []Finding {
 	var out []Finding

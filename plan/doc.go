@@ -1,4 +1,4 @@
-// Package plan is Lily's retry-policy planner (DESIGN section 10): pure
+// Package plan is Lily's retry-policy planner (docs/design.md §10): pure
 // functions that turn a retry policy and a few measured rates into the
 // numbers an operator needs to choose retry limits, and an SVG chart
 // writer to show them.

@@ -177,7 +177,7 @@ func TestPartitionIssueExample(t *testing.T) {
 }
 
 func TestBackoffUsesRetryPolicy(t *testing.T) {
-	// DESIGN section 5: B=1000, M=60000, retry_attempts 3 → 1, 2, 4 s.
+	// docs/design.md §5: B=1000, M=60000, retry_attempts 3 → 1, 2, 4 s.
 	s, err := Backoff(4, 1000, 60000)
 	if err != nil {
 		t.Fatal(err)

@@ -13,12 +13,12 @@ import (
 const (
 	// KindInterval is a fixed interval between attempts.
 	KindInterval = "interval"
-	// KindBackoff is Lily's exponential schedule (DESIGN section 5).
+	// KindBackoff is Lily's exponential schedule (docs/design.md §5).
 	KindBackoff = "backoff"
 	// KindDelays is an explicit list of delays.
 	KindDelays = "delays"
-	// KindChain is Lily's delay chain, retry_delays_millis (DESIGN section
-	// 5): the n-th retry waits the n-th delay, the last one repeating.
+	// KindChain is Lily's delay chain, retry_delays_millis (docs/design.md
+	// §5): the n-th retry waits the n-th delay, the last one repeating.
 	KindChain = "chain"
 )
 
@@ -57,7 +57,7 @@ func FixedInterval(attempts int, interval time.Duration) (Schedule, error) {
 	return Schedule{Attempts: attempts, Delays: d, Interval: interval, Kind: KindInterval}, nil
 }
 
-// Backoff returns Lily's exponential schedule (DESIGN section 5) for
+// Backoff returns Lily's exponential schedule (docs/design.md §5) for
 // attempts total attempts, i.e. retry_attempts = attempts−1 retries, with
 // retry_backoff_millis = backoffMillis and max_retry_backoff_millis =
 // maxBackoffMillis: the delays are the nominal D(n) = min(B·2^(n−1), M) ms
@@ -81,8 +81,8 @@ func Backoff(attempts int, backoffMillis, maxBackoffMillis int64) (Schedule, err
 	return nominal(p, KindBackoff, "max-backoff-millis", func(int64) string { return strconv.FormatInt(maxBackoffMillis, 10) })
 }
 
-// Chain returns Lily's delay-chain schedule (retry_delays_millis, DESIGN
-// section 5) for attempts total attempts, i.e. retry_attempts =
+// Chain returns Lily's delay-chain schedule (retry_delays_millis,
+// docs/design.md §5) for attempts total attempts, i.e. retry_attempts =
 // attempts−1: the delays are the nominal D(n) of retry.Policy — the n-th
 // delay of the chain, its last one repeating — for n = 1..attempts−1 (no
 // jitter). attempts must be in 1..retry.MaxAttempts+1; the chain must be

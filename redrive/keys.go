@@ -14,7 +14,7 @@ import (
 )
 
 // Keys are the held keys of one catalog store: they keep per-key ordering
-// (DESIGN §4, ordering "park" and "block") across restarts, and implement
+// (docs/design.md §4, ordering "park" and "block") across restarts, and implement
 // the runtime's lily.KeyStore (lily.ConsumerOptions.Keys). A key is held
 // while one of its messages has not been processed in order:
 //

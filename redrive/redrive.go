@@ -53,7 +53,7 @@ type Params struct {
 	// Progress, if set, is called after each batch.
 	Progress func(Progress)
 	// IncludeCrashers lets delivery_limit entries (crash-type poison: the
-	// consumer died on the message, DESIGN §9) into a bulk redrive. Without
+	// consumer died on the message, docs/design.md §9) into a bulk redrive. Without
 	// it, or NewConsumerVersion, they are held back (Result.HeldBack)
 	// unless the filter names entries by ID or event ID.
 	IncludeCrashers bool
@@ -187,7 +187,7 @@ type Result struct {
 }
 
 // Redrive sends the selected pending entries back to their source queues
-// (DESIGN §9): each message keeps its event ID, key, type, body and
+// (docs/design.md §9): each message keeps its event ID, key, type, body and
 // original headers, with x-retry-count reset to 0, x-lily-redrive-count
 // incremented and the previous dead-lettering's evidence removed (it stays
 // in the catalog). Entries already redriven max_redrives times are not sent

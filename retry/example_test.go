@@ -6,7 +6,7 @@ import (
 	"github.com/lily-mq/lily/retry"
 )
 
-// The example of DESIGN section 5: three retries from 1 s, doubling, with
+// The example of docs/design.md §5: three retries from 1 s, doubling, with
 // 20% jitter.
 func Example() {
 	p := retry.Policy{

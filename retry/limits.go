@@ -7,7 +7,7 @@ import (
 	"slices"
 )
 
-// Limits on the number of delay buckets (DESIGN section 5). Every bucket is
+// Limits on the number of delay buckets (docs/design.md §5). Every bucket is
 // a physical queue or topic on the broker, so they are bounded per queue and
 // for the whole topology.
 const (

@@ -18,7 +18,7 @@ func TestCheckBuckets(t *testing.T) {
 	}
 	design := Policy{Attempts: 3, BackoffMillis: 1000, MaxBackoffMillis: 60000, JitterRatio: 0.2}
 	if err := CheckBuckets("orders.created", design); err != nil {
-		t.Errorf("DESIGN example: %v, want nil", err)
+		t.Errorf("docs/design.md §5 example: %v, want nil", err)
 	}
 	if err := CheckBuckets("orders.created", Policy{BackoffMillis: 1000, MaxBackoffMillis: 1000}); err != nil {
 		t.Errorf("no retries: %v, want nil", err)

@@ -1,10 +1,10 @@
 // Package retry computes a queue's retry schedule and its delay buckets
-// (DESIGN section 5). Everything here is a pure function of a Policy: the
+// (docs/design.md §5). Everything here is a pure function of a Policy: the
 // nominal delay of each retry, the jittered candidate delays, the bucket a
 // given event takes, the queue's set of physical buckets and the limits on
 // their number.
 //
-// A Policy has one of two forms. The exponential form (DESIGN section 5):
+// A Policy has one of two forms. The exponential form (docs/design.md §5):
 // D(n) = min(B·2^(n−1), M). The chain form (retry_delays_millis, the
 // 10 s → 1 min → 10 min of 000_* and 002_*): D(n) = d_n, the last delay
 // repeating when retry_attempts is longer than the chain. Jitter, the
@@ -31,7 +31,7 @@ import (
 	"strings"
 )
 
-// Defaults and ranges of the retry settings of a queue (DESIGN section 5).
+// Defaults and ranges of the retry settings of a queue (docs/design.md §5).
 const (
 	// DefaultAttempts is the default retry_attempts: no framework retry, a
 	// transient error goes straight to the dead-letter destination.

@@ -95,7 +95,7 @@ func (p Policy) Buckets() []int64 {
 
 // Span returns the retry span in milliseconds: the sum of the nominal
 // delays D(1..A), the time a message spends waiting in buckets if every
-// retry fails (DESIGN section 10 calls it S). It saturates at math.MaxInt64
+// retry fails (docs/design.md §10 calls it S). It saturates at math.MaxInt64
 // instead of overflowing.
 func (p Policy) Span() int64 {
 	var s int64

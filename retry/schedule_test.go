@@ -18,7 +18,7 @@ func TestSchedule(t *testing.T) {
 		span       int64
 	}{
 		{
-			name:       "DESIGN example, no jitter",
+			name:       "docs/design.md §5 example, no jitter",
 			p:          Policy{Attempts: 3, BackoffMillis: 1000, MaxBackoffMillis: 60000},
 			nominal:    []int64{1000, 2000, 4000},
 			candidates: [][]int64{{1000}, {2000}, {4000}},
@@ -26,7 +26,7 @@ func TestSchedule(t *testing.T) {
 			span:       7000,
 		},
 		{
-			name:       "DESIGN example, jitter 0.2",
+			name:       "docs/design.md §5 example, jitter 0.2",
 			p:          Policy{Attempts: 3, BackoffMillis: 1000, MaxBackoffMillis: 60000, JitterRatio: 0.2},
 			nominal:    []int64{1000, 2000, 4000},
 			candidates: [][]int64{{1000, 1200}, {1600, 2000, 2400}, {3200, 4000, 4800}},

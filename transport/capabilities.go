@@ -14,7 +14,7 @@ type QueueSpec struct {
 	Exchange string
 	// BindingKeys route the exchange's messages to the queue (RabbitMQ).
 	BindingKeys []string
-	// DeliveryLimit is the most deliveries of one copy (DESIGN §5).
+	// DeliveryLimit is the most deliveries of one copy (docs/design.md §5).
 	DeliveryLimit int
 	// BucketsMillis are the distinct retry delays, ascending.
 	BucketsMillis []int64

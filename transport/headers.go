@@ -16,7 +16,7 @@ import (
 // map[string]any) for nested tables. Types matter: x-retry-count must be
 // an integer, and the string "0" is not canonical, so transports that
 // store headers keep the types (see MarshalHeaders), and a header travels
-// with the type it was sent with (DESIGN §7): an AMQP decimal stays a
+// with the type it was sent with (docs/design.md §7): an AMQP decimal stays a
 // Decimal, an unsigned integer stays unsigned.
 type Headers = map[string]any
 

@@ -104,7 +104,7 @@ func TestHeadersRoundTripEveryType(t *testing.T) {
 }
 
 // TestHeadersKeepIntegerTypes: the type is the contract of x-retry-count
-// (DESIGN §7): int32 1, int64 1 and "1" stay distinct.
+// (docs/design.md §7): int32 1, int64 1 and "1" stay distinct.
 func TestHeadersKeepIntegerTypes(t *testing.T) {
 	h := Headers{"a": int32(0), "b": int64(0), "c": "0", "d": int16(0), "e": int8(0), "f": float64(0), "g": float32(0)}
 	got := roundTrip(t, h)
@@ -119,7 +119,7 @@ func TestHeadersKeepIntegerTypes(t *testing.T) {
 }
 
 // TestHeadersNormalisedTypes: Go's int, which is no AMQP type, is stored
-// as int64; the AMQP unsigned types keep their type (DESIGN §7: headers
+// as int64; the AMQP unsigned types keep their type (docs/design.md §7: headers
 // travel as sent).
 func TestHeadersNormalisedTypes(t *testing.T) {
 	tests := []struct {

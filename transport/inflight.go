@@ -4,7 +4,7 @@ import "context"
 
 // InFlightParts splits a queue's in-flight count (InFlightCounter) by who
 // holds the messages, so that reconcile can show that nothing is lost
-// while consumers in other processes hold deliveries (DESIGN §9).
+// while consumers in other processes hold deliveries (docs/design.md §9).
 type InFlightParts struct {
 	// Ready: waiting in the queue for a consumer. On a log (Kafka), the
 	// records past the group's committed offsets — fetched by a consumer

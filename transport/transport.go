@@ -2,7 +2,7 @@
 // a small Transport interface that a third party can implement, optional
 // capability interfaces, and the message and settlement types they share.
 //
-// The runtime (package lily) makes every decision of DESIGN §4; a transport
+// The runtime (package lily) makes every decision of docs/design.md §4; a transport
 // supplies mechanisms: receive with a broker-side (or persisted before
 // handling) delivery count, settle each delivery in the safe order (copy
 // confirmed before the original is acknowledged), and publish with

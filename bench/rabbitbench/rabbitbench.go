@@ -1,5 +1,5 @@
 // Package rabbitbench measures Lily's RabbitMQ transport against plain
-// amqp091-go loops on the same broker, in one run (DESIGN §12):
+// amqp091-go loops on the same broker, in one run (docs/design.md §12):
 //
 //   - happy path: a Lily consumer acking every message, against a plain
 //     consume/ack loop with the same prefetch (target ≥ 0.9×);

@@ -8,7 +8,7 @@ import (
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
 
-// argWhy says, per queue argument of Lily's topology (DESIGN §6), what
+// argWhy says, per queue argument of Lily's topology (docs/design.md §6), what
 // goes wrong when the live queue does not have it as planned.
 var argWhy = map[string]string{
 	"x-queue-type": "Lily's queues must be quorum queues: a classic queue keeps no delivery count (a crash-type poison " +

@@ -17,7 +17,7 @@ import (
 // State is the state of a catalog entry (catalog.State).
 type State string
 
-// The entry states of DESIGN §9.
+// The entry states of docs/design.md §9.
 const (
 	StatePending     State = "pending"
 	StateRedriven    State = "redriven"

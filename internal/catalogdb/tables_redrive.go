@@ -4,7 +4,7 @@ package catalogdb
 // runtime's breaker transitions and acked consumer versions, the rules'
 // firings).
 
-// Held keys keep per-key ordering (DESIGN §4, ordering "park" and "block")
+// Held keys keep per-key ordering (docs/design.md §4, ordering "park" and "block")
 // across restarts. A key is held while one of its messages has not been
 // processed in order:
 //
@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS lily_held_keys (
 CREATE INDEX IF NOT EXISTS lily_dlq_entries_parked_hold ON lily_dlq_entries(queue, hold_key, id) WHERE state = 'parked';
 `
 
-// jobsSchema holds the redrive jobs (DESIGN §9): a redrive is a row that
+// jobsSchema holds the redrive jobs (docs/design.md §9): a redrive is a row that
 // outlives the process running it. One job per queue is active at a time
 // (the partial unique index; a job of every queue, queue '*', is checked
 // by CreateJob's conditional insert). holder and lease_until are the

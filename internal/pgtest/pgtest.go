@@ -1,5 +1,5 @@
 // Package pgtest gives tests a PostgreSQL catalog of their own on the
-// machine's server (DESIGN §11): a fresh schema per call, dropped when the
+// machine's server (docs/design.md §11): a fresh schema per call, dropped when the
 // test ends. Without a server the test is skipped with a loud message,
 // except under CI=true, where it fails.
 package pgtest

@@ -1,4 +1,4 @@
-// Package rabbittest gives tests the machine's RabbitMQ (DESIGN §11): its
+// Package rabbittest gives tests the machine's RabbitMQ (docs/design.md §11): its
 // URL, once the broker answered — without a broker the test is skipped
 // with a loud message, except under CI=true, where it fails — a producer
 // that publishes below Lily, as other services do, and the cleanup of the

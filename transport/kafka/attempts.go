@@ -24,7 +24,7 @@ type TopicPartition struct {
 // delivery count of its last hand-out).
 type Attempts map[int64]int32
 
-// AttemptStore is the persistent attempt counter (DESIGN §8), shared by a
+// AttemptStore is the persistent attempt counter (docs/design.md §8), shared by a
 // consumer group. Before Receive hands records out, the owner of their
 // partition saves the partition's snapshot — every record of it handed out
 // and not settled yet, with its count — and returns the records only after

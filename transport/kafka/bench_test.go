@@ -25,7 +25,7 @@ import (
 	"github.com/lily-mq/lily/transport/transporttest"
 )
 
-// Partition stall (DESIGN §10, seed 000 "the same limit on a log"): one
+// Partition stall (docs/design.md §10, seed 000 "the same limit on a log"): one
 // poison record on a partition fed at a steady rate, under blocking
 // retries (sleep in the handler: 1, 2, 4, 8, 16 s scaled down 100×) and
 // under Lily's non-blocking retry topics with the same schedule. Measured:

@@ -1,5 +1,5 @@
 // Package kafka is Lily's Kafka transport (github.com/twmb/franz-go), after
-// DESIGN §8: a consumer group on the main topic that never blocks, one retry
+// docs/design.md §8: a consumer group on the main topic that never blocks, one retry
 // topic per delay bucket whose partitions are paused until their head record
 // is due, a dead-letter topic with the same key and partition number, and a
 // persistent attempt counter that survives crashes and rebalances.
@@ -9,7 +9,7 @@
 // A Lily queue on Kafka is a topic. Declare creates, for queue <topic>:
 //
 //	<topic>                 the main topic, consumed by the group DefaultGroup(<topic>) = "lily.<topic>"
-//	<topic>.retry.<ms>ms    one retry topic per distinct delay bucket (DESIGN §5)
+//	<topic>.retry.<ms>ms    one retry topic per distinct delay bucket (docs/design.md §5)
 //	<topic>.dlt             the dead-letter topic (retention.ms -1: Lily's catalog owns retention)
 //	<topic>.attempts        compacted: the attempt counter's snapshots (see AttemptStore)
 //
@@ -100,7 +100,7 @@
 // times, strings as UTF-8, bytes as they are — plus one header,
 // x-lily-header-types, a JSON object from name to type code; DecodeHeaders
 // gives back the Go types. So int32 x-retry-count round-trips as int32,
-// and the non-canonical values of DESIGN §7 (the string "0", a float64, a
+// and the non-canonical values of docs/design.md §7 (the string "0", a float64, a
 // bool, a negative or too large int32) stay what they were and are
 // dead-lettered with reason invalid_retry_count, raw value in the evidence.
 // Headers written by other producers have no type entry and arrive as

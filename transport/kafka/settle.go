@@ -12,7 +12,7 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-// Settle applies settlements in the safe order (DESIGN §4, §8):
+// Settle applies settlements in the safe order (docs/design.md §4, §8):
 //
 //   - Retry produces the copy, with s.Headers, to <topic>.retry.<ms>ms for
 //     s.Delay (same key, same partition number, the original's partition

@@ -17,7 +17,7 @@ import (
 // A crashed member's records come back to the group at once, and a member
 // fetching wide can take several of them in one poll. Held while one of
 // them runs — the poison, perhaps — they would die with it, their counts
-// raised at every crash until they reach delivery_limit beside it (DESIGN
+// raised at every crash until they reach delivery_limit beside it (docs/design.md
 // §4's crash collateral, between competing members). A share group has no
 // uncounted way back (RELEASE counts a delivery, as a crash does), and a
 // copy on the main topic would reach every other consumer group of the

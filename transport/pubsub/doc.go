@@ -52,14 +52,14 @@
 // topics. This transport does (b): a Retry publishes a copy (the
 // settlement's headers, x-retry-count included, plus x-lily-due-at) to
 // S.retry.<ms>ms, waits for the service's message ID, then acks the
-// original (DESIGN §4's order). Every Receive of the queue also moves its
+// original (docs/design.md §4's order). Every Receive of the queue also moves its
 // delay subscriptions: a copy not due yet is hidden again with
 // ModifyAckDeadline for its remaining time (whole seconds, up to 600 s per
 // hop) — or, when due within HoldInProcess (1 s), kept in the transport's
 // memory with no handler or worker attached — and a due copy is published
 // to S.retry (confirmed) and acked in the delay subscription. S.retry is
 // read by this subscription alone, so the topic's other subscribers never
-// see a retry. Trade-offs against DESIGN §1.2/§1.3: the wait is in the
+// see a retry. Trade-offs against docs/design.md §1.2/§1.3: the wait is in the
 // broker (unacked in a delay subscription whose holds cost no delivery
 // attempt), never in a handler, and the retried copy's count starts again
 // at 1 and is the broker's; but a copy is moved only while a consumer of
@@ -89,7 +89,7 @@
 //
 // # Identity
 //
-// The event ID is x-lily-event-id, else the Pub/Sub message ID (DESIGN §7):
+// The event ID is x-lily-event-id, else the Pub/Sub message ID (docs/design.md §7):
 // the same on every redelivery; a retry or dead-letter copy carries it as
 // x-lily-event-id (the copy's own message ID is new).
 //

@@ -22,7 +22,7 @@ const headerDeliveryCount = "x-delivery-count"
 const headerPriorDeliveries = evidence.HeaderPriorDeliveries
 
 // fromTable converts AMQP header values to Lily's header types, keeping
-// every value's AMQP type (DESIGN §7: headers travel as sent): nested
+// every value's AMQP type (docs/design.md §7: headers travel as sent): nested
 // tables become map[string]any, decimals transport.Decimal; the unsigned
 // integers, int8, byte arrays and the rest are the same Go types already.
 func fromTable(t amqp.Table) transport.Headers {
@@ -174,7 +174,7 @@ func delivery(queue string, d *amqp.Delivery) *transport.Delivery {
 // hand-outs a give-back copy carries (headerPriorDeliveries). The broker's
 // x-delivery-count is trusted only on a redelivery: on a first delivery a
 // header of that name was sent by the publisher (a shovel, a service that
-// republishes what it consumed, a forgery) and the count is 1 (DESIGN §7).
+// republishes what it consumed, a forgery) and the count is 1 (docs/design.md §7).
 func deliveryCount(d *amqp.Delivery) int {
 	return brokerCount(d) + priorDeliveries(d.Headers)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-// Declare declares the topology of DESIGN §6 for the queues (idempotent:
+// Declare declares the topology of docs/design.md §6 for the queues (idempotent:
 // declaring what exists with the same arguments changes nothing; different
 // arguments fail with the broker's PRECONDITION_FAILED, naming the
 // argument) and registers their specs for hand-offs.

@@ -106,7 +106,7 @@ func (t *Transport) drain(ctx context.Context, dlq string, p *transport.DrainPar
 // x-delivery-count it shows is the DLQ's own — so its DeliveryCount is
 // taken from the queue's delivery limit: the broker hands a message out
 // exactly delivery_limit times (x-delivery-limit = delivery_limit − 1,
-// DESIGN §6) before it dead-letters it. Without the queue's spec (Declare
+// docs/design.md §6) before it dead-letters it. Without the queue's spec (Declare
 // or Register) the count stays what the DLQ shows.
 func (t *Transport) deadLetter(queue string, d *amqp.Delivery) *transport.Delivery {
 	dl := delivery(queue, d)

@@ -19,7 +19,7 @@ import (
 // count raised). So every publish is measured first; a hand-off copy
 // whose headers do not fit has Lily's own evidence cut down to fit (never
 // the original headers), and a message that still does not fit fails
-// alone, with ErrFrameTooLarge, the connection untouched (DESIGN §7).
+// alone, with ErrFrameTooLarge, the connection untouched (docs/design.md §7).
 
 // ErrFrameTooLarge: the message's properties and headers do not fit in one
 // frame of the connection's negotiated frame_max, even with Lily's evidence

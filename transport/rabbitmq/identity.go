@@ -20,7 +20,7 @@ import (
 // that carries none (see EventID).
 const SyntheticIDPrefix = "syn-"
 
-// EventID is the event ID (DESIGN §2, §7) of a message received from queue,
+// EventID is the event ID (docs/design.md §2, §7) of a message received from queue,
 // whoever published it:
 //
 //  1. the AMQP message_id property, when set (Lily's publisher sets it to
@@ -44,7 +44,7 @@ const SyntheticIDPrefix = "syn-"
 //
 // Two messages with the same body, headers and properties in the same
 // queue get the same synthetic ID: they cannot be told apart, and the
-// ledger and the catalog count them as one message (DESIGN §9). Nothing
+// ledger and the catalog count them as one message (docs/design.md §9). Nothing
 // the broker adds tells them apart either: a quorum queue's delivery
 // carries no per-message ID, and the delivery tag is the channel's
 // sequence number, new on every redelivery. A producer that sends such

@@ -138,7 +138,7 @@ func TestSyntheticIDStableAcrossRedeliveryAndBrokerDeadLetter(t *testing.T) {
 // every hand-over, so no identity — (and a basic.get's count of messages
 // left in the queue), and the redelivery adds the same x-delivery-count to
 // both: no stable per-message ID exists, and the
-// synthetic event ID is one for both (DESIGN §7 "identical twins count as
+// synthetic event ID is one for both (docs/design.md §7 "identical twins count as
 // one"). Through the transport both are marked ContentID, as are Lily's
 // give-back copies of them (which carry the ID as message_id), while a
 // message published with an ID is not.

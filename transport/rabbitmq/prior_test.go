@@ -12,7 +12,7 @@ import (
 // broker's (on its first delivery and on a redelivery of the copy); a
 // value that is not an integer in 1..100 is ignored; and no copy but the
 // give-back carries it (publishing leaves it out: a retry, dead-letter or
-// redrive copy starts its count afresh, as DESIGN §5 says).
+// redrive copy starts its count afresh, as docs/design.md §5 says).
 func TestPriorDeliveriesCount(t *testing.T) {
 	for _, c := range []struct {
 		name        string

@@ -1,5 +1,5 @@
 // Package rabbitmq is Lily's RabbitMQ transport (amqp091-go), with the
-// topology of DESIGN §6: quorum queues with a broker-side delivery limit and
+// topology of docs/design.md §6: quorum queues with a broker-side delivery limit and
 // at-least-once dead-lettering, TTL delay buckets that return a message to
 // its own queue only, and a dead-letter queue per queue.
 //

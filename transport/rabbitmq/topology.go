@@ -9,7 +9,7 @@ import (
 )
 
 // TopologyVersion is the topology format version in every name Lily
-// declares (DESIGN §6). It is not a message schema version.
+// declares (docs/design.md §6). It is not a message schema version.
 const TopologyVersion = "v2"
 
 // Exchange is one exchange of the topology.
@@ -57,7 +57,7 @@ func BucketQueue(queue string, ms int64) string {
 // DeadLetterQueue returns the name of queue's dead-letter queue.
 func DeadLetterQueue(queue string) string { return queue + ".dlq." + TopologyVersion }
 
-// Plan computes the topology of DESIGN §6 for the given queues. Exchanges
+// Plan computes the topology of docs/design.md §6 for the given queues. Exchanges
 // shared by several queues appear once. It needs no broker.
 func Plan(specs []transport.QueueSpec) (Topology, error) {
 	var top Topology

@@ -20,7 +20,7 @@ var _ transport.Unreceiver = (*Transport)(nil)
 // republished as it came (body, headers with their types, properties,
 // event ID as message_id) to its queue through the default exchange,
 // mandatory and confirmed, and only then is the original acknowledged, the
-// same order as every hand-off (DESIGN §4). A redelivery's copy carries
+// same order as every hand-off (docs/design.md §4). A redelivery's copy carries
 // its count so far in headerPriorDeliveries (giveBack), so its count goes
 // on from there: neither raised nor reset. The copy is at the tail of the
 // queue: a consumer of an ordered queue does not give back (see

@@ -11,7 +11,7 @@ import (
 // Rows that enter a queue without lily.Publish.
 //
 // Other programs may insert into lily_messages with plain SQL (the table is
-// the queue; DESIGN §7 "identity of messages Lily did not publish"). Lily
+// the queue; docs/design.md §7 "identity of messages Lily did not publish"). Lily
 // counts such a row as accepted in the ledger, and gives it an event ID
 // when it has none, in the same transaction that inserts it, through the
 // trigger below:

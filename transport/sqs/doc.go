@@ -32,7 +32,7 @@
 // are sent base64-encoded and marked in the pack; the delivery's body is
 // the original bytes.
 //
-// Identity (DESIGN §7): a message Lily did not publish has the SQS
+// Identity (docs/design.md §7): a message Lily did not publish has the SQS
 // MessageId as its event ID; it is written into the pack of every copy, so
 // retry and DLQ copies keep it.
 //

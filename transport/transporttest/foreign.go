@@ -34,7 +34,7 @@ type ForeignMessage struct {
 	Headers map[string]any
 }
 
-// ForeignHarness connects the foreign-producer scenarios (DESIGN §11 "real
+// ForeignHarness connects the foreign-producer scenarios (docs/design.md §11 "real
 // traffic") to one transport.
 type ForeignHarness struct {
 	// Name is the transport's name in QueueConfig.Transport.
@@ -446,7 +446,7 @@ func (f *foreignEnv) checkHeaders(where string, got transport.Headers) {
 			continue
 		}
 		if !f.sameHeader(v, g) {
-			f.t.Errorf("%s: header %s = %T %v, sent %T %v (values keep their types, DESIGN §7)", where, k, g, g, v, v)
+			f.t.Errorf("%s: header %s = %T %v, sent %T %v (values keep their types, docs/design.md §7)", where, k, g, g, v, v)
 		}
 	}
 }

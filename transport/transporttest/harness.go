@@ -1,5 +1,5 @@
 // Package transporttest is the conformance suite every Lily transport must
-// pass (DESIGN §11), and a fault-injecting wrapper usable over any
+// pass (docs/design.md §11), and a fault-injecting wrapper usable over any
 // transport. A transport's test calls Run with a Harness:
 //
 //	func TestConformance(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-// RunLoad runs the real-traffic behaviours of DESIGN §11 against the
+// RunLoad runs the real-traffic behaviours of docs/design.md §11 against the
 // harness's transport: competing consumers, slow handlers (longer than a
 // lease), a hanging dependency, a dead-lettered breaker probe and a
 // graceful hand-over. They run one after the other, not in parallel: each

@@ -18,7 +18,7 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-// OrderingHarness runs the per-key ordering scenarios (DESIGN §4, ordering
+// OrderingHarness runs the per-key ordering scenarios (docs/design.md §4, ordering
 // "park" and "block") on a transport whose parked messages land in a
 // catalog.
 type OrderingHarness struct {

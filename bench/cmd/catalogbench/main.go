@@ -1,4 +1,4 @@
-// Command catalogbench measures Lily's dead-letter catalog at scale (DESIGN
+// Command catalogbench measures Lily's dead-letter catalog at scale (docs/design.md
 // §12): 'lily dlq group' over 1,000,000 entries, list and peek, a streamed
 // scan, a dry-run redrive, a rate-limited or unthrottled redrive through
 // the SQLite transport or RabbitMQ, and peak memory as the catalog grows —

@@ -161,7 +161,7 @@ func redriveBench(ctx context.Context, c redriveConfig) (res redriveResult, err 
 		Batch: c.Batch,
 		Actor: "bench",
 		// The built catalog has delivery_limit entries too: a bulk
-		// redrive holds them back unless told (DESIGN §9).
+		// redrive holds them back unless told (docs/design.md §9).
 		IncludeCrashers: true,
 		Target:          func(context.Context, string) (redrive.Publisher, error) { return pub, nil },
 		Progress: func(p redrive.Progress) {

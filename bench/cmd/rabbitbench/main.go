@@ -1,6 +1,6 @@
 // Command rabbitbench compares Lily's RabbitMQ transport with plain
 // amqp091-go loops on the same broker in one run and prints a markdown
-// table (DESIGN §12):
+// table (docs/design.md §12):
 //
 //	cd bench && go run ./cmd/rabbitbench -n 20000 -rounds 3
 package main

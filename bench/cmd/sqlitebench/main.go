@@ -2,7 +2,7 @@
 // consume + ack round trip of N messages through Lily's SQLite transport
 // (full runtime and raw), goqite (Queue API, jobs runner, and batched
 // through its *Tx API) with the same durability, and a bare-SQL ceiling,
-// and prints a markdown table (DESIGN §12). See docs/benchmarks.md.
+// and prints a markdown table (docs/design.md §12). See docs/benchmarks.md.
 //
 //	cd bench && go run ./cmd/sqlitebench -n 100000 -runs 3
 //

@@ -27,7 +27,7 @@ import (
 )
 
 // Competing sidecars: several 'lily consume' processes on one queue, as
-// users run them (DESIGN §11 "real traffic": competing consumers, slow
+// users run them (docs/design.md §11 "real traffic": competing consumers, slow
 // handlers, graceful hand-over, a producer below Lily; a run with no crash
 // and no fault has handler calls = messages; reconcile in a second
 // process).

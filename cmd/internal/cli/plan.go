@@ -22,7 +22,7 @@ func newPlanCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Plan retry limits: outage, independent failures, poison cost, partition stalls, thresholds",
-		Long: `Work out what a retry policy costs before an incident does (DESIGN section 10).
+		Long: `Work out what a retry policy costs before an incident does (docs/design.md §10).
 
 "Attempts" always means total attempts: the first processing plus the retries
 (a Lily queue with retry_attempts A makes A+1 attempts). Retry delays are given

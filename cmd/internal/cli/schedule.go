@@ -54,7 +54,7 @@ func newScheduleCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedule",
 		Short: "Show the retry delays and delay buckets of a retry policy",
-		Long: `Show the retry schedule of a queue's retry policy (DESIGN section 5): for each
+		Long: `Show the retry schedule of a queue's retry policy (docs/design.md §5): for each
 retry n = 1..attempts its nominal delay min(backoff·2^(n−1), max), the jittered
 candidate delays, and with --event-id the delay that event takes; then the
 queue's delay buckets and the total retry span. Flag defaults are Lily's

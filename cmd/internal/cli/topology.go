@@ -85,7 +85,7 @@ func newTopologyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topology",
 		Short: "Plan, declare and verify the RabbitMQ and Kafka topology of the configuration",
-		Long: `The RabbitMQ topology of DESIGN §6, from the [[queue]] entries with
+		Long: `The RabbitMQ topology of docs/design.md §6, from the [[queue]] entries with
 transport = "rabbitmq": for exchange orders and queue orders.created, the quorum
 queue (delivery limit, dead-lettering at-least-once to orders.dlx.v2,
 reject-publish), the retry exchange orders.retry.v2 with one TTL bucket queue

@@ -66,7 +66,7 @@ func RunBroker(t *testing.T, run Runner, kind string, args ...string) demo.Resul
 		// several first deliveries at once, and the Kafka attempt counter
 		// saves every record's count before handing it out): the crash on
 		// one then counts a delivery of the other too — the crash
-		// collateral of DESIGN §4, bounded to the first crash by the
+		// collateral of docs/design.md §4, bounded to the first crash by the
 		// cautious one-at-a-time receives after it. Seen under load (9).
 		// A share group's poll is the same: the first crash releases the
 		// whole poll, the other crashing order with it.
