@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/lily-mq/lily"
@@ -29,6 +30,21 @@ func OpenKafka(ctx context.Context, o kafka.Options) (*kafka.Transport, error) {
 		return nil, fmt.Errorf("connect to Kafka (check --brokers or the config's kafka_brokers): %w", err)
 	}
 	return tr, nil
+}
+
+// ParseKafkaBrokers parses a seed list, "host:port,host:port"; blank
+// means none. An error names the entry that is not a host:port and why.
+func ParseKafkaBrokers(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	bs := kafka.ParseBrokers(s)
+	for _, b := range bs {
+		if err := config.ValidateBroker(b); err != nil {
+			return nil, fmt.Errorf("%q %w", b, err)
+		}
+	}
+	return bs, nil
 }
 
 // KafkaOptions are the transport options of a configuration's kafka

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/brokers"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lilyprom"
 )
@@ -149,7 +150,7 @@ Regenerate it when the configuration changes (retention, owner, breaker).`,
 			}
 			var b bytes.Buffer
 			if asJSON {
-				err = writeJSON(&b, rf)
+				err = report.JSON(&b, rf)
 			} else {
 				err = writeRulesYAML(&b, rf, o.config)
 			}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/idle"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/ledger"
@@ -244,7 +246,7 @@ func runConsume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) e
 	var h lily.Handler
 	desc := ""
 	if f.httpURL != "" {
-		h, desc = newHTTPHandler(f.httpURL, f.httpResponseMaxBody), "http "+redactedURL(f.httpURL)
+		h, desc = newHTTPHandler(f.httpURL, f.httpResponseMaxBody), "http "+report.RedactedURL(f.httpURL)
 	} else {
 		h, desc = newExecHandler(f.execCmd), "exec "+f.execCmd
 	}
@@ -285,7 +287,7 @@ func runConsume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) e
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if f.exitWhenIdle > 0 {
-		go stopWhenIdle(runCtx, cancel, b.counter, q, f.exitWhenIdle)
+		go idle.StopWhenIdle(runCtx, cancel, b.counter, q, f.exitWhenIdle)
 	}
 	if !f.asJSON {
 		fmt.Fprintf(stderr, "lily consume: queue %s (%s) → %s, concurrency %d\n", q.Name, q.Transport, desc, f.concurrency)
@@ -293,7 +295,7 @@ func runConsume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) e
 	runErr := c.Run(runCtx)
 	out := counts.json(q, desc)
 	if f.asJSON {
-		if err := writeJSON(stdout, out); err != nil {
+		if err := report.JSON(stdout, out); err != nil {
 			return err
 		}
 	} else {
@@ -301,30 +303,4 @@ func runConsume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) e
 			out.Acked, out.Retried, out.DeadLettered, out.Released, out.Faults)
 	}
 	return runErr
-}
-
-// stopWhenIdle cancels once q has had nothing in flight for idle, and
-// for at least twice its longest retry delay: a broker moving a message
-// from a bucket back to its queue counts it nowhere for a moment.
-func stopWhenIdle(ctx context.Context, cancel func(), counter transport.InFlightCounter, q lily.QueueConfig, idle time.Duration) {
-	if bs := q.Policy().Buckets(); len(bs) > 0 {
-		idle = max(idle, 2*time.Duration(bs[len(bs)-1])*time.Millisecond+200*time.Millisecond)
-	}
-	t := time.NewTicker(min(idle/4+time.Millisecond, 100*time.Millisecond))
-	defer t.Stop()
-	busy := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := counter.InFlight(ctx, q.Name)
-			if err != nil || n > 0 {
-				busy = time.Now()
-			} else if time.Since(busy) >= idle {
-				cancel()
-				return
-			}
-		}
-	}
 }

@@ -19,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
@@ -161,7 +162,7 @@ func newHTTPHandler(url string, maxBody int64) *httpHandler {
 func (h *httpHandler) Handle(ctx context.Context, d *lily.Delivery) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(d.Body))
 	if err != nil {
-		return fmt.Errorf("build the request to %s: %w", redactedURL(h.url), err)
+		return fmt.Errorf("build the request to %s: %w", report.RedactedURL(h.url), err)
 	}
 	ct := "application/octet-stream"
 	if v, ok := d.Headers["content-type"].(string); ok && v != "" {
@@ -174,23 +175,23 @@ func (h *httpHandler) Handle(ctx context.Context, d *lily.Delivery) error {
 	resp, err := h.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("POST %s: no answer before the handler timeout: %w", redactedURL(h.url), ctx.Err())
+			return fmt.Errorf("POST %s: no answer before the handler timeout: %w", report.RedactedURL(h.url), ctx.Err())
 		}
 		if connDropped(err) {
-			return lily.Crashed(fmt.Errorf("POST %s: the handler dropped the connection without an answer: %w", redactedURL(h.url), err))
+			return lily.Crashed(fmt.Errorf("POST %s: the handler dropped the connection without an answer: %w", report.RedactedURL(h.url), err))
 		}
-		return fmt.Errorf("POST %s: %w", redactedURL(h.url), err)
+		return fmt.Errorf("POST %s: %w", report.RedactedURL(h.url), err)
 	}
 	defer resp.Body.Close()
 	body, rerr := io.ReadAll(io.LimitReader(resp.Body, h.maxBody))
 	if rerr != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("POST %s: answer %d not read before the handler timeout: %w", redactedURL(h.url), resp.StatusCode, ctx.Err())
+			return fmt.Errorf("POST %s: answer %d not read before the handler timeout: %w", report.RedactedURL(h.url), resp.StatusCode, ctx.Err())
 		}
 		if connDropped(rerr) {
-			return lily.Crashed(fmt.Errorf("POST %s: the handler dropped the connection in the middle of its answer (%d): %w", redactedURL(h.url), resp.StatusCode, rerr))
+			return lily.Crashed(fmt.Errorf("POST %s: the handler dropped the connection in the middle of its answer (%d): %w", report.RedactedURL(h.url), resp.StatusCode, rerr))
 		}
-		return fmt.Errorf("POST %s: read the answer (%d): %w", redactedURL(h.url), resp.StatusCode, rerr)
+		return fmt.Errorf("POST %s: read the answer (%d): %w", report.RedactedURL(h.url), resp.StatusCode, rerr)
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" && len(bytes.TrimSpace(body)) > 0 {
 		var a handlerAnswer

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/internal/entryview"
 )
@@ -94,7 +95,7 @@ Discard, expire and erase remove the bodies of every version.`,
 			out := editOutput(res, reason)
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(w, out)
+				return report.JSON(w, out)
 			}
 			fmt.Fprintf(w, "entry %d (queue %s, event %s): version %d stored by %s (operation %s; see 'lily audit')\n",
 				res.Entry.ID, res.Entry.Queue, res.Entry.EventID, res.Version, out.EditedBy, res.Op)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 )
 
 func init() {
@@ -89,7 +90,7 @@ them out (such a file can be read but not imported).`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(w, map[string]any{"file": out, "entries": n, "format": catalog.ExportFormat, "bodies_omitted": omitBodies})
+				return report.JSON(w, map[string]any{"file": out, "entries": n, "format": catalog.ExportFormat, "bodies_omitted": omitBodies})
 			}
 			fmt.Fprintf(w, "exported %d entries to %s (%s)\n", n, out, catalog.ExportFormat)
 			return nil
@@ -170,7 +171,7 @@ them.`,
 				return err
 			}
 			if asJSON {
-				return writeJSON(w, res)
+				return report.JSON(w, res)
 			}
 			fmt.Fprintf(w, "imported %s: %d lines, %d entries added, %d duplicates skipped, %d history records (op %s)\n",
 				name, res.Lines, res.Added, res.Skipped, res.History, res.Op)

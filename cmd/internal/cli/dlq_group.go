@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 )
 
 func init() { registerDLQ(newDLQGroupCmd) }
@@ -83,7 +84,7 @@ filter (--reason, --error-type, --fingerprint, ...) to redrive or discard it.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(w, out)
+				return report.JSON(w, out)
 			}
 			if len(groups) == 0 {
 				fmt.Fprintln(w, "no entries match: nothing to group")

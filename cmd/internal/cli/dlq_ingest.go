@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/brokers"
+	"github.com/lily-mq/lily/cmd/internal/report"
 )
 
 func init() { registerDLQ(newDLQIngestCmd) }
@@ -102,7 +103,7 @@ Ingesting the same dead letter twice adds one entry.`,
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), out)
+				return report.JSON(cmd.OutOrStdout(), out)
 			}
 			for _, q := range names {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %d dead letters ingested into %s\n", q, out.Queues[q], path)

@@ -7,8 +7,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lily-mq/lily/redrive"
 	"github.com/spf13/cobra"
+
+	"github.com/lily-mq/lily/cmd/internal/report"
+	"github.com/lily-mq/lily/redrive"
 )
 
 func init() {
@@ -65,7 +67,7 @@ refused, total, held_back, cursor, actor, created_at, ...).`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(w, jobsJSON{Jobs: js})
+				return report.JSON(w, jobsJSON{Jobs: js})
 			}
 			printJobs(w, js)
 			return nil
@@ -141,7 +143,7 @@ the selection stays pending. Audited under the job's operation.`,
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), j)
+				return report.JSON(cmd.OutOrStdout(), j)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "redrive job %d cancelled (%d sent, %d marked needs_manual, of %d); its runner stops before the next batch\n",
 				j.ID, j.Sent, j.Refused, j.Total)
@@ -199,7 +201,7 @@ every such job by itself. A job still held by a live runner is refused.`,
 			bar.finish()
 			w := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(w, j); err != nil {
+				if err := report.JSON(w, j); err != nil {
 					return err
 				}
 			} else {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/internal/entryview"
 	"github.com/lily-mq/lily/redrive"
 )
@@ -96,7 +97,7 @@ body matches, and the oldest of them.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(out, map[string]any{"queues": rows, "held_keys": keys})
+				return report.JSON(out, map[string]any{"queues": rows, "held_keys": keys})
 			}
 			if len(rows) == 0 {
 				fmt.Fprintf(out, "no queues in the catalog %s yet\n", env.path)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/redrive"
 )
 
@@ -69,7 +70,7 @@ so that every head is in the catalog.`,
 				keys = []redrive.HeldKey{}
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"keys": keys})
+				return report.JSON(cmd.OutOrStdout(), map[string]any{"keys": keys})
 			}
 			return printHeldKeys(cmd.OutOrStdout(), keys, time.Now())
 		},
@@ -183,7 +184,7 @@ outcome; the consumer carries on releasing after that.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJS {
-				if err := writeJSON(w, out); err != nil {
+				if err := report.JSON(w, out); err != nil {
 					return err
 				}
 			} else {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/redrive"
 )
 
@@ -206,7 +207,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 		return err
 	}
 	defer env.Close()
-	if _, err := parseBrokersFlag(f.brokers); err != nil {
+	if _, err := brokersFlagValue(f.brokers); err != nil {
 		return err
 	}
 	// --to names a configured queue (a redirect, dlq_redirect.go), or —
@@ -306,7 +307,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 		out.AchievedRate = float64(job.Sent-restFrom) / time.Since(restAt).Seconds()
 	}
 	if f.asJSON {
-		if err := writeJSON(w, out); err != nil {
+		if err := report.JSON(w, out); err != nil {
 			return err
 		}
 	} else {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/httpapi"
 	"github.com/lily-mq/lily/redrive/rules"
@@ -79,7 +80,7 @@ changed.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(w, out)
+				return report.JSON(w, out)
 			}
 			if len(out.Rules) == 0 {
 				fmt.Fprintf(w, "no [[redrive_rule]] in %s: rule-driven redrive is off\n", sf.config)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/catalog/where"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/entryview"
@@ -128,7 +129,7 @@ func runSearch(ctx context.Context, out io.Writer, cat *catalog.Store, p catalog
 		if next > 0 {
 			res["next_after_id"] = next
 		}
-		return writeJSON(out, res)
+		return report.JSON(out, res)
 	}
 	if len(hits) == 0 {
 		fmt.Fprintf(out, "no entries match %q\n", p.Text)
@@ -200,7 +201,7 @@ func runListWhere(ctx context.Context, out io.Writer, cat *catalog.Store, expr s
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Queue < list[j].Queue })
 	if asJSON {
-		return writeJSON(out, map[string]any{"where": expr, "queues": list})
+		return report.JSON(out, map[string]any{"where": expr, "queues": list})
 	}
 	if len(list) == 0 {
 		fmt.Fprintf(out, "no held entry's body matches %s\n", expr)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/internal/entryview"
 )
 
@@ -114,7 +115,7 @@ pretty JSON, UTF-8 text or a hex dump (--body). Nothing is consumed or changed.`
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), v)
+				return report.JSON(cmd.OutOrStdout(), v)
 			}
 			printEntry(cmd.OutOrStdout(), v, time.Now())
 			return nil
@@ -201,7 +202,7 @@ puts them back in order; on Kafka no offset is committed).`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(out, map[string]any{"queue": queue, "entries": views})
+				return report.JSON(out, map[string]any{"queue": queue, "entries": views})
 			}
 			if len(views) == 0 {
 				fmt.Fprintf(out, "no entries of queue %s in state %s\n", queue, states)

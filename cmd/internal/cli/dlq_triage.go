@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 )
 
 func init() { registerDLQ(newDLQTriageCmd) }
@@ -107,7 +108,7 @@ and 'lily dlq list' show the triage.`,
 				}
 				out.Op, out.Count, out.Groups = res.Op, res.Count, res.Groups
 				if asJSON {
-					return writeJSON(w, out)
+					return report.JSON(w, out)
 				}
 				for _, g := range res.Groups {
 					fmt.Fprintf(w, "group %s / %s triaged: %s\n", g.Queue, g.Fingerprint, describeChange(ch))

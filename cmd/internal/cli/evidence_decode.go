@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -55,7 +56,7 @@ stdin is Lily's typed header encoding (each value {"s": ...}, {"i32": ...},
 			}
 			d := decodeEvidence(h)
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), d)
+				return report.JSON(cmd.OutOrStdout(), d)
 			}
 			printEvidence(cmd.OutOrStdout(), d, "  ")
 			return nil

@@ -1,14 +1,10 @@
 package cli
 
 import (
-	"net/url"
-	"strings"
-
 	"github.com/spf13/pflag"
 
 	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/config"
-	"github.com/lily-mq/lily/transport/kafka"
 )
 
 // brokersFlag registers --brokers, the Kafka seed brokers.
@@ -16,16 +12,11 @@ func brokersFlag(fs *pflag.FlagSet, s *string) {
 	fs.StringVar(s, "brokers", "", "Kafka seed brokers host:port,... (default: the config's kafka_brokers)")
 }
 
-// parseBrokersFlag checks a --brokers value; empty means the default.
-func parseBrokersFlag(s string) ([]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	bs := kafka.ParseBrokers(s)
-	for _, b := range bs {
-		if err := config.ValidateBroker(b); err != nil {
-			return nil, usagef("--brokers %q: %q %v", s, b, err)
-		}
+// brokersFlagValue checks a --brokers value; empty means the default.
+func brokersFlagValue(s string) ([]string, error) {
+	bs, err := brokers.ParseKafkaBrokers(s)
+	if err != nil {
+		return nil, usagef("--brokers %q: %v", s, err)
 	}
 	return bs, nil
 }
@@ -33,7 +24,7 @@ func parseBrokersFlag(s string) ([]string, error) {
 // openBrokers returns the brokers of c, with --url and --brokers (either
 // may be empty) overriding the configuration. It connects to nothing yet.
 func openBrokers(c config.Config, url, brokersArg string) (*brokers.Set, error) {
-	bs, err := parseBrokersFlag(brokersArg)
+	bs, err := brokersFlagValue(brokersArg)
 	if err != nil {
 		return nil, err
 	}
@@ -43,14 +34,6 @@ func openBrokers(c config.Config, url, brokersArg string) (*brokers.Set, error) 
 // notBroker names a queue that ingest cannot drain.
 func notBroker(q string) error {
 	return usagef("--queue %s: not a [[queue]] with transport = \"rabbitmq\", \"kafka\" or \"sqs\" in the config (only broker dead-letter queues and topics are ingested; SQLite dead letters are in the catalog already)", q)
-}
-
-// redactedURL hides the password of a broker or database URL for display.
-func redactedURL(u string) string {
-	if parsed, err := url.Parse(u); err == nil {
-		return parsed.Redacted()
-	}
-	return "<invalid URL>"
 }
 
 // The flags many commands share are defined once, here: the same name,

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/brokers/livelint"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -103,7 +104,7 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 			r := lint.NewReport(findings)
 			out := cmd.OutOrStdout()
 			if asJSON {
-				err = writeJSON(out, r)
+				err = report.JSON(out, r)
 			} else {
 				err = r.WriteText(out)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/plan"
 	"github.com/lily-mq/lily/retry"
 )
@@ -266,7 +267,7 @@ func (o *planOutput) emit(cmd *cobra.Command, v any, table func(*bytes.Buffer), 
 	out := cmd.OutOrStdout()
 	var b bytes.Buffer
 	if o.asJSON {
-		if err := writeJSON(&b, v); err != nil {
+		if err := report.JSON(&b, v); err != nil {
 			return err
 		}
 	} else {

@@ -2,16 +2,14 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 )
@@ -152,11 +150,11 @@ it (once per event ID and body).`,
 				balanced = balanced && r.Balanced()
 			}
 			if asJSON {
-				if err := writeJSON(out, reconcileJSON{Queues: rows, Balanced: balanced, LedgerEvents: events}); err != nil {
+				if err := report.JSON(out, reconcileJSON{Queues: rows, Balanced: balanced, LedgerEvents: events}); err != nil {
 					return err
 				}
 			} else {
-				printLedger(out, rows)
+				report.Ledger(out, rows)
 				if prune {
 					fmt.Fprintf(out, "pruned %d ledger event rows older than %d h\n", events.PrunedNow, events.HorizonHours)
 				}
@@ -191,22 +189,4 @@ func reconcile(ctx context.Context, cat *catalog.Store, inflight transport.InFli
 		rows = []ledger.Row{}
 	}
 	return rows, nil
-}
-
-// printLedger prints the ledger as an aligned table.
-func printLedger(w io.Writer, rows []ledger.Row) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "queue\taccepted\tacked\tdead-lettered\tdiscarded\tin-flight\t(ready\tretrying\tunacked\tdlx)\tlost\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t(%d\t%d\t%d\t%d)\t%d\t\n", r.Queue, r.Accepted, r.Acked, r.DeadLettered, r.Discarded,
-			r.InFlight, r.InFlightReady, r.InFlightRetrying, r.InFlightUnacked, r.InFlightDLX, r.Lost)
-	}
-	tw.Flush()
-}
-
-// writeJSON writes v as indented JSON.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/internal/sqlitedb"
 	"github.com/lily-mq/lily/lilyprom"
@@ -112,7 +113,7 @@ LilyOutboxStalled).`,
 			if !once {
 				return r.Run(ctx)
 			}
-			out := relayJSON{Outbox: redactedURL(outboxURL)}
+			out := relayJSON{Outbox: report.RedactedURL(outboxURL)}
 			for {
 				res, err := r.RunOnce(ctx)
 				if err != nil {
@@ -128,7 +129,7 @@ LilyOutboxStalled).`,
 				return err
 			}
 			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
+				if err := report.JSON(cmd.OutOrStdout(), out); err != nil {
 					return err
 				}
 			} else {
@@ -190,11 +191,11 @@ func openOutboxDB(ctx context.Context, u string) (*sql.DB, error) {
 	if catalog.IsPostgresURL(u) {
 		db, err := sql.Open("pgx", u)
 		if err != nil {
-			return nil, fmt.Errorf("relay: open %s: %w", redactedURL(u), err)
+			return nil, fmt.Errorf("relay: open %s: %w", report.RedactedURL(u), err)
 		}
 		if err := db.PingContext(ctx); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("relay: connect to %s: %w", redactedURL(u), err)
+			return nil, fmt.Errorf("relay: connect to %s: %w", report.RedactedURL(u), err)
 		}
 		return db, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -43,7 +44,7 @@ func (f *storeFlags) loadConfig() (config.Config, error) {
 func (f *storeFlags) catalogURL() (string, error) {
 	if f.catalog != "" {
 		if f.db != "" {
-			return "", usagef("--db %s and --catalog %s: pass one (--db for the embedded SQLite catalog, --catalog for a PostgreSQL one)", f.db, redactedURL(f.catalog))
+			return "", usagef("--db %s and --catalog %s: pass one (--db for the embedded SQLite catalog, --catalog for a PostgreSQL one)", f.db, report.RedactedURL(f.catalog))
 		}
 		if !catalog.IsPostgresURL(f.catalog) {
 			return "", usagef("--catalog %q: want a PostgreSQL URL such as postgres://lily@db:5432/lily (a SQLite file is --db PATH)", f.catalog)
@@ -65,7 +66,7 @@ func (f *storeFlags) catalogURL() (string, error) {
 func (f *storeFlags) where() (string, error) {
 	u, err := f.catalogURL()
 	if err != nil || u != "" {
-		return redactedURL(u), err
+		return report.RedactedURL(u), err
 	}
 	return f.path()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/brokers"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -53,7 +54,7 @@ func (f *rabbitFlags) load() (topologyConfig, error) {
 	if err != nil {
 		return topologyConfig{}, err
 	}
-	if _, err := parseBrokersFlag(f.brokers); err != nil {
+	if _, err := brokersFlagValue(f.brokers); err != nil {
 		return topologyConfig{}, err
 	}
 	tc := topologyConfig{cfg: c, url: c.RabbitMQURL}
@@ -131,7 +132,7 @@ func newTopologyPlanCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics, SQSQueues: sqsQueues, PubSub: ps})
+				return report.JSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics, SQSQueues: sqsQueues, PubSub: ps})
 			}
 			if len(tc.pubsub) > 0 {
 				defer printPubSub(cmd.OutOrStdout(), ps)
@@ -272,7 +273,7 @@ Exits 1 when anything differs.`,
 			n := len(res.Differences) + len(res.KafkaDifferences) + len(res.SQSDifferences) + len(res.PubSubDifferences)
 			res.OK = n == 0
 			if asJSON {
-				if err := writeJSON(out, res); err != nil {
+				if err := report.JSON(out, res); err != nil {
 					return err
 				}
 			} else {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
 )
 
@@ -308,7 +309,7 @@ func scenarioQueue(f Flags, def string) string {
 // reader.
 func printScenario[T any](w io.Writer, asJSON bool, out T, text func(io.Writer, T)) error {
 	if asJSON {
-		return writeJSON(w, out)
+		return report.JSON(w, out)
 	}
 	text(w, out)
 	return nil

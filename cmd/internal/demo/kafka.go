@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/brokers"
-	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport/kafka"
 )
 
@@ -24,9 +23,9 @@ type kafkaBackend struct {
 // openKafkaBackend connects to the brokers of conn ("host:port,..."), or
 // starts an in-process cluster when there are none.
 func openKafkaBackend(ctx context.Context, conn connection) (*kafkaBackend, error) {
-	bs, err := parseBrokersFlag(conn.brokers)
+	bs, err := brokers.ParseKafkaBrokers(conn.brokers)
 	if err != nil {
-		return nil, err
+		return nil, usagef("--brokers %q: %v", conn.brokers, err)
 	}
 	k := &kafkaBackend{brokers: bs}
 	if len(bs) == 0 {
@@ -73,18 +72,4 @@ func (k *kafkaBackend) Close() {
 	if k.stop != nil {
 		k.stop()
 	}
-}
-
-// parseBrokersFlag checks a --brokers value; empty means none.
-func parseBrokersFlag(s string) ([]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	bs := kafka.ParseBrokers(s)
-	for _, b := range bs {
-		if err := config.ValidateBroker(b); err != nil {
-			return nil, usagef("--brokers %q: %q %v", s, b, err)
-		}
-	}
-	return bs, nil
 }

@@ -2,23 +2,21 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
@@ -79,7 +77,7 @@ func runPoison(ctx context.Context, f Flags, stdout, stderr io.Writer) error {
 	where := "the embedded SQLite store (" + path + ")"
 	switch f.transport {
 	case lily.TransportRabbitMQ:
-		where = "RabbitMQ (" + redactedURL(f.url) + "), catalog " + path
+		where = "RabbitMQ (" + report.RedactedURL(f.url) + "), catalog " + path
 	case lily.TransportKafka:
 		where = b.kafka.where() + shareWhere(f.shareGroup) + ", catalog " + path
 	case lily.TransportSQS:
@@ -100,9 +98,9 @@ func runPoison(ctx context.Context, f Flags, stdout, stderr io.Writer) error {
 	}
 	out := Result{DB: path, Transport: f.transport, ShareGroup: f.shareGroup, Queue: qc.Name, Messages: f.messages, WorkerRestarts: restarts}
 	if f.catalog != "" {
-		out.DB, out.Catalog = "", redactedURL(f.catalog)
+		out.DB, out.Catalog = "", report.RedactedURL(f.catalog)
 	}
-	if err := report(ctx, b, &out, say, stdout, !f.asJSON); err != nil {
+	if err := reconcileRun(ctx, b, &out, say, stdout, !f.asJSON); err != nil {
 		return err
 	}
 	if !f.noRedrive {
@@ -119,12 +117,12 @@ func runPoison(ctx context.Context, f Flags, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := report(ctx, b, &out, say, stdout, false); err != nil {
+		if err := reconcileRun(ctx, b, &out, say, stdout, false); err != nil {
 			return err
 		}
 		if !f.asJSON {
 			say("")
-			printLedger(stdout, []ledger.Row{{Queue: out.Queue, Accepted: out.Accepted, Acked: out.Acked,
+			report.Ledger(stdout, []ledger.Row{{Queue: out.Queue, Accepted: out.Accepted, Acked: out.Acked,
 				DeadLettered: out.DeadLettered, Discarded: out.Discarded, InFlight: out.InFlight, Lost: out.Lost}})
 			say("\nredriven %d in %d rounds, %d discarded with a record, %d left for a manual decision; every decision: lily audit %s",
 				out.Redriven, out.RedriveRounds, r.discarded, out.NeedsManual, out.storeArg())
@@ -140,7 +138,7 @@ func runPoison(ctx context.Context, f Flags, stdout, stderr io.Writer) error {
 		eff.applied, f.shopDB, eff.distinct, eff.duplicates)
 	out.DurationMillis = time.Since(start).Milliseconds()
 	if f.asJSON {
-		if err := writeJSON(stdout, out); err != nil {
+		if err := report.JSON(stdout, out); err != nil {
 			return err
 		}
 	}
@@ -155,9 +153,9 @@ func runPoison(ctx context.Context, f Flags, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// report fills out's ledger and dead-letter figures; with human set it
+// reconcileRun fills out's ledger and dead-letter figures; with human set it
 // prints the first half's report (ledger, dead letters by reason).
-func report(ctx context.Context, b *backend, out *Result, say func(string, ...any), stdout io.Writer, human bool) error {
+func reconcileRun(ctx context.Context, b *backend, out *Result, say func(string, ...any), stdout io.Writer, human bool) error {
 	rows, err := reconcile(ctx, b.cat, b.counter())
 	if err != nil {
 		return err
@@ -186,7 +184,7 @@ func report(ctx context.Context, b *backend, out *Result, say func(string, ...an
 		return nil
 	}
 	say("")
-	printLedger(stdout, shown)
+	report.Ledger(stdout, shown)
 	say("\ndead letters by reason:")
 	reasons := make([]string, 0, len(byReason))
 	for r := range byReason {
@@ -322,30 +320,4 @@ func reconcile(ctx context.Context, cat *catalog.Store, inflight transport.InFli
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	return rows, nil
-}
-
-// printLedger prints the ledger as 'lily reconcile' does: an aligned table.
-func printLedger(w io.Writer, rows []ledger.Row) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "queue\taccepted\tacked\tdead-lettered\tdiscarded\tin-flight\t(ready\tretrying\tunacked\tdlx)\tlost\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t(%d\t%d\t%d\t%d)\t%d\t\n", r.Queue, r.Accepted, r.Acked, r.DeadLettered, r.Discarded,
-			r.InFlight, r.InFlightReady, r.InFlightRetrying, r.InFlightUnacked, r.InFlightDLX, r.Lost)
-	}
-	tw.Flush()
-}
-
-// writeJSON writes v as indented JSON.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// redactedURL hides the password of a broker or database URL for display.
-func redactedURL(u string) string {
-	if parsed, err := url.Parse(u); err == nil {
-		return parsed.Redacted()
-	}
-	return "<invalid URL>"
 }

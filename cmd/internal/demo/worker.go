@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/cmd/internal/idle"
 	"github.com/lily-mq/lily/config"
-	"github.com/lily-mq/lily/transport"
 )
 
 // QueueConfig is the demo queue's configuration: three retries tens of
@@ -124,33 +124,6 @@ func RunWorker(ctx context.Context, w *WorkerFlags, stderr io.Writer) error {
 	// Quiet: nothing left in flight (ready, leased or waiting to be
 	// retried) — every message is acked or dead-lettered — for longer
 	// than the longest retry delay.
-	go stopWhenIdle(ctx, cancel, b.counter(), qc, 200*time.Millisecond)
+	go idle.StopWhenIdle(ctx, cancel, b.counter(), qc, 200*time.Millisecond)
 	return c.Run(ctx)
-}
-
-// stopWhenIdle cancels once q has had nothing in flight for idle, and
-// for at least twice its longest retry delay: a broker moving a message
-// from a bucket back to its queue counts it nowhere for a moment. (The
-// same rule as 'lily consume --exit-when-idle'.)
-func stopWhenIdle(ctx context.Context, cancel func(), counter transport.InFlightCounter, q lily.QueueConfig, idle time.Duration) {
-	if bs := q.Policy().Buckets(); len(bs) > 0 {
-		idle = max(idle, 2*time.Duration(bs[len(bs)-1])*time.Millisecond+200*time.Millisecond)
-	}
-	t := time.NewTicker(min(idle/4+time.Millisecond, 100*time.Millisecond))
-	defer t.Stop()
-	busy := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := counter.InFlight(ctx, q.Name)
-			if err != nil || n > 0 {
-				busy = time.Now()
-			} else if time.Since(busy) >= idle {
-				cancel()
-				return
-			}
-		}
-	}
 }
