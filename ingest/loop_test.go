@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/catalogtest"
 	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -51,34 +52,6 @@ func newCatalog(t *testing.T) *catalog.Store {
 	}
 	t.Cleanup(func() { cat.Close() })
 	return cat
-}
-
-// entriesOf counts queue's catalog entries and their distinct event IDs.
-func entriesOf(t *testing.T, cat *catalog.Store, queue string) (entries, distinct int) {
-	t.Helper()
-	ids := map[string]bool{}
-	err := cat.Each(context.Background(), catalog.Filter{Queue: queue}, func(e *catalog.Entry) error {
-		entries++
-		ids[e.EventID] = true
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return entries, len(ids)
-}
-
-// leaseHolder returns the holder of queue's ingest lease ("" if none).
-func leaseHolder(t *testing.T, cat *catalog.Store, queue string) string {
-	t.Helper()
-	ls, err := cat.Leases(context.Background(), LeasePrefix+queue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ls) == 0 {
-		return ""
-	}
-	return ls[0].Holder
 }
 
 func newTestLoop(t *testing.T, cat *catalog.Store, dlq *fakeDLQ) (*Loop, *prometheus.Registry, *transporttest.SyncBuffer) {
@@ -131,7 +104,7 @@ func TestIngestLoopPasses(t *testing.T) {
 		t.Fatal("the replica without the lease drained")
 	}
 	a.pass(ctx, "orders", sa)
-	if n, distinct := entriesOf(t, cat, "orders"); n != 2 || distinct != 2 || len(dlq.waiting) != 0 {
+	if n, distinct := catalogtest.Entries(t, cat, "orders"); n != 2 || distinct != 2 || len(dlq.waiting) != 0 {
 		t.Fatalf("entries %d (%d distinct), waiting %d; want the 2 dead letters moved", n, distinct, len(dlq.waiting))
 	}
 	dlq.err = errors.New("connection refused")
@@ -167,8 +140,8 @@ lily_ingest_total{queue="orders"} 2
 	// a stops: it releases the lease and b takes over at its next pass.
 	a.release(ctx, "orders")
 	b.pass(ctx, "orders", sb)
-	if sb.lease != leaseHeld || leaseHolder(t, cat, "orders") != b.holder {
-		t.Errorf("after a released, b's lease state %v, holder %q", sb.lease, leaseHolder(t, cat, "orders"))
+	if sb.lease != leaseHeld || catalogtest.LeaseHolder(t, cat, LeasePrefix+"orders") != b.holder {
+		t.Errorf("after a released, b's lease state %v, holder %q", sb.lease, catalogtest.LeaseHolder(t, cat, LeasePrefix+"orders"))
 	}
 }
 

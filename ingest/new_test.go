@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/catalogtest"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -73,8 +74,8 @@ func TestRunDrainsUntilStopped(t *testing.T) {
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		n, _ := entriesOf(t, cat, "orders")
-		m, _ := entriesOf(t, cat, "billing_skipped")
+		n, _ := catalogtest.Entries(t, cat, "orders")
+		m, _ := catalogtest.Entries(t, cat, "billing_skipped")
 		if n == 2 && m == 1 {
 			break
 		}
@@ -85,13 +86,13 @@ func TestRunDrainsUntilStopped(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if h := leaseHolder(t, cat, "orders"); h != l.Holder() {
+	if h := catalogtest.LeaseHolder(t, cat, LeasePrefix+"orders"); h != l.Holder() {
 		t.Errorf("lease of orders held by %q, want %q", h, l.Holder())
 	}
 	cancel()
 	<-done
 	for _, q := range []string{"orders", "billing_skipped"} {
-		if h := leaseHolder(t, cat, q); h != "" {
+		if h := catalogtest.LeaseHolder(t, cat, LeasePrefix+q); h != "" {
 			t.Errorf("lease of %s still held by %q after the loop stopped", q, h)
 		}
 	}

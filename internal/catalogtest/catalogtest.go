@@ -133,3 +133,32 @@ func (f *Drainer) DrainDeadLetters(ctx context.Context, p *transport.DrainParams
 	}
 	return total, nil
 }
+
+// Entries counts queue's catalog entries and their distinct event IDs
+// (an ingest that stored one twice shows entries > distinct).
+func Entries(t testing.TB, cat *catalog.Store, queue string) (entries, distinct int) {
+	t.Helper()
+	ids := map[string]bool{}
+	err := cat.Each(context.Background(), catalog.Filter{Queue: queue}, func(e *catalog.Entry) error {
+		entries++
+		ids[e.EventID] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries, len(ids)
+}
+
+// LeaseHolder returns the holder of the lease named name ("" if none).
+func LeaseHolder(t testing.TB, cat *catalog.Store, name string) string {
+	t.Helper()
+	ls, err := cat.Leases(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) == 0 {
+		return ""
+	}
+	return ls[0].Holder
+}

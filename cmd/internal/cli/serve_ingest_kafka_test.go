@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/lily-mq/lily/internal/catalogtest"
 	"github.com/lily-mq/lily/transport/kafka"
 )
 
@@ -48,7 +49,7 @@ func TestServeIngestsKafkaDeadLetterTopic(t *testing.T) {
 	if strings.Contains(idle.out.String(), "ingesting") {
 		t.Errorf("--no-ingest printed an ingest: %q", idle.out.String())
 	}
-	if n, _ := entriesOf(t, cat, queue); n != 0 {
+	if n, _ := catalogtest.Entries(t, cat, queue); n != 0 {
 		t.Fatalf("--no-ingest ingested %d", n)
 	}
 

@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/ingest"
+	"github.com/lily-mq/lily/internal/catalogtest"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -210,28 +211,13 @@ func replicaCatalog(t *testing.T, kind string) ([]string, *catalog.Store) {
 	return []string{"--catalog", url}, cat
 }
 
-// entriesOf counts queue's catalog entries and their distinct event IDs.
-func entriesOf(t *testing.T, cat *catalog.Store, queue string) (entries, distinct int) {
-	t.Helper()
-	ids := map[string]bool{}
-	err := cat.Each(context.Background(), catalog.Filter{Queue: queue}, func(e *catalog.Entry) error {
-		entries++
-		ids[e.EventID] = true
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return entries, len(ids)
-}
-
 // waitEntries waits until queue has want entries in the catalog, and
 // checks that none is doubled.
 func waitEntries(t *testing.T, cat *catalog.Store, queue string, want int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		n, distinct := entriesOf(t, cat, queue)
+		n, distinct := catalogtest.Entries(t, cat, queue)
 		if n == want && distinct == want {
 			return
 		}
@@ -240,19 +226,6 @@ func waitEntries(t *testing.T, cat *catalog.Store, queue string, want int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// leaseHolder returns the holder of queue's ingest lease ("" if none).
-func leaseHolder(t *testing.T, cat *catalog.Store, queue string) string {
-	t.Helper()
-	ls, err := cat.Leases(context.Background(), ingest.LeasePrefix+queue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ls) == 0 {
-		return ""
-	}
-	return ls[0].Holder
 }
 
 // TestServeIngestsBrokerDeadLetters: dead letters RabbitMQ makes by itself
@@ -269,7 +242,7 @@ func TestServeIngestsBrokerDeadLetters(t *testing.T) {
 		t.Errorf("--no-ingest: lily_broker_dlq_messages = %g, want the 3 dead letters in the broker", got)
 	}
 	idle.stop(t)
-	if n, _ := entriesOf(t, cat, qc.Name); n != 0 {
+	if n, _ := catalogtest.Entries(t, cat, qc.Name); n != 0 {
 		t.Fatalf("--no-ingest ingested %d", n)
 	}
 	s := serveProcess(t, "--config", cfg, "--db", db, "--listen", "127.0.0.1:0", "--ingest-interval", "50ms", "--ingest-lease-ttl", "2s")
@@ -296,7 +269,7 @@ func TestServeIngestsBrokerDeadLetters(t *testing.T) {
 	if s.metric(t, "lily_ingest_last_success_timestamp_seconds"+q) == 0 {
 		t.Error("lily_ingest_last_success_timestamp_seconds not set")
 	}
-	if h := leaseHolder(t, cat, qc.Name); h != s.holder(t) {
+	if h := catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name); h != s.holder(t) {
 		t.Errorf("lease holder %q, want the server's %q", h, s.holder(t))
 	}
 	for _, want := range []string{"ingest: lease taken", "ingest: drained dead letters into the catalog", "queue=" + qc.Name, "broker_made="} {
@@ -305,7 +278,7 @@ func TestServeIngestsBrokerDeadLetters(t *testing.T) {
 		}
 	}
 	s.stop(t)
-	if h := leaseHolder(t, cat, qc.Name); h != "" {
+	if h := catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name); h != "" {
 		t.Errorf("lease still held by %q after the server stopped", h)
 	}
 	if !strings.Contains(s.errb.String(), "ingest: lease released") {
@@ -338,10 +311,10 @@ func replicasDrainOneAtATime(t *testing.T, kind string) {
 		t.Logf("round %d: %d dead letters in the catalog", round, made)
 	}
 	first, second := a, b
-	if leaseHolder(t, cat, qc.Name) == b.holder(t) {
+	if catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name) == b.holder(t) {
 		first, second = b, a
 	}
-	if h := leaseHolder(t, cat, qc.Name); h != first.holder(t) {
+	if h := catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name); h != first.holder(t) {
 		t.Fatalf("lease holder %q is neither server (%q, %q)", h, a.holder(t), b.holder(t))
 	}
 	q := fmt.Sprintf(`{queue=%q}`, qc.Name)
@@ -357,13 +330,13 @@ func replicasDrainOneAtATime(t *testing.T, kind string) {
 	brokerDeadLetter(t, tr, qc, made, 5)
 	made += 5
 	waitEntries(t, cat, qc.Name, made)
-	if h := leaseHolder(t, cat, qc.Name); h != second.holder(t) {
+	if h := catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name); h != second.holder(t) {
 		t.Errorf("after the holder stopped the lease is %q, want the other replica %q", h, second.holder(t))
 	}
 	if got := second.waitMetric(t, "lily_ingest_total"+q, float64(made)-firstDrained); firstDrained+got != float64(made) {
 		t.Errorf("drained %g + %g, want the %d dead letters made, each once", firstDrained, got, made)
 	}
-	if n, distinct := entriesOf(t, cat, qc.Name); n != made || distinct != made {
+	if n, distinct := catalogtest.Entries(t, cat, qc.Name); n != made || distinct != made {
 		t.Errorf("catalog holds %d entries (%d distinct), want %d", n, distinct, made)
 	}
 }
@@ -387,7 +360,7 @@ func TestServeTakesOverADeadReplicasLease(t *testing.T) {
 	s := serveProcess(t, "--config", cfg, "--db", db, "--listen", "127.0.0.1:0", "--ingest-interval", "50ms", "--ingest-lease-ttl", ttl.String())
 	startedBefore := time.Now().Before(expired)
 	waitEntries(t, cat, qc.Name, 3)
-	if h := leaseHolder(t, cat, qc.Name); h != s.holder(t) {
+	if h := catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name); h != s.holder(t) {
 		t.Errorf("lease holder %q, want the live server %q", h, s.holder(t))
 	}
 	var firstAt int64
@@ -462,10 +435,10 @@ func replicaKilledHandsOver(t *testing.T, kind string) {
 	brokerDeadLetter(t, tr, qc, 0, 4)
 	waitEntries(t, cat, qc.Name, 4)
 	holder, other := a, b
-	if leaseHolder(t, cat, qc.Name) == b.holder {
+	if catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name) == b.holder {
 		holder, other = b, a
 	}
-	if h := leaseHolder(t, cat, qc.Name); h != holder.holder {
+	if h := catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name); h != holder.holder {
 		t.Fatalf("lease holder %q is neither child (%q, %q)", h, a.holder, b.holder)
 	}
 	if err := holder.cmd.Process.Kill(); err != nil {
@@ -479,7 +452,7 @@ func replicaKilledHandsOver(t *testing.T, kind string) {
 	expires := ls[0].Expires
 	brokerDeadLetter(t, tr, qc, 4, 4)
 	waitEntries(t, cat, qc.Name, 8)
-	if h := leaseHolder(t, cat, qc.Name); h != other.holder {
+	if h := catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name); h != other.holder {
 		t.Errorf("lease holder %q after the kill, want the surviving child %q", h, other.holder)
 	}
 	var firstAt time.Time
