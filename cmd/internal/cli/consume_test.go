@@ -116,7 +116,7 @@ func readmePython(t *testing.T) string {
 		}
 		t.Skip("SKIPPING: python3 not found; the README's sidecar example needs it")
 	}
-	data, err := os.ReadFile("../../README.md")
+	data, err := os.ReadFile("../../../README.md") // the repository root: cmd/internal/cli is three levels down
 	if err != nil {
 		t.Fatal(err)
 	}
