@@ -23,7 +23,9 @@
 //	    Settled deliveries by outcome, counted when the settlement is
 //	    confirmed: acked; retried (a copy went to a delay bucket); dead_lettered
 //	    (a copy with evidence went to the dead-letter destination); released
-//	    (given back for redelivery: a handler abandoned past its timeout);
+//	    (given back for redelivery: lily.Crashed, a hand-off that failed, a
+//	    key-state error or a breaker hold on a queue without buckets; never
+//	    a handler abandoned past its timeout, which is a transient failure);
 //	    held (a transient failure while the circuit breaker was open: it waits
 //	    in a bucket without spending a retry); settle_failed (the hand-off was
 //	    not confirmed, the original stays unacknowledged and is redelivered);

@@ -10,7 +10,7 @@
 //
 //	<topic>                 the main topic, consumed by the group DefaultGroup(<topic>) = "lily.<topic>"
 //	<topic>.retry.<ms>ms    one retry topic per distinct delay bucket (docs/design.md §5)
-//	<topic>.dlt             the dead-letter topic (retention.ms -1: Lily's catalog owns retention)
+//	<topic>.dlt             the dead-letter topic (retention.ms from dlq_retention_hours, 336 h by default: Options.DeadLetterRetention)
 //	<topic>.attempts        compacted: the attempt counter's snapshots (see AttemptStore)
 //
 // all with the main topic's partition count, so that a retry or
@@ -134,11 +134,15 @@
 //
 // # Ordering
 //
-// Only ordering = "reorder" is implemented: a record dead-lettered or
-// retried lets later records of its key pass it. "block" (stop the
-// partition at the failed record and alarm) and "park" are not implemented
-// by this transport yet; the runtime does not pass the ordering to
-// transports.
+// With ordering = "reorder" (the default) a record dead-lettered or
+// retried lets later records of its key pass it. "park" and "block" are
+// the runtime's, on the catalog (docs/design.md §4.9): the queue must be
+// consumed through the ledger's wrapper (ledger.Account, which gives it
+// Features.CatalogParking) with the catalog's held keys (redrive.Keys).
+// On a log "block" holds the head's whole partition (held key
+// "partition:N") until the head is redriven and processed or discarded;
+// "park" diverts the key's later records into the catalog until an
+// operator unparks it.
 //
 // # Share groups
 //
