@@ -66,11 +66,6 @@ func harness() transporttest.Harness {
 			_, err := tr.(*sqs.Transport).RecoverLeases(ctx, &transport.RecoverParams{Consumer: consumer})
 			return err
 		},
-		// goaws's ApproximateNumberOfMessages counts every message it
-		// holds; the exact count comes from its state.
-		InFlight: func(ctx context.Context, tr transport.Transport, queue string) (int64, error) {
-			return sqstest.Depth(queue), nil
-		},
 		Lease: testLease,
 	}
 }

@@ -194,12 +194,12 @@ const finishWithin = 3 * sqsVisibility
 
 // finish ingests the broker's dead letters into the catalog, until the
 // broker's dead-letter queue reads empty or finishWithin has passed. One
-// drain is not always enough: a dead letter can be invisible for a
-// moment (on SQS, one the broker moved keeps its receive's visibility
-// timeout; goaws then counts it as both visible and in flight), and the
-// ledger would count it as dead-lettered in the broker beside the
-// catalog's entries. What is still there after finishWithin stays
-// counted, and the reconcile says so.
+// drain is not always enough: a dead letter in flight in the DLQ (received
+// and neither deleted nor given back yet: seen on the SQS emulator under
+// load) is not drained until its visibility timeout ends, and the demo's
+// dead letters by reason would miss it. What is still there after
+// finishWithin stays counted as dead-lettered in the broker, and the
+// reconcile shows it.
 func (b *backend) finish(ctx context.Context) error {
 	if b.broker == nil {
 		return nil

@@ -13,16 +13,25 @@
 // process: Start returns the same one every time, and tests use unique
 // queue names.
 //
-// One correction is applied to goaws's answers, and only one: goaws
-// reports ApproximateReceiveCount as a constant 1, although it counts
-// every return of a message itself (its Message.Retry, raised when a
-// visibility timeout runs out or is set to 0, and used for its own
-// redrive-policy move). The emulator's HTTP handler rewrites
-// ApproximateReceiveCount in ReceiveMessage answers to that counter + 1,
-// read from goaws's state while the message is still invisible — which is
-// what SQS reports. The count still lives in the emulator (outside the
-// consumer process), as on SQS. Nothing else is changed: the other gaps of
-// goaws (see the README, "what the emulator cannot show") stay visible.
+// Two corrections are applied to goaws's answers, where it reports
+// something SQS does not, and only these:
+//   - goaws reports ApproximateReceiveCount as a constant 1, although it
+//     counts every return of a message itself (its Message.Retry, raised
+//     when a visibility timeout runs out or is set to 0, and used for its
+//     own redrive-policy move). ReceiveMessage answers get that counter + 1,
+//     read from goaws's state while the message is still invisible — which
+//     is what SQS reports. The count still lives in the emulator (outside
+//     the consumer process), as on SQS.
+//   - goaws's ApproximateNumberOfMessages counts every message of the
+//     queue, its ApproximateNumberOfMessagesNotVisible the in-flight and
+//     delayed ones among them, so a message in flight was counted twice by
+//     whoever adds the two (the SQS transport's InFlight and
+//     DeadLetterDepth: a ledger read "lost -8" while eight dead letters were
+//     in flight in a DLQ). GetQueueAttributes answers get SQS's meaning:
+//     the messages neither in flight nor delayed.
+//
+// Nothing else is changed: the other gaps of goaws (see the README, "what
+// the emulator cannot show") stay visible.
 package sqstest
 
 import (
@@ -107,9 +116,8 @@ func (e *Emulator) Options(visibility time.Duration) lilysqs.Options {
 }
 
 // Depth counts every message goaws holds for a Lily queue name (visible,
-// invisible and delayed). goaws's ApproximateNumberOfMessages counts all
-// of them already (SQS's counts only the visible ones), so tests use this
-// exact count instead.
+// in flight and delayed): an exact count for tests, where SQS's attributes
+// are approximate.
 func Depth(queue string) int64 {
 	app.SyncQueues.RLock()
 	defer app.SyncQueues.RUnlock()
@@ -124,6 +132,7 @@ var (
 	msgBlock  = regexp.MustCompile(`(?s)<Message>.*?</Message>`)
 	msgID     = regexp.MustCompile(`<MessageId>([^<]+)</MessageId>`)
 	recvCount = regexp.MustCompile(`(<Name>ApproximateReceiveCount</Name>\s*<Value>)\d+(</Value>)`)
+	visCount  = regexp.MustCompile(`(<Name>ApproximateNumberOfMessages</Name>\s*<Value>)\d+(</Value>)`)
 )
 
 // serialized is the emulator's HTTP handler. goaws reads its global
@@ -144,7 +153,21 @@ func serialized(next http.Handler) http.Handler {
 		return rec
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil || r.Form.Get("Action") != "ReceiveMessage" {
+		if err := r.ParseForm(); err != nil {
+			copyResponse(w, serve(r), nil)
+			return
+		}
+		switch r.Form.Get("Action") {
+		case "ReceiveMessage":
+		case "GetQueueAttributes":
+			rec := serve(r)
+			body := rec.Body.Bytes()
+			if n, ok := visible(queueName(r)); ok && rec.Code == http.StatusOK {
+				body = visCount.ReplaceAll(body, []byte("${1}"+strconv.Itoa(n)+"${2}"))
+			}
+			copyResponse(w, rec, body)
+			return
+		default:
 			copyResponse(w, serve(r), nil)
 			return
 		}
@@ -163,8 +186,7 @@ func serialized(next http.Handler) http.Handler {
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
-		queue := r.Form.Get("QueueUrl")
-		queue = queue[strings.LastIndex(queue, "/")+1:]
+		queue := queueName(r)
 		body := rec.Body.Bytes()
 		if rec.Code == http.StatusOK {
 			body = msgBlock.ReplaceAllFunc(body, func(b []byte) []byte {
@@ -211,4 +233,31 @@ func returns(queue, id string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// queueName is the goaws queue a request's QueueUrl names.
+func queueName(r *http.Request) string {
+	u := r.Form.Get("QueueUrl")
+	return u[strings.LastIndex(u, "/")+1:]
+}
+
+// visible counts what SQS's ApproximateNumberOfMessages counts: the
+// messages of queue neither in flight nor delayed (goaws's own test for
+// both, the complement of its ApproximateNumberOfMessagesNotVisible).
+func visible(queue string) (int, bool) {
+	app.SyncQueues.RLock()
+	defer app.SyncQueues.RUnlock()
+	q, ok := app.SyncQueues.Queues[queue]
+	if !ok {
+		return 0, false
+	}
+	now := time.Now()
+	n := 0
+	for _, m := range q.Messages {
+		delayed := m.DelaySecs > 0 && now.Before(m.SentTime.Add(time.Duration(m.DelaySecs)*time.Second))
+		if m.ReceiptHandle == "" && !delayed {
+			n++
+		}
+	}
+	return n, true
 }
