@@ -505,7 +505,9 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher,
 	}
 	// A redirected message is new to its target queue: the target's
 	// ledger counts it accepted (Redrive false), the source's redirected.
-	pp := &transport.PublishParams{Queue: dest, Messages: msgs, Redrive: dest == queue}
+	// Direct: the failing consumer alone (or the redirect's target's), never
+	// every reader of a topic (docs/design.md §9.3).
+	pp := &transport.PublishParams{Queue: dest, Messages: msgs, Redrive: dest == queue, Direct: true}
 	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == rd.db.DB {
 		return rd.redriveTx(ctx, d, tp, pp, es, p)
 	}
@@ -562,7 +564,7 @@ func (rd *Redriver) redriveTx(ctx context.Context, d decision, tp transport.TxPu
 				msgs = append(msgs, pp.Messages[i])
 			}
 		}
-		if err := tp.PublishTx(ctx, tx.Tx, &transport.PublishParams{Queue: pp.Queue, Messages: msgs, Redrive: pp.Redrive}); err != nil {
+		if err := tp.PublishTx(ctx, tx.Tx, &transport.PublishParams{Queue: pp.Queue, Messages: msgs, Redrive: pp.Redrive, Direct: pp.Direct}); err != nil {
 			return fmt.Errorf("publish %d entries to %s: %w", len(msgs), pp.Queue, err)
 		}
 		return nil

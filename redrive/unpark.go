@@ -249,7 +249,7 @@ func (ks *Keys) releaseTx(ctx context.Context, tx *catalogdb.Tx, d decision, e *
 }
 
 func releaseParams(e *catalog.Entry) *transport.PublishParams {
-	return &transport.PublishParams{Queue: e.Queue, Redrive: true, Messages: []transport.Message{{
+	return &transport.PublishParams{Queue: e.Queue, Redrive: true, Direct: true, Messages: []transport.Message{{
 		EventID: e.EventID, Key: e.Key, Type: e.Type, Body: e.Body, Headers: evidence.ReleaseHeaders(e.Headers)}}}
 }
 

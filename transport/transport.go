@@ -112,6 +112,17 @@ type PublishParams struct {
 	// (lily dlq redrive): they were accepted once already, so a transport
 	// that keeps the ledger does not count them as accepted again.
 	Redrive bool
+	// Direct asks that the messages reach the queue's own consumer alone:
+	// a redrive, a redirect (lily dlq redrive --to) or a release of a
+	// parked message is meant for the consumer that failed, or for the
+	// redirect's target, not for every reader of a topic. A transport
+	// whose queue is one of several readers of a topic (Kafka consumer
+	// groups, Pub/Sub subscriptions) sends them through a path only the
+	// queue's consumer reads, and refuses when there is none; transports
+	// whose queue has no other readers (RabbitMQ's default exchange, SQS,
+	// SQLite) publish as usual. Without Redrive, the messages are new to
+	// the queue (a redirect): a foreign dead letter's origin is not used.
+	Direct bool
 }
 
 // ReceiveParams are the arguments of Transport.Receive.

@@ -16,10 +16,14 @@ import (
 
 // Publish produces the messages to the topic p.Queue, in order, with
 // acks=all, and returns once the brokers confirmed all of them. The key
-// picks the partition as the Java client does (murmur2), so a redrive
-// (p.Redrive) with the same key lands in the same partition; a redriven
-// dead letter of Spring Kafka, Kafka Connect or Kafka Streams goes to the
-// topic and partition its evidence names (redriveOrigin). The event ID
+// picks the partition as the Java client does (murmur2). Messages for the
+// queue's consumer alone (p.Direct: a redrive, redirect or release) go to
+// its return topic instead (ReturnTopic, read by its consumer group
+// alone), same key so same partition number; a redriven dead letter of
+// Spring Kafka, Kafka Connect or Kafka Streams to the origin topic's
+// return topic, in the partition its evidence names, and only when the
+// group that failed is Lily's (directRecord). A redrive that is not
+// Direct goes to the origin topic (redriveRecord). The event ID
 // and type travel as x-lily-event-id and x-lily-type; headers keep their
 // types (see EncodeHeaders). A topic that does not exist is
 // transport.ErrUnknownQueue.
@@ -46,7 +50,15 @@ func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) err
 		if m.Key != "" {
 			recs[i].Key = []byte(m.Key)
 		}
-		if p.Redrive {
+		if p.Direct {
+			if err := t.directRecord(ctx, p.Queue, p.Redrive, m, recs[i]); err != nil {
+				what := "redirect"
+				if p.Redrive {
+					what = "redrive"
+				}
+				return fmt.Errorf("kafka: %s to %s: %w", what, p.Queue, err)
+			}
+		} else if p.Redrive {
 			if err := t.redriveRecord(ctx, p.Queue, m, recs[i]); err != nil {
 				return fmt.Errorf("kafka: redrive to %s: %w", p.Queue, err)
 			}
@@ -72,7 +84,7 @@ type TopicPlan struct {
 }
 
 // Plan returns the topics of a queue: the main topic, one retry topic per
-// bucket (and for a share-group queue the give-back topic, GiveBackTopic),
+// bucket and the return topic (ReturnTopic, the retry topic of no delay),
 // the dead-letter topic (with the default DLTRetention: its
 // records end when the catalog's would; PlanRetention sets another) and
 // the attempts topic (compacted, hourly segments), each with partitions
@@ -95,9 +107,10 @@ func Plan(spec transport.QueueSpec, partitions int32) []TopicPlan {
 }
 
 // topicBuckets are the delays of the queue's retry topics: its buckets
-// and, for a share-group queue, 0 — the give-back topic (GiveBackTopic).
+// and 0 — the return topic (ReturnTopic), through which redrives and
+// share-group give-backs reach the queue's consumer group alone.
 func topicBuckets(spec transport.QueueSpec) []int64 {
-	if spec.ShareGroup == "" || slices.Contains(spec.BucketsMillis, 0) {
+	if slices.Contains(spec.BucketsMillis, 0) {
 		return spec.BucketsMillis
 	}
 	return append(slices.Clone(spec.BucketsMillis), 0)

@@ -10,6 +10,7 @@
 //
 //	<topic>                 the main topic, consumed by the group DefaultGroup(<topic>) = "lily.<topic>"
 //	<topic>.retry.<ms>ms    one retry topic per distinct delay bucket (docs/design.md §5)
+//	<topic>.retry.0ms       the return topic (ReturnTopic): redrives and give-backs, read by the group alone
 //	<topic>.dlt             the dead-letter topic (retention.ms from dlq_retention_hours, 336 h by default: Options.DeadLetterRetention)
 //	<topic>.attempts        compacted: the attempt counter's snapshots (see AttemptStore)
 //
@@ -127,10 +128,20 @@
 // Kafka Streams dead letter queue) from where the drain group stopped,
 // hands batches to the catalog, and commits the drain group's offsets only
 // after the catalog committed. DeadLetterDepth counts what is not drained.
-// Redrive is Publish to the source topic: same key, so same partition; a
-// Spring Kafka, Kafka Connect or Kafka Streams dead letter goes back to the
-// topic and partition its evidence names (kafka_dlt-original-topic and
-// -partition, __connect.errors.topic and .partition, ...).
+// Redrive is a Direct Publish (transport.PublishParams.Direct) to the
+// queue's return topic <topic>.retry.0ms, never to the source topic: the
+// queue's consumer group alone reads the return topic, while every other
+// consumer group of the source topic (an indexer, an analytics sink) would
+// receive the message a second time. Same key, so the same partition
+// number. A Spring Kafka, Kafka Connect or Kafka Streams dead letter goes
+// to the return topic of the topic its evidence names, in the partition it
+// names (kafka_dlt-original-topic and -partition, __connect.errors.topic
+// and .partition, ...) — and only when the consumer group that failed is
+// Lily's group of that topic: a Spring listener's
+// (kafka_dlt-original-consumer-group) or a Connect sink's
+// ("connect-<connector>") is refused, since no topic reaches that group
+// alone. A redirect (lily dlq redrive --to) goes to the target queue's
+// return topic.
 //
 // # Ordering
 //

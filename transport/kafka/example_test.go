@@ -29,7 +29,8 @@ func ExampleEncodeHeaders() {
 	// int32 2
 }
 
-// The topics of a queue with three retry buckets.
+// The topics of a queue with three retry buckets: and the return topic
+// (retry.0ms), through which redrives reach the queue's group alone.
 func ExamplePlan() {
 	qc := lily.QueueConfig{Name: "orders.created", Transport: lily.TransportKafka, RetryAttempts: 3}.WithDefaults()
 	for _, tp := range kafka.Plan(qc.Spec(), 6) {
@@ -40,6 +41,7 @@ func ExamplePlan() {
 	// retry orders.created.retry.1000ms 6
 	// retry orders.created.retry.2000ms 6
 	// retry orders.created.retry.4000ms 6
+	// retry orders.created.retry.0ms 6
 	// dlt orders.created.dlt 6
 	// attempts orders.created.attempts 6
 }

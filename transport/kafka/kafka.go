@@ -181,10 +181,10 @@ func RetryTopic(queue string, ms int64) string {
 }
 
 // GiveBackTopic returns the topic a share-group member gives redeliveries
-// back through (see the README's share-group section): the retry topic
-// of a zero delay, "<queue>.retry.0ms", consumed like the others by the
+// back through (see the README's share-group section): the return topic,
+// "<queue>.retry.0ms" (ReturnTopic), consumed like the retry topics by the
 // queue's consumer group.
-func GiveBackTopic(queue string) string { return RetryTopic(queue, 0) }
+func GiveBackTopic(queue string) string { return ReturnTopic(queue) }
 
 // ParseRetryTopic splits a retry topic name into its queue and delay; ok
 // is false when topic is not one.

@@ -15,8 +15,10 @@
 //	S.dlt, S.dlt     Lily's dead-letter topic WITH its own subscription (a
 //	                 topic without one drops what is published to it)
 //	S.retry, S.retry the retry-return topic and subscription (same
-//	                 dead-letter policy as S): due retry copies, and the
-//	                 redeliveries a consumer gives back
+//	                 dead-letter policy as S): due retry copies, the
+//	                 redeliveries a consumer gives back, and redriven,
+//	                 redirected or released messages (PublishParams.Direct):
+//	                 read by S alone, so no other subscription of T sees them
 
 //	S.retry.<ms>ms   one delay topic and subscription per retry bucket
 //	                 (no dead-letter policy)

@@ -2,7 +2,9 @@ package pubsub
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -87,21 +89,82 @@ func (t *Transport) hasReturn(ctx context.Context, queue string) bool {
 	if ok {
 		return known
 	}
-	rctx, cancel := t.rpc(ctx)
-	_, err := t.sub.GetSubscription(rctx, &pubsubpb.GetSubscriptionRequest{Subscription: t.subPath(sub)})
-	cancel()
-	switch {
-	case err == nil:
-		known = true
-	case status.Code(err) == codes.NotFound:
-		known = false
+	known, err := t.returnExists(ctx, sub)
+	if err != nil {
+		return false // ask again next time
+	}
+	if !known {
 		t.o.Logger.Warn("pubsub: the queue has no retry-return subscription: redeliveries pulled beside a crash-type poison cannot be given back and may reach delivery_limit with it; run lily topology apply",
 			"queue", queue, "subscription", sub)
-	default:
-		return false // ask again next time
 	}
 	t.mu.Lock()
 	t.returns[sub] = known
 	t.mu.Unlock()
 	return known
+}
+
+// returnExists asks the service whether the retry-return subscription
+// ret exists.
+func (t *Transport) returnExists(ctx context.Context, ret string) (bool, error) {
+	rctx, cancel := t.rpc(ctx)
+	_, err := t.sub.GetSubscription(rctx, &pubsubpb.GetSubscriptionRequest{Subscription: t.subPath(ret)})
+	cancel()
+	switch {
+	case err == nil:
+		return true, nil
+	case status.Code(err) == codes.NotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("pubsub: look up subscription %s: %w", ret, err)
+}
+
+// directTopic returns the topic through which m reaches one subscription
+// alone (PublishParams.Direct): the retry-return topic of queue's
+// subscription — or, for a redrive of a dead letter Pub/Sub's dead-letter
+// policy forwarded (CloudPubSubDeadLetterSourceSubscription), of the
+// subscription it failed in. Only Lily's retry-return subscription reads
+// that topic. Without one (a topology from before, or a subscription Lily
+// does not consume) the message is refused: the main topic would reach
+// every subscription of it.
+func (t *Transport) directTopic(ctx context.Context, queue string, redrive bool, m transport.Message) (string, error) {
+	sub := t.Names(queue).Subscription
+	if redrive {
+		for _, f := range evidence.DecodeForeign(m.Headers) {
+			if f.System != evidence.SystemPubSub || f.Source == "" {
+				continue
+			}
+			src := f.Source
+			if i := strings.LastIndex(src, "/subscriptions/"); i >= 0 {
+				src = src[i+len("/subscriptions/"):]
+			}
+			if p := f.Raw[AttrDLSourceSubscriptionProject]; p != "" && p != t.o.Project {
+				return "", fmt.Errorf("pubsub: redrive of %s to %s: it failed in subscription %s of project %s, not of %s: no topic of this project reaches it alone, and its topic would reach every subscription; redirect it to a Lily queue (lily dlq redrive --to QUEUE)",
+					m.EventID, queue, src, p, t.o.Project)
+			}
+			sub = src
+			break
+		}
+	}
+	ret := ReturnTopic(sub)
+	t.mu.Lock()
+	known := t.returns[ret]
+	t.mu.Unlock()
+	if !known {
+		ok, err := t.returnExists(ctx, ret)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			what := "redirect"
+			if redrive {
+				what = "redrive"
+			}
+			return "", fmt.Errorf("pubsub: %s of %s: subscription %s has no retry-return subscription %s, the only way to reach it alone: %w (run 'lily topology apply' for its queue, or redirect with lily dlq redrive --to QUEUE); the topic would reach every subscription of it",
+				what, m.EventID, sub, ret, transport.ErrUnknownQueue)
+		}
+		t.mu.Lock()
+		t.returns[ret] = true
+		t.mu.Unlock()
+	}
+	return ret, nil
 }

@@ -353,19 +353,39 @@ func (t *Transport) publish(ctx context.Context, topicID string, msgs []*pubsubp
 	return ids, nil
 }
 
-// Publish publishes messages to the queue's topic, confirmed.
+// Publish publishes messages to the queue's topic, confirmed, in order.
+// Messages for the queue's subscription alone (p.Direct: a redrive,
+// redirect or release) go to its retry-return topic instead, which only
+// that subscription reads (directTopic); the queue's topic would reach
+// every other subscription of it too.
 func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) error {
 	if t.isClosed() {
 		return transport.ErrClosed
 	}
 	msgs := make([]*pubsubpb.PubsubMessage, len(p.Messages))
+	topics := make([]string, len(p.Messages))
 	for i, m := range p.Messages {
 		pm, err := toPubsub(m, m.Headers, nil)
 		if err != nil {
 			return fmt.Errorf("pubsub: publish to %s: message %d (event %s): %w", p.Queue, i, m.EventID, err)
 		}
-		msgs[i] = pm
+		msgs[i], topics[i] = pm, t.Names(p.Queue).Topic
+		if p.Direct {
+			if topics[i], err = t.directTopic(ctx, p.Queue, p.Redrive, m); err != nil {
+				return err
+			}
+		}
 	}
-	_, err := t.publish(ctx, t.Names(p.Queue).Topic, msgs)
-	return err
+	// One publish per run of messages to the same topic, in order.
+	for start := 0; start < len(msgs); {
+		end := start + 1
+		for end < len(msgs) && topics[end] == topics[start] {
+			end++
+		}
+		if _, err := t.publish(ctx, topics[start], msgs[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
 }

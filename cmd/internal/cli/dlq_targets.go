@@ -100,15 +100,16 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (redrive.Publ
 		return brk.SQSTarget(ctx, q)
 	}
 	if q.Transport == lily.TransportPubSub {
-		// The redrive goes to the queue's topic (Publish names a missing
-		// topic with transport.ErrUnknownQueue); every subscription of
-		// the topic receives it, as any message published there.
+		// The redrive goes to the subscription's retry-return topic, read
+		// by it alone (Publish refuses when it is missing, naming the fix):
+		// the queue's topic would reach every subscription of it.
 		return brk.PubSub(ctx)
 	}
 	if q.Transport == lily.TransportKafka {
 		// Checked on the cluster before anything is sent; the redrive goes
-		// to the source topic with the message's key, so to the partition
-		// the original was in.
+		// to the queue's return topic (read by its consumer group alone)
+		// with the message's key, so to the partition number the original
+		// was in.
 		k, err := brk.Kafka(ctx)
 		if err == nil {
 			_, err = k.Partitions(ctx, queue)

@@ -98,7 +98,8 @@ func consumeKafka(t *testing.T, tr transport.Transport, counter transport.InFlig
 // TestDLQKafkaIngestRedrive takes a Lily dead letter through the CLI on
 // Kafka: peek (not ingested yet), ingest (drain group committed after the
 // catalog commit), show, a redrive whose produce the cluster refuses (the
-// entry stays pending), a redrive that is acknowledged (the source topic,
+// entry stays pending), a redrive that is acknowledged (the queue's return
+// topic, which its consumer group alone reads — not the source topic —
 // same key and partition, event ID and headers kept, x-retry-count reset,
 // redrive count 1), the fixed consumer processing it, and the ledger
 // balanced at each step.
@@ -180,9 +181,9 @@ func TestDLQKafkaIngestRedrive(t *testing.T) {
 		t.Fatalf("show: exit %d %s %+v", code, errOut, e)
 	}
 
-	// The cluster refuses every produce to the source topic: the redrive
+	// The cluster refuses every produce to the return topic: the redrive
 	// fails and the entry stays pending (it changes only after the ack).
-	fault := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: queue, Err: kerr.InvalidRecord, Count: -1})
+	fault := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: kafka.ReturnTopic(queue), Err: kerr.InvalidRecord, Count: -1})
 	code, _, errOut = run(t, "dlq", "redrive", "--config", cfg)
 	if code != 1 || !strings.Contains(errOut, "redrive stopped after 0 redriven") {
 		t.Errorf("redrive refused by the cluster: exit %d %s", code, errOut)
@@ -204,24 +205,27 @@ func TestDLQKafkaIngestRedrive(t *testing.T) {
 	if got := auditOutcomes(t, db); got["redrive/failed"] != 1 || got["redrive/redriven"] != 1 {
 		t.Errorf("audit %v, want one failed and one redriven", got)
 	}
-	// In the source topic, next to its original: same key, so same partition.
-	recs, err := k.Peek(ctx, &kafka.PeekParams{Topic: queue})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The original alone in the source topic, which every consumer group
+	// reads; the copy in the return topic, which Lily's group alone reads:
+	// same key, so the same partition number.
 	var copies []*transport.Delivery
-	for _, r := range recs {
-		if r.EventID == "evt-bad" {
-			copies = append(copies, r)
+	for _, topic := range []string{queue, kafka.ReturnTopic(queue)} {
+		recs, err := k.Peek(ctx, &kafka.PeekParams{Topic: topic})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(copies) != 2 {
-		t.Fatalf("%d records of evt-bad in %s, want the original and the redriven copy", len(copies), queue)
+		var here []*transport.Delivery
+		for _, r := range recs {
+			if r.EventID == "evt-bad" {
+				here = append(here, r)
+			}
+		}
+		if len(here) != 1 {
+			t.Fatalf("%d records of evt-bad in %s, want 1", len(here), topic)
+		}
+		copies = append(copies, here[0])
 	}
 	orig, red := copies[0], copies[1]
-	if red.Offset < orig.Offset {
-		orig, red = red, orig
-	}
 	if red.Partition != orig.Partition || red.Partition != *origPart || red.Key != "cust-7" || red.Type != "payment.captured" ||
 		string(red.Body) != "bad" {
 		t.Errorf("redriven copy %+v in partition %d, original in %d", red.Message, red.Partition, orig.Partition)

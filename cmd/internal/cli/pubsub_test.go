@@ -17,6 +17,7 @@ import (
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/pubsub"
 )
 
 // pubsubConfig writes a configuration with one pubsub queue on the fake at
@@ -46,8 +47,10 @@ delivery_limit = 3
 // pstest (the dead-letter topic gets its own subscription, the main one a
 // dead-letter policy above delivery_limit); a message whose retries ran
 // out is dead-lettered by Lily; 'lily dlq ingest' drains it into the
-// catalog once; 'lily dlq redrive' sends it back to the source topic with
-// its event ID and attributes, retry count reset, redrive count 1.
+// catalog once; 'lily dlq redrive' sends it back to the subscription's
+// retry-return topic (never the source topic, which every subscription
+// reads) with its event ID and attributes, retry count reset, redrive
+// count 1.
 func TestPubSubTopologyIngestRedrive(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -137,14 +140,28 @@ func TestPubSubTopologyIngestRedrive(t *testing.T) {
 	if code != 0 || e.EventID != "evt-bad" || e.Reason != "retries_exhausted" || e.RetryCount != 1 || !strings.Contains(e.ErrorMessage, "inventory service: 503") {
 		t.Fatalf("show: exit %d %s %+v", code, errOut, e)
 	}
+	perTopic := func() map[string]int {
+		out := map[string]int{}
+		for _, m := range srv.Messages() {
+			out[strings.TrimPrefix(m.Topic, "projects/lily-cli/topics/")]++
+		}
+		return out
+	}
+	before := perTopic()
 	code, out, errOut = run(t, "dlq", "redrive", "--config", cfg, "--json")
 	var rr redriveJSON
 	mustJSON(t, out, &rr)
 	if code != 0 || rr.Redriven != 1 {
 		t.Fatalf("redrive: exit %d %s %+v", code, errOut, rr)
 	}
+	after := perTopic()
+	for topic, n := range after {
+		if want := before[topic] + boolToInt(topic == pubsub.ReturnTopic(queue)); n != want {
+			t.Errorf("%s holds %d messages after the redrive, %d before: want one more on %s alone", topic, n, before[topic], pubsub.ReturnTopic(queue))
+		}
+	}
 	var got []*transport.Delivery
-	waitFor(t, "the redriven message in the main subscription", func() bool {
+	waitFor(t, "the redriven message in the queue's subscriptions", func() bool {
 		ds, err := ps.Receive(ctx, &transport.ReceiveParams{Queue: queue, Max: 10, Consumer: "check"})
 		if err != nil {
 			t.Fatal(err)
@@ -184,4 +201,11 @@ func TestEvidenceDecodePubSub(t *testing.T) {
 	if !strings.Contains(out.String(), "pubsub CloudPubSubDeadLetterSource*: reason max_delivery_attempts, at orders-worker, count 7") {
 		t.Errorf("decode printed:\n%s", out.String())
 	}
+}
+
+func boolToInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

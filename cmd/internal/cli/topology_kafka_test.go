@@ -47,6 +47,7 @@ retry_attempts = 2
 		"shop.orders":              "main/4/",
 		"shop.orders.retry.1000ms": "retry/4/",
 		"shop.orders.retry.2000ms": "retry/4/",
+		"shop.orders.retry.0ms":    "retry/4/",
 		"shop.orders.dlt":          "dlt/4/retention.bytes=-1,retention.ms=1209600000,segment.ms=3600000", // dlq_retention_hours' 336h
 		"shop.orders.attempts":     "attempts/4/cleanup.policy=compact,segment.ms=3600000",
 	}
@@ -61,7 +62,7 @@ retry_attempts = 2
 	code, out, _ = run(t, "topology", "verify", "--config", cfg, "--json")
 	var v verifyJSON
 	mustJSON(t, out, &v)
-	if code != 1 || v.OK || len(v.KafkaDifferences) != 5 || v.KafkaDifferences[0].Kind != "missing" {
+	if code != 1 || v.OK || len(v.KafkaDifferences) != 6 || v.KafkaDifferences[0].Kind != "missing" {
 		t.Fatalf("verify before apply: exit %d %+v", code, v)
 	}
 	// Someone created a retry topic by hand, with one partition.
@@ -69,7 +70,7 @@ retry_attempts = 2
 		t.Fatal(err)
 	}
 	for i := range 2 { // idempotent
-		if code, out, errOut := run(t, "topology", "apply", "--config", cfg); code != 0 || !strings.Contains(out, "declared 5 Kafka topics") {
+		if code, out, errOut := run(t, "topology", "apply", "--config", cfg); code != 0 || !strings.Contains(out, "declared 6 Kafka topics") {
 			t.Fatalf("apply %d: exit %d %s %s", i+1, code, out, errOut)
 		}
 	}
@@ -98,7 +99,7 @@ retry_attempts = 2
 	if code, out, errOut := run(t, "topology", "apply", "--config", cfg); code != 0 {
 		t.Fatalf("apply: %d %s %s", code, out, errOut)
 	}
-	if code, out, errOut := run(t, "topology", "verify", "--config", cfg); code != 0 || !strings.Contains(out, "topology OK: 5 Kafka topics as planned") {
+	if code, out, errOut := run(t, "topology", "verify", "--config", cfg); code != 0 || !strings.Contains(out, "topology OK: 6 Kafka topics as planned") {
 		t.Errorf("verify after the fix: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if code, _, errOut := run(t, "topology", "verify", "--config", cfg, "--brokers", "nohost"); code != 2 || !strings.Contains(errOut, "--brokers") {
