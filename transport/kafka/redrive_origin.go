@@ -81,7 +81,7 @@ func (t *Transport) directRecord(ctx context.Context, queue string, redrive bool
 		o = redriveOrigin(queue, m.Headers)
 	}
 	if lily := t.group(o.topic); o.group != "" && o.group != lily {
-		return fmt.Errorf("message %s failed in consumer group %q (%s evidence) of topic %s, which is not Lily's (%s): %w; producing to %s would reach every consumer group of the topic. Redirect it to a Lily queue (lily dlq redrive --to QUEUE), or republish it with that group's own tooling (lily dlq export gives body and headers)",
+		return fmt.Errorf("message %s failed in consumer group %q (%s evidence) of topic %s, which is not Lily's (%s): %w; producing to %s would reach every consumer group of the topic. Redirect it to another Lily queue (lily dlq redrive --to QUEUE), or republish it with that group's own tooling (lily dlq export gives body and headers)",
 			m.EventID, o.group, o.system, o.topic, lily, errNoPathAlone, o.topic)
 	}
 	topic := ReturnTopic(o.topic)

@@ -138,7 +138,7 @@ func (t *Transport) directTopic(ctx context.Context, queue string, redrive bool,
 				src = src[i+len("/subscriptions/"):]
 			}
 			if p := f.Raw[AttrDLSourceSubscriptionProject]; p != "" && p != t.o.Project {
-				return "", fmt.Errorf("pubsub: redrive of %s to %s: it failed in subscription %s of project %s, not of %s: no topic of this project reaches it alone, and its topic would reach every subscription; redirect it to a Lily queue (lily dlq redrive --to QUEUE)",
+				return "", fmt.Errorf("pubsub: redrive of %s to %s: it failed in subscription %s of project %s, not of %s: no topic of this project reaches it alone, and its topic would reach every subscription; redirect it to another Lily queue (lily dlq redrive --to QUEUE)",
 					m.EventID, queue, src, p, t.o.Project)
 			}
 			sub = src
