@@ -79,11 +79,13 @@ func (l *latch) wait(ctx context.Context) bool {
 // running, so that the processes really overlap. For a hand-over it also
 // holds sidecar 0's call number holdCall until signalled opens: the test
 // sends that sidecar SIGTERM while the call is held and its other handlers
-// keep running, acking and receiving.
+// keep running, acking and receiving. Until that call is held, the other
+// sidecars' calls wait on held: on a loaded machine they could otherwise
+// drain the queue before sidecar 0 reaches its call holdCall.
 type competeEndpoint struct {
-	url                string
-	started, signalled *latch
-	holdCall           int
+	url                      string
+	started, signalled, held *latch
+	holdCall                 int
 
 	mu      sync.Mutex
 	calls   []competeCall
@@ -97,11 +99,15 @@ type competeEndpoint struct {
 // call of that number until signalled opens.
 func newCompeteEndpoint(t *testing.T, holdCall int) *competeEndpoint {
 	t.Helper()
-	e := &competeEndpoint{started: newLatch(), signalled: newLatch(), holdCall: holdCall, done: map[string]bool{}}
+	e := &competeEndpoint{started: newLatch(), signalled: newLatch(), held: newLatch(), holdCall: holdCall, done: map[string]bool{}}
+	if holdCall == 0 {
+		e.held.open()
+	}
 	srv := httptest.NewServer(http.HandlerFunc(e.serve))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { // before srv.Close, which waits for the held calls
 		e.started.open()
+		e.held.open()
 		e.signalled.open()
 	})
 	e.url = srv.URL
@@ -131,10 +137,14 @@ func (e *competeEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	if !e.started.wait(r.Context()) {
 		return
 	}
+	if sidecar != 0 && !e.held.wait(r.Context()) {
+		return
+	}
 	if hold {
 		e.mu.Lock()
 		e.holding = true
 		e.mu.Unlock()
+		e.held.open()
 		if !e.signalled.wait(r.Context()) {
 			return
 		}

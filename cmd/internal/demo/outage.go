@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,10 +96,12 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (Ou
 		OutageS: f.outage.Seconds(), RetrySpanS: pred.RetrySpanS, PredictedDeadLettered: pred.DeadLettered}
 
 	var published, acked, dead, held, opened atomic.Int64
+	firstAck, firstAckOnce := make(chan struct{}), sync.Once{}
 	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
 		switch e.Kind {
 		case lily.EventAcked:
 			acked.Add(1)
+			firstAckOnce.Do(func() { close(firstAck) })
 		case lily.EventDeadLettered:
 			dead.Add(1)
 		case lily.EventHeld:
@@ -109,11 +112,12 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (Ou
 			}
 		}
 	})
-	start := time.Now()
-	downFrom, downTo := start.Add(outageLead), start.Add(outageLead+f.outage)
+	// The dependency's outage window, set once the consumer is warm: until
+	// then every call succeeds.
+	var window atomic.Pointer[[2]time.Time]
 	errDown := errors.New("payment service unavailable")
 	c, err := lily.NewConsumer(b.tr, lily.HandlerFunc(func(context.Context, *lily.Delivery) error {
-		if now := time.Now(); now.After(downFrom) && now.Before(downTo) {
+		if w, now := window.Load(), time.Now(); w != nil && now.After(w[0]) && now.Before(w[1]) {
 			return errDown
 		}
 		return nil
@@ -128,6 +132,24 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (Ou
 	stop := runInBackground(ctx, c)
 	defer stop()
 
+	// The timeline starts once one message went through: a consumer that
+	// is still joining its group (Kafka, on a loaded machine, can take
+	// seconds) would otherwise meet the outage's traffic only after it.
+	if err := lily.Publish(ctx, b.tr, qc.Name, []lily.Message{{Body: []byte(`{"order":"warm-up"}`)}}); err != nil {
+		return out, err
+	}
+	published.Add(1)
+	select {
+	case <-firstAck:
+	case <-time.After(time.Minute):
+		return out, fmt.Errorf("demo outage: the consumer of %s handled no message within a minute", qc.Name)
+	case <-ctx.Done():
+		return out, ctx.Err()
+	}
+	start := time.Now()
+	downFrom, downTo := start.Add(outageLead), start.Add(outageLead+f.outage)
+	window.Store(&[2]time.Time{downFrom, downTo})
+
 	// Traffic: every 10 ms, whatever brings the total to rate × elapsed
 	// (a slow publish is caught up), until the retry span after the outage.
 	trafficEnd := downTo.Add(time.Duration(pred.RetrySpanS*float64(time.Second)) + 500*time.Millisecond)
@@ -137,11 +159,11 @@ func runOutageScenario(ctx context.Context, f outageFlags, stdout io.Writer) (Ou
 		if now.After(trafficEnd) {
 			now = trafficEnd
 		}
-		n := int(f.rate*now.Sub(start).Seconds()) - int(published.Load())
+		n := int(f.rate*now.Sub(start).Seconds()) - int(published.Load()-1) // the warm-up is not traffic
 		if n > 0 {
 			msgs := make([]lily.Message, n)
 			for i := range msgs {
-				msgs[i].Body = []byte(fmt.Sprintf(`{"order":%d}`, published.Load()+int64(i)))
+				msgs[i].Body = []byte(fmt.Sprintf(`{"order":%d}`, published.Load()-1+int64(i)))
 			}
 			if err := lily.Publish(ctx, b.tr, qc.Name, msgs); err != nil {
 				tick.Stop()
