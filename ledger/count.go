@@ -68,6 +68,15 @@ const keySep = "\x1f"
 // nothing is written; the others are counted in one transaction.
 // It returns how many rows it recorded.
 func (l *Ledger) countDeliveries(ctx context.Context, kind string, ds []*transport.Delivery, now time.Time) (int64, error) {
+	if l.db.Dialect() == catalogdb.Postgres {
+		// One statement writes nothing for keys counted before: no
+		// look-up first, no per-message round trip.
+		byQueue := map[string][]string{}
+		for _, d := range ds {
+			byQueue[d.Queue] = append(byQueue[d.Queue], Key(d.EventID, d.Body))
+		}
+		return l.countManyPG(ctx, kind, byQueue, now)
+	}
 	// An acked message was accepted too (see above: one row per message).
 	kinds := []any{kind, kind}
 	if kind == "accepted" {
@@ -110,6 +119,9 @@ func (l *Ledger) countMany(ctx context.Context, kind string, byQueue map[string]
 	}
 	if empty {
 		return 0, nil
+	}
+	if l.db.Dialect() == catalogdb.Postgres {
+		return l.countManyPG(ctx, kind, byQueue, now)
 	}
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {

@@ -93,7 +93,7 @@ func (l *Ledger) Rows(ctx context.Context, inflight transport.InFlightCounter) (
 		}
 		return r
 	}
-	lr, err := l.db.QueryContext(ctx, `SELECT queue, accepted, acked FROM lily_ledger`)
+	lr, err := l.db.QueryContext(ctx, catalogdb.LedgerCountsSQL(l.db.Dialect()))
 	if err != nil {
 		return nil, fmt.Errorf("catalog: ledger: %w", err)
 	}

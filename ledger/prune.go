@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
 // The bounded ledger (docs/design.md §9, docs/ledger.md).
@@ -89,6 +91,13 @@ type PruneResult struct {
 func (l *Ledger) Prune(ctx context.Context, now time.Time) (PruneResult, error) {
 	cutoff := now.Add(-l.Horizon())
 	res := PruneResult{Cutoff: cutoff}
+	if l.db.Dialect() == catalogdb.Postgres {
+		// Fold the per-writer counters into lily_ledger, so that their
+		// table stays as small as the fleet (catalogdb.FoldLedgerDeltasSQL).
+		if _, err := l.db.ExecContext(ctx, catalogdb.FoldLedgerDeltasSQL); err != nil {
+			return res, fmt.Errorf("catalog: fold ledger counters: %w", err)
+		}
+	}
 	for {
 		began := time.Now()
 		n, err := l.pruneBatch(ctx, cutoff.UnixMilli())

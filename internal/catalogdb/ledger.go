@@ -63,3 +63,28 @@ func (a *CountsAdder) AddTx(ctx context.Context, tx *sql.Tx, queue string, accep
 
 // Close releases the prepared statement.
 func (a *CountsAdder) Close() error { return a.stmt.Close() }
+
+// LedgerCountsSQL returns the statement that reads every queue's accepted
+// and acked counters: lily_ledger's on SQLite; on PostgreSQL lily_ledger's
+// plus the per-writer deltas not folded yet (lily_ledger_deltas), summed
+// in one statement, so one snapshot sees a fold either wholly or not at
+// all.
+func LedgerCountsSQL(d Dialect) string {
+	if d != Postgres {
+		return `SELECT queue, accepted, acked FROM lily_ledger`
+	}
+	return `SELECT queue, CAST(SUM(accepted) AS BIGINT), CAST(SUM(acked) AS BIGINT) FROM
+		(SELECT queue, accepted, acked FROM lily_ledger UNION ALL SELECT queue, accepted, acked FROM lily_ledger_deltas) c
+		GROUP BY queue`
+}
+
+// FoldLedgerDeltasSQL moves PostgreSQL's per-writer counters into
+// lily_ledger in one statement (so a reader sees them in one place or the
+// other, never both, never neither); it keeps lily_ledger_deltas small.
+// A delta row a writer raises meanwhile is either deleted with its newest
+// value (DELETE waits for the writer's row lock and deletes the committed
+// version) or inserted again after the fold.
+const FoldLedgerDeltasSQL = `WITH d AS (DELETE FROM lily_ledger_deltas RETURNING queue, accepted, acked),
+	s AS (SELECT queue, SUM(accepted) AS accepted, SUM(acked) AS acked FROM d GROUP BY queue)
+	INSERT INTO lily_ledger(queue, accepted, acked) SELECT queue, accepted, acked FROM s
+	ON CONFLICT (queue) DO UPDATE SET accepted = lily_ledger.accepted + excluded.accepted, acked = lily_ledger.acked + excluded.acked`

@@ -40,7 +40,22 @@ var pgMigrations = []pgMigration{
 		return pgDDL(editSchema) + pgDDL(ruleSchema)
 	}},
 	{6, "foreign dead-letter queues (lily consume / [[foreign_dlq]])", func() string { return pgDDL(foreignSchema) }},
+	{7, "per-writer ledger counters (lily_ledger_deltas), folded at read", func() string { return pgLedgerDeltas }},
 }
+
+// pgLedgerDeltas holds the ledger's counters as PostgreSQL raises them:
+// one row per queue and writer (the backend process of the connection
+// that counted, pg_backend_pid()), so that consumer processes counting at
+// once never wait on one queue's row of lily_ledger. A reader adds them
+// to lily_ledger's (LedgerCountsSQL); pruning folds them into lily_ledger
+// (FoldLedgerDeltasSQL). docs/catalog.md explains why both stay exact.
+const pgLedgerDeltas = `CREATE TABLE lily_ledger_deltas (
+	queue    TEXT   NOT NULL,
+	writer   BIGINT NOT NULL,
+	accepted BIGINT NOT NULL DEFAULT 0,
+	acked    BIGINT NOT NULL DEFAULT 0,
+	PRIMARY KEY (queue, writer)
+);`
 
 // PostgresSchemaVersion is the newest step of the PostgreSQL schema this
 // Lily knows. Steps are numbered 1, 2, … without gaps.
