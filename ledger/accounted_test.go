@@ -40,3 +40,5 @@ func TestAccountedRedrive(t *testing.T) {
 type nopTransport struct{ transport.Transport }
 
 func (nopTransport) Publish(context.Context, *transport.PublishParams) error { return nil }
+
+func (nopTransport) Settle(context.Context, *transport.SettleParams) error { return nil }

@@ -9,6 +9,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
@@ -19,44 +20,52 @@ const pgBatchRows = `u AS (SELECT * FROM unnest(CAST($1 AS text[]), CAST($2 AS t
 
 // pgAddDeltas turns the CTE c(queue, n) of rows recorded into counter
 // deltas of this connection's backend (lily_ledger_deltas), makes sure
-// lily_ledger names the queue (DO NOTHING takes no row lock on an
-// existing row), and returns the total. %s is the counter raised.
+// lily_ledger names the queue (only when the snapshot sees no row: an
+// insert that meets an existing row would wait for whoever updates it),
+// and returns the total. %s is the counter raised.
 const pgAddDeltas = `,
-	q AS (INSERT INTO lily_ledger(queue, accepted, acked) SELECT queue, 0, 0 FROM c ON CONFLICT (queue) DO NOTHING),
+	q AS (INSERT INTO lily_ledger(queue, accepted, acked) SELECT queue, 0, 0 FROM c
+		WHERE NOT EXISTS (SELECT 1 FROM lily_ledger WHERE lily_ledger.queue = c.queue) ORDER BY queue ON CONFLICT (queue) DO NOTHING),
 	d AS (INSERT INTO lily_ledger_deltas(queue, writer, %[1]s) SELECT queue, pg_backend_pid(), n FROM c
 		ON CONFLICT (queue, writer) DO UPDATE SET %[1]s = lily_ledger_deltas.%[1]s + excluded.%[1]s)
 	SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM c`
 
+// legacyNone is the condition "the key's bare event ID (u.legacy: a row
+// written by an older Lily, which kept bare IDs) has no row of kinds %s":
+// a scalar subquery with LIMIT, which PostgreSQL evaluates per row by the
+// primary key instead of turning it into a join over the whole table.
+// Legacy rows are never written any more, so what the statement's
+// snapshot sees of them is final.
+const legacyNone = `(SELECT 1 FROM lily_ledger_events l WHERE l.queue = u.q AND l.kind IN (%s) AND l.event_id = u.legacy LIMIT 1) IS NULL`
+
 // pgCountAcceptedSQL records a batch as accepted: a key counts unless it
-// (or its bare event ID) has an accepted or acked row. Two writers of one
-// new key both pass NOT EXISTS; the primary key lets one insert and makes
-// the other wait for its commit and do nothing (ON CONFLICT DO NOTHING),
-// so only the rows really inserted (RETURNING) are counted.
+// has a row of any kind. The unique index on (queue, event_id) (migration
+// 7) decides, not a snapshot: of two writers of one new key, one inserts
+// and the other waits for its commit and does nothing (ON CONFLICT DO
+// NOTHING), and a key whose row turned acked meanwhile still conflicts.
+// Only the rows really inserted (RETURNING) are counted.
 var pgCountAcceptedSQL = `WITH ` + pgBatchRows + `,
 	ins AS (INSERT INTO lily_ledger_events(queue, kind, event_id, at)
 		SELECT u.q, 'accepted', u.k, $4 FROM u
-		WHERE NOT EXISTS (SELECT 1 FROM lily_ledger_events e WHERE e.queue = u.q AND e.kind IN ('accepted', 'acked') AND e.event_id IN (u.k, u.legacy))
+		WHERE ` + fmt.Sprintf(legacyNone, `'accepted', 'acked'`) + `
 		ON CONFLICT DO NOTHING RETURNING queue),
 	c AS (SELECT queue, COUNT(*) AS n FROM ins GROUP BY queue)` + fmt.Sprintf(pgAddDeltas, "accepted")
 
-// pgCountAckedSQL records a batch as acked: a key's accepted row turns
-// acked (upd), and a key without one gets an acked row of its own (ins),
-// unless the key (or its bare event ID) is acked already. The UPDATE
-// waits for a concurrent writer of the same row and re-checks kind =
-// 'accepted' on the committed version; the INSERT of (queue, 'acked',
-// key) conflicts with any acked row, committed or in progress, whatever
-// this statement's snapshot saw.
+// pgCountAckedSQL records a batch as acked in one upsert on the key's
+// unique (queue, event_id): a key without a row gets an acked row, a key
+// whose row is accepted has it turned acked, a key acked already is left
+// alone. ON CONFLICT DO UPDATE locks the key's row and evaluates its WHERE
+// on the newest committed version, so two ackers of one key (a
+// redelivery acked twice) count it once. RETURNING yields the rows
+// inserted or turned, the ones counted.
 var pgCountAckedSQL = `WITH ` + pgBatchRows + `,
-	upd AS (UPDATE lily_ledger_events e SET kind = 'acked', at = $4 FROM u
-		WHERE e.queue = u.q AND e.kind = 'accepted' AND e.event_id = u.k
-		AND NOT EXISTS (SELECT 1 FROM lily_ledger_events a WHERE a.queue = u.q AND a.kind = 'acked' AND a.event_id IN (u.k, u.legacy))
-		RETURNING e.queue, e.event_id),
-	ins AS (INSERT INTO lily_ledger_events(queue, kind, event_id, at)
+	up AS (INSERT INTO lily_ledger_events(queue, kind, event_id, at)
 		SELECT u.q, 'acked', u.k, $4 FROM u
-		WHERE NOT EXISTS (SELECT 1 FROM upd WHERE upd.queue = u.q AND upd.event_id = u.k)
-		AND NOT EXISTS (SELECT 1 FROM lily_ledger_events a WHERE a.queue = u.q AND a.kind = 'acked' AND a.event_id IN (u.k, u.legacy))
-		ON CONFLICT DO NOTHING RETURNING queue),
-	c AS (SELECT queue, COUNT(*) AS n FROM (SELECT queue FROM upd UNION ALL SELECT queue FROM ins) x GROUP BY queue)` + fmt.Sprintf(pgAddDeltas, "acked")
+		WHERE ` + fmt.Sprintf(legacyNone, `'acked'`) + `
+		ON CONFLICT (queue, event_id) DO UPDATE SET kind = 'acked', at = excluded.at
+		WHERE lily_ledger_events.kind = 'accepted'
+		RETURNING queue),
+	c AS (SELECT queue, COUNT(*) AS n FROM up GROUP BY queue)` + fmt.Sprintf(pgAddDeltas, "acked")
 
 // countManyPG is countMany on PostgreSQL: one round trip for the whole
 // batch, whatever its size and its queues. Keys repeated within the batch
@@ -78,6 +87,23 @@ func (l *Ledger) countManyPG(ctx context.Context, kind string, byQueue map[strin
 	if len(ks) == 0 {
 		return 0, nil
 	}
+	// Every writer inserts and locks keys in one order, (queue, key):
+	// two batches that share keys then wait for each other at most one
+	// way, never in a cycle (a deadlock, which PostgreSQL breaks by
+	// failing one of them).
+	idx := make([]int, len(ks))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		i, j := idx[a], idx[b]
+		return qs[i] < qs[j] || qs[i] == qs[j] && ks[i] < ks[j]
+	})
+	sq, sk, sl := make([]string, len(ks)), make([]string, len(ks)), make([]string, len(ks))
+	for n, i := range idx {
+		sq[n], sk[n], sl[n] = qs[i], ks[i], legacies[i]
+	}
+	qs, ks, legacies = sq, sk, sl
 	q := pgCountAcceptedSQL
 	if kind == "acked" {
 		q = pgCountAckedSQL

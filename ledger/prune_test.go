@@ -171,10 +171,10 @@ func pruneConcurrent(t *testing.T, path string) {
 	}
 	defer s2.Close()
 	const n = 2*pruneBatch + 1 // 2n rows: several batches for the two pruners
-	// n messages accepted and acked long ago, written in one statement
-	// (countMany row by row is slow under -race).
+	// 2n messages, n accepted and n acked, long ago, written in one
+	// statement (countMany row by row is slow under -race).
 	if _, err := New(s1).db.ExecContext(ctx, `WITH RECURSIVE i(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM i WHERE x + 1 < CAST(? AS INTEGER))
-		INSERT INTO lily_ledger_events(queue, kind, event_id, at) SELECT 'q', k.kind, 'e' || x, CAST(? AS BIGINT) FROM i,
+		INSERT INTO lily_ledger_events(queue, kind, event_id, at) SELECT 'q', k.kind, k.kind || x, CAST(? AS BIGINT) FROM i,
 			(SELECT 'accepted' AS kind UNION ALL SELECT 'acked') AS k`, n, testNow.UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
@@ -319,9 +319,16 @@ func TestOneRowPerMessage(t *testing.T) {
 		if err := s.DB().QueryRow(`SELECT kind, at FROM lily_ledger_events`).Scan(&kind, &at); err != nil || kind != "acked" || at != testNow.UnixMilli() {
 			t.Fatalf("row %q at %d (%v), want the one acked row", kind, at, err)
 		}
-		// Two-row layout: m2 accepted and acked in rows of their own.
+		// Two-row layout: m2 accepted and acked in rows of their own. On
+		// PostgreSQL migration 7 keeps only the acked row of such a pair
+		// (a message's row is unique there): that is what a catalog
+		// written before holds.
 		k2 := Key("m2", []byte("y"))
-		for _, kind := range []string{"accepted", "acked"} {
+		kinds, wantRows := []string{"accepted", "acked"}, int64(4)
+		if s.Kind() == "postgres" {
+			kinds, wantRows = []string{"acked"}, 3
+		}
+		for _, kind := range kinds {
 			if _, err := l.db.ExecContext(ctx, `INSERT INTO lily_ledger_events(queue, kind, event_id, at) VALUES ('q', ?, ?, 1)`, kind, k2); err != nil {
 				t.Fatal(err)
 			}
@@ -342,8 +349,8 @@ func TestOneRowPerMessage(t *testing.T) {
 		if r := ledgerOf(t, s, "q"); r.Acked != 3 {
 			t.Errorf("acked %d, want 3", r.Acked)
 		}
-		if got := eventRows(t, s); got != 4 {
-			t.Errorf("%d rows, want 4 (m1, m2's two, m3)", got)
+		if got := eventRows(t, s); got != wantRows {
+			t.Errorf("%d rows, want %d (m1, m2's row(s), m3)", got, wantRows)
 		}
 	})
 }

@@ -40,8 +40,21 @@ var pgMigrations = []pgMigration{
 		return pgDDL(editSchema) + pgDDL(ruleSchema)
 	}},
 	{6, "foreign dead-letter queues (lily consume / [[foreign_dlq]])", func() string { return pgDDL(foreignSchema) }},
-	{7, "per-writer ledger counters (lily_ledger_deltas), folded at read", func() string { return pgLedgerDeltas }},
+	{7, "one ledger row per message identity (unique queue, event_id); per-writer ledger counters", func() string {
+		return pgLedgerKeyUnique + pgLedgerDeltas
+	}},
 }
+
+// pgLedgerKeyUnique makes a message identity's ledger row unique whatever
+// its kind, so that first-receipt dedupe is decided by the index, not by
+// a snapshot (package ledger's counting). An older Lily kept an accepted
+// and an acked row per message; the accepted one of such a pair says
+// nothing the acked one does not (acked implies accepted), and is
+// removed. The counters are untouched.
+const pgLedgerKeyUnique = `DELETE FROM lily_ledger_events a USING lily_ledger_events b
+	WHERE a.queue = b.queue AND a.event_id = b.event_id AND a.kind = 'accepted' AND b.kind = 'acked';
+CREATE UNIQUE INDEX lily_ledger_events_key ON lily_ledger_events(queue, event_id);
+`
 
 // pgLedgerDeltas holds the ledger's counters as PostgreSQL raises them:
 // one row per queue and writer (the backend process of the connection
