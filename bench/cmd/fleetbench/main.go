@@ -127,7 +127,7 @@ func consume() int {
 type options struct {
 	n, consumers, replicas int
 	pg, amqp, lilyBin      string
-	kill                   bool
+	kill, prefill          bool
 }
 
 func run() int {
@@ -139,7 +139,12 @@ func run() int {
 	flag.StringVar(&o.amqp, "amqp", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ")
 	flag.StringVar(&o.lilyBin, "lily", "", "the lily binary (default: built from ../cmd/lily)")
 	flag.BoolVar(&o.kill, "kill", true, "kill one consumer and one replica with SIGKILL halfway (restarting them)")
+	flag.BoolVar(&o.prefill, "prefill", false, "publish every message before the consumers start, so that the first pass measures consumption alone (as rabbitbench does); needs -kill=false")
 	flag.Parse()
+	if o.prefill && o.kill {
+		fmt.Fprintln(os.Stderr, "fleetbench: -prefill needs -kill=false (the kill happens halfway through publishing, while consumers run)")
+		return 2
+	}
 	b, err := newBench(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
@@ -342,8 +347,13 @@ func (b *bench) run() error {
 		b.replicas = append(b.replicas, b.startReplica())
 	}
 	var consumers []*exec.Cmd
-	for range b.o.consumers {
-		consumers = append(consumers, b.startConsumer())
+	startConsumers := func() {
+		for range b.o.consumers {
+			consumers = append(consumers, b.startConsumer())
+		}
+	}
+	if !b.o.prefill {
+		startConsumers()
 	}
 	acc := ledger.Account(b.tr, ledger.New(b.cat))
 	start := time.Now()
@@ -367,6 +377,12 @@ func (b *bench) run() error {
 		}
 	}
 	published := time.Since(start)
+	if b.o.prefill {
+		// The first pass is timed from the consumers' start: their
+		// processes' start-up is in it, the publishing is not.
+		start = time.Now()
+		startConsumers()
+	}
 	wantDead := int64((n + permanentEvery - 1) / permanentEvery)
 	first, _ := b.settled(ctx, "first pass", func(r ledger.Row) bool { return r.Acked+r.DeadLettered >= int64(n) })
 	consumed := time.Since(start)
@@ -421,6 +437,9 @@ func (b *bench) run() error {
 		b.fail("lily reconcile: %v\n%s", recErr, recOut)
 	}
 	kill := "none"
+	if b.o.prefill {
+		kill = "none (prefilled)"
+	}
 	if b.o.kill {
 		kill = "1 consumer + 1 replica (SIGKILL, restarted)"
 	}
