@@ -2,9 +2,10 @@ package ledger
 
 // Counting on PostgreSQL: one statement per batch, no transaction of its
 // own, no advisory lock. Each statement's exactness under read committed
-// rests on lily_ledger_events' primary key (queue, kind, event_id), not on
-// what a snapshot saw; docs/catalog.md ("The ledger's counts") walks
-// through the races.
+// rests on the unique index of lily_ledger_events on (queue, event_id)
+// (one row per message, PostgreSQL migration 7), not on what a snapshot
+// saw; docs/catalog.md ("Locking on PostgreSQL, decision by decision")
+// walks through the races.
 
 import (
 	"context"

@@ -103,7 +103,10 @@ func (d Dialect) JSONArrayHas(col string) string {
 // they do on SQLite (immediate transactions): the catalog's
 // read-then-write decisions (held keys, redrive claims, duplicates) need
 // no other guard on either store. Plain statements outside a transaction
-// are single statements and take no lock.
+// are single statements and take no lock: the ledger's counting on
+// PostgreSQL is such a statement per batch, kept exact by its own rows'
+// constraints instead (package ledger, docs/catalog.md), so consumer
+// processes never queue behind this lock.
 //
 // A DB holds nothing but the *sql.DB and the dialect: two DBs made for one
 // *sql.DB are the same handle.
