@@ -85,8 +85,16 @@ func (s *Store) Close() error {
 // An entry with a DLKey that was inserted before is skipped (ingest is
 // idempotent), and one that repeats a held dead-lettering of the same
 // message is counted as a duplicate of it (its ID is left 0).
+//
+// On PostgreSQL two Inserts wait for each other only when they share a
+// dead-lettering's identity (catalogdb.DupIdentity); a unique index
+// decides between two copies of one DLKey (docs/catalog.md).
 func (s *Store) Insert(ctx context.Context, entries ...*Entry) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	keys := make([]string, len(entries))
+	for i, e := range entries {
+		keys[i] = catalogdb.DupIdentity(e)
+	}
+	tx, err := s.db.BeginKeyed(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("catalog: begin: %w", err)
 	}

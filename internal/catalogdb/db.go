@@ -177,6 +177,38 @@ func (h *DB) BeginTx(ctx context.Context, o *sql.TxOptions) (*Tx, error) {
 	return &Tx{Tx: tx, d: h.d}, nil
 }
 
+// BeginKeyed begins a transaction for a decision whose data is named by
+// keys (e.g. the identity of a dead-lettering whose duplicate it checks):
+// on PostgreSQL it takes the catalog's write lock in shared mode — so it
+// still never overlaps a transaction of BeginTx, which takes it
+// exclusively — and a transaction-level advisory lock per key, all in one
+// statement in one order (sorted), so keyed transactions wait only for
+// those that share a key, and never in a cycle. On SQLite it is BeginTx.
+func (h *DB) BeginKeyed(ctx context.Context, keys []string) (*Tx, error) {
+	if h.d != Postgres {
+		return h.BeginTx(ctx, nil)
+	}
+	tx, err := h.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared(hashtext($1 || current_schema()))`, pgLockPrefix+"write"); err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	if len(keys) > 0 {
+		// OFFSET 0 keeps the sorted subquery apart, so the locks are
+		// taken in its order.
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(h) FROM
+			(SELECT DISTINCT hashtextextended($1 || current_schema() || k, 0) AS h FROM unnest(CAST($2 AS text[])) AS k ORDER BY h OFFSET 0) s`,
+			pgLockPrefix+"key:", keys); err != nil {
+			tx.Rollback()
+			return nil, err
+		}
+	}
+	return &Tx{Tx: tx, d: h.d}, nil
+}
+
 // WithTx runs fn in a transaction of its own, committed when fn returns
 // nil and rolled back otherwise.
 func (h *DB) WithTx(ctx context.Context, fn func(*Tx) error) error {

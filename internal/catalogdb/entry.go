@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
@@ -280,6 +281,19 @@ func markDuplicate(ctx context.Context, tx *Tx, e *Entry) (bool, error) {
 	}
 	n, _ := res.RowsAffected()
 	return n > 0, nil
+}
+
+// DupIdentity names the dead-lettering e is (markDuplicate's columns), the
+// key an Insert locks on PostgreSQL (DB.BeginKeyed) before it asks whether
+// e repeats a held one: two copies of one dead-lettering then check one
+// after the other, and the second sees the first's commit.
+func DupIdentity(e *Entry) string {
+	var b strings.Builder
+	for _, f := range []string{"dup", e.Queue, e.EventID, strconv.Itoa(e.RedriveCount), e.BodySHA256, e.Source, e.SourceCoords} {
+		b.WriteString(f)
+		b.WriteByte(0x1f) // not NUL: PostgreSQL's text refuses it
+	}
+	return b.String()
 }
 
 // InsertEntries adds entries in tx as Store.Insert does: an entry with a
