@@ -74,6 +74,11 @@ type Event struct {
 	EventID string
 	// Reason is the dead-letter reason for EventDeadLettered.
 	Reason string
+	// Refused, for EventDeadLettered, is set when the dead letter is stored
+	// in the catalog only because the broker refused its dead-letter copy
+	// (a full dead-letter queue, a copy too large): it says why. An alarm:
+	// an operator must drain or enlarge the dead-letter queue.
+	Refused string
 	// Delay is the bucket delay for EventRetried.
 	Delay time.Duration
 	// HandlerDuration is how long the handler ran (zero if not called).

@@ -91,7 +91,14 @@ func (c *Consumer) settleBatch(ctx context.Context, batch []settleReq, ss []tran
 	for _, r := range batch {
 		ss = append(ss, r.s)
 	}
-	errs := transport.SettleErrors(c.t.Settle(ctx, &transport.SettleParams{Settlements: ss}), len(ss))
+	var refused map[int]string // dead letters stored in the catalog: the broker refused their copies
+	onStored := func(i int, why string) {
+		if refused == nil {
+			refused = map[int]string{}
+		}
+		refused[i] = why
+	}
+	errs := transport.SettleErrors(c.t.Settle(ctx, &transport.SettleParams{Settlements: ss, OnStored: onStored}), len(ss))
 	var releases []transport.Settlement
 	for i, r := range batch {
 		if r.done != nil {
@@ -101,6 +108,11 @@ func (c *Consumer) settleBatch(ctx context.Context, batch []settleReq, ss []tran
 			if r.s.Action == transport.DeadLetter && r.ev.Kind == EventDeadLettered {
 				// Logged once the hand-off is confirmed, never at decision time.
 				c.dlLog.log(c.log, c.o.Now(), r.s.Delivery.EventID, r.s.Reason, r.logDead)
+			}
+			if why, ok := refused[i]; ok {
+				r.ev.Refused = why
+				c.log.Error("the broker refused the dead-letter copy; the dead letter is stored in the catalog only: an operator must drain or enlarge the dead-letter queue",
+					"event_id", r.s.Delivery.EventID, "reason", r.s.Reason, "why", why)
 			}
 			c.observe(ctx, r.ev)
 			continue

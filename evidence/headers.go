@@ -119,6 +119,7 @@ var evidenceHeaders = []string{
 	HeaderHost,
 	HeaderRawRetryCount,
 	HeaderHoldKey,
+	HeaderDLQRefused,
 }
 
 // EvidenceHeaders returns the names of the headers that describe one dead-lettering and

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/entryview"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive"
@@ -16,7 +17,8 @@ import (
 // healthJSON is GET /healthz.
 type healthJSON struct {
 	// Status is "ok", "degraded" (a dead-letter queue holds entries or is
-	// past its deadline, a key is parked or blocked, or the ledger does
+	// past its deadline, the broker refused dead-letter copies that are
+	// held in the catalog only ("the DLQ is full: an operator must act"), a key is parked or blocked, or the ledger does
 	// not balance: still serving,
 	// HTTP 200) or "down" (the catalog cannot be read: HTTP 503).
 	Status  string   `json:"status"`
@@ -39,6 +41,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 	if err == nil {
 		known, err = s.o.Store.KnownIssueHeld(r.Context())
 	}
+	var refused map[string]int64 // held entries the broker's DLQ refused: loud, triaged or not
+	if err == nil {
+		refused, err = s.o.Store.RefusedHeld(r.Context())
+	}
 	if err != nil {
 		s.o.Logger.Error("httpapi: health", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "down", Reasons: []string{"catalog unreadable: " + err.Error()}})
@@ -50,6 +56,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 		}
 	}
 	for _, st := range stats {
+		if n := refused[st.Queue]; n > 0 {
+			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: the DLQ is full: an operator must act — the broker refused the dead-letter copies of %d held dead letters, stored in the catalog only (header %s): drain or enlarge the broker's dead-letter queue, then decide them (lily dlq peek --queue %s)",
+				st.Queue, n, evidence.HeaderDLQRefused, st.Queue))
+		}
 		switch {
 		case st.Depth > 0 && !st.Deadline.IsZero() && !now.Before(st.Deadline):
 			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: %d dead letters, the oldest past its deadline %s (dlq_retention_hours): run 'lily dlq expire' or decide them",

@@ -83,9 +83,15 @@ type AccountOptions struct {
 	// Now is the clock of the ledger rows and of the bounds above.
 	// Defaults to time.Now.
 	Now func() time.Time
-	// Log receives the reports of a catalog outage and of pruning.
+	// Log receives the reports of a catalog outage, of dead letters
+	// stored because the broker refused their copies, and of pruning.
 	// Defaults to slog.Default().
 	Log *slog.Logger
+	// KeepRefused turns off the catalog fallback for refused dead-letter
+	// copies (refused.go): the wrapped transport then handles a refusal
+	// as it does without a catalog (RabbitMQ: holds the original and
+	// publishes the copy again).
+	KeepRefused bool
 }
 
 // Defaults of AccountOptions.
@@ -177,6 +183,9 @@ func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error
 		if err := a.ledger.store.Insert(ctx, parked...); err != nil {
 			return fmt.Errorf("catalog: park before settling: %w", err)
 		}
+	}
+	if !a.o.KeepRefused {
+		return a.settleRefusable(ctx, ss, p.OnStored)
 	}
 	return a.Transport.Settle(ctx, &transport.SettleParams{Settlements: ss})
 }

@@ -46,6 +46,12 @@
 //	    counted by the process that ingests them into the catalog, once
 //	    each (Hook.BrokerDeadLettered; 'lily serve' does, as it drains the
 //	    broker DLQs continuously).
+//	lily_dlq_refused_total{queue}                counter
+//	    Dead letters this process stored in the catalog only, because the
+//	    broker refused their dead-letter copy (the DLQ at its max-length
+//	    with reject-publish, a copy over frame_max); they are also counted
+//	    in lily_dlq_inflow_total. Above zero: an operator must drain or
+//	    enlarge the dead-letter queue ('lily serve' /healthz says so too).
 //	lily_breaker_state{queue}                    gauge
 //	    The consumer's circuit breaker: 0 closed, 1 half_open (one probe in
 //	    flight), 2 open (fetching stopped). 0 for a queue without a breaker.

@@ -33,6 +33,7 @@ type Hook struct {
 	messages *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inflow   *prometheus.CounterVec
+	refused  *prometheus.CounterVec
 	breaker  *prometheus.GaugeVec
 	redrive  *prometheus.CounterVec
 	abandon  *prometheus.GaugeVec
@@ -54,6 +55,7 @@ type queueSeries struct {
 	breaker  prometheus.Gauge
 	abandon  prometheus.Gauge
 	inflow   sync.Map // reason -> prometheus.Counter
+	refused  prometheus.Counter
 	redrive  sync.Map // outcome -> prometheus.Counter
 }
 
@@ -83,6 +85,10 @@ func NewHook(reg prometheus.Registerer) (*Hook, error) {
 			Name: MetricDLQInflow,
 			Help: "Messages dead-lettered by this process's consumers, by dead-letter reason; in 'lily serve', also the dead letters a broker made by itself, counted as they are ingested.",
 		}, []string{LabelQueue, LabelReason}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricDLQRefused,
+			Help: "Dead letters stored in the catalog only because the broker refused their dead-letter copy (the DLQ is full, or the copy is too large): an operator must act.",
+		}, []string{LabelQueue}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: MetricBreakerState,
 			Help: "Circuit breaker state of the queue's consumer: 0 closed, 1 half_open, 2 open.",
@@ -97,7 +103,7 @@ func NewHook(reg prometheus.Registerer) (*Hook, error) {
 		}, []string{LabelQueue}),
 	}
 	h.inbox = newInboxMetrics()
-	if err := registerAll(reg, "runtime", h.messages, h.duration, h.inflow, h.breaker, h.redrive, h.abandon,
+	if err := registerAll(reg, "runtime", h.messages, h.duration, h.inflow, h.refused, h.breaker, h.redrive, h.abandon,
 		h.inbox.duplicates, h.inbox.stale, h.inbox.twins); err != nil {
 		return nil, err
 	}
@@ -129,6 +135,7 @@ func (h *Hook) series(queue string) *queueSeries {
 		duration: h.duration.WithLabelValues(queue),
 		breaker:  h.breaker.WithLabelValues(queue),
 		abandon:  h.abandon.WithLabelValues(queue),
+		refused:  h.refused.WithLabelValues(queue),
 	}
 	for _, o := range MessageOutcomes {
 		s.outcomes[o] = h.messages.WithLabelValues(queue, o)
@@ -171,6 +178,9 @@ func (h *Hook) Observe(_ context.Context, e lily.Event) {
 	switch e.Kind {
 	case lily.EventDeadLettered:
 		h.counter(&s.inflow, h.inflow, e.Queue, reasonLabel(e.Reason)).Inc()
+		if e.Refused != "" {
+			s.refused.Inc()
+		}
 	case lily.EventSettleFailed:
 		return // the handler's duration is not in the event
 	}

@@ -383,3 +383,29 @@ func TestNewHookTwiceOnOneRegistry(t *testing.T) {
 		t.Fatal("a second Hook on the same registry registered without error")
 	}
 }
+
+// TestHookCountsRefusedDeadLetters (issue 30, item 2): a dead-lettering
+// stored in the catalog only because the broker refused its copy
+// (Event.Refused) is counted in lily_dlq_refused_total, as well as in the
+// dead-letter inflow.
+func TestHookCountsRefusedDeadLetters(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	hook, err := lilyprom.NewHook(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	hook.Init("payments")
+	hook.Observe(ctx, lily.Event{Kind: lily.EventDeadLettered, Queue: "orders", EventID: "e1", Reason: "permanent"})
+	hook.Observe(ctx, lily.Event{Kind: lily.EventDeadLettered, Queue: "orders", EventID: "e2", Reason: "permanent", Refused: "the dead-letter queue orders.dlq.v2 is full"})
+	hook.Observe(ctx, lily.Event{Kind: lily.EventDeadLettered, Queue: "orders", EventID: "e3", Reason: "retries_exhausted", Refused: "frame_max"})
+	want := `
+# HELP lily_dlq_refused_total Dead letters stored in the catalog only because the broker refused their dead-letter copy (the DLQ is full, or the copy is too large): an operator must act.
+# TYPE lily_dlq_refused_total counter
+lily_dlq_refused_total{queue="orders"} 2
+lily_dlq_refused_total{queue="payments"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), lilyprom.MetricDLQRefused); err != nil {
+		t.Error(err)
+	}
+}

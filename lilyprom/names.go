@@ -13,6 +13,7 @@ const (
 	MetricMessages          = "lily_messages_total"
 	MetricHandlerDuration   = "lily_handler_duration_seconds"
 	MetricDLQInflow         = "lily_dlq_inflow_total"
+	MetricDLQRefused        = "lily_dlq_refused_total"
 	MetricBreakerState      = "lily_breaker_state"
 	MetricAbandoned         = "lily_abandoned_handlers"
 	MetricRedrive           = "lily_redrive_total"

@@ -24,6 +24,11 @@ var (
 	// transport no longer holds for this consumer (lease expired and the
 	// message was handed out again). Nothing was changed for it.
 	ErrLeaseLost = errors.New("delivery lease lost")
+	// ErrDeadLetterRefused means the broker refused a dead-letter copy
+	// for good: its dead-letter destination is full and rejects publishes,
+	// or the copy is larger than the destination takes. Returned only
+	// under SettleParams.FailRefused; the original is still held.
+	ErrDeadLetterRefused = errors.New("the broker refused the dead-letter copy")
 	// ErrUnknownQueue means the target queue does not exist (unroutable).
 	ErrUnknownQueue = errors.New("unknown queue")
 	// ErrUnsafeQueue means the queue cannot be consumed safely: it lacks
@@ -202,6 +207,20 @@ type Settlement struct {
 // SettleParams are the arguments of Transport.Settle.
 type SettleParams struct {
 	Settlements []Settlement
+	// FailRefused asks the transport to fail at once, with an error that
+	// wraps ErrDeadLetterRefused, a DeadLetter whose copy the broker
+	// refuses (a full dead-letter destination, a copy too large for it),
+	// leaving its original held and untouched, instead of holding the
+	// original and publishing the copy again: the caller stores the dead
+	// letter elsewhere (ledger.Accounted: in the catalog) and then
+	// acknowledges the original. Set by that caller; transports that
+	// cannot tell a refusal ignore it.
+	FailRefused bool
+	// OnStored, when set, is called for each DeadLetter (index i into
+	// Settlements) that was applied by storing the dead letter in the
+	// catalog because the broker refused its copy; why says what the broker
+	// refused. Called by ledger.Accounted before Settle returns.
+	OnStored func(i int, why string)
 }
 
 // SettleError reports settlements that were not applied. Errs is aligned

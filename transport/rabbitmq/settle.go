@@ -20,7 +20,10 @@ import (
 // broker requeued the original) fails with transport.ErrLeaseLost before
 // any copy is made. A copy refused because its target is full is
 // published again while its original stays held (see hold.go): that Settle
-// call returns once the target took it, or the hold ended.
+// call returns once the target took it, or the hold ended — except a
+// dead-letter copy under p.FailRefused, which fails at once with
+// transport.ErrDeadLetterRefused (as does one that cannot fit in frame_max):
+// the caller (ledger.Accounted) stores the dead letter in the catalog.
 func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
 	n := len(p.Settlements)
 	if n == 0 {
@@ -48,6 +51,9 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		}
 		m, err := t.handOff(s, rc)
 		if err != nil {
+			if p.FailRefused && s.Action == transport.DeadLetter && errors.Is(err, ErrFrameTooLarge) {
+				err = refused(s, err)
+			}
 			errs[i] = err
 			continue
 		}
@@ -60,6 +66,11 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 			i := copyOf[j]
 			switch {
 			case err == nil:
+			case p.FailRefused && p.Settlements[i].Action == transport.DeadLetter &&
+				(errors.Is(err, ErrNacked) || errors.Is(err, ErrFrameTooLarge)):
+				// The caller stores it elsewhere (the catalog) and then
+				// acknowledges the original: nothing is held.
+				errs[i] = refused(p.Settlements[i], err)
 			case errors.Is(err, ErrNacked):
 				// The target is full: hold the original (see hold.go).
 				held = append(held, heldCopy{i: i, m: copies[j]})
@@ -83,6 +94,18 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		return &transport.SettleError{Errs: errs}
 	}
 	return nil
+}
+
+// refused is the error of a dead-letter copy the broker refused for good
+// (SettleParams.FailRefused): it says what was refused, and wraps
+// transport.ErrDeadLetterRefused and the broker's answer.
+func refused(s transport.Settlement, err error) error {
+	dlq := DeadLetterQueue(s.Delivery.Queue)
+	why := "the dead-letter queue " + dlq + " is full (x-max-length with reject-publish) and refused the copy"
+	if errors.Is(err, ErrFrameTooLarge) {
+		why = "the dead-letter copy's headers exceed the connection's frame_max even with Lily's evidence cut down, so " + dlq + " cannot take it"
+	}
+	return fmt.Errorf("rabbitmq: dead-letter hand-off of %s: %w: %s: %w", s.Delivery.EventID, transport.ErrDeadLetterRefused, why, err)
 }
 
 // handOff builds the copy of a Retry (to the delay bucket, through the
