@@ -2,9 +2,14 @@ package rabbitmq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
+	"strconv"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/transport"
 )
@@ -22,11 +27,23 @@ import (
 // the fix, and the runtime stops. `lily lint --live` reports the same
 // queue (queue-not-quorum).
 //
-// The type is read from the management API (AMQP has no way to ask: a
-// passive declare ignores arguments, and a full declare would create a
-// missing queue or close the channel on any other argument that
-// differs), once per queue and transport. When the API cannot be reached
-// the check is skipped with a warning: consuming goes on, unchecked.
+// The type is read through AMQP itself, so that the refusal never depends
+// on the optional management plugin (a fresh broker has it off): on a
+// throwaway channel, a passive declare says whether the queue exists (a
+// missing one is not checked: the consume fails by itself), then a full
+// declare of the existing queue with x-queue-type = quorum and the other
+// arguments it has is a no-op on a quorum queue and is refused with
+// PRECONDITION_FAILED ("inequivalent arg 'x-queue-type' … current is
+// none") on any other type. The broker compares every argument and names
+// the first that differs, so the declare starts from the arguments Lily
+// declares for the queue and takes, for any other argument named, the
+// queue's current value from the refusal, until the broker either
+// accepts (quorum) or names x-queue-type, durable, auto_delete or
+// exclusivity (not quorum: a quorum queue is always durable, never
+// auto-deleted or exclusive). Only when the refusal cannot be followed
+// (an argument whose value it cannot repeat, such as a table) is the
+// management API asked; if that cannot be reached either, the check is
+// skipped with a warning.
 
 // queueTypeTimeout bounds one read of the management API.
 const queueTypeTimeout = 5 * time.Second
@@ -41,11 +58,183 @@ func (t *Transport) checkQueueType(ctx context.Context, queue string) error {
 	if done {
 		return nil
 	}
+	typ, found, err := t.amqpQueueType(ctx, queue)
+	if err != nil && ctx.Err() == nil {
+		mtyp, mfound, merr := t.managementQueueType(ctx, queue)
+		if merr != nil {
+			t.opts.Logger.Warn("rabbitmq: cannot tell the queue's type, through AMQP or the management API; consuming without the check "+
+				"(a classic queue counts no deliveries: a crash-type poison message would loop forever)",
+				"queue", queue, "amqp_err", err, "management_err", merr)
+			typ, found, err = "quorum", true, nil
+		} else {
+			typ, found, err = mtyp, mfound, nil
+		}
+	}
+	switch {
+	case err != nil:
+		return err // ctx ended
+	case !found:
+		return nil // not marked: checked again once it exists
+	case typ != "quorum":
+		return fmt.Errorf("rabbitmq: queue %q is a %s queue, not a quorum queue: RabbitMQ counts no deliveries there "+
+			"(no x-delivery-count, no delivery limit), so a message that kills its consumer would be redelivered forever; "+
+			"move its messages out, delete it and declare it as quorum with 'lily topology apply' "+
+			"('lily lint --live' reports it as queue-not-quorum): %w", queue, typ, transport.ErrUnsafeQueue)
+	}
+	t.mu.Lock()
+	t.typeChecked[queue] = true
+	t.mu.Unlock()
+	return nil
+}
+
+// inequivalent parses the broker's refusal of a declare whose arguments
+// differ from the queue's: the argument, what was received, what is
+// current ("none" or "the value 'V' of type 'T'"; for durable and
+// auto_delete a bare 'true'/'false').
+var inequivalent = regexp.MustCompile(`inequivalent arg '([^']+)' for queue .*: received (.*) but current is (.*)$`)
+
+// argValue parses "the value 'V' of type 'T'".
+var argValue = regexp.MustCompile(`^the value '(.*)' of type '([a-z]+)'$`)
+
+// bareValue parses "'V'": a current value whose type is the one received.
+var bareValue = regexp.MustCompile(`^'(.*)'$`)
+
+// typeOf is the refusal's type name of a value Lily sends.
+func typeOf(v any) string {
+	switch v.(type) {
+	case string:
+		return "longstr"
+	case int, int8, int16, int32, int64:
+		return "long"
+	case bool:
+		return "bool"
+	case float32, float64:
+		return "double"
+	}
+	return ""
+}
+
+// maxTypeProbes bounds the declares of one type check: one per argument
+// the broker can name, and a few more.
+const maxTypeProbes = 24
+
+// amqpQueueType reads a queue's type through AMQP (see above): "quorum",
+// or the other type as far as the refusal tells it ("classic" when it
+// names none), found false when the queue does not exist. An error means
+// the type could not be told.
+func (t *Transport) amqpQueueType(ctx context.Context, queue string) (typ string, found bool, err error) {
+	probe := func(f func(ch *amqp.Channel) error) error {
+		ch, _, err := t.channel(ctx)
+		if err != nil {
+			return err
+		}
+		defer ch.Close() // a refused declare has closed it already: harmless
+		return f(ch)
+	}
+	err = probe(func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		return err
+	})
+	var ae *amqp.Error
+	switch {
+	case errors.As(err, &ae) && ae.Code == amqp.NotFound:
+		return "", false, nil
+	case errors.As(err, &ae) && ae.Code == amqp.ResourceLocked:
+		return "exclusive (classic)", true, nil // another connection's exclusive queue: never quorum
+	case err != nil:
+		return "", false, fmt.Errorf("rabbitmq: inspect queue %s: %w", queue, err)
+	}
+	args := amqp.Table{}
+	if s, err := t.spec(queue); err == nil {
+		if top, err := Plan([]transport.QueueSpec{s}); err == nil {
+			for _, q := range top.Queues {
+				if q.Name == queue {
+					for k, v := range q.Arguments {
+						args[k] = v
+					}
+				}
+			}
+		}
+	}
+	args["x-queue-type"] = "quorum"
+	for range maxTypeProbes {
+		err := probe(func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclare(queue, true, false, false, false, args)
+			return err
+		})
+		if err == nil {
+			return "quorum", true, nil
+		}
+		if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed {
+			if errors.As(err, &ae) && ae.Code == amqp.ResourceLocked {
+				return "exclusive (classic)", true, nil
+			}
+			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+				return "", false, nil
+			}
+			return "", false, fmt.Errorf("rabbitmq: declare queue %s to read its type: %w", queue, err)
+		}
+		m := inequivalent.FindStringSubmatch(ae.Reason)
+		if m == nil {
+			return "", false, fmt.Errorf("rabbitmq: declare queue %s to read its type: refusal not understood: %w", queue, err)
+		}
+		name, current := m[1], m[3]
+		switch name {
+		case "x-queue-type":
+			if v := argValue.FindStringSubmatch(current); v != nil {
+				return v[1], true, nil
+			}
+			return "classic", true, nil
+		case "durable", "auto_delete", "exclusive":
+			return "classic (" + name + " " + current + ")", true, nil
+		}
+		if current == "none" {
+			delete(args, name)
+			continue
+		}
+		var val any
+		ok := false
+		if v := argValue.FindStringSubmatch(current); v != nil {
+			val, ok = tableValue(v[1], v[2])
+		} else if v := bareValue.FindStringSubmatch(current); v != nil {
+			// Both sides set, of one type class: the value differs; it is
+			// repeated with the type of the value sent.
+			val, ok = tableValue(v[1], typeOf(args[name]))
+		}
+		if !ok {
+			return "", false, fmt.Errorf("rabbitmq: declare queue %s to read its type: argument %s: its current value %s cannot be repeated", queue, name, current)
+		}
+		args[name] = val
+	}
+	return "", false, fmt.Errorf("rabbitmq: declare queue %s to read its type: still refused after %d declares", queue, maxTypeProbes)
+}
+
+// tableValue is the AMQP table value of a refusal's "the value 'V' of
+// type 'T'", when it can be repeated.
+func tableValue(v, typ string) (any, bool) {
+	switch typ {
+	case "longstr", "shortstr":
+		return v, true
+	case "long", "signedint", "short", "byte", "unsignedbyte", "unsignedshort", "unsignedint":
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil
+	case "bool":
+		b, err := strconv.ParseBool(v)
+		return b, err == nil
+	case "double", "float":
+		f, err := strconv.ParseFloat(v, 64)
+		return f, err == nil
+	}
+	return nil, false
+}
+
+// managementQueueType reads a queue's type from the management API: the
+// fallback when AMQP's refusal cannot be followed.
+func (t *Transport) managementQueueType(ctx context.Context, queue string) (typ string, found bool, err error) {
 	m := t.opts.Management
 	if m == nil {
-		var err error
 		if m, err = ManagementFor(t.opts.URL); err != nil {
-			return err
+			return "", false, err
 		}
 		m.Client = t.mgmtHTTP
 	}
@@ -55,33 +244,16 @@ func (t *Transport) checkQueueType(ctx context.Context, queue string) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, queueTypeTimeout)
 	defer cancel()
-	found, err := m.Get(rctx, "/api/queues/"+m.VHostPath()+"/"+url.PathEscape(queue), &got)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return ctx.Err()
-	case err != nil:
-		t.opts.Logger.Warn("rabbitmq: cannot read the queue's type from the management API; consuming without the check "+
-			"(a classic queue counts no deliveries: a crash-type poison message would loop forever)",
-			"queue", queue, "err", err)
-	case !found:
-		return nil // not marked: checked again once it exists
-	default:
-		typ := got.Type
-		if typ == "" {
-			typ, _ = got.Arguments["x-queue-type"].(string)
-		}
-		if typ == "" {
-			typ = "classic"
-		}
-		if typ != "quorum" {
-			return fmt.Errorf("rabbitmq: queue %q is a %s queue, not a quorum queue: RabbitMQ counts no deliveries there "+
-				"(no x-delivery-count, no delivery limit), so a message that kills its consumer would be redelivered forever; "+
-				"move its messages out, delete it and declare it as quorum with 'lily topology apply' "+
-				"('lily lint --live' reports it as queue-not-quorum): %w", queue, typ, transport.ErrUnsafeQueue)
-		}
+	found, err = m.Get(rctx, "/api/queues/"+m.VHostPath()+"/"+url.PathEscape(queue), &got)
+	if err != nil || !found {
+		return "", found, err
 	}
-	t.mu.Lock()
-	t.typeChecked[queue] = true
-	t.mu.Unlock()
-	return nil
+	typ = got.Type
+	if typ == "" {
+		typ, _ = got.Arguments["x-queue-type"].(string)
+	}
+	if typ == "" {
+		typ = "classic"
+	}
+	return typ, true, nil
 }
