@@ -3,6 +3,7 @@ package brokers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -25,7 +26,8 @@ func OpenRabbitMQ(ctx context.Context, o rabbitmq.Options) (*rabbitmq.Transport,
 
 // RabbitMQ returns the set's RabbitMQ transport, connecting on first use.
 // It counts in flight through the management API (what the broker holds
-// for every consumer, in every process), derived from the AMQP URL.
+// for every consumer, in every process): rabbitmq_management_url, else
+// derived from the AMQP URL (port 15672).
 func (s *Set) RabbitMQ(ctx context.Context) (*rabbitmq.Transport, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -33,6 +35,9 @@ func (s *Set) RabbitMQ(ctx context.Context) (*rabbitmq.Transport, error) {
 		mgmt, err := rabbitmq.ManagementFor(s.url)
 		if err != nil {
 			return nil, err
+		}
+		if s.cfg.RabbitMQManagementURL != "" {
+			mgmt.URL = strings.TrimRight(s.cfg.RabbitMQManagementURL, "/")
 		}
 		rmq, err := OpenRabbitMQ(ctx, rabbitmq.Options{URL: s.url, Management: mgmt})
 		if err != nil {

@@ -51,6 +51,12 @@ type Config struct {
 	// an amqp:// or amqps:// URL. Defaults to
 	// "amqp://guest:guest@127.0.0.1:5672/".
 	RabbitMQURL string `toml:"rabbitmq_url" json:"rabbitmq_url,omitempty"`
+	// RabbitMQManagementURL is the broker's management API (the
+	// management plugin), e.g. "http://rabbit.internal:15672"; the user,
+	// password and virtual host are rabbitmq_url's. It counts what
+	// consumers of every process hold (reconcile, /healthz). Defaults to
+	// port 15672 of rabbitmq_url's host.
+	RabbitMQManagementURL string `toml:"rabbitmq_management_url" json:"rabbitmq_management_url,omitempty"`
 	// KafkaBrokers are the seed brokers ("host:port") of the queues with
 	// transport "kafka"; the --brokers flag overrides them. Defaults to
 	// ["127.0.0.1:9092"].
@@ -180,6 +186,10 @@ func (c Config) Validate() error {
 		if err := ValidateRabbitMQURL(c.RabbitMQURL); err != nil {
 			errs = append(errs, fmt.Errorf("%w: rabbitmq_url = %q: %v", ErrInvalidConfig, redactURL(c.RabbitMQURL), err))
 		}
+	}
+	if m := c.RabbitMQManagementURL; m != "" && !strings.HasPrefix(m, "http://") && !strings.HasPrefix(m, "https://") {
+		errs = append(errs, fmt.Errorf("%w: rabbitmq_management_url = %q: want the management API's http:// or https:// URL, e.g. \"http://127.0.0.1:15672\"",
+			ErrInvalidConfig, redactURL(m)))
 	}
 	if c.CatalogURL != "" && !strings.HasPrefix(c.CatalogURL, "postgres://") && !strings.HasPrefix(c.CatalogURL, "postgresql://") {
 		errs = append(errs, fmt.Errorf("%w: catalog_url = %q: want a PostgreSQL URL, e.g. \"postgres://lily@db.internal:5432/lily\" (a SQLite catalog is named by db)",

@@ -129,3 +129,16 @@ func TestDecodeErrorOutOfRange(t *testing.T) {
 		t.Errorf("error\n  %v\nwant\n  %s", err, want)
 	}
 }
+
+// TestRabbitMQManagementURL: rabbitmq_management_url is read, and one that
+// is not an http(s) URL is refused naming the key and the fix.
+func TestRabbitMQManagementURL(t *testing.T) {
+	c, err := ParseConfig([]byte("rabbitmq_management_url = \"https://rabbit.internal:15671\"\n[[queue]]\nname = \"a\"\n"))
+	if err != nil || c.RabbitMQManagementURL != "https://rabbit.internal:15671" {
+		t.Fatalf("ParseConfig: %+v, %v", c.RabbitMQManagementURL, err)
+	}
+	_, err = ParseConfig([]byte("rabbitmq_management_url = \"rabbit.internal:15672\"\n[[queue]]\nname = \"a\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "rabbitmq_management_url") || !strings.Contains(err.Error(), "http://") {
+		t.Errorf("a management URL without a scheme: %v, want refused naming the key and the fix", err)
+	}
+}

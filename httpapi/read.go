@@ -54,6 +54,9 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 		if row.Lost != 0 {
 			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: the ledger does not balance: %d unaccounted for (run 'lily reconcile')", row.Queue, row.Lost))
 		}
+		if row.Unknown > 0 {
+			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: unknown — %d may be held by consumers in other processes; enable the management plugin (%s)", row.Queue, row.Unknown, row.UnknownWhy))
+		}
 	}
 	for _, st := range stats {
 		if n := refused[st.Queue]; n > 0 {

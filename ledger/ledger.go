@@ -59,10 +59,18 @@ type Row struct {
 	// accepted by the other queue.
 	Redirected int64 `json:"redirected"`
 	Lost       int64 `json:"lost"`
+	// Unknown is a shortfall that is not Lost because the transport could
+	// not count what consumers of other processes hold (RabbitMQ without
+	// its management API, transport.InFlightParts.Unknown): up to Unknown
+	// messages may be held there. UnknownWhy says why they could not be
+	// counted.
+	Unknown    int64  `json:"unknown"`
+	UnknownWhy string `json:"unknown_why,omitempty"`
 }
 
-// Balanced reports whether every accepted message is accounted for.
-func (r Row) Balanced() bool { return r.Lost == 0 }
+// Balanced reports whether every accepted message is accounted for: none
+// lost, none unknown.
+func (r Row) Balanced() bool { return r.Lost == 0 && r.Unknown == 0 }
 
 // Ledger is the ledger of one catalog store. Its methods are safe for
 // concurrent use; its one setting, the deduplication horizon, is its own
@@ -141,11 +149,13 @@ func (l *Ledger) Rows(ctx context.Context, inflight transport.InFlightCounter) (
 	}
 	out := make([]Row, 0, len(rows))
 	for _, r := range rows {
+		unknown := ""
 		if b, ok := inflight.(transport.InFlightBreakdown); ok {
 			p, err := b.InFlightParts(ctx, r.Queue)
 			if err != nil {
 				return nil, err
 			}
+			unknown = p.Unknown
 			r.InFlight = p.Total()
 			r.InFlightReady, r.InFlightRetrying, r.InFlightUnacked, r.InFlightDLX = p.Ready, p.Retrying, p.Unacked, p.DeadLettering
 		} else if inflight != nil {
@@ -164,6 +174,10 @@ func (l *Ledger) Rows(ctx context.Context, inflight transport.InFlightCounter) (
 			r.DeadLettered += n
 		}
 		r.Lost = r.Accepted - r.Acked - r.DeadLettered - r.Discarded - r.Redirected - r.InFlight
+		if unknown != "" && r.Lost > 0 {
+			// Consumers of other processes may hold them: not lost, unknown.
+			r.Unknown, r.UnknownWhy, r.Lost = r.Lost, unknown, 0
+		}
 		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })

@@ -22,6 +22,11 @@ type InFlightParts struct {
 	DeadLettering int64
 	// Other: in flight, not broken down by the transport.
 	Other int64
+	// Unknown, when set, says why the deliveries held by consumers of
+	// other processes could not be counted (RabbitMQ without its
+	// management API): Unacked then counts this process's only, and a
+	// shortfall of the ledger is unknown, not lost.
+	Unknown string
 }
 
 // Total is the in-flight count.

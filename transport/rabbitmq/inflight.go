@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"time"
 
@@ -26,7 +27,8 @@ func (t *Transport) InFlight(ctx context.Context, queue string) (int64, error) {
 //   - Retrying: ready in its retry buckets (AMQP, exact);
 //   - Unacked: delivered and not acknowledged. Without Options.Management
 //     (or when its API cannot be reached: logged as a warning) only this
-//     process's deliveries are known. With it, every consumer's
+//     process's deliveries are known, and when the queue has consumers
+//     Unknown says so: what they hold is neither counted nor lost. With it, every consumer's
 //     (messages_unacknowledged of the queue and its buckets), as long as
 //     the queue has a consumer (AMQP's consumer count, exact): with none,
 //     nothing can be unacknowledged, whatever an older statistics sample
@@ -61,7 +63,15 @@ func (t *Transport) InFlightParts(ctx context.Context, queue string) (transport.
 		consumers += n
 	}
 	p.Unacked = t.heldCount(queue)
+	// Without the management API, what consumers of other processes hold
+	// cannot be read: a queue with consumers then has an unknown part.
+	unknown := func(why string) {
+		if consumers > 0 {
+			p.Unknown = fmt.Sprintf("%s; the queue and its buckets have %d consumers, whose unacknowledged deliveries AMQP does not show", why, consumers)
+		}
+	}
 	if t.opts.Management == nil {
+		unknown("no management API configured (rabbitmq.Options.Management)")
 		return p, nil
 	}
 	var unacked, dlx int64
@@ -80,8 +90,9 @@ func (t *Transport) InFlightParts(ctx context.Context, queue string) (transport.
 			// processes are then not counted.
 			if !t.mgmtWarned.Swap(true) { // once per transport: reconcile and /healthz ask often
 				t.opts.Logger.Warn("rabbitmq: management API unreachable: in-flight counts only this process's deliveries; "+
-					"deliveries held by consumers in other processes show as lost", "queue", queue, "err", err)
+					"deliveries held by consumers in other processes are unknown, not counted", "queue", queue, "err", err)
 			}
+			unknown("the management API is unreachable: " + err.Error())
 			return p, nil
 		}
 		if found {

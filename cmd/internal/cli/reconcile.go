@@ -20,6 +20,10 @@ func init() { register(newReconcileCmd) }
 type reconcileJSON struct {
 	Queues   []ledger.Row `json:"queues"`
 	Balanced bool         `json:"balanced"`
+	// Unknown sums the queues' unknown shortfalls (ledger.Row.Unknown):
+	// messages consumers of other processes may hold, uncounted because
+	// the broker's management API is not there.
+	Unknown int64 `json:"unknown"`
 	// LedgerEvents is the ledger's deduplication memory (docs/ledger.md).
 	LedgerEvents ledgerEventsJSON `json:"ledger_events"`
 }
@@ -72,6 +76,12 @@ func newReconcileCmd() *cobra.Command {
   accepted = acked + dead_lettered + discarded + in_flight
 
 and exit 1 when any queue has messages unaccounted for (lost ≠ 0).
+Exit 3 when nothing is lost but a shortfall is unknown: on RabbitMQ without
+the management plugin the deliveries held by consumers in other processes
+cannot be read, so a queue with consumers that does not balance says
+"unknown — N may be held by consumers in other processes; enable the
+management plugin" (--json: unknown, unknown_why) instead of counting them
+lost. Exit 2: bad input.
 dead_lettered counts entries held in the dead-letter work list (pending,
 parked, needs_manual); discarded counts entries discarded or erased with a
 record; in_flight counts messages ready, leased or waiting for a retry.
@@ -120,7 +130,8 @@ it (once per event ID and body).`,
 			}
 			lagging := func(rows []ledger.Row) bool { // an unbalanced queue whose figures come from sampled statistics
 				for _, r := range rows {
-					if q, ok := c.Queue(r.Queue); !r.Balanced() && ok && q.Transport == lily.TransportRabbitMQ {
+					// (An unknown shortfall stays unknown however long it is read.)
+					if q, ok := c.Queue(r.Queue); r.Lost != 0 && ok && q.Transport == lily.TransportRabbitMQ {
 						return true
 					}
 				}
@@ -145,16 +156,24 @@ it (once per event ID and body).`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			balanced := true
+			balanced, lost := true, false
+			var unknown int64
 			for _, r := range rows {
 				balanced = balanced && r.Balanced()
+				lost = lost || r.Lost != 0
+				unknown += r.Unknown
 			}
 			if asJSON {
-				if err := report.JSON(out, reconcileJSON{Queues: rows, Balanced: balanced, LedgerEvents: events}); err != nil {
+				if err := report.JSON(out, reconcileJSON{Queues: rows, Balanced: balanced, Unknown: unknown, LedgerEvents: events}); err != nil {
 					return err
 				}
 			} else {
 				report.Ledger(out, rows)
+				for _, r := range rows {
+					if r.Unknown > 0 {
+						fmt.Fprintf(out, "queue %s: unknown — %d may be held by consumers in other processes; enable the management plugin (%s)\n", r.Queue, r.Unknown, r.UnknownWhy)
+					}
+				}
 				if prune {
 					fmt.Fprintf(out, "pruned %d ledger event rows older than %d h\n", events.PrunedNow, events.HorizonHours)
 				}
@@ -162,8 +181,11 @@ it (once per event ID and body).`,
 					fmt.Fprintf(out, "ledger memory: %d per-event rows kept (horizon %d h), %d folded into the counters\n", events.Kept, events.HorizonHours, events.Pruned)
 				}
 			}
-			if !balanced {
+			if lost {
 				return &ExitError{Code: 1, Msg: "reconcile: messages unaccounted for (see the lost column)"}
+			}
+			if unknown > 0 {
+				return &ExitError{Code: exitUnknown, Msg: fmt.Sprintf("reconcile: unknown — %d may be held by consumers in other processes; enable the management plugin (rabbitmq-plugins enable rabbitmq_management) to count them", unknown)}
 			}
 			if !asJSON {
 				fmt.Fprintln(out, "reconcile: OK — every accepted message is acked, dead-lettered, discarded with a record or in flight")
@@ -178,6 +200,12 @@ it (once per event ID and body).`,
 	cmd.Flags().BoolVar(&prune, "prune", false, "first fold the ledger's per-event rows older than ledger_horizon_hours into its counters (they change nothing but the table's size)")
 	return cmd
 }
+
+// exitUnknown is reconcile's exit code when nothing is lost but some
+// messages cannot be accounted for: consumers of other processes may hold
+// them, and the broker does not say (RabbitMQ without the management
+// plugin). 1 is lost, 2 bad input.
+const exitUnknown = 3
 
 // reconcile returns the ledger with in-flight counts from the transport.
 func reconcile(ctx context.Context, cat *catalog.Store, inflight transport.InFlightCounter) ([]ledger.Row, error) {
