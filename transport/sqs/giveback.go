@@ -61,7 +61,7 @@ func (t *Transport) giveBack(ctx context.Context, queue, url string, ds []*trans
 		// event ID).
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		return t.settle(dctx, &transport.Settlement{Delivery: d, Action: transport.Ack})
+		return t.settle(dctx, &transport.Settlement{Delivery: d, Action: transport.Ack}, false)
 	})
 	for i, err := range errs {
 		switch {

@@ -20,12 +20,15 @@ import (
 // message's visibility to the delay (0: at once). A copy that was not
 // confirmed leaves the original in place (it comes back after its
 // visibility timeout). A receipt SQS no longer honours is
-// transport.ErrLeaseLost.
+// transport.ErrLeaseLost. Under p.FailRefused a dead-letter copy over
+// MaxMessageSize (a large original with its evidence) fails with
+// transport.ErrDeadLetterRefused, so that ledger.Accounted stores the dead
+// letter in the catalog and then acknowledges the original.
 func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
-	errs := t.parallelEach(len(p.Settlements), func(i int) error { return t.settle(ctx, &p.Settlements[i]) })
+	errs := t.parallelEach(len(p.Settlements), func(i int) error { return t.settle(ctx, &p.Settlements[i], p.FailRefused) })
 	for _, err := range errs {
 		if err != nil {
 			return &transport.SettleError{Errs: errs}
@@ -34,7 +37,7 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	return nil
 }
 
-func (t *Transport) settle(ctx context.Context, s *transport.Settlement) error {
+func (t *Transport) settle(ctx context.Context, s *transport.Settlement, failRefused bool) error {
 	d := s.Delivery
 	rc, ok := d.Receipt.(*receipt)
 	if !ok {
@@ -60,7 +63,20 @@ func (t *Transport) settle(ctx context.Context, s *transport.Settlement) error {
 		// copy: sending it twice (a retried settlement) enqueues it
 		// once, while a later dead-lettering of the same event (after a
 		// redrive) is not mistaken for a duplicate.
+		if s.Action == transport.DeadLetter && failRefused {
+			// SQS refuses a message over MaxMessageSize (body and
+			// attributes): the evidence can push a large original over
+			// it. Say so before sending, so that the caller stores the
+			// dead letter in the catalog (SettleParams.FailRefused).
+			if n := wireSize(w); n > MaxMessageSize {
+				return fmt.Errorf("sqs: dead-letter %s: %w: the copy with its evidence takes %d bytes, over SQS's message size limit of %d, so %s cannot take it (original kept)",
+					d.EventID, transport.ErrDeadLetterRefused, n, MaxMessageSize, target)
+			}
+		}
 		if err := t.send(ctx, url, target, w, d.MessageID+":"+s.Action.String(), d.Key, delay); err != nil {
+			if s.Action == transport.DeadLetter && failRefused && isTooLarge(err) {
+				return fmt.Errorf("sqs: dead-letter %s to %s: %w: the copy is over the queue's message size limit: %w (original kept)", d.EventID, target, transport.ErrDeadLetterRefused, err)
+			}
 			return fmt.Errorf("sqs: %s %s to %s: %w (original kept)", s.Action, d.EventID, target, err)
 		}
 	case transport.Release:
@@ -204,6 +220,26 @@ func isLeaseLost(err error) bool {
 }
 
 // isNotFound reports whether SQS says the queue does not exist.
+// isTooLarge reports SQS's refusal of a message over its size limit.
+func isTooLarge(err error) bool {
+	c := errorCode(err)
+	return strings.Contains(c, "MessageTooBig") || strings.Contains(c, "MessageTooLong") ||
+		(strings.Contains(c, "InvalidParameterValue") && strings.Contains(err.Error(), "shorter than"))
+}
+
+// MaxMessageSize is SQS's limit on one message: body and attributes (names,
+// data types and values) together, 256 KiB.
+const MaxMessageSize = 262144
+
+// wireSize is the size SQS counts for w against MaxMessageSize.
+func wireSize(w wireMessage) int {
+	n := len(w.Body)
+	for k, a := range w.Attrs {
+		n += len(k) + len(aws.ToString(a.DataType)) + len(aws.ToString(a.StringValue)) + len(a.BinaryValue)
+	}
+	return n
+}
+
 func isNotFound(err error) bool {
 	c := errorCode(err)
 	return strings.Contains(c, "NonExistentQueue") || strings.Contains(c, "QueueDoesNotExist") || strings.Contains(c, "QueueNotFound")
