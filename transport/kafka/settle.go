@@ -2,10 +2,12 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lily-mq/lily/evidence"
@@ -72,6 +74,15 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	for j, err := range t.produce(ctx, recs) {
 		if err != nil {
 			s := p.Settlements[recOf[j]]
+			if p.FailRefused && s.Action == transport.DeadLetter && (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) {
+				// The dead-letter topic refuses it for good (its batch is
+				// over max.message.bytes; a small copy batched with a large
+				// one is refused with it): the caller (ledger.Accounted)
+				// stores it in the catalog, then acknowledges the original.
+				errs[recOf[j]] = fmt.Errorf("kafka: dead-letter hand-off of %s: %w: the dead-letter topic %s refused the batch holding the copy as over its max.message.bytes: %w",
+					s.Delivery.EventID, transport.ErrDeadLetterRefused, recs[j].Topic, err)
+				continue
+			}
 			errs[recOf[j]] = fmt.Errorf("kafka: %s hand-off of %s not confirmed, original kept: %w", s.Action, s.Delivery.EventID, err)
 		}
 	}
