@@ -257,8 +257,37 @@ func (s *Server) guard(rt route) http.Handler {
 			s.refuse(w, r, p, rt, fmt.Sprintf("token %q has role %s; %s needs the %s role (or admin)", p.name, p.role, rt.perm, permRole[rt.perm]), "role")
 			return
 		}
+		if why, field := bodyPredicate(rt, r, p); why != "" {
+			s.refuse(w, r, p, route{method: rt.method, path: rt.path, perm: permQueryBodies}, why, field)
+			return
+		}
 		rt.h(w, r, p)
 	})
+}
+
+// permQueryBodies is the permission a refused body predicate attempted,
+// in its audit record: bodies() is needed to filter or search on bodies.
+const permQueryBodies permission = "query_bodies"
+
+// bodyPredicate says why r may not run and the field to blame, or "": a principal that may not
+// read bodies may not query them either. A --where filter (every path of
+// the language is a body path) answers "match" or "no match" on the raw
+// body, so some 30 requests bisect a numeric field and == confirms a
+// guessed string; a full-text search matches the words of the (redacted)
+// bodies. Both are refused on every route before any SQL runs (a filter in
+// a JSON body comes only with writes, which need an operator, who reads
+// bodies).
+func bodyPredicate(rt route, r *http.Request, p *principal) (why, field string) {
+	if p.bodies() {
+		return "", ""
+	}
+	if r.URL.Query().Get("where") != "" {
+		return fmt.Sprintf("token %q has role viewer without show_bodies: a where filter reads message bodies, which this token may not (filter by queue, reason, error_type, fingerprint, key or type instead, or ask an admin for show_bodies = true)", p.name), "where"
+	}
+	if rt.path == "/api/search" {
+		return fmt.Sprintf("token %q has role viewer without show_bodies: search matches the words of message bodies, which this token may not read (filter /api/entries or /api/groups by reason, error_type or fingerprint instead, or ask an admin for show_bodies = true)", p.name), "role"
+	}
+	return "", ""
 }
 
 // checkCSRF protects the writes of browsers: a request from another site

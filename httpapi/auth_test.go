@@ -52,7 +52,7 @@ func roleCases() []roleCase {
 		{"GET", "/api/rules", nil, config.RoleViewer},
 		{"POST", "/api/entries/{id}/edit", map[string]any{"body": "{}", "reason": "r", "confirm": "1", "dry_run": true}, config.RoleOperator},
 		{"POST", "/api/triage", map[string]any{"filter": map[string]any{"ids": []int{1}}, "note": "looked at it"}, config.RoleOperator},
-		{"GET", "/api/search", nil, config.RoleViewer},
+		{"GET", "/api/search", nil, config.RoleOperator}, // a viewer only with show_bodies (TestBodyOracle)
 		{"GET", "/api/export", nil, config.RoleOperator}, // a viewer only with omit_bodies=true (search_test.go)
 		{"POST", "/api/import", nil, config.RoleAdmin},
 	}

@@ -48,11 +48,15 @@ func TestSearchAPI(t *testing.T) {
 		if h := res.Entries[0]; h.Queue != "orders.created" || h.SnippetOmitted || len(h.Snippet) == 0 {
 			t.Fatalf("operator hit: %+v", h)
 		}
-		// A viewer finds the same entries without snippets (they quote bodies).
+		// A viewer with show_bodies finds the same entries; search matches
+		// body words, so a viewer without show_bodies may not search
+		// (TestBodyOracle).
+		reader := Token{Name: "rita", Role: config.RoleViewer, Secret: "reader-secret-0123456789", ShowBodies: true}
+		g := mk(t, []Token{reader, operatorToken})
 		res.Entries = nil
-		if code := f.call("GET", "/api/search?q=gateway&limit=2", &viewerToken, nil, &res); code != 200 || len(res.Entries) != 2 || res.Next == 0 ||
-			!res.Entries[0].SnippetOmitted || res.Entries[0].Snippet != nil {
-			t.Fatalf("viewer search: %d %+v", code, res)
+		if code := g.call("GET", "/api/search?q=gateway&limit=2", &reader, nil, &res); code != 200 || len(res.Entries) != 2 || res.Next == 0 ||
+			res.Entries[0].SnippetOmitted || res.Entries[0].Snippet == nil {
+			t.Fatalf("show_bodies viewer search: %d %+v", code, res)
 		}
 		// Bodies are searchable; ?where= narrows by a body field.
 		res.Entries = nil
@@ -72,11 +76,75 @@ func TestSearchAPI(t *testing.T) {
 				EventID string `json:"event_id"`
 			} `json:"entries"`
 		}
-		if code := f.call("GET", "/api/entries?where="+url.QueryEscape(`.order_id == "o-7"`), &viewerToken, nil, &list); code != 200 ||
+		if code := g.call("GET", "/api/entries?where="+url.QueryEscape(`.order_id == "o-7"`), &reader, nil, &list); code != 200 ||
 			len(list.Entries) != 1 || list.Entries[0].EventID != "orders-07" {
 			t.Fatalf("entries with where: %d %+v", code, list)
 		}
 		f.Conserved()
+		g.Conserved()
+	})
+}
+
+// TestBodyOracle: a viewer whose bodies are masked cannot learn them
+// through a where filter (bisecting .amount_cents with >=, confirming a
+// guessed .order_id with ==) or a body-word search, on any route that
+// takes them: each is 403, audited, and says what to do instead. The same
+// viewer still reads the entries, groups and body-less export, and a
+// viewer with show_bodies still filters.
+func TestBodyOracle(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, mk fixtureMaker) {
+		t.Parallel()
+		f := mk(t, allTokens)
+		probe := url.QueryEscape(`.amount_cents >= 1008`)
+		guess := url.QueryEscape(`.order_id == "o-7"`)
+		refused := []string{
+			"/api/entries?where=" + probe,
+			"/api/entries?ids=1&where=" + guess,
+			"/api/groups?by=reason&where=" + probe,
+			"/api/export?omit_bodies=true&where=" + guess,
+			"/api/search?q=order_id",
+			"/api/search?q=gateway&where=" + probe,
+			"/api/search?q=gateway&state=all",
+		}
+		for i, path := range refused {
+			code, b := f.raw("GET", path, &viewerToken, nil)
+			var e apiError
+			if err := json.Unmarshal(b, &e); code != http.StatusForbidden || err != nil || (e.Field != "where" && e.Field != "role") ||
+				!strings.Contains(e.Error, "show_bodies") || strings.Contains(string(b), "orders-07") {
+				t.Errorf("viewer GET %s: %d %s, want 403 naming show_bodies", path, code, b)
+			}
+			if n := countRefused(t, f, viewerToken.Name); n != i+1 {
+				t.Errorf("after GET %s: %d refusals audited, want %d", path, n, i+1)
+			}
+		}
+		// The audit record says what was attempted.
+		var rec catalog.AuditRecord
+		if err := f.Catalog.EachAudit(t.Context(), catalog.AuditFilter{Action: catalog.ActionRefused, Actor: viewerToken.Name, Newest: true, Limit: 1},
+			func(r *catalog.AuditRecord) error { rec = *r; return nil }); err != nil || !strings.Contains(rec.Selector, `"attempted":"query_bodies"`) {
+			t.Errorf("refusal record: %+v %v", rec, err)
+		}
+		// Without a body predicate the viewer reads as before.
+		for _, path := range []string{"/api/entries?queue=orders.created", "/api/groups?by=reason", "/api/export?omit_bodies=true", "/api/entries?where="} {
+			if code, b := f.raw("GET", path, &viewerToken, nil); code != http.StatusOK {
+				t.Errorf("viewer GET %s: %d %s", path, code, b)
+			}
+		}
+		// A viewer with show_bodies, an operator: the where filter works.
+		reader := Token{Name: "rita", Role: config.RoleViewer, Secret: "reader-secret-0123456789", ShowBodies: true}
+		g := mk(t, []Token{reader, operatorToken})
+		for _, tok := range []*Token{&reader, &operatorToken} {
+			var list struct {
+				Entries []struct {
+					EventID string `json:"event_id"`
+				} `json:"entries"`
+			}
+			if code := g.call("GET", "/api/entries?where="+guess, tok, nil, &list); code != 200 || len(list.Entries) != 1 || list.Entries[0].EventID != "orders-07" {
+				t.Errorf("%s: entries with where: %d %+v", tok.Name, code, list)
+			}
+		}
+		f.Conserved()
+		g.Conserved()
 	})
 }
 

@@ -303,7 +303,9 @@ function filterForm(path, params, extra) {
   const fields = [["queue", "Queue"], ["reason", "Dead-letter reason"], ["error_type", "Error type"], ["fingerprint", "Fingerprint"],
     ["key", "Key"], ["type", "Type"], ["older_than", "Older than (e.g. 2h, 7d)"], ["newer_than", "Newer than"], ["ids", "Entry IDs"]];
   if (path === "/entries") fields.push(["state", "State (held, all, pending, …)"]);
-  fields.push(["where", "Body field (where), e.g. .customer.id == \"42\""]); // search.js, docs/where.md
+  // A where filter reads bodies: only for a session that may see them
+  // (the API refuses it otherwise, 403).
+  if (session.show_bodies) fields.push(["where", "Body field (where), e.g. .customer.id == \"42\""]); // search.js, docs/where.md
   const form = h("form", {class: "filters", "aria-label": "Filters"},
     fields.map(([k, label]) => h("div", {}, h("label", {for: "f-" + k}, label),
       h("input", {id: "f-" + k, name: k, value: params.get(k) || "", autocomplete: "off"}))),

@@ -66,6 +66,11 @@ function transferSection(params) {
 }
 
 async function searchPage(params, gen) {
+  if (!session.show_bodies) { // search matches body words: refused by the API (403)
+    page("Search", notice("info", "Search matches the words of message bodies, which your token may not read: filter the Entries or Groups pages by reason, error type or fingerprint, or ask an admin for show_bodies."),
+      transferSection(params));
+    return;
+  }
   const text = params.get("q") || "";
   if (!text) {
     page("Search", h("p", {}, "Find entries by the words of their error messages and bodies. Bodies are indexed after redaction: secrets are never searchable."),
