@@ -24,6 +24,16 @@ func SetIndexRedactor(r *evidence.Redactor) { catalogdb.SetIndexRedactor(r) }
 // ErrEmptySearch is returned for a search text without a letter or digit.
 var ErrEmptySearch = errors.New("catalog: search: nothing to search for")
 
+// MaxSearchTokens is the most words (tokens, counting each word of a
+// phrase) a search may hold: PostgreSQL refuses a tsquery of some
+// thousands of terms with a raw "stack depth limit exceeded", and a
+// search of more words than a snippet shows finds nothing useful.
+const MaxSearchTokens = 64
+
+// ErrSearchTooLong is returned, before any SQL, for a search text of more
+// than MaxSearchTokens words.
+var ErrSearchTooLong = errors.New("catalog: search: too many words")
+
 // searchTerm is one term of a query: tokens that must appear in this
 // order (one token for a plain word), the last one a prefix when prefix.
 type searchTerm struct {
@@ -63,6 +73,13 @@ func parseSearch(q string) ([]searchTerm, error) {
 		}
 		w, q = q[:end], q[end:]
 		add(strings.TrimSuffix(w, "*"), strings.HasSuffix(w, "*"))
+	}
+	n := 0
+	for _, t := range terms {
+		n += len(t.tokens)
+	}
+	if n > MaxSearchTokens {
+		return nil, fmt.Errorf("%w: %d words; a search holds at most %d (catalog.MaxSearchTokens): search for the few rarest words, or narrow with the filters", ErrSearchTooLong, n, MaxSearchTokens)
 	}
 	if len(terms) == 0 {
 		return nil, fmt.Errorf("%w: the text holds no letter or digit (search finds words of error messages and bodies)", ErrEmptySearch)

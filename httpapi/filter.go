@@ -98,7 +98,11 @@ func (f filterJSON) catalogFilter(now time.Time, defaultStates []catalog.State) 
 	if f.Where != "" {
 		w, err := where.Parse(f.Where)
 		if err != nil {
-			return out, badField("where", "where %q: %s (see docs/where.md)", f.Where, strings.TrimPrefix(err.Error(), where.ErrInvalid.Error()+": "))
+			shown := f.Where
+			if len(shown) > 80 { // refused for its size: not echoed whole
+				shown = strings.ToValidUTF8(shown[:80], "") + "…"
+			}
+			return out, badField("where", "where %q: %s (see docs/where.md)", shown, strings.TrimPrefix(err.Error(), where.ErrInvalid.Error()+": "))
 		}
 		out.Where = w
 	}

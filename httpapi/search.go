@@ -37,6 +37,10 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, p *princip
 		s.fail(w, r, badField("q", "q %q: %v", text, err))
 		return
 	}
+	if errors.Is(err, catalog.ErrSearchTooLong) {
+		s.fail(w, r, badField("q", "q: %v", err))
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -23,6 +23,22 @@ import (
 // ErrInvalid is wrapped by the errors of Parse.
 var ErrInvalid = errors.New("invalid --where expression")
 
+// The bounds of an expression, checked by Parse before any SQL exists:
+// each comparison compiles to a few nested SQL expressions, and the
+// databases refuse a tree too large or too deep with a raw error
+// (SQLite "Expression tree is too large", at a depth of 1000;
+// PostgreSQL "stack depth limit exceeded"). Within these bounds both
+// stores run every expression (catalog's TestWhereBounds).
+const (
+	// MaxLength is the most bytes an expression may have.
+	MaxLength = 4096
+	// MaxTerms is the most comparisons (and exists) an expression may
+	// hold: an or-chain of MaxTerms terms runs, one more is refused.
+	MaxTerms = 100
+	// MaxDepth is the most nested "not" and parentheses.
+	MaxDepth = 16
+)
+
 // Expr is a parsed body field filter (docs/where.md): a condition on the
 // fields of JSON bodies, such as `.customer.id == "42" and .total > 100`.
 // It runs inside the catalog's SQL on both stores (SQLite json_type and
@@ -162,7 +178,21 @@ func init() {
 //
 // An error names the position (1-based byte column) and what was
 // expected there, and wraps ErrInvalid.
+//
+// Parse refuses, naming the limit, an expression longer than MaxLength
+// bytes, with more than MaxTerms comparisons or nested deeper than
+// MaxDepth, and one that is not UTF-8 or holds a NUL character (neither
+// can be a JSON body's field or value on PostgreSQL).
 func Parse(s string) (*Expr, error) {
+	if len(s) > MaxLength {
+		return nil, fmt.Errorf("%w: %d bytes: an expression holds at most %d bytes (where.MaxLength); select with fewer terms, or by queue, reason or IDs", ErrInvalid, len(s), MaxLength)
+	}
+	if !utf8.ValidString(s) {
+		return nil, fmt.Errorf("%w: the expression is not valid UTF-8", ErrInvalid)
+	}
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return nil, fmt.Errorf("%w: column %d: a NUL byte, which the catalog cannot compare (PostgreSQL text holds none): remove it", ErrInvalid, i+1)
+	}
 	p := &whereParser{s: s}
 	p.next()
 	if p.tok.kind == tEOF {
@@ -203,9 +233,27 @@ type token struct {
 }
 
 type whereParser struct {
-	s   string
-	i   int
-	tok token
+	s     string
+	i     int
+	tok   token
+	terms int // comparisons read so far (MaxTerms)
+	depth int // "not" and "(" open around the current token (MaxDepth)
+}
+
+// term counts one comparison against MaxTerms.
+func (p *whereParser) term() error {
+	if p.terms++; p.terms > MaxTerms {
+		return fmt.Errorf("%w: column %d: more than %d comparisons (where.MaxTerms): select with fewer terms, or by queue, reason or IDs, or in several runs", ErrInvalid, p.tok.pos+1, MaxTerms)
+	}
+	return nil
+}
+
+// nest enters one "not" or "(" against MaxDepth.
+func (p *whereParser) nest() error {
+	if p.depth++; p.depth > MaxDepth {
+		return fmt.Errorf("%w: column %d: nested deeper than %d \"not\" and parentheses (where.MaxDepth): write the condition flatter", ErrInvalid, p.tok.pos+1, MaxDepth)
+	}
+	return nil
 }
 
 // errf reports that something else than the current token was expected.
@@ -355,6 +403,11 @@ func (p *whereParser) str(start int) token {
 	if err := json.Unmarshal([]byte(text), &v); err != nil {
 		return token{kind: tBad, pos: start, text: text, bad: fmt.Sprintf("%s is not a JSON string (%v)", text, err)}
 	}
+	if strings.ContainsRune(v, 0) {
+		// \u0000: PostgreSQL text holds no NUL ("invalid byte sequence
+		// for encoding UTF8"); refused on both stores alike.
+		return token{kind: tBad, pos: start, text: text, bad: fmt.Sprintf("%s holds a NUL character (\\u0000), which the catalog cannot compare (PostgreSQL text holds none): remove it", text)}
+	}
 	return token{kind: tString, pos: start, text: text, str: v}
 }
 
@@ -395,13 +448,20 @@ func (p *whereParser) and() (whereNode, error) {
 func (p *whereParser) unary() (whereNode, error) {
 	switch {
 	case p.word("not"):
+		if err := p.nest(); err != nil {
+			return nil, err
+		}
 		p.next()
 		x, err := p.unary()
 		if err != nil {
 			return nil, err
 		}
+		p.depth--
 		return whereNot{x}, nil
 	case p.tok.kind == tLParen:
+		if err := p.nest(); err != nil {
+			return nil, err
+		}
 		p.next()
 		x, err := p.or()
 		if err != nil {
@@ -410,9 +470,13 @@ func (p *whereParser) unary() (whereNode, error) {
 		if p.tok.kind != tRParen {
 			return nil, p.errf(`")"`)
 		}
+		p.depth--
 		p.next()
 		return x, nil
 	case p.word("exists"):
+		if err := p.term(); err != nil {
+			return nil, err
+		}
 		p.next()
 		if p.tok.kind != tLParen {
 			return nil, p.errf(`"(" after exists, as in exists(.customer.id)`)
@@ -429,6 +493,9 @@ func (p *whereParser) unary() (whereNode, error) {
 		p.next()
 		return whereCmp{path: path, op: "exists"}, nil
 	case p.tok.kind == tPath:
+		if err := p.term(); err != nil {
+			return nil, err
+		}
 		path := p.tok.path
 		p.next()
 		if p.tok.kind != tOp {

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -48,9 +51,22 @@ func useIndexRedactor(c config.Config) error {
 func parseWhereFlag(s string) (*where.Expr, error) {
 	w, err := where.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("--where %q: %v", s, strings.TrimPrefix(err.Error(), where.ErrInvalid.Error()+": "))
+		return nil, fmt.Errorf("--where %s: %v", quoteShort(s), strings.TrimPrefix(err.Error(), where.ErrInvalid.Error()+": "))
 	}
 	return w, nil
+}
+
+// quoteShort quotes s, cut to its first 80 bytes when longer (an
+// expression refused for its size is not echoed whole).
+func quoteShort(s string) string {
+	if len(s) <= 80 {
+		return strconv.Quote(s)
+	}
+	cut := 80
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
 }
 
 func newDLQSearchCmd() *cobra.Command {
@@ -115,8 +131,11 @@ func runSearch(ctx context.Context, out io.Writer, cat *catalog.Store, p catalog
 		return nil
 	})
 	if err != nil {
-		if p.Text != "" && strings.Contains(err.Error(), "nothing to search for") {
+		if errors.Is(err, catalog.ErrEmptySearch) {
 			return usagef("search %q: %v", p.Text, err)
+		}
+		if errors.Is(err, catalog.ErrSearchTooLong) {
+			return usagef("search: %v", err)
 		}
 		return err
 	}
