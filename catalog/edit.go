@@ -104,12 +104,28 @@ func CheckBody(contentType string, body []byte) error {
 			err := json.Unmarshal(body, &v)
 			return fmt.Errorf("the body is not valid JSON (the queue's content_type is %s): %v", ct, err)
 		}
+		if !utf8.Valid(body) { // json.Valid lets invalid UTF-8 in strings through; JSON text is UTF-8 (RFC 8259 §8.1)
+			return fmt.Errorf("the body is not valid UTF-8, so not JSON (the queue's content_type is %s): byte %d starts an invalid sequence", ct, invalidUTF8At(body))
+		}
 	case strings.HasPrefix(ct, "text/"):
 		if !utf8.Valid(body) {
 			return fmt.Errorf("the body is not valid UTF-8 text (the queue's content_type is %s)", ct)
 		}
 	}
 	return nil
+}
+
+// invalidUTF8At is the offset of b's first invalid UTF-8 sequence, -1
+// when b is valid.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 func sha256Hex(b []byte) string {

@@ -79,6 +79,8 @@ func TestCheckBody(t *testing.T) {
 		{"", "\xff", true}, {ContentBinary, "\xff", true}, {ContentJSON, `{"a":1}`, true}, {ContentJSON, `{"a":`, false},
 		{"application/cloudevents+json; charset=utf-8", `[]`, true}, {"application/vnd.x+json", `nope`, false},
 		{ContentText, "h\u00e9", true}, {"text/csv", "\xff", false},
+		// json.Valid alone takes invalid UTF-8 inside a string (issue 30 item 4).
+		{ContentJSON, "{\"a\":\"\xff\"}", false}, {ContentJSON, "{\"a\":\"\xed\xa0\x80\"}", false}, {ContentJSON, "{\"a\":\"\ufffd\u00e9\"}", true},
 	} {
 		if err := CheckBody(tt.ct, []byte(tt.body)); (err == nil) != tt.ok {
 			t.Errorf("CheckBody(%q, %q) = %v, want ok %v", tt.ct, tt.body, err, tt.ok)

@@ -116,6 +116,11 @@ func TestDLQEditGuardedVersionsAndDiff(t *testing.T) {
 		if code, _, errOut := run(t, args("--body-file", file("bad.json", `{"order":1,`), "--reason", "fix", "--actor", "alice")...); code != 1 || !strings.Contains(errOut, "not valid JSON") {
 			t.Errorf("bad JSON: %d %s", code, errOut)
 		}
+		// JSON is UTF-8: a string holding byte 0xff is refused, naming where.
+		if code, _, errOut := run(t, args("--body-file", file("latin1.json", "{\"order\":\"caf\xe9\"}"), "--reason", "fix", "--actor", "alice")...); code != 1 ||
+			!strings.Contains(errOut, "not valid UTF-8, so not JSON") || !strings.Contains(errOut, "byte 13") {
+			t.Errorf("non-UTF-8 JSON: %d %s", code, errOut)
+		}
 		code, out, errOut := run(t, args("--body-file", good, "--reason", "total was missing", "--actor", "alice", "--json")...)
 		if code != 0 {
 			t.Fatalf("edit: %d %s", code, errOut)
