@@ -244,6 +244,14 @@ func TestImportRefusesBadLines(t *testing.T) {
 		strings.Replace(good, "aGk=", "aGo=", 1):         "line 1: body_sha256",
 		strings.Replace(good, `"pending"`, `"gone"`, 1):  `line 1: state "gone"`,
 		strings.Replace(good, `{}`, `{"a":{"zz":1}}`, 1): "line 1: headers",
+		// Every field goes through the checks of its normal route (issue 37
+		// item 2): the triage as POST /api/triage, versions as dlq edit.
+		strings.Replace(good, `"history"`, `"triage":{"ticket":"javascript:alert(1)","updated_by":"x","notes":[]},"history"`, 1):                                                                  "line 1: triage.ticket \"javascript:alert(1)\": want an http:// or https:// URL",
+		strings.Replace(good, `"history"`, `"triage":{"assignee":" bob","updated_by":"x","notes":[]},"history"`, 1):                                                                               "line 1: triage.assign",
+		strings.Replace(good, `"history"`, `"triage":{"status":"done","updated_by":"x","notes":[]},"history"`, 1):                                                                                 `line 1: triage.status "done"`,
+		strings.Replace(good, `"history"`, `"triage":{"updated_by":"x","notes":[{"author":"a","note":""}]},"history"`, 1):                                                                         "line 1: triage.notes[0]: note is empty",
+		strings.Replace(good, `"history"`, `"versions":[{"version":1,"body":"aGk=","body_sha256":"8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4","reason":" "}],"history"`, 1): "line 1: versions[0]: reason is empty",
+		strings.Replace(good, `"event_id":"x"`, `"event_id":"x\u0000y"`, 1):                                                                                                                       `line 1: event_id "x\x00y" holds a NUL character`,
 	} {
 		s := openStore(t)
 		res, err := s.Import(context.Background(), strings.NewReader(in), ImportParams{Name: "f.ndjson"})

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/lily-mq/lily/internal/catalogdb"
@@ -20,8 +21,22 @@ import (
 // ErrBadImport is wrapped by the errors of Import about its input.
 var ErrBadImport = errors.New("catalog: import")
 
+// MaxImportLine is the default bound of one export line that Import reads
+// (64 MiB): room for a body of MaxEditBody (16 MiB, the largest body an
+// edit accepts), base64-encoded (4/3), one edited version as large, and
+// its headers, evidence, triage and history. A longer line is refused as
+// soon as its first MaxImportLine+1 bytes are read, without reading it
+// whole: ErrImportLineTooLong.
+const MaxImportLine = 64 << 20
+
+// ErrImportLineTooLong is wrapped (with ErrBadImport) when a line of an
+// import is longer than its bound.
+var ErrImportLineTooLong = errors.New("line too long")
+
 // ImportParams are the arguments of Store.Import.
 type ImportParams struct {
+	// MaxLine bounds one line in bytes. Defaults to MaxImportLine.
+	MaxLine int
 	// Queue, when set, puts every imported entry in this queue instead of
 	// the one in its line (its source stays).
 	Queue string
@@ -80,8 +95,19 @@ func (s *Store) Import(ctx context.Context, r io.Reader, p ImportParams) (Import
 		batch = batch[:0]
 		return err
 	}
+	maxLine := p.MaxLine
+	if maxLine <= 0 {
+		maxLine = MaxImportLine
+	}
 	for {
-		raw, err := br.ReadBytes('\n')
+		raw, err := readLine(br, maxLine)
+		if errors.Is(err, ErrImportLineTooLong) {
+			if ferr := flush(); ferr != nil {
+				return out, ferr
+			}
+			return out, fmt.Errorf("%w: %s line %d: %w: more than %d bytes, the most one line may hold (catalog.MaxImportLine: a body of up to %d bytes with its evidence); nothing of it or after it was imported",
+				ErrBadImport, p.Name, lineNo+1, ErrImportLineTooLong, maxLine, MaxEditBody)
+		}
 		if len(bytes.TrimSpace(raw)) > 0 {
 			lineNo++
 			l, lerr := parseImportLine(raw)
@@ -109,6 +135,35 @@ func (s *Store) Import(ctx context.Context, r io.Reader, p ImportParams) (Import
 	return out, flush()
 }
 
+// readLine reads one line (with its '\n') from br, holding at most limit
+// bytes of it: a longer line is ErrImportLineTooLong once limit+1 bytes of
+// it have been read, so a line with no end costs no more than the bound.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		n := len(line) + len(frag)
+		if len(frag) > 0 && frag[len(frag)-1] == '\n' {
+			n-- // the newline is not part of the bound
+		}
+		if n > limit {
+			return nil, ErrImportLineTooLong
+		}
+		if need := len(line) + len(frag); need > cap(line) {
+			// Double, capped by the bound: the allocations of one line
+			// sum to at most twice the bound (append grows a large
+			// slice by 1.25, which sums to five times).
+			grown := make([]byte, len(line), min(max(2*cap(line), need), limit+1))
+			copy(grown, line)
+			line = grown
+		}
+		line = append(line, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
+}
+
 // parseImportLine decodes and checks one line.
 func parseImportLine(raw []byte) (*ExportLine, error) {
 	var l ExportLine
@@ -134,8 +189,11 @@ func parseImportLine(raw []byte) (*ExportLine, error) {
 			return nil, fmt.Errorf("body_sha256 %q does not match the body (corrupted or edited line)", l.BodySHA256)
 		}
 	}
-	if l.Triage != nil && l.Triage.Status != "" && !validTriageStatus(l.Triage.Status) {
-		return nil, fmt.Errorf("triage.status %q: want investigating, needs_fix, known_issue or wont_fix", l.Triage.Status)
+	if err := checkImportText(&l); err != nil {
+		return nil, err
+	}
+	if err := checkImportTriage(l.Triage); err != nil {
+		return nil, err
 	}
 	for i, v := range l.Versions {
 		switch {
@@ -143,6 +201,10 @@ func parseImportLine(raw []byte) (*ExportLine, error) {
 			return nil, fmt.Errorf("versions[%d]: version %d, want %d (versions are numbered 1, 2, ... in order)", i, v.Version, i+1)
 		case v.Body != nil && sha256Hex(v.Body) != v.BodySHA256:
 			return nil, fmt.Errorf("versions[%d]: body_sha256 %q does not match the body (corrupted or edited line)", i, v.BodySHA256)
+		case strings.TrimSpace(v.Reason) == "":
+			return nil, fmt.Errorf("versions[%d]: reason is empty: every edit has one ('lily dlq edit' requires it)", i)
+		case len(v.Body) > MaxEditBody:
+			return nil, fmt.Errorf("versions[%d]: %d bytes, more than the %d an edit accepts (catalog.MaxEditBody)", i, len(v.Body), MaxEditBody)
 		}
 	}
 	if len(l.Headers) > 0 && !bytes.Equal(l.Headers, []byte("null")) {
@@ -153,6 +215,58 @@ func parseImportLine(raw []byte) (*ExportLine, error) {
 		l.Headers = nil
 	}
 	return &l, nil
+}
+
+// checkImportText refuses a NUL character in a text field of the line:
+// PostgreSQL text holds none, so the insert would fail in the middle of
+// its batch with a raw error instead of naming the line.
+func checkImportText(l *ExportLine) error {
+	fields := [][2]string{{"queue", l.Queue}, {"event_id", l.EventID}, {"key", l.Key}, {"type", l.Type}, {"reason", l.Reason},
+		{"error_type", l.ErrorType}, {"error_message", l.ErrorMessage}, {"fingerprint", l.Fingerprint}, {"consumer_version", l.ConsumerVersion},
+		{"source", l.Source}, {"source_coords", l.SourceCoords}, {"hold_key", l.HoldKey}, {"dl_key", l.DLKey}, {"decided_by", l.DecidedBy},
+		{"decision", l.Decision}, {"body_sha256", l.BodySHA256}}
+	if t := l.Triage; t != nil {
+		fields = append(fields, [2]string{"triage.updated_by", t.UpdatedBy})
+		for _, n := range t.Notes {
+			fields = append(fields, [2]string{"triage.notes.author", n.Author}, [2]string{"triage.notes.note", n.Note})
+		}
+	}
+	for _, v := range l.Versions {
+		fields = append(fields, [2]string{"versions.reason", v.Reason}, [2]string{"versions.edited_by", v.EditedBy}, [2]string{"versions.op", v.Op})
+	}
+	for _, h := range l.History {
+		fields = append(fields, [2]string{"history.actor", h.Actor}, [2]string{"history.selector", h.Selector}, [2]string{"history.detail", h.Detail},
+			[2]string{"history.op", h.Op}, [2]string{"history.action", h.Action}, [2]string{"history.outcome", h.Outcome})
+	}
+	for _, f := range fields {
+		if strings.ContainsRune(f[1], 0) {
+			return fmt.Errorf("%s %q holds a NUL character (\\u0000), which no catalog text field can hold", f[0], f[1])
+		}
+	}
+	return nil
+}
+
+// checkImportTriage puts an imported triage record through the checks
+// of the route that normally writes it (TriageChange.Validate, as POST
+// /api/triage and 'lily dlq triage' do): an import must not store what
+// the API refuses, such as a javascript: ticket URL the console would
+// render as a link.
+func checkImportTriage(t *Triage) error {
+	if t == nil {
+		return nil
+	}
+	if err := (TriageChange{Assignee: &t.Assignee, Status: &t.Status, Ticket: &t.Ticket}).Validate(); err != nil {
+		return fmt.Errorf("triage.%v", err)
+	}
+	for i, n := range t.Notes {
+		if strings.TrimSpace(n.Note) == "" {
+			return fmt.Errorf("triage.notes[%d]: note is empty: a triage note says something", i)
+		}
+		if err := (TriageChange{Note: n.Note}).Validate(); err != nil {
+			return fmt.Errorf("triage.notes[%d]: %v", i, err)
+		}
+	}
+	return nil
 }
 
 const importSQL = `INSERT INTO lily_dlq_entries

@@ -105,8 +105,22 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, p *princip
 // catalog.ImportResult; a bad line is a 400 naming it (the batches before
 // it are committed, and importing again skips them).
 func (s *Server) handleImport(w http.ResponseWriter, r *http.Request, p *principal) {
+	select {
+	case s.imports <- struct{}{}:
+		defer func() { <-s.imports }()
+	default:
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusTooManyRequests, apiError{Error: fmt.Sprintf(
+			"%d imports are running, the most this server runs at once (Options.MaxImports): retry when one has finished", cap(s.imports))})
+		return
+	}
 	queue := r.URL.Query().Get("queue")
-	res, err := s.o.Store.Import(r.Context(), r.Body, catalog.ImportParams{Queue: queue, Name: "request body", Actor: p.name, Now: s.o.Now})
+	res, err := s.o.Store.Import(r.Context(), r.Body, catalog.ImportParams{Queue: queue, Name: "request body", Actor: p.name, Now: s.o.Now,
+		MaxLine: s.o.MaxImportLine})
+	if errors.Is(err, catalog.ErrImportLineTooLong) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": err.Error(), "field": "body", "max_line_bytes": s.o.MaxImportLine, "result": res})
+		return
+	}
 	if errors.Is(err, catalog.ErrBadImport) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error(), "field": "body", "result": res})
 		return

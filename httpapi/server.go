@@ -92,6 +92,13 @@ type Options struct {
 	// request comes through such a proxy (a client could send the header
 	// itself). Defaults to false: the header is ignored.
 	TrustProxy bool
+	// MaxImportLine bounds one line of POST /api/import in bytes: a longer
+	// line is answered 413 as soon as the bound is passed, without reading
+	// the line whole. Defaults to catalog.MaxImportLine (64 MiB).
+	MaxImportLine int
+	// MaxImports is how many imports may run at once; one more is
+	// answered 429. Defaults to 2.
+	MaxImports int
 	// SessionTTL is how long a console login lasts. Defaults to 12h.
 	SessionTTL time.Duration
 	// Now returns the current time. Defaults to time.Now.
@@ -106,6 +113,7 @@ type Server struct {
 	sessions *sessions
 	jobs     *jobs
 	routes   []route
+	imports  chan struct{} // a slot per running import (MaxImports)
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -131,8 +139,15 @@ func New(o Options) (*Server, error) {
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 12 * time.Hour
 	}
+	if o.MaxImportLine <= 0 {
+		o.MaxImportLine = catalog.MaxImportLine
+	}
+	if o.MaxImports <= 0 {
+		o.MaxImports = 2
+	}
 	o.Config = o.Config.WithDefaults()
-	s := &Server{o: o, mux: http.NewServeMux(), tokens: o.Tokens, sessions: newSessions(), jobs: newJobs(o.JobLease)}
+	s := &Server{o: o, mux: http.NewServeMux(), tokens: o.Tokens, sessions: newSessions(), jobs: newJobs(o.JobLease),
+		imports: make(chan struct{}, o.MaxImports)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.routes = s.apiRoutes()
 	for _, rt := range s.routes {

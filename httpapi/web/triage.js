@@ -6,13 +6,24 @@
 const TRIAGE_STATUSES = [["", "(none)"], ["investigating", "investigating"], ["needs_fix", "needs fix"],
   ["known_issue", "known issue"], ["wont_fix", "won't fix"]];
 
+// ticketNode shows a stored ticket: a link only for an http or https
+// URL, plain text otherwise, whatever the catalog holds (an older import
+// could store javascript:…; the API refuses it today).
+function ticketNode(ticket) {
+  if (!ticket) return "";
+  let u = null;
+  try { u = new URL(ticket); } catch (e) { u = null; }
+  if (u && (u.protocol === "http:" || u.protocol === "https:")) return h("a", {href: u.href, rel: "noopener noreferrer", class: "ticket-link"}, ticket);
+  return h("span", {class: "ticket-text"}, ticket);
+}
+
 // triageRecord shows one triage record (an entry's or a group's) with its
 // note history, oldest first.
 function triageRecord(title, t, cls) {
   if (!t) return null;
   return h("section", {class: "triage-record " + cls},
     h("h3", {}, title),
-    dl([["Status", t.status || "(none)"], ["Assignee", t.assignee], ["Ticket", t.ticket ? h("a", {href: t.ticket, rel: "noopener noreferrer"}, t.ticket) : ""],
+    dl([["Status", t.status || "(none)"], ["Assignee", t.assignee], ["Ticket", ticketNode(t.ticket)],
       ["Updated", `by ${t.updated_by}, ${when(t.updated_at)}`]]),
     t.notes && t.notes.length ? h("ol", {class: "notes"}, t.notes.map(n => h("li", {},
       h("span", {class: "muted"}, `${n.author}, ${when(n.at)}: `), n.note))) : null);
