@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -40,6 +41,16 @@ type ImportParams struct {
 	// Queue, when set, puts every imported entry in this queue instead of
 	// the one in its line (its source stays).
 	Queue string
+	// Map puts the entries of a line's queue (the key) in another queue
+	// (the value); Queue, when set, wins.
+	Map map[string]string
+	// Configured reports whether a queue is configured: a line whose
+	// queue (after Queue and Map) is not is refused, naming the queue and
+	// the fix — an imported entry can be redriven, and a redrive must not
+	// reach a queue the configuration does not name (as redirect's "to"
+	// must not). Defaults to nil: every queue is taken (a catalog without
+	// a configuration).
+	Configured func(queue string) bool
 	// Name names the input for the audit records and errors (a file).
 	Name string
 	// Actor is who imports, for the audit records. Defaults to DefaultActor().
@@ -62,6 +73,11 @@ type ImportResult struct {
 	Skipped int `json:"skipped_duplicates"`
 	// History is the number of audit records carried over from the lines.
 	History int `json:"history_records"`
+	// Accounted is the number of added entries whose message the import
+	// counted as accepted on its queue in the ledger (dead-lettered or
+	// discarded entries the ledger had not counted), so that an export
+	// imported into a new catalog balances in 'lily reconcile'.
+	Accounted int64 `json:"accounted"`
 }
 
 // importBatch is how many lines one import transaction covers.
@@ -76,12 +92,24 @@ const importBatch = 200
 // dead-lettering time. Each batch is one transaction with its audit record
 // (action "import", the added event IDs); the lines' history records are
 // appended to the audit log once each (a record already there — same op,
-// time, actor, action, selector and outcome — is not repeated). A bad line
-// stops the import with an error naming its line number; the batches
-// before it stay committed, and running the import again skips them.
+// time, actor, action, selector and outcome — is not repeated). Lines are
+// checked (parseImportLine, p.destination) before any SQL: a bad line
+// stops the import with an error naming its line number, every line
+// before it committed and none after it; running the import again skips
+// the lines already in. Added entries that are dead-lettered or discarded
+// are counted as accepted on their queue in the ledger (importAccept).
 func (s *Store) Import(ctx context.Context, r io.Reader, p ImportParams) (ImportResult, error) {
 	d := catalogdb.NewDecision(p.Op, p.Actor, "", p.Now)
-	sel, _ := json.Marshal(map[string]string{"file": p.Name, "queue": p.Queue})
+	selm := map[string]string{"file": p.Name, "queue": p.Queue}
+	if len(p.Map) > 0 {
+		pairs := make([]string, 0, len(p.Map))
+		for from, to := range p.Map {
+			pairs = append(pairs, from+"="+to)
+		}
+		sort.Strings(pairs)
+		selm["map"] = strings.Join(pairs, ",")
+	}
+	sel, _ := json.Marshal(selm)
 	d.Selector = string(sel)
 	out := ImportResult{Op: d.Op}
 	br := bufio.NewReaderSize(r, 1<<20)
@@ -111,6 +139,9 @@ func (s *Store) Import(ctx context.Context, r io.Reader, p ImportParams) (Import
 		if len(bytes.TrimSpace(raw)) > 0 {
 			lineNo++
 			l, lerr := parseImportLine(raw)
+			if lerr == nil {
+				lerr = p.destination(l)
+			}
 			if lerr != nil {
 				if ferr := flush(); ferr != nil {
 					return out, ferr
@@ -133,6 +164,25 @@ func (s *Store) Import(ctx context.Context, r io.Reader, p ImportParams) (Import
 		}
 	}
 	return out, flush()
+}
+
+// destination puts l in the queue it is imported into (Queue, else Map,
+// else its own) and refuses a queue that is not configured.
+func (p ImportParams) destination(l *ExportLine) error {
+	from := l.Queue
+	switch {
+	case strings.TrimSpace(p.Queue) != "":
+		l.Queue = p.Queue
+	case p.Map[from] != "":
+		l.Queue = p.Map[from]
+	}
+	if p.Configured == nil || p.Configured(l.Queue) {
+		return nil
+	}
+	if l.Queue != from {
+		return fmt.Errorf("queue %q (for the line's queue %q): not a [[queue]] of the configuration: import into a configured queue (an imported entry can be redriven there)", l.Queue, from)
+	}
+	return fmt.Errorf("queue %q: not a [[queue]] of the configuration: map it to a configured queue (--map %s=QUEUE, API map=%s=QUEUE) or put every line in one (--queue QUEUE, API queue=QUEUE); an imported entry can be redriven, and only to a configured queue", from, from, from)
 }
 
 // readLine reads one line (with its '\n') from br, holding at most limit
@@ -280,6 +330,8 @@ const importSQL = `INSERT INTO lily_dlq_entries
 func (s *Store) importBatch(ctx context.Context, d catalogdb.Decision, p ImportParams, batch []*ExportLine, out *ImportResult) error {
 	return s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 		x := catalogdb.NewIndexer(tx)
+		now := d.Now().UnixMilli()
+		accounted := map[string]int64{}
 		var added []string
 		skipped, history := 0, 0
 		for _, l := range batch {
@@ -330,6 +382,13 @@ func (s *Store) importBatch(ctx context.Context, d catalogdb.Decision, p ImportP
 					}
 				}
 			}
+			if importAccounted(l.State) {
+				n, err := importAccept(ctx, tx, queue, l, now)
+				if err != nil {
+					return err
+				}
+				accounted[queue] += n
+			}
 			added = append(added, l.EventID)
 			for _, h := range l.History {
 				n, err := importHistory(ctx, tx, h)
@@ -347,6 +406,12 @@ func (s *Store) importBatch(ctx context.Context, d catalogdb.Decision, p ImportP
 		if len(added) == 0 {
 			outcome = OutcomeDuplicate
 		}
+		for queue, n := range accounted {
+			if err := catalogdb.AddCounts(ctx, tx, queue, n, 0); err != nil {
+				return err
+			}
+			out.Accounted += n
+		}
 		if err := catalogdb.AppendAudit(ctx, tx, d.Record(ActionImport, outcome, false, added, detail)); err != nil {
 			return err
 		}
@@ -355,6 +420,42 @@ func (s *Store) importBatch(ctx context.Context, d catalogdb.Decision, p ImportP
 		out.History += history
 		return nil
 	})
+}
+
+// importAccounted reports whether an imported entry of state st is in a
+// bucket of the ledger (dead-lettered: pending, parked, needs_manual;
+// discarded: discarded, erased), so that its message must be accepted on
+// its queue for the queue to balance. A redriven entry is in none: its
+// message went back to its queue in the catalog it came from.
+func importAccounted(st State) bool {
+	switch st {
+	case StatePending, StateParked, StateNeedsManual, StateDiscarded, StateErased:
+		return true
+	}
+	return false
+}
+
+// importAccept counts the message of an imported entry as accepted on
+// queue in the ledger, in the import's transaction, under the key package
+// ledger gives it (ledger.Key: the event ID and the first 16 bytes of the
+// body's SHA-256, which body_sha256 holds even once the body is removed):
+// so that export → import into a new catalog balances, and a redrive of
+// the entry, consumed here, is not accepted a second time. A message the
+// ledger counted already is not counted again. It returns 1 when counted.
+func importAccept(ctx context.Context, tx *catalogdb.Tx, queue string, l *ExportLine, now int64) (int64, error) {
+	if len(l.BodySHA256) < 32 {
+		return 0, fmt.Errorf("catalog: import entry %s: body_sha256 %q is not a SHA-256", l.EventID, l.BodySHA256)
+	}
+	key := l.EventID + "\x1f" + l.BodySHA256[:32]
+	res, err := tx.ExecContext(ctx, `INSERT INTO lily_ledger_events(queue, kind, event_id, at)
+		SELECT CAST(? AS TEXT), 'accepted', CAST(? AS TEXT), CAST(? AS BIGINT)
+		WHERE NOT EXISTS (SELECT 1 FROM lily_ledger_events WHERE queue = ? AND kind IN ('accepted', 'acked') AND event_id IN (?, ?))
+		ON CONFLICT DO NOTHING`, queue, key, now, queue, key, l.EventID)
+	if err != nil {
+		return 0, fmt.Errorf("catalog: import: count entry %s in the ledger: %w", l.EventID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
 }
 
 // importDuplicate reports whether the catalog holds l's dead-lettering.

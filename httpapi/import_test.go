@@ -12,8 +12,71 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 )
+
+// withQueue configures one more queue.
+func withQueue(name string) func(*Options) {
+	return func(o *Options) {
+		o.Config.Queues = append(o.Config.Queues, lily.QueueConfig{Name: name}.WithDefaults())
+	}
+}
+
+// TestImportConfiguredQueues (issue 37 item 4): an import puts entries
+// only into configured queues, as redirect's "to" must name one: a line
+// of a queue the configuration does not name is refused, naming it and
+// the fix, and so is ?queue= naming one; ?map=FROM=TO puts them in a
+// configured queue.
+func TestImportConfiguredQueues(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, mk fixtureMaker) {
+		t.Parallel()
+		f := mk(t, allTokens)
+		code, dump := f.raw("GET", "/api/export?queue=orders.created", &adminToken, nil)
+		if code != 200 {
+			t.Fatalf("export: %d %s", code, dump)
+		}
+		legacy := []byte(strings.ReplaceAll(string(dump), `"queue":"orders.created"`, `"queue":"legacy.orders"`))
+		g := mk(t, allTokens, withQueue("quarantine"))
+		count := func() int64 {
+			gs, err := g.Catalog.Group(t.Context(), "queue", catalog.Filter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int64
+			for _, gr := range gs {
+				if gr.Key == "legacy.orders" || gr.Key == "nowhere" || gr.Key == "quarantine" {
+					n += gr.Count
+				}
+			}
+			return n
+		}
+		for path, want := range map[string]string{
+			"/api/import":                           `line 1: queue "legacy.orders": not a [[queue]] of the configuration: map it to a configured queue (--map legacy.orders=QUEUE, API map=legacy.orders=QUEUE)`,
+			"/api/import?queue=nowhere":             `line 1: queue "nowhere" (for the line's queue "legacy.orders"): not a [[queue]] of the configuration`,
+			"/api/import?map=legacy.orders=nowhere": `line 1: queue "nowhere" (for the line's queue "legacy.orders")`,
+		} {
+			code, b := g.raw("POST", path, &adminToken, strings.NewReader(string(legacy)))
+			var e apiError
+			if err := json.Unmarshal(b, &e); code != http.StatusBadRequest || err != nil || !strings.Contains(e.Error, want) {
+				t.Errorf("POST %s: %d %s, want 400 with %q", path, code, b, want)
+			}
+		}
+		if code, b := g.raw("POST", "/api/import?map=oops", &adminToken, strings.NewReader(string(legacy))); code != http.StatusBadRequest || !strings.Contains(string(b), `"field": "map"`) {
+			t.Errorf("bad map: %d %s", code, b)
+		}
+		if n := count(); n != 0 {
+			t.Fatalf("refused imports added %d entries", n)
+		}
+		var res catalog.ImportResult
+		code, b := g.raw("POST", "/api/import?map=legacy.orders=quarantine", &adminToken, strings.NewReader(string(legacy)))
+		if err := json.Unmarshal(b, &res); code != 200 || err != nil || res.Added != 10 || count() != 10 {
+			t.Fatalf("mapped import: %d %s", code, b)
+		}
+		f.Conserved()
+	})
+}
 
 // endlessLine is n bytes of one JSON-looking line without a newline,
 // generated as it is read: the client holds none of it.

@@ -114,9 +114,23 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request, p *princip
 			"%d imports are running, the most this server runs at once (Options.MaxImports): retry when one has finished", cap(s.imports))})
 		return
 	}
-	queue := r.URL.Query().Get("queue")
-	res, err := s.o.Store.Import(r.Context(), r.Body, catalog.ImportParams{Queue: queue, Name: "request body", Actor: p.name, Now: s.o.Now,
-		MaxLine: s.o.MaxImportLine})
+	q := r.URL.Query()
+	ip := catalog.ImportParams{Queue: q.Get("queue"), Name: "request body", Actor: p.name, Now: s.o.Now, MaxLine: s.o.MaxImportLine}
+	if len(s.o.Config.Queues) > 0 { // a configuration names the queues an entry may be imported into
+		ip.Configured = func(name string) bool { _, ok := s.o.Config.Queue(name); return ok }
+	}
+	for _, m := range q["map"] {
+		from, to, ok := strings.Cut(m, "=")
+		if !ok || from == "" || to == "" {
+			s.fail(w, r, badField("map", "map %q: want FROM=TO, a line's queue and the configured queue its entries go to", m))
+			return
+		}
+		if ip.Map == nil {
+			ip.Map = map[string]string{}
+		}
+		ip.Map[from] = to
+	}
+	res, err := s.o.Store.Import(r.Context(), r.Body, ip)
 	if errors.Is(err, catalog.ErrImportLineTooLong) {
 		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": err.Error(), "field": "body", "max_line_bytes": s.o.MaxImportLine, "result": res})
 		return

@@ -171,7 +171,7 @@ func TestExportImportAPI(t *testing.T) {
 		}
 		// A viewer allowed to see bodies may export them.
 		reader := Token{Name: "rita", Role: config.RoleViewer, Secret: "reader-secret-0123456789", ShowBodies: true}
-		g := mk(t, []Token{reader, adminToken, operatorToken})
+		g := mk(t, []Token{reader, adminToken, operatorToken}, withQueue("quarantine"))
 		if code, b := g.raw("GET", "/api/export?queue=payments.captured", &reader, nil); code != 200 || bytes.Count(b, []byte("\n")) != 3 {
 			t.Fatalf("show_bodies viewer export: %d\n%s", code, b)
 		}

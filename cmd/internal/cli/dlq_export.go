@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -114,10 +115,11 @@ func newDLQImportCmd() *cobra.Command {
 	var (
 		sf           storeFlags
 		queue, actor string
+		maps         []string
 		asJSON       bool
 	)
 	cmd := &cobra.Command{
-		Use:   "import FILE [--queue Q]",
+		Use:   "import FILE [--queue Q | --map FROM=TO...]",
 		Short: "Add the entries of an export file to the catalog, keeping event IDs, skipping duplicates",
 		Long: `Read FILE, written by 'lily dlq export' (format "lily.dlq.export/v1";
 - reads standard input), and add its entries to the catalog — created if
@@ -132,9 +134,14 @@ history records join the audit log (once each), and every batch of the
 import is audited (action "import" with the event IDs added).
 
 The file is read as a stream, in batches of 200 lines, each one
-transaction. A bad line stops the import with its line number; the batches
-before it stay, and running the import again after fixing the file skips
-them.`,
+transaction; a line holds at most 64 MiB. A bad line stops the import with
+its line number: every line before it is committed, none after it, and
+running the import again after fixing the file skips what is in.
+
+With a --config that has [[queue]]s, entries go only into those queues:
+--map FROM=TO (repeatable) puts queue FROM's entries in TO. Imported
+dead-lettered and discarded entries are counted as accepted on their queue
+in the ledger, so 'lily reconcile' balances after an export and import.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -148,6 +155,17 @@ them.`,
 				defer f.Close()
 				in = f
 			}
+			ip := catalog.ImportParams{Queue: queue, Name: name, Actor: actorOr(actor)}
+			for _, m := range maps {
+				from, to, ok := strings.Cut(m, "=")
+				if !ok || from == "" || to == "" {
+					return usagef("--map %q: want FROM=TO, a line's queue and the configured queue its entries go to", m)
+				}
+				if ip.Map == nil {
+					ip.Map = map[string]string{}
+				}
+				ip.Map[from] = to
+			}
 			if sf.config != "" {
 				c, err := sf.loadConfig()
 				if err != nil {
@@ -156,13 +174,18 @@ them.`,
 				if err := useIndexRedactor(c); err != nil {
 					return err
 				}
+				// A configuration that names queues takes entries only
+				// into them (as lily serve does).
+				if len(c.Queues) > 0 {
+					ip.Configured = func(name string) bool { _, ok := c.Queue(name); return ok }
+				}
 			}
 			cat, err := sf.openCatalog(ctx)
 			if err != nil {
 				return err
 			}
 			defer cat.Close()
-			res, err := cat.Import(ctx, in, catalog.ImportParams{Queue: queue, Name: name, Actor: actorOr(actor)})
+			res, err := cat.Import(ctx, in, ip)
 			w := cmd.OutOrStdout()
 			if err != nil {
 				if res.Added > 0 || res.Skipped > 0 {
@@ -181,6 +204,7 @@ them.`,
 	sf.add(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&queue, "queue", "", "put every imported entry in this queue (default: the queue in each line)")
+	fl.StringArrayVar(&maps, "map", nil, "FROM=TO: put the entries of queue FROM in queue TO (repeatable); with --config, every entry must land in a configured queue")
 	actorFlag(cmd, &actor)
 	jsonFlag(fl, &asJSON, "")
 	return cmd
