@@ -71,3 +71,32 @@ func TestConsoleTicketLinkOnlyHTTP(t *testing.T) {
 	}
 	f.Conserved()
 }
+
+// TestConsoleMaskedViewerCannotQueryBodies (issue 37 item 1): a viewer
+// without show_bodies is offered no body filter and no search in the
+// console (the API refuses both, 403), and still reads the entries.
+func TestConsoleMaskedViewerCannotQueryBodies(t *testing.T) {
+	b := newBrowser(t)
+	f := newFixture(t, allTokens)
+	b.do("log in as the viewer",
+		chromedp.Navigate(f.ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), allTokens[0].Secret),
+		chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.CSS(`a.groups-link[data-queue="orders.created"]`)),
+	)
+	b.do("open the entries", chromedp.Navigate(f.ts.URL+"/#/entries?queue=orders.created"), chromedp.WaitVisible(chromedp.ID("f-queue")))
+	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll('#f-where, #s-where').length`))
+	if err != nil || n != 0 {
+		t.Errorf("%d where fields offered to a viewer without show_bodies (%v)", n, err)
+	}
+	b.do("open the search", chromedp.Navigate(f.ts.URL+"/#/search?q=gateway"), chromedp.WaitVisible(chromedp.ID("export-link")))
+	if msg := b.text("main"); !strings.Contains(msg, "your token may not read") {
+		t.Errorf("the search page says %q", msg)
+	}
+	n, err = chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll('#search-form, #s-q').length`))
+	if err != nil || n != 0 {
+		t.Errorf("%d search inputs offered to a viewer without show_bodies (%v)", n, err)
+	}
+	f.Conserved()
+}
