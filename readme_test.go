@@ -1,6 +1,7 @@
 package lily_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,21 +29,50 @@ func readmeBlocks(t *testing.T, lang string) []string {
 // TestReadmeCommands runs every ```sh block of the README as written, from
 // the module root, with bash -e: the README's commands must keep working.
 // (The ```console block is the test command itself, which CI runs.)
+// The blocks are independent — every demo makes its own temporary files,
+// queues and in-process brokers, and only one block uses the demo's
+// RabbitMQ queues — so they run side by side: most of their time is spent
+// waiting on brokers, not computing. Each block reports as a subtest, in
+// the README's order. The binaries are built once first, so that the
+// blocks' 'go run's share one build instead of racing to make it.
 func TestReadmeCommands(t *testing.T) {
 	blocks := readmeBlocks(t, "sh")
 	if len(blocks) < 3 {
 		t.Fatalf("found %d sh blocks in README.md, want the demo, reconcile and schedule commands", len(blocks))
 	}
+	if out, err := exec.Command("go", "build", "-o", os.DevNull, "./cmd/lily").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/lily: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("go", "build", "-o", os.DevNull, "./cmd/lily-demo").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/lily-demo: %v\n%s", err, out)
+	}
+	// Up to six at a time, whatever -parallel says (it defaults to the
+	// number of cores, and these blocks mostly wait).
+	type result struct {
+		out []byte
+		err error
+	}
+	results := make([]chan result, len(blocks))
+	sem := make(chan struct{}, 6)
 	for i, b := range blocks {
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", b)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Errorf("README sh block %d failed: %v\n%s\n--- output ---\n%s", i+1, err, b, out)
-			continue
-		}
-		if (strings.Contains(b, "lily demo") || strings.Contains(b, "lily-demo")) && !strings.Contains(string(out), "lost") {
-			t.Errorf("README sh block %d: the demo printed no ledger:\n%s", i+1, out)
-		}
+		results[i] = make(chan result, 1)
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out, err := exec.Command("bash", "-euo", "pipefail", "-c", b).CombinedOutput()
+			results[i] <- result{out, err}
+		}()
+	}
+	for i, b := range blocks {
+		t.Run(fmt.Sprintf("block%02d", i+1), func(t *testing.T) {
+			r := <-results[i]
+			if r.err != nil {
+				t.Fatalf("README sh block %d failed: %v\n%s\n--- output ---\n%s", i+1, r.err, b, r.out)
+			}
+			if (strings.Contains(b, "lily demo") || strings.Contains(b, "lily-demo")) && !strings.Contains(string(r.out), "lost") {
+				t.Errorf("README sh block %d: the demo printed no ledger:\n%s", i+1, r.out)
+			}
+		})
 	}
 }
 
