@@ -28,6 +28,7 @@ import (
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // Fixture is a temporary SQLite transport and a catalog with dead letters
@@ -198,7 +199,7 @@ func (f *Fixture) Conserved() {
 	}
 	for _, r := range rows {
 		if !r.Balanced() {
-			f.T.Errorf("ledger of %s does not balance: %+v", r.Queue, r)
+			f.T.Errorf("ledger of %s does not balance: %+v\n%s", r.Queue, r, transporttest.ExplainLedger(context.Background(), f.Catalog, f.Transport, r))
 		}
 	}
 }

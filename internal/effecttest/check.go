@@ -10,6 +10,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // CheckExactlyOnce checks a kill loop's outcome: kills in 1..the number of
@@ -119,7 +120,7 @@ func CheckLedger(t *testing.T, cat *catalog.Store, inflight transport.InFlightCo
 			continue
 		}
 		if r.Lost != 0 || r.InFlight != 0 || r.DeadLettered != 0 || r.Accepted != n || r.Acked != n {
-			t.Fatalf("ledger %+v: want %d accepted and acked, none lost", r, n)
+			t.Fatalf("ledger %+v: want %d accepted and acked, none lost\n%s", r, n, transporttest.ExplainLedger(context.Background(), cat, inflight, r))
 		}
 		t.Logf("ledger of %s: accepted %d = acked %d, lost %d", queue, r.Accepted, r.Acked, r.Lost)
 		return

@@ -96,19 +96,32 @@ func conserveForeign(t *testing.T, tr *rabbitmq.Transport, cat *catalog.Store, q
 	for _, d := range ready {
 		where[d.EventID] = append(where[d.EventID], "ready")
 	}
+	// A failure logs the explanation: the ledger, the broker's counts
+	// and the IDs that differ, so that a CI log tells the whole story.
+	c := transporttest.Conservation{Queue: queue, Published: ids, Ended: where}
+	failed := false
+	defer func() {
+		if failed {
+			c.Broker = transporttest.BrokerCounts(ctx, tr, queue)
+			t.Log(c.Explain())
+		}
+	}()
 	known := map[string]bool{}
 	for _, id := range ids {
 		known[id] = true
 		if len(where[id]) != 1 {
+			failed = true
 			t.Errorf("conservation: message %s ended in %v, want exactly one place", id, where[id])
 		}
 	}
 	for id, w := range where {
 		if !known[id] {
+			failed = true
 			t.Errorf("conservation: %s (%v) was never published (invented)", id, w)
 		}
 	}
 	if n, err := tr.InFlight(ctx, queue); err != nil || n != int64(len(ready)) {
+		failed = true
 		t.Errorf("conservation: %d in flight in %s (%v), want the %d ready", n, queue, err, len(ready))
 	}
 	if cat == nil {
@@ -119,7 +132,11 @@ func conserveForeign(t *testing.T, tr *rabbitmq.Transport, cat *catalog.Store, q
 		t.Fatal(err)
 	}
 	for _, r := range rows {
+		if r.Queue == queue {
+			c.Row = &r
+		}
 		if r.Queue == queue && r.Accepted > 0 && !r.Balanced() {
+			failed = true
 			t.Errorf("conservation: ledger %+v does not balance", r)
 		}
 	}

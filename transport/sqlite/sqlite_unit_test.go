@@ -15,6 +15,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // clock is a manual clock for Options.Now.
@@ -150,7 +151,12 @@ func conserved(t *testing.T, tr *Transport, queue string, ds ...*transport.Deliv
 	}
 	r := ledgerOf(t, tr)[queue]
 	if r.InFlight != 0 || r.Lost != 0 || r.Accepted != r.Acked+r.DeadLettered+r.Discarded {
-		t.Errorf("ledger of %s = %+v, want every message settled and none in flight", queue, r)
+		cat, err := catalog.New(context.Background(), tr.DB())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("ledger of %s = %+v, want every message settled and none in flight\n%s",
+			queue, r, transporttest.ExplainLedger(context.Background(), cat, tr, r))
 	}
 }
 

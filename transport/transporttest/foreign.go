@@ -277,7 +277,7 @@ func (f *foreignEnv) reconcile(acked, dead int) []*catalog.Entry {
 	})
 	n := int64(acked + dead)
 	if row.Accepted != n || row.Acked != int64(acked) || row.DeadLettered != int64(dead) || row.Lost != 0 {
-		f.t.Errorf("ledger %+v, want accepted %d = acked %d + dead-lettered %d, lost 0", row, n, acked, dead)
+		f.t.Errorf("ledger %+v, want accepted %d = acked %d + dead-lettered %d, lost 0\n%s", row, n, acked, dead, ExplainLedger(f.ctx, f.cat, f.tr, row))
 	}
 	var entries []*catalog.Entry
 	if err := f.cat.Each(f.ctx, catalog.Filter{Queue: f.qc.Name}, func(e *catalog.Entry) error {

@@ -268,6 +268,6 @@ func checkOrderingLedger(t *testing.T, ctx context.Context, tr transport.Transpo
 	}
 	want := ledger.Row{Queue: queue, Accepted: int64(published), Acked: int64(published) - wantDiscarded, Discarded: wantDiscarded}
 	if row != want {
-		t.Errorf("ledger = %+v, want %+v", row, want)
+		t.Errorf("ledger = %+v, want %+v\n%s", row, want, ExplainLedger(ctx, store, tr, row))
 	}
 }

@@ -261,14 +261,22 @@ func (e *env) deadLetter(id string) DeadLetter {
 
 // conserve checks that every published message is acknowledged,
 // dead-lettered or still in flight, that nothing else appeared, and that
-// inFlight messages are still held.
+// inFlight messages are still held. A failure logs the explanation
+// (Conservation.Explain): the broker's count and the event IDs that differ.
 func (e *env) conserve(inFlight int64) {
 	e.t.Helper()
 	dls := e.deadLetters()
 	term := e.terminal()
 	e.mu.Lock()
 	published := slices.Clone(e.published)
+	events := slices.Clone(e.events)
 	e.mu.Unlock()
+	failed := false
+	fail := func(format string, args ...any) {
+		e.t.Helper()
+		failed = true
+		e.t.Errorf(format, args...)
+	}
 	known := map[string]bool{}
 	var missing []string
 	for _, id := range published {
@@ -281,21 +289,24 @@ func (e *env) conserve(inFlight int64) {
 	}
 	for id := range dls {
 		if !known[id] {
-			e.t.Errorf("conservation: dead letter %s was never published (invented)", id)
+			fail("conservation: dead letter %s was never published (invented)", id)
 		}
 	}
 	for id := range term {
 		if !known[id] {
-			e.t.Errorf("conservation: event %s settled but never published (invented)", id)
+			fail("conservation: event %s settled but never published (invented)", id)
 		}
 	}
 	n, ok := e.h.inFlight(e.ctx, e.t, e.base, e.queue)
 	if ok && n != inFlight {
-		e.t.Errorf("conservation: %d messages in flight in %s, want %d", n, e.queue, inFlight)
+		fail("conservation: %d messages in flight in %s, want %d", n, e.queue, inFlight)
 	}
 	if int64(len(missing)) != inFlight {
-		e.t.Errorf("conservation: %d of %d published messages neither acked nor dead-lettered (want %d in flight): %v",
+		fail("conservation: %d of %d published messages neither acked nor dead-lettered (want %d in flight): %v",
 			len(missing), len(published), inFlight, missing)
+	}
+	if failed {
+		e.t.Log(e.explain(published, events, dls, n, ok))
 	}
 }
 
