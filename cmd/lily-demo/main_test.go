@@ -34,27 +34,6 @@ func lilyDemo(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// TestDemoKafkaInProcess runs the demo on its own in-process Kafka
-// (kfake): the SQLite demo's counts (demotest.RunBroker checks them), the
-// crashing orders counted by the attempt counter.
-func TestDemoKafkaInProcess(t *testing.T) {
-	t.Parallel()
-	demotest.RunBroker(t, lilyDemo, lily.TransportKafka, "--db", filepath.Join(t.TempDir(), "catalog.db"))
-}
-
-// TestDemoKafkaShareGroupInProcess runs the demo with the queue consumed
-// through a share group on its own in-process Kafka: the counts are the
-// SQLite demo's, the crashing orders dead-lettered at delivery_limit (4)
-// by the broker's delivery count, before the broker's archive limit (5),
-// and the inbox records each order once.
-func TestDemoKafkaShareGroupInProcess(t *testing.T) {
-	t.Parallel()
-	got := demotest.RunBroker(t, lilyDemo, lily.TransportKafka, "--db", filepath.Join(t.TempDir(), "catalog.db"), "--share-group", "orders-workers")
-	if !got.EffectsExactlyOnce || got.EffectsApplied != 294 {
-		t.Errorf("inbox: %d orders recorded, exactly once %v; want 294, true", got.EffectsApplied, got.EffectsExactlyOnce)
-	}
-}
-
 // TestDemoSQS runs the demo on the in-process SQS emulator: the same
 // counts as on SQLite, RabbitMQ and Kafka — the crashing orders counted by
 // the emulator's receive count and dead-lettered at delivery_limit after

@@ -13,7 +13,9 @@ import (
 
 // TestDemoKafka runs the demo on a cluster given with --brokers, so that
 // the ledger can be checked afterwards. (The demo on its own in-process
-// Kafka is cmd/lily-demo's TestDemoKafkaInProcess.)
+// Kafka runs as the README writes it, in the root package's
+// TestReadmeCommands, which fails on any loss: the same demo code on the
+// same kfake, started by cmd/lily-demo.)
 func TestDemoKafka(t *testing.T) {
 	t.Parallel()
 	brokers := demotest.Kafka(t, nil)

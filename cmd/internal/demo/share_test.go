@@ -18,13 +18,17 @@ import (
 // in-flight from the share-partition lag, can be checked afterwards: the
 // counts are the SQLite demo's, the crashing orders dead-lettered at
 // delivery_limit (4) by the broker's delivery count, before the broker's
-// archive limit (5). (On the demo's own in-process Kafka: cmd/lily-demo's
-// TestDemoKafkaShareGroupInProcess.)
+// archive limit (5), and the inbox records each order once. (The demo on
+// its own in-process Kafka runs as the README writes it, in the root
+// package's TestReadmeCommands: the same code on the same kfake.)
 func TestDemoKafkaShareGroup(t *testing.T) {
 	t.Parallel()
 	brokers := demotest.Kafka(t, demo.ShareBrokerConfigs)
 	db := filepath.Join(t.TempDir(), "catalog.db")
-	demotest.RunBroker(t, lilyDemo, lily.TransportKafka, "--brokers", brokers, "--db", db, "--share-group", "orders-workers")
+	got := demotest.RunBroker(t, lilyDemo, lily.TransportKafka, "--brokers", brokers, "--db", db, "--share-group", "orders-workers")
+	if !got.EffectsExactlyOnce || got.EffectsApplied != 294 {
+		t.Errorf("inbox: %d orders recorded, exactly once %v; want 294, true", got.EffectsApplied, got.EffectsExactlyOnce)
+	}
 	// The cluster outlives the demo: reconcile counts its side too.
 	cfg := writeConfig(t, fmt.Sprintf("db = %q\nkafka_brokers = [%q]\n[[queue]]\nname = %q\ntransport = \"kafka\"\nkafka_share_group = \"orders-workers\"\nretry_attempts = 3\nretry_backoff_millis = 20\nmax_retry_backoff_millis = 80\nretry_jitter_ratio = 0.2\n",
 		db, brokers, demo.DefaultQueue))
