@@ -73,7 +73,7 @@ func TestKill9BetweenCommitAndAck(t *testing.T) {
 			if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec(), receipts.Spec()}}); err != nil {
 				t.Fatal(err)
 			}
-			const n = 60
+			const n = 30
 			msgs := make([]lily.Message, n)
 			for i := range msgs {
 				msgs[i] = lily.Message{Key: fmt.Sprintf("acct-%d", i%5), Body: fmt.Appendf(nil, "payment %d", i)}

@@ -69,7 +69,7 @@ func openRabbit(t *testing.T, url string, qc lily.QueueConfig) *rabbitmq.Transpo
 // as the delivery that applied it and is found applied, and the ledger
 // balances: accepted = acked, nothing lost.
 func TestKill9ForeignProducers(t *testing.T) {
-	bodies, wantAmount := effecttest.ForeignPayments(90)
+	bodies, wantAmount := effecttest.ForeignPayments(45)
 	t.Run("rabbitmq", func(t *testing.T) {
 		t.Parallel()
 		url := rabbittest.URL(t)

@@ -24,7 +24,7 @@ import (
 // carries the same synthetic ID as the delivery that applied it and is
 // found applied, and the ledger balances: accepted = acked, nothing lost.
 func TestKill9ForeignProducers(t *testing.T) {
-	bodies, wantAmount := effecttest.ForeignPayments(90)
+	bodies, wantAmount := effecttest.ForeignPayments(45)
 	t.Run("kafka", func(t *testing.T) {
 		t.Parallel()
 		c := newKfake(t)
