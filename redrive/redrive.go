@@ -495,7 +495,11 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher,
 		return len(es), nil
 	}
 	if lim != nil {
-		if err := lim.WaitN(ctx, len(es)); err != nil {
+		wait := lim.WaitN
+		if rd.waitN != nil {
+			wait = func(ctx context.Context, n int) error { return rd.waitN(ctx, lim, n) }
+		}
+		if err := wait(ctx, len(es)); err != nil {
 			return 0, fmt.Errorf("rate limit: %w", err)
 		}
 	}

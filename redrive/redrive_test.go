@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
@@ -167,15 +169,39 @@ func TestRedriveRateAndLimit(t *testing.T) {
 		p.Rate, p.Limit = 200, 30
 		var progress []int
 		p.Progress = func(pr Progress) { progress = append(progress, pr.Done) }
-		start := time.Now()
-		res, err := New(s).Redrive(ctx, p)
+		// What each batch asks of the bucket, seen as it asks: the rate
+		// and burst it was made with and the tokens it holds then.
+		type ask struct {
+			limit  rate.Limit
+			burst  int
+			tokens float64
+			n      int
+		}
+		var asks []ask
+		rd := New(s)
+		rd.waitN = func(ctx context.Context, lim *rate.Limiter, n int) error {
+			asks = append(asks, ask{lim.Limit(), lim.Burst(), lim.Tokens(), n})
+			return lim.WaitN(ctx, n)
+		}
+		res, err := rd.Redrive(ctx, p)
 		if err != nil || res.Redriven != 30 {
 			t.Fatalf("Redrive = %+v, %v", res, err)
 		}
-		// 200/s in batches of 20 (a tenth of a second), starting with an
-		// empty bucket: 30 messages cannot go out in less than 150ms.
-		if el := time.Since(start); el < 140*time.Millisecond {
-			t.Errorf("30 messages at 200/s took %s", el)
+		// 200/s in batches of 20 (a tenth of a second) from a bucket of a
+		// second's worth that starts empty, so that 30 messages cannot go
+		// out in less than 150ms: the batches ask it for 20, then 10
+		// tokens, and the first finds it far from full (a full bucket
+		// would hold 200; an empty one refills at 200/s).
+		if len(asks) != 2 || asks[0].n != 20 || asks[1].n != 10 {
+			t.Fatalf("the batches asked the bucket for %+v, want 20 then 10 tokens", asks)
+		}
+		for _, a := range asks {
+			if a.limit != 200 || a.burst != 200 {
+				t.Errorf("bucket %v/s, burst %d; want 200/s, burst 200", a.limit, a.burst)
+			}
+		}
+		if asks[0].tokens >= float64(asks[0].burst) {
+			t.Errorf("the first batch found a full bucket (%.1f tokens): it must start empty", asks[0].tokens)
 		}
 		if !reflect.DeepEqual(progress, []int{20, 30}) {
 			t.Errorf("progress %v, want batches of 20", progress)

@@ -20,6 +20,8 @@ import (
 	"context"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/ledger"
@@ -43,6 +45,10 @@ type Redriver struct {
 	db    *catalogdb.DB
 	// ledger proves a job's sample on a broker by its ack events.
 	ledger *ledger.Ledger
+	// waitN takes n tokens from a rate limit's bucket, waiting for them
+	// (nil: lim.WaitN); a test sets it to see what each batch asked of
+	// the bucket without timing it.
+	waitN func(ctx context.Context, lim *rate.Limiter, n int) error
 }
 
 // New returns the redriver of store.
