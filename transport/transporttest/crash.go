@@ -214,9 +214,7 @@ func RunUntil(t *testing.T, c *lily.Consumer, timeout time.Duration, done func()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	go func() {
-		for !done() && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
+		Poll(ctx, func() (bool, string) { return done(), "" })
 		cancel()
 	}()
 	if err := c.Run(ctx); err != nil {
