@@ -1,0 +1,23 @@
+package kafka
+
+// Revoking returns how many partitions the instance of consumer on queue
+// is giving up in a revoke that waits (RevokeTimeout) for its hand-outs to
+// be settled, and how many revocations the instance has seen. Test-only:
+// a test waits on it to settle while a revoke waits, instead of sleeping
+// until one probably does.
+func Revoking(t *Transport, queue, consumer string) (parts int, revocations uint64) {
+	t.mu.Lock()
+	c := t.instances[instanceKey{queue, consumer}]
+	t.mu.Unlock()
+	if c == nil {
+		return 0, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.parts {
+		if p.revoking {
+			parts++
+		}
+	}
+	return parts, c.epoch
+}
