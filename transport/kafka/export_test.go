@@ -21,3 +21,22 @@ func Revoking(t *Transport, queue, consumer string) (parts int, revocations uint
 	}
 	return parts, c.epoch
 }
+
+// ShareUnseen returns how many records the share client of consumer on
+// queue has fetched that no poll returned (its acquired fetch hook).
+// Test-only: a test waits on it for a fetch's answer to reach the client.
+func ShareUnseen(t *Transport, queue, consumer string) int {
+	t.mu.Lock()
+	s := t.shares[instanceKey{queue, consumer}]
+	t.mu.Unlock()
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	acq := s.acq
+	s.mu.Unlock()
+	if acq == nil {
+		return 0
+	}
+	return len(acq.unseen())
+}
