@@ -30,8 +30,8 @@ func TempCatalog(t testing.TB) *catalog.Store {
 // never ends fails with what it was waiting for.
 const waitLimitDefault = 30 * time.Second
 
-// pollEvery is how often the wait helpers look at their condition.
-const pollEvery = 10 * time.Millisecond
+// pollInterval is how often the wait helpers look at their condition.
+const pollInterval = 10 * time.Millisecond
 
 // WaitFor polls cond every 10ms until it holds, failing the test after 30
 // seconds with what was awaited. It is the one polling loop of the
@@ -70,7 +70,13 @@ func WaitWithin(t testing.TB, limit time.Duration, what string, cond func() (ok 
 // test: for a goroutine that ends a run once a condition holds (RunUntil),
 // or a caller with its own verdict.
 func Poll(ctx context.Context, cond func() (ok bool, state string)) (bool, string) {
-	tick := time.NewTicker(pollEvery)
+	return pollEvery(ctx, pollInterval, cond)
+}
+
+// pollEvery is Poll with another interval, for a condition that is costly
+// to look at (a broker's management API).
+func pollEvery(ctx context.Context, every time.Duration, cond func() (ok bool, state string)) (bool, string) {
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		ok, state := cond()
