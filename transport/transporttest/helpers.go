@@ -34,10 +34,10 @@ const waitLimitDefault = 30 * time.Second
 const pollInterval = 10 * time.Millisecond
 
 // WaitFor polls cond every 10ms until it holds, failing the test after 30
-// seconds with what was awaited. It is the one polling loop of the
-// transport tests, for events that have no signal of their own (a
-// broker's state, a row in a ledger); WaitForState says, on failure, what
-// it saw last.
+// seconds with what was awaited. With WaitForState, WaitWithin and Poll
+// (the loop under them all) it is how the transport tests wait for events
+// that have no signal of their own (a broker's state, a row in a ledger);
+// WaitForState says, on failure, what it saw last.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	WaitForState(t, what, func() (bool, string) { return cond(), "" })
