@@ -62,7 +62,7 @@ type stallProbe struct {
 // reports whether body is the poison.
 func (s *stallProbe) handle(body []byte) bool {
 	start := time.Now()
-	time.Sleep(stallHandler)
+	time.Sleep(stallHandler) // simulates the handler's work
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.handlerTotal += time.Since(start)
@@ -237,7 +237,7 @@ func blockingConsumer(b *testing.B, c *kfake.Cluster, tr *kafka.Transport, topic
 					return
 				}
 				for _, d := range stallDelays { // attempts 2..6, each after its delay
-					time.Sleep(d)
+					time.Sleep(d) // simulates a blocking retry's backoff, the stall measured
 					s.handle(r.Value)
 				}
 				if err := tr.Client().ProduceSync(ctx, &kgo.Record{Topic: kafka.DeadLetterTopic(topic), Value: r.Value}).FirstErr(); err != nil && ctx.Err() == nil {
@@ -341,7 +341,7 @@ func BenchmarkConsume(b *testing.B) {
 			}
 			runBench(b, ct, qc, lily.HandlerFunc(func(context.Context, *lily.Delivery) error {
 				if v.work > 0 {
-					time.Sleep(v.work)
+					time.Sleep(v.work) // simulates the handler's work
 				}
 				return nil
 			}), concurrency, v.prefetch)
@@ -358,7 +358,7 @@ func delayWrites(c *kfake.Cluster, d time.Duration) {
 	for _, key := range []kmsg.Key{kmsg.Produce, kmsg.OffsetCommit} {
 		c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
 			c.KeepControl()
-			c.SleepControl(func() { time.Sleep(d) })
+			c.SleepControl(func() { time.Sleep(d) }) // simulates a slow broker's write
 			return nil, nil, false
 		})
 	}
@@ -421,9 +421,10 @@ func publishBench(b *testing.B, tr transport.Transport, queue string) {
 func runBench(b *testing.B, tr transport.Transport, qc lily.QueueConfig, handler lily.Handler, concurrency, prefetch int) {
 	b.Helper()
 	var acked atomic.Int64
+	all := make(chan struct{}) // closed on the b.N-th ack
 	hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
-		if e.Kind == lily.EventAcked {
-			acked.Add(1)
+		if e.Kind == lily.EventAcked && acked.Add(1) == int64(b.N) {
+			close(all)
 		}
 	})
 	cons, err := lily.NewConsumer(tr, handler, lily.ConsumerOptions{Queue: qc, Concurrency: concurrency, Prefetch: prefetch,
@@ -436,9 +437,7 @@ func runBench(b *testing.B, tr transport.Transport, qc lily.QueueConfig, handler
 	b.ResetTimer()
 	start := time.Now()
 	go func() { defer close(finished); cons.Run(ctx) }()
-	for acked.Load() < int64(b.N) {
-		time.Sleep(time.Millisecond)
-	}
+	<-all
 	elapsed := time.Since(start)
 	b.StopTimer()
 	cancel()

@@ -114,10 +114,18 @@ func TestUnconfirmedHandOffKeepsOffset(t *testing.T) {
 				return settleFailures.Load() >= 1 && ackedCount() >= 4 && fault.Hits() >= 1
 			})
 			group := kafka.DefaultGroup(qc.Name)
-			// The consumer commits after every settle; give the last one a
-			// moment, then check twice while the fault holds.
-			for range 2 {
-				time.Sleep(100 * time.Millisecond)
+			// The consumer commits in every Settle, before the settle's
+			// events: the acks' commits are in. Check, then check again
+			// after the next failed hand-off of the bad record — another
+			// settle round, in which a commit past it would have shown.
+			for round := range 2 {
+				if round == 1 {
+					failed := settleFailures.Load()
+					transporttest.WaitForState(t, "another failed hand-off while the fault holds", func() (bool, string) {
+						n := settleFailures.Load()
+						return n > failed, fmt.Sprintf("%d settle failures, %d before", n, failed)
+					})
+				}
 				switch got := committed(t, tr, group, qc.Name); {
 				case got > 1:
 					t.Fatalf("committed offset %d while the hand-off of offset 1 is unconfirmed: committed past it", got)

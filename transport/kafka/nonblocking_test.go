@@ -36,6 +36,8 @@ func TestRetryDoesNotBlockPartition(t *testing.T) {
 	retryTopic := kafka.RetryTopic(qc.Name, delay.Milliseconds())
 	fetches := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: retryTopic, Observe: true, Count: -1})
 	defer fetches.Remove()
+	mainFetches := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: qc.Name, Observe: true, Count: -1})
+	defer mainFetches.Remove()
 	msgs := make([]lily.Message, 10)
 	for i := range msgs {
 		msgs[i] = lily.Message{Key: "same-key", Body: []byte(fmt.Sprintf("m%d", i))}
@@ -79,17 +81,25 @@ func TestRetryDoesNotBlockPartition(t *testing.T) {
 	}
 	// Once the copy has been fetched, its partition is paused: records
 	// arriving on the main topic end each long-poll fetch, and the
-	// requests that follow leave the retry partition out. Look for a
-	// quarter second of such traffic without a fetch of the retry topic
-	// before the copy is due.
+	// requests that follow leave the retry partition out. Look for five
+	// such records, each followed by a fetch of the main topic that came
+	// after the publish (one that returns it, or the next long poll),
+	// without a fetch of the retry topic, before the copy is due (its
+	// partition resumes then).
 	paused := false
 	for i := 0; !paused && time.Since(handedOff) < delay-400*time.Millisecond; i++ {
 		before := fetches.Hits()
 		for j := range 5 {
+			n := mainFetches.Hits()
 			if err := lily.Publish(ctx, tr, qc.Name, []lily.Message{{Key: "later", Body: []byte(fmt.Sprintf("later-%d-%d", i, j))}}); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(50 * time.Millisecond)
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := mainFetches.Wait(wctx, n+1)
+			cancel()
+			if err != nil {
+				t.Fatalf("waiting for the main topic's fetches after later-%d-%d: %v (%d fetches, %d before)", i, j, err, mainFetches.Hits(), n)
+			}
 		}
 		paused = fetches.Hits() == before
 	}

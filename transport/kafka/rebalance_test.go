@@ -63,7 +63,13 @@ func TestCountSurvivesRebalance(t *testing.T) {
 	b := open(t, c)
 	got := make(chan *transport.Delivery, 1)
 	go func() { got <- receiveOne(t, b, qc.Name, "b") }()
-	time.Sleep(200 * time.Millisecond)
+	transporttest.WaitForState(t, "b to join a's group", func() (bool, string) {
+		gi := c.GroupInfo(kafka.DefaultGroup(qc.Name))
+		if gi == nil {
+			return false, "no group"
+		}
+		return len(gi.Members) == 2, fmt.Sprintf("%d members, state %s", len(gi.Members), gi.State)
+	})
 	if _, err := a.RecoverLeases(context.Background(), &transport.RecoverParams{Consumer: "a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +108,12 @@ func TestRevokeWaitsForSettlement(t *testing.T) {
 			ctx := context.Background()
 			c := newCluster(t, kfake.NumBrokers(1))
 			qc := lily.QueueConfig{Name: fmt.Sprintf("rebalance.revoke.%08x", rand.Uint32()), Transport: lily.TransportKafka}.WithDefaults()
-			a := open(t, c, func(o *kafka.Options) { o.Partitions = 2; o.RevokeTimeout = time.Second })
+			a := open(t, c, func(o *kafka.Options) {
+				o.Partitions = 2
+				if !settleInTime {
+					o.RevokeTimeout = time.Second // runs out: the test waits for it
+				}
+			})
 			declare(t, a, qc)
 			msgs := make([]lily.Message, 20)
 			for i := range msgs {
@@ -147,17 +158,50 @@ func TestRevokeWaitsForSettlement(t *testing.T) {
 			for _, d := range held {
 				ss = append(ss, transport.Settlement{Delivery: d, Action: transport.Ack})
 			}
+			var atA []*transport.Delivery // a's markers, settled at the end
 			if settleInTime {
-				time.Sleep(300 * time.Millisecond) // b has joined; a's revoke waits for this
+				// b's join revokes a partition of a's, and the revoke waits
+				// for a's hand-outs: a settles while it waits.
+				transporttest.WaitForState(t, "a to give up a partition for b", func() (bool, string) {
+					n, revocations := kafka.Revoking(a, qc.Name, "a")
+					return n > 0, fmt.Sprintf("%d partitions revoking, %d revocations", n, revocations)
+				})
 				if err := a.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
 					t.Fatalf("settle within the revoke timeout: %v", err)
 				}
-				time.Sleep(1500 * time.Millisecond)
+				// Markers published now come after everything a settled, in
+				// both partitions: once a and b have them all, b has read its
+				// partition past whatever it would have delivered twice.
+				markers := make([]lily.Message, len(msgs))
+				for i := range markers {
+					markers[i] = lily.Message{Key: fmt.Sprintf("k%d", i), Body: []byte("marker")}
+				}
+				if err := lily.Publish(ctx, a, qc.Name, markers); err != nil {
+					t.Fatal(err)
+				}
+				transporttest.WaitForState(t, "a and b to receive every marker", func() (bool, string) {
+					ds, err := a.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 100, Wait: 50 * time.Millisecond, Consumer: "a"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					atA = append(atA, ds...)
+					mu.Lock()
+					nb := countMarkers(atB)
+					mu.Unlock()
+					na := countMarkers(atA)
+					return na+nb == len(markers), fmt.Sprintf("a %d, b %d of %d markers", na, nb, len(markers))
+				})
 				mu.Lock()
-				n := len(atB)
+				for _, d := range atB {
+					if string(d.Body) != "marker" {
+						t.Errorf("b received %q, a record that a settled in time: delivered twice", d.Body)
+					}
+				}
 				mu.Unlock()
-				if n != 0 {
-					t.Errorf("b received %d records that a settled in time: delivered twice", n)
+				for _, d := range atA {
+					if string(d.Body) != "marker" {
+						t.Errorf("a received %q again after settling it", d.Body)
+					}
 				}
 				gi := c.GroupInfo(kafka.DefaultGroup(qc.Name))
 				if gi == nil || len(gi.Members) != 2 {
@@ -203,6 +247,13 @@ func TestRevokeWaitsForSettlement(t *testing.T) {
 			if err := b.Settle(ctx, &transport.SettleParams{Settlements: bs}); err != nil {
 				t.Fatal(err)
 			}
+			var as []transport.Settlement
+			for _, d := range atA {
+				as = append(as, transport.Settlement{Delivery: d, Action: transport.Ack})
+			}
+			if err := a.Settle(ctx, &transport.SettleParams{Settlements: as}); err != nil {
+				t.Fatal(err)
+			}
 			a.StopConsumer(ctx, &transport.StopParams{Queue: qc.Name, Consumer: "a"})
 			b.StopConsumer(ctx, &transport.StopParams{Queue: qc.Name, Consumer: "b"})
 			if n, err := a.InFlight(ctx, qc.Name); err != nil || n != 0 {
@@ -210,4 +261,15 @@ func TestRevokeWaitsForSettlement(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countMarkers counts the deliveries whose body is "marker".
+func countMarkers(ds []*transport.Delivery) int {
+	n := 0
+	for _, d := range ds {
+		if string(d.Body) == "marker" {
+			n++
+		}
+	}
+	return n
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // shareConsumer drives one consumer instance of a share-group queue by
@@ -52,14 +53,30 @@ func (c *shareConsumer) receive(wait time.Duration) []*transport.Delivery {
 	return ds
 }
 
-// receiveSome receives until a Receive hands something out, for up to 30 s.
+// receiveSome receives until a Receive hands something out, failing the
+// test after 30 s.
 func (c *shareConsumer) receiveSome() []*transport.Delivery {
 	c.t.Helper()
 	var ds []*transport.Delivery
-	for deadline := time.Now().Add(30 * time.Second); len(ds) == 0 && time.Now().Before(deadline); {
+	transporttest.WaitFor(c.t, c.consumer+" to receive something", func() bool {
 		ds = c.receive(time.Second)
-	}
+		return len(ds) > 0
+	})
 	return ds
+}
+
+// receiveAcked receives and acks until at least n deliveries came, failing
+// the test after 30 s, and returns them all.
+func (c *shareConsumer) receiveAcked(n int) []*transport.Delivery {
+	c.t.Helper()
+	var all []*transport.Delivery
+	transporttest.WaitForState(c.t, fmt.Sprintf("%s to receive %d deliveries", c.consumer, n), func() (bool, string) {
+		got := c.receive(time.Second)
+		c.ack(got)
+		all = append(all, got...)
+		return len(all) >= n, fmt.Sprintf("received %v", bodies(all))
+	})
+	return all
 }
 
 // ack acks ds.

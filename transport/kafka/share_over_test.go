@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 )
 
@@ -52,12 +51,7 @@ func TestShareOverLimitRunsAlone(t *testing.T) {
 		t.Fatalf("while old@2 (past delivery_limit 1) is held, receive handed out %v; want nothing until it is settled", bodies(more))
 	}
 	sc.ack(over)
-	var fresh []*transport.Delivery
-	for deadline := time.Now().Add(30 * time.Second); len(fresh) < 2 && time.Now().Before(deadline); {
-		got := sc.receive(time.Second)
-		sc.ack(got)
-		fresh = append(fresh, got...)
-	}
+	fresh := sc.receiveAcked(2)
 	if len(fresh) != 2 {
 		t.Fatalf("after old was settled: %v, want fresh-1 and fresh-2", bodies(fresh))
 	}

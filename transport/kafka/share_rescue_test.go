@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // TestShareLateAnswerOnLastDelivery: a share fetch that the broker answers
@@ -73,7 +74,11 @@ func TestShareLateAnswerOnLastDelivery(t *testing.T) {
 		t.Fatal("no share fetch reached the broker during the receive")
 	}
 	close(wake)
-	time.Sleep(300 * time.Millisecond) // the answer reaches the client and waits for a poll that never comes
+	// The answer reaches the client and waits for a poll that never comes.
+	transporttest.WaitForState(t, "the held-back answer to reach c1's client", func() (bool, string) {
+		n := kafka.ShareUnseen(tr, name, "c1")
+		return n == 1, fmt.Sprintf("%d fetched records no poll returned", n)
+	})
 	if err := tr.StopConsumer(ctx, &transport.StopParams{Queue: name, Consumer: "c1"}); err != nil {
 		t.Fatal(err)
 	}

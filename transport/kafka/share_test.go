@@ -243,12 +243,10 @@ func TestShareArchivedIsLost(t *testing.T) {
 		}
 	}
 	var r ledger.Row
-	for pctx.Err() == nil {
-		if r = ledgerNow(); r.InFlight == 0 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	transporttest.WaitForState(t, "the archived record out of the ledger's in flight", func() (bool, string) {
+		r = ledgerNow()
+		return r.InFlight == 0, fmt.Sprintf("%+v", r)
+	})
 	if r.InFlight != 0 || r.Acked != 0 || r.Lost != 1 || r.Balanced() {
 		t.Errorf("after the broker archived the record: ledger %+v, want 0 in flight, 0 acked, 1 lost", r)
 	}
@@ -286,7 +284,7 @@ func TestShareMembersSplitAPartition(t *testing.T) {
 	for i := range 4 {
 		member := fmt.Sprintf("member-%d", i)
 		cons, err := lily.NewConsumer(tr, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
-			time.Sleep(5 * time.Millisecond) // a handler with some work, so that members overlap
+			time.Sleep(5 * time.Millisecond) // simulates a handler's work, so that members overlap
 			mu.Lock()
 			defer mu.Unlock()
 			calls[d.EventID]++

@@ -67,7 +67,7 @@ func crashChild(addr, queue, logPath string, total int) int {
 		if string(d.Body) == "poison" {
 			os.Exit(transporttest.CrashExitCode) // the process dies mid-handler: no catch block sees it
 		}
-		time.Sleep(pause)
+		time.Sleep(pause) // simulates the handler's work
 		mu.Lock()
 		defer mu.Unlock()
 		logf.WriteString(d.EventID + "\n")
@@ -78,30 +78,34 @@ func crashChild(addr, queue, logPath string, total int) int {
 		return 3
 	}
 	go func() {
-		deadline := time.Now().Add(90 * time.Second)
-		for ctx.Err() == nil {
-			time.Sleep(50 * time.Millisecond)
-			if time.Now().After(deadline) { // say what is missing instead of hanging the test
-				data, _ := os.ReadFile(logPath)
-				dls, err := tr.DeadLetters(ctx, queue)
-				fmt.Fprintf(os.Stderr, "crash child %d: gave up after 90s: %d log lines, %d dead letters (%v)\n", os.Getpid(), len(strings.Fields(string(data))), len(dls), err)
-				for _, d := range dls {
-					r, _ := evidence.Decode(d.Headers)
-					fmt.Fprintf(os.Stderr, "  dead letter %s %s: %s count %d\n", d.EventID, d.Body, r.Reason, r.DeliveryCount)
-				}
-				os.Exit(4)
-			}
+		// Stop once the work is done; say what is missing after 90 s
+		// instead of hanging the test.
+		wctx, wcancel := context.WithTimeout(ctx, 90*time.Second)
+		defer wcancel()
+		done, _ := transporttest.Poll(wctx, func() (bool, string) {
 			data, _ := os.ReadFile(logPath)
 			seen := map[string]bool{}
 			for _, id := range strings.Fields(string(data)) {
 				seen[id] = true
 			}
 			if len(seen) < total-1 {
-				continue
+				return false, ""
 			}
-			if dls, err := tr.DeadLetters(ctx, queue); err == nil && len(dls) > 0 {
-				cancel()
+			dls, err := tr.DeadLetters(ctx, queue)
+			return err == nil && len(dls) > 0, ""
+		})
+		switch {
+		case done:
+			cancel()
+		case ctx.Err() == nil:
+			data, _ := os.ReadFile(logPath)
+			dls, err := tr.DeadLetters(ctx, queue)
+			fmt.Fprintf(os.Stderr, "crash child %d: gave up after 90s: %d log lines, %d dead letters (%v)\n", os.Getpid(), len(strings.Fields(string(data))), len(dls), err)
+			for _, d := range dls {
+				r, _ := evidence.Decode(d.Headers)
+				fmt.Fprintf(os.Stderr, "  dead letter %s %s: %s count %d\n", d.EventID, d.Body, r.Reason, r.DeliveryCount)
 			}
+			os.Exit(4)
 		}
 	}()
 	if err := c.Run(ctx); err != nil {

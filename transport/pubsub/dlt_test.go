@@ -12,6 +12,7 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/pubsub"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 func entries(t *testing.T, s *catalog.Store, queue string) []*catalog.Entry {
@@ -69,28 +70,29 @@ func testBrokerDeadLetterIngest(t *testing.T, cat *catalog.Store) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		dls, err := tr.DeadLetters(ctx, qc.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(dls) == 1 {
-			if dls[0].MessageID != id || dls[0].EventID != id {
+	// waitForwarded waits until the dead-letter subscription holds the
+	// message pstest forwarded (again).
+	waitForwarded := func(what string) {
+		t.Helper()
+		transporttest.WaitForState(t, what, func() (bool, string) {
+			dls, err := tr.DeadLetters(ctx, qc.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(dls) == 1 && (dls[0].MessageID != id || dls[0].EventID != id) {
 				t.Fatalf("dead letter message %s event %s, want the source's message ID %s (pstest keeps it)", dls[0].MessageID, dls[0].EventID, id)
 			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the dead-letter policy forwarded nothing (%d dead letters)", len(dls))
-		}
-		time.Sleep(20 * time.Millisecond)
+			return len(dls) == 1, fmt.Sprintf("%d dead letters", len(dls))
+		})
 	}
-	for i := 0; i < 3; i++ { // pstest forwards it again meanwhile
+	waitForwarded("the dead-letter policy to forward the message")
+	for i := 0; i < 3; i++ {
+		if i > 0 {
+			waitForwarded("pstest to forward the message again") // the copy ingest must not store twice
+		}
 		if _, err := cat.Ingest(ctx, tr, qc.Name); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(30 * time.Millisecond)
 	}
 	es := entries(t, cat, qc.Name)
 	if len(es) != 1 {

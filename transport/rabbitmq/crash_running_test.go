@@ -68,13 +68,14 @@ func TestCrashWhileRunning(t *testing.T) {
 	// Once the consumer has been running a while, the other holder dies:
 	// the poison comes back, mid-stream, with its count raised.
 	go func() {
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			if data, _ := os.ReadFile(logPath); strings.Count(string(data), "\n") >= 40 {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		// After 30 s without 40 lines it dies anyway: the checks below
+		// then say what the consumer did.
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		transporttest.Poll(wctx, func() (bool, string) {
+			data, _ := os.ReadFile(logPath)
+			return strings.Count(string(data), "\n") >= 40, ""
+		})
 		ch.Close()
 	}()
 	restarts := transporttest.RunCrashChildren(t, crashChildQueue+"="+qc.Name, crashCountsLog+"="+logPath)

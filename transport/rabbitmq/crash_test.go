@@ -108,7 +108,7 @@ func crashConsume(ctx context.Context, cancel context.CancelFunc, tr *rabbitmq.T
 			os.Exit(transporttest.CrashExitCode) // the process dies mid-handler: no catch block sees it
 		}
 		if pause > 0 {
-			time.Sleep(pause)
+			time.Sleep(pause) // simulates the handler's work
 		}
 		mu.Lock()
 		defer mu.Unlock()

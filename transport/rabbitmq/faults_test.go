@@ -123,7 +123,7 @@ func TestConnectionLossDuringHandOffs(t *testing.T) {
 		}
 	})
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // simulates the handler's work
 		switch kind[d.EventID] {
 		case 1:
 			return lily.Permanent(errors.New("bad"))
@@ -152,31 +152,39 @@ func TestConnectionLossDuringHandOffs(t *testing.T) {
 		}
 		return out
 	}
-	finished := func() bool {
+	finished := func() (bool, string) {
 		dl := deadLettered()
 		mu.Lock()
 		defer mu.Unlock()
+		open := 0
 		for id := range kind {
 			if !acked[id] && !dl[id] {
-				return false
+				open++
 			}
 		}
-		return true
+		return open == 0, fmt.Sprintf("%d of %d neither acked nor dead-lettered, %d settle failures", open, len(kind), settleFailures.Load())
 	}
-	kills := 0
-	deadline := time.Now().Add(90 * time.Second)
-	for !finished() {
-		if time.Now().After(deadline) {
-			t.Fatal("messages still unsettled after 90s")
+	// The outage: up to six connection cuts at random moments, while the
+	// consumer works.
+	var kills atomic.Int64
+	stopCuts, cutsDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(cutsDone)
+		for kills.Load() < 6 {
+			kills.Add(int64(proxy.cut()))
+			select {
+			case <-stopCuts:
+				return
+			case <-time.After(time.Duration(50+rand.IntN(100)) * time.Millisecond): // simulates connection failures at random moments
+			}
 		}
-		if kills < 6 {
-			kills += proxy.cut()
-		}
-		time.Sleep(time.Duration(50+rand.IntN(100)) * time.Millisecond)
-	}
+	}()
+	transporttest.WaitWithin(t, 90*time.Second, "every message acked or dead-lettered", finished)
+	close(stopCuts)
+	<-cutsDone
 	cancel()
 	<-done
-	if kills == 0 {
+	if kills.Load() == 0 {
 		t.Fatal("no connection was closed: the test did not exercise anything")
 	}
 	dl := deadLettered()
@@ -198,7 +206,7 @@ func TestConnectionLossDuringHandOffs(t *testing.T) {
 	if n, err := direct.InFlight(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("%d messages still in flight (%v)", n, err)
 	}
-	t.Logf("cut %d connections; %d settlements failed and were redelivered", kills, settleFailures.Load())
+	t.Logf("cut %d connections; %d settlements failed and were redelivered", kills.Load(), settleFailures.Load())
 }
 
 // TestUnroutableHandOffKeepsOriginal removes the dead-letter queue's binding:

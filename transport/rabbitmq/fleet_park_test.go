@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // parkHeadSeq is the message of key K that fails permanently in the park
@@ -170,7 +171,7 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 	}
 
 	publish(1, 4)
-	waitUntil(t, "keys A, B, C handled to 4 and K parked behind K/3", 30*time.Second, func() (bool, string) {
+	transporttest.WaitWithin(t, 30*time.Second, "keys A, B, C handled to 4 and K parked behind K/3", func() (bool, string) {
 		if ok, why := othersDone(parkCalls(t, f), 4); !ok {
 			return false, why
 		}
@@ -183,7 +184,7 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 	activeFrom := func(seq int) *fleetProc {
 		t.Helper()
 		var pid string
-		waitUntil(t, fmt.Sprintf("a handler call of a message from %d on", seq), 30*time.Second, func() (bool, string) {
+		transporttest.WaitWithin(t, 30*time.Second, fmt.Sprintf("a handler call of a message from %d on", seq), func() (bool, string) {
 			cs := parkCalls(t, f)
 			pid = cs[len(cs)-1].pid
 			return cs[len(cs)-1].seq >= seq, fmt.Sprintf("last call %+v", cs[len(cs)-1])
@@ -221,7 +222,7 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 	}
 	f.start()
 	publish(61, last)
-	waitUntil(t, "keys A, B, C handled to the end and K's later messages parked", 40*time.Second, func() (bool, string) {
+	transporttest.WaitWithin(t, 40*time.Second, "keys A, B, C handled to the end and K's later messages parked", func() (bool, string) {
 		if ok, why := othersDone(parkCalls(t, f), last); !ok {
 			return false, why
 		}
@@ -259,7 +260,7 @@ func TestFleetParkAcrossProcesses(t *testing.T) {
 	if res, err := redrive.NewKeys(cat).Unpark(ctx, redrive.UnparkParams{Queue: qc.Name, Key: "K", Target: target}); err != nil || res.Action != "redrive_head" {
 		t.Fatalf("unpark K = %+v, %v; want redrive_head", res, err)
 	}
-	waitUntil(t, "K handled to the end and free", 40*time.Second, func() (bool, string) {
+	transporttest.WaitWithin(t, 40*time.Second, "K handled to the end and free", func() (bool, string) {
 		got := firstsOK(parkCalls(t, f), "K")
 		_, state := heldK()
 		return len(got) == last && state == "free", fmt.Sprintf("K %s, handled %v", state, got)

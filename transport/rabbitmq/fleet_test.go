@@ -26,6 +26,7 @@ import (
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport/rabbitmq"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // The fleet tests (issue 15, "many writers") run several consumer
@@ -119,7 +120,7 @@ func fleetChild(role, queue, catalogURL, dir string) int {
 				return err
 			}
 			if _, err := os.Stat(slow); err == nil && key == "A" {
-				time.Sleep(100 * time.Millisecond) // a big account: a slower dependency
+				time.Sleep(100 * time.Millisecond) // simulates a big account: a slower dependency
 			}
 			outcome := "ok"
 			if key == "K" && seq == parkHeadSeq {
@@ -144,16 +145,17 @@ func fleetChild(role, queue, catalogURL, dir string) int {
 		fmt.Fprintln(os.Stderr, "fleet child:", err)
 		return 3
 	}
-	go func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for range tick.C {
+	go func() { // the test stops the fleet, or this child, with a file
+		stopped, _ := transporttest.Poll(ctx, func() (bool, string) {
 			for _, name := range []string{"stop", "stop." + strconv.Itoa(pid)} {
 				if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-					cancel()
-					return
+					return true, ""
 				}
 			}
+			return false, ""
+		})
+		if stopped {
+			cancel()
 		}
 	}()
 	if err := c.Run(ctx); err != nil {
@@ -365,23 +367,6 @@ func (f *fleet) handled() [][]string {
 	return out
 }
 
-// waitUntil polls cond every 20 ms until it holds, failing the test after
-// limit with what was awaited and what last returned.
-func waitUntil(t *testing.T, what string, limit time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last: %s", limit, what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // openFleetCatalog connects the test process to the broker (with the
 // management API: in flight counts every process's deliveries) and to a
 // PostgreSQL catalog of its own, and declares qc through the catalog's
@@ -451,7 +436,7 @@ func ledgerRow(t *testing.T, cat *catalog.Store, inflight *ledger.Accounted, que
 // test with the last row if it does not come within 30 s.
 func settledLedger(t *testing.T, cat *catalog.Store, inflight *ledger.Accounted, want ledger.Row) {
 	t.Helper()
-	waitUntil(t, fmt.Sprintf("the ledger %+v", want), 30*time.Second, func() (bool, string) {
+	transporttest.WaitWithin(t, 30*time.Second, fmt.Sprintf("the ledger %+v", want), func() (bool, string) {
 		row := ledgerRow(t, cat, inflight, want.Queue)
 		return row == want, fmt.Sprintf("%+v", row)
 	})
@@ -511,7 +496,7 @@ func TestFleetCompetingConsumers(t *testing.T) {
 
 	// Midway, one host dies; its deliveries go back to the queue with
 	// their counts raised, and a new process takes its place.
-	waitUntil(t, "a third of the messages handled", 40*time.Second, func() (bool, string) {
+	transporttest.WaitWithin(t, 40*time.Second, "a third of the messages handled", func() (bool, string) {
 		n := len(f.handled())
 		return n >= 2*half/3, fmt.Sprintf("%d handler calls", n)
 	})
@@ -527,7 +512,7 @@ func TestFleetCompetingConsumers(t *testing.T) {
 	// one entry.)
 	var handledAt time.Duration
 	f.diagnoseOnFailure(qc.Name)
-	waitUntil(t, "every message handled to its end and the ledger settled", 50*time.Second, func() (bool, string) {
+	transporttest.WaitWithin(t, 50*time.Second, "every message handled to its end and the ledger settled", func() (bool, string) {
 		final := map[string]bool{}
 		for _, l := range f.handled() {
 			if len(l) >= 3 && l[2] != "retry" {

@@ -128,16 +128,30 @@ func slogTo(w *transporttest.SyncBuffer) *slog.Logger { return slog.New(slog.New
 func receiveN(t *testing.T, tr transport.Transport, p transport.ReceiveParams, n int) []*transport.Delivery {
 	t.Helper()
 	var out []*transport.Delivery
-	for deadline := time.Now().Add(10 * time.Second); len(out) < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("received %d of %d from %s within 10 s", len(out), n, p.Queue)
-		}
+	transporttest.WaitWithin(t, 10*time.Second, fmt.Sprintf("%d deliveries from %s", n, p.Queue), func() (bool, string) {
 		p.Max = n - len(out)
 		ds, err := tr.Receive(context.Background(), &p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, ds...)
-	}
+		return len(out) >= n, fmt.Sprintf("received %d of %d", len(out), n)
+	})
 	return out
+}
+
+// getOne takes one message from queue with basic.get (no ack), failing
+// the test when none arrives within 10 s.
+func getOne(t *testing.T, ch *amqp.Channel, queue string) amqp.Delivery {
+	t.Helper()
+	var d amqp.Delivery
+	transporttest.WaitWithin(t, 10*time.Second, "a message in "+queue, func() (bool, string) {
+		var ok bool
+		var err error
+		if d, ok, err = ch.Get(queue, false); err != nil {
+			t.Fatal(err)
+		}
+		return ok, "basic.get found nothing"
+	})
+	return d
 }

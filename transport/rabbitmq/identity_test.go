@@ -45,17 +45,8 @@ func TestSyntheticIDStableAcrossRedeliveryAndBrokerDeadLetter(t *testing.T) {
 	twinID := ""
 	get := func(queue string) *amqp.Delivery {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			d, ok, err := ch.Get(queue, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok {
-				return &d
-			}
-		}
-		t.Fatalf("nothing arrived in %s", queue)
-		return nil
+		d := getOne(t, ch, queue)
+		return &d
 	}
 	// The broker hands each out delivery_limit times, then dead-letters it.
 	for i := 0; i < 2*qc.Settings().DeliveryLimit; i++ {
@@ -161,17 +152,7 @@ func TestTwinsCarryNothingThatTellsThemApart(t *testing.T) {
 	publishTwins()
 	get := func() amqp.Delivery {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			d, ok, err := ch.Get(qc.Name, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok {
-				return d
-			}
-		}
-		t.Fatalf("nothing arrived in %s", qc.Name)
-		return amqp.Delivery{}
+		return getOne(t, ch, qc.Name)
 	}
 	var tags []uint64
 	for round, redelivered := range []bool{false, true} {

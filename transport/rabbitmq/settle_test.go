@@ -64,8 +64,7 @@ func TestCombinedAcksSkipUnsettled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back []string
-	deadline := time.Now().Add(20 * time.Second)
-	for len(back) < 7 && time.Now().Before(deadline) {
+	transporttest.WaitWithin(t, 20*time.Second, "the 7 unsettled messages back", func() (bool, string) {
 		got, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 16, Wait: 200 * time.Millisecond,
 			Consumer: "multiack-2", Prefetch: 16})
 		if err != nil {
@@ -79,7 +78,8 @@ func TestCombinedAcksSkipUnsettled(t *testing.T) {
 		if err := tr.Settle(ctx, &transport.SettleParams{Settlements: acks}); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return len(back) >= 7, fmt.Sprintf("%d back", len(back))
+	})
 	var want []string
 	for _, m := range msgs {
 		if !settled[m.EventID] {

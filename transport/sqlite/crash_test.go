@@ -65,7 +65,7 @@ func crashConsumer(db string) int {
 	}
 	defer tr.Close()
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
-		time.Sleep(50 * time.Microsecond)
+		time.Sleep(50 * time.Microsecond) // simulates a handler's work
 		switch {
 		case strings.HasSuffix(string(d.Body), "/permanent"):
 			return lily.Permanent(errors.New("bad order"))
@@ -158,11 +158,11 @@ func TestKill9(t *testing.T) {
 		// Kill mid-flow: once the publisher has confirmed more batches,
 		// after a random extra moment.
 		before := len(readLines(t, logPath))
-		deadline := time.Now().Add(time.Minute)
-		for len(readLines(t, logPath)) < before+100 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(time.Duration(r.IntN(60)) * time.Millisecond)
+		transporttest.WaitWithin(t, time.Minute, fmt.Sprintf("round %d: 100 more confirmed publishes", i), func() (bool, string) {
+			n := len(readLines(t, logPath))
+			return n >= before+100, fmt.Sprintf("%d confirmed, %d before the round", n, before)
+		})
+		time.Sleep(time.Duration(r.IntN(60)) * time.Millisecond) // simulates a crash at a random moment of the flow
 		for _, c := range []*exec.Cmd{pub, con} {
 			c.Process.Signal(syscall.SIGKILL)
 			err := c.Wait()
@@ -276,7 +276,7 @@ func poisonConsumer(db, logPath string) int {
 		if string(d.Body) == "poison" {
 			os.Exit(transporttest.CrashExitCode) // no recover sees it
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // simulates a handler's work
 		mu.Lock()
 		defer mu.Unlock()
 		logf.WriteString(d.EventID + "\n")

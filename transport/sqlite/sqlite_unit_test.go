@@ -411,21 +411,41 @@ func TestRecoverLeasesOnlyNamedConsumer(t *testing.T) {
 func TestReceiveWakesOnPublish(t *testing.T) {
 	tr := open(t, Options{PollInterval: 20 * time.Second}, "q")
 	receive(t, tr, transport.ReceiveParams{}) // the queue is empty
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		if err := tr.Publish(context.Background(), &transport.PublishParams{Queue: "q",
-			Messages: []transport.Message{{EventID: "late", Body: []byte("x")}}}); err != nil {
-			t.Errorf("Publish: %v", err)
-		}
-	}()
+	type result struct {
+		ds  []*transport.Delivery
+		err error
+	}
+	got := make(chan result, 1)
 	start := time.Now()
-	ds := receive(t, tr, transport.ReceiveParams{Wait: 30 * time.Second})
-	if got := summary(ds); !reflect.DeepEqual(got, []string{"late/1"}) {
-		t.Fatalf("Receive = %v, want [late/1]", got)
+	go func() {
+		ds, err := tr.Receive(context.Background(), &transport.ReceiveParams{Queue: "q", Consumer: "c", Wait: 30 * time.Second})
+		got <- result{ds, err}
+	}()
+	waitParked(t, tr, 1) // the publish comes while the Receive waits
+	publish(t, tr, "q", "late")
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("Receive: %v", r.err)
+	}
+	if s := summary(r.ds); !reflect.DeepEqual(s, []string{"late/1"}) {
+		t.Fatalf("Receive = %v, want [late/1]", s)
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("Receive woke after %v: the publish did not wake it (poll interval 20s)", took)
 	}
+}
+
+// waitParked waits until n Receives of tr are parked: blocked, waiting
+// for a publish into their queue (group.go). It is how a test knows that
+// a Receive waits before it publishes, cancels or closes.
+func waitParked(t *testing.T, tr *Transport, n int) {
+	t.Helper()
+	transporttest.WaitForState(t, fmt.Sprintf("%d parked Receive(s)", n), func() (bool, string) {
+		tr.mu.Lock()
+		k := len(tr.parked)
+		tr.mu.Unlock()
+		return k >= n, fmt.Sprintf("%d parked", k)
+	})
 }
 
 func TestReceiveWaitTimesOutEmpty(t *testing.T) {
@@ -443,11 +463,21 @@ func TestReceiveWaitTimesOutEmpty(t *testing.T) {
 func TestReceiveContextCancelled(t *testing.T) {
 	tr := open(t, Options{PollInterval: 20 * time.Second}, "q")
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
 	start := time.Now()
-	ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: "q", Consumer: "c", Wait: 30 * time.Second})
-	if !errors.Is(err, context.Canceled) || len(ds) != 0 {
-		t.Errorf("Receive = %v, %v; want context.Canceled", summary(ds), err)
+	type result struct {
+		ds  []*transport.Delivery
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: "q", Consumer: "c", Wait: 30 * time.Second})
+		got <- result{ds, err}
+	}()
+	waitParked(t, tr, 1) // cancel a Receive that waits
+	cancel()
+	r := <-got
+	if !errors.Is(r.err, context.Canceled) || len(r.ds) != 0 {
+		t.Errorf("Receive = %v, %v; want context.Canceled", summary(r.ds), r.err)
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("cancellation noticed after %v", took)
@@ -469,7 +499,7 @@ func TestReceiveAfterClose(t *testing.T) {
 		_, err := tr.Receive(context.Background(), &transport.ReceiveParams{Queue: "q", Consumer: "c", Wait: 30 * time.Second})
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // let it block
+	waitParked(t, tr, 1) // close under a Receive that waits
 	if err := tr.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

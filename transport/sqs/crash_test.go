@@ -72,7 +72,7 @@ func crashConsumer(endpoint, queue, logPath string) int {
 		if string(d.Body) == "poison" {
 			os.Exit(transporttest.CrashExitCode) // no recover sees it
 		}
-		time.Sleep(pause)
+		time.Sleep(pause) // simulates the handler's work
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(f, "%s\n", d.EventID)
@@ -243,10 +243,9 @@ func TestRedrivePolicyBackstop(t *testing.T) {
 	}
 	msg := pub[0]
 	id := ""
-	deadline := time.Now().Add(time.Minute)
-	for sqstest.Depth(sqs.DeadLetterQueue(queue)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the broker never moved the unsettled message to the DLQ")
+	transporttest.WaitWithin(t, time.Minute, "the broker to move the unsettled message to the DLQ", func() (bool, string) {
+		if n := sqstest.Depth(sqs.DeadLetterQueue(queue)); n > 0 {
+			return true, fmt.Sprintf("DLQ depth %d", n)
 		}
 		ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: queue, Max: 1, Wait: time.Second, Consumer: "never-settles"})
 		if err != nil {
@@ -259,7 +258,8 @@ func TestRedrivePolicyBackstop(t *testing.T) {
 		if _, err := tr.RecoverLeases(ctx, &transport.RecoverParams{Consumer: "never-settles"}); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return false, fmt.Sprintf("DLQ empty, last received event %q", id)
+	})
 	if id != msg.EventID {
 		t.Fatalf("received event %q, want %s", id, msg.EventID)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
 	"github.com/lily-mq/lily/transport/sqs/sqstest"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 func strAttr(dt, v string) types.MessageAttributeValue {
@@ -49,9 +50,7 @@ func consumeUntil(t *testing.T, tr transport.Transport, qc lily.QueueConfig, h l
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	go func() {
-		for !done() && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
+		transporttest.Poll(ctx, func() (bool, string) { return done(), "" })
 		cancel()
 	}()
 	if err := c.Run(ctx); err != nil {

@@ -183,26 +183,30 @@ func ReadIDs(t *testing.T, path string) map[string]bool {
 // (what is still in flight) every 30 seconds, so that a run that never
 // ends says why.
 func CancelWhenIdle(ctx context.Context, c transport.InFlightCounter, queue string, every time.Duration, cancel func()) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+	// The first look comes one interval after the start, as it always
+	// did: the deliveries of a predecessor that just died may still be on
+	// their way back to the queue, where no count sees them.
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(every):
+	}
 	start := time.Now()
 	report := start.Add(time.Minute)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	idle, _ := pollEvery(ctx, every, func() (bool, string) {
 		n, err := c.InFlight(ctx, queue)
 		if err == nil && n == 0 {
-			cancel()
-			return
+			return true, ""
 		}
 		if now := time.Now(); now.After(report) {
 			fmt.Fprintf(os.Stderr, "crash child %d: queue %s not drained after %s: %d in flight (%v)\n",
 				os.Getpid(), queue, now.Sub(start).Round(time.Second), n, err)
 			report = now.Add(30 * time.Second)
 		}
+		return false, ""
+	})
+	if idle {
+		cancel()
 	}
 }
 
@@ -214,9 +218,7 @@ func RunUntil(t *testing.T, c *lily.Consumer, timeout time.Duration, done func()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	go func() {
-		for !done() && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
+		Poll(ctx, func() (bool, string) { return done(), "" })
 		cancel()
 	}()
 	if err := c.Run(ctx); err != nil {

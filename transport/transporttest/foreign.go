@@ -195,14 +195,13 @@ func (f *foreignEnv) run(handle func(d *lily.Delivery, call int) error, done fun
 	ctx, cancel := context.WithCancel(f.ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- c.Run(ctx) }()
-	deadline := time.Now().Add(waitLimit)
-	for !done() {
-		if time.Now().After(deadline) {
-			cancel()
-			<-errc
-			f.t.Fatalf("gave up after %s: handler calls %v, events %v", waitLimit, f.callsCopy(), f.kindsCopy())
-		}
-		time.Sleep(5 * time.Millisecond)
+	wctx, wcancel := context.WithTimeout(f.ctx, waitLimit)
+	ok, _ := Poll(wctx, func() (bool, string) { return done(), "" })
+	wcancel()
+	if !ok {
+		cancel()
+		<-errc
+		f.t.Fatalf("gave up after %s: handler calls %v, events %v", waitLimit, f.callsCopy(), f.kindsCopy())
 	}
 	cancel()
 	if err := <-errc; err != nil {

@@ -25,16 +25,69 @@ func TempCatalog(t testing.TB) *catalog.Store {
 	return cat
 }
 
+// waitLimitDefault bounds WaitFor and WaitForState: long enough for a
+// loaded CI machine, short of the package's timeout so that a wait that
+// never ends fails with what it was waiting for.
+const waitLimitDefault = 30 * time.Second
+
+// pollInterval is how often the wait helpers look at their condition.
+const pollInterval = 10 * time.Millisecond
+
 // WaitFor polls cond every 10ms until it holds, failing the test after 30
-// seconds with what was awaited.
+// seconds with what was awaited. With WaitForState, WaitWithin and Poll
+// (the loop under them all) it is how the transport tests wait for events
+// that have no signal of their own (a broker's state, a row in a ledger);
+// WaitForState says, on failure, what it saw last.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	WaitForState(t, what, func() (bool, string) { return cond(), "" })
+}
+
+// WaitForState is WaitFor for a cond that also describes what it observed
+// (a count, the members of a group): the failure prints the last state, so
+// that a wait that never ends says how far it got.
+func WaitForState(t testing.TB, what string, cond func() (ok bool, state string)) {
+	t.Helper()
+	WaitWithin(t, waitLimitDefault, what, cond)
+}
+
+// WaitWithin is WaitForState with another limit, for waits that outlast
+// 30 seconds by design (a fleet that rides out broker outages).
+func WaitWithin(t testing.TB, limit time.Duration, what string, cond func() (ok bool, state string)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if ok, state := Poll(ctx, cond); !ok {
+		if state != "" {
+			t.Fatalf("timed out after %s waiting for %s; last seen: %s", limit, what, state)
 		}
-		time.Sleep(10 * time.Millisecond)
+		t.Fatalf("timed out after %s waiting for %s", limit, what)
+	}
+}
+
+// Poll calls cond every 10ms until it holds or ctx ends, and returns
+// whether it held and the last state it reported. It does not fail a
+// test: for a goroutine that ends a run once a condition holds (RunUntil),
+// or a caller with its own verdict.
+func Poll(ctx context.Context, cond func() (ok bool, state string)) (bool, string) {
+	return pollEvery(ctx, pollInterval, cond)
+}
+
+// pollEvery is Poll with another interval, for a condition that is costly
+// to look at (a broker's management API).
+func pollEvery(ctx context.Context, every time.Duration, cond func() (ok bool, state string)) (bool, string) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		ok, state := cond()
+		if ok {
+			return true, state
+		}
+		select {
+		case <-ctx.Done():
+			return false, state
+		case <-tick.C:
+		}
 	}
 }
 
