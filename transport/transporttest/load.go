@@ -162,15 +162,12 @@ func (l *load) goroutinesBack() {
 		}
 	}
 	l.base.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for runtime.NumGoroutine() > l.goroutines {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			l.t.Errorf("%d goroutines after the consumers stopped, %d before they started:\n%s", runtime.NumGoroutine(), l.goroutines, buf)
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if ok, _ := Poll(ctx, func() (bool, string) { return runtime.NumGoroutine() <= l.goroutines, "" }); !ok {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		l.t.Errorf("%d goroutines after the consumers stopped, %d before they started:\n%s", runtime.NumGoroutine(), l.goroutines, buf)
 	}
 }
 
@@ -194,7 +191,7 @@ func testCompetingConsumers(t *testing.T, h Harness) {
 	}
 	handler := lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		l.track(d)
-		time.Sleep(work)
+		time.Sleep(work) // simulates the handler's work
 		return nil
 	})
 	var stops []func()
@@ -375,7 +372,7 @@ func testGracefulHandOver(t *testing.T, h Harness) {
 			afterStop.Add(1)
 		}
 		l.track(d)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // simulates the handler's work: the stop finds deliveries waiting
 		return nil
 	})
 	stop := l.start(first, func(o *lily.ConsumerOptions) { o.Instance = "first-" + o.Queue.Name })

@@ -222,13 +222,7 @@ func (e *env) allTerminal() bool {
 
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("gave up waiting for %s after %s", what, waitLimit)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	WaitWithin(e.t, waitLimit, what, func() (bool, string) { return cond(), "" })
 }
 
 // deadLetters returns the queue's dead letters by event ID.
