@@ -3,6 +3,7 @@ package lily_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -331,11 +332,8 @@ func TestAbandonedHandlersBounded(t *testing.T) {
 	}
 	close(hang)
 	tr.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > start {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines, %d before the consumer ran", runtime.NumGoroutine(), start)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.ForState(t, "the consumer's goroutines to end", func() (bool, string) {
+		n := runtime.NumGoroutine()
+		return n <= start, fmt.Sprintf("%d goroutines, %d before the consumer ran", n, start)
+	})
 }
