@@ -152,7 +152,7 @@ func (e *competeEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.Contains(string(body), `"slow":true`) {
 		select {
-		case <-time.After(competeSlow):
+		case <-time.After(competeSlow): // simulates a slow call's work
 		case <-r.Context().Done():
 			return
 		}

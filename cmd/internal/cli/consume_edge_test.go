@@ -314,6 +314,7 @@ func TestConsumeSIGTERM(t *testing.T) {
 	tr.Close()
 	calls := filepath.Join(t.TempDir(), "calls")
 	started := filepath.Join(t.TempDir(), "started")
+	// sleep 0.3 simulates a slow handler: SIGTERM lands while it runs.
 	handler := fmt.Sprintf(`echo "$LILY_EVENT_ID $LILY_DELIVERY_COUNT" >> %s; touch %s; sleep 0.3`, calls, started)
 	exe, err := os.Executable()
 	if err != nil {

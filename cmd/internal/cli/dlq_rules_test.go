@@ -140,9 +140,10 @@ func TestServeFiresRuleOnce(t *testing.T) {
 		}
 		return false, fmt.Sprintf("jobs %+v", js)
 	})
-	// Both replicas look again after the job ended: the second pass each
-	// ends from now began after the first had ended, so after the job did.
-	// Had the rule fired again for this outage, it would have by then.
+	// Both replicas look again after the job ended: of the passes a
+	// replica ends from now on, the second began after the first ended,
+	// so after the job had. Had the rule fired again for this outage, it
+	// would have by then.
 	seen := [2]int64{passes[0].Load(), passes[1].Load()}
 	waittest.ForState(t, "two more rule passes of each replica", func() (bool, string) {
 		a, b := passes[0].Load(), passes[1].Load()
