@@ -63,6 +63,9 @@ func TestBreakerTurnsOutageIntoLag(t *testing.T) {
 			var states []lily.BreakerState
 			held := atomic.Int64{}
 			settled := atomic.Int64{}
+			// The run ends once every message is settled.
+			runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
 			hook := lily.HookFunc(func(_ context.Context, e lily.Event) {
 				switch e.Kind {
 				case lily.EventBreaker:
@@ -73,9 +76,13 @@ func TestBreakerTurnsOutageIntoLag(t *testing.T) {
 					held.Add(1)
 				case lily.EventDeadLettered:
 					deadLettered.Store(true)
-					settled.Add(1)
+					if settled.Add(1) == n {
+						cancel()
+					}
 				case lily.EventAcked:
-					settled.Add(1)
+					if settled.Add(1) == n {
+						cancel()
+					}
 				}
 			})
 			c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
@@ -91,14 +98,6 @@ func TestBreakerTurnsOutageIntoLag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-			defer cancel()
-			go func() {
-				for settled.Load() < n && runCtx.Err() == nil {
-					time.Sleep(5 * time.Millisecond)
-				}
-				cancel()
-			}()
 			if err := c.Run(runCtx); err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package lily_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -154,7 +156,7 @@ func TestProbeSettledWithoutOutcome(t *testing.T) {
 				t.Fatal(err)
 			}
 			stop := transporttest.Start(t, c)
-			transporttest.WaitFor(t, "the probe settled and the breaker closed", func() bool {
+			waittest.For(t, "the probe settled and the breaker closed", func() bool {
 				return q.action("ok") == transport.Ack && c.BreakerState() == lily.BreakerClosed
 			})
 			stop()
@@ -232,7 +234,7 @@ func TestImmediateRetriesStopWithTheConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := transporttest.Start(t, c)
-	transporttest.WaitFor(t, "the first call", func() bool { return calls.Load() == 1 })
+	waittest.For(t, "the first call", func() bool { return calls.Load() == 1 })
 	stop()
 	if !retried.Load() || calls.Load() != 1 {
 		t.Errorf("after the stop: %d calls, retried %v; want 1 call and the broker retry taken", calls.Load(), retried.Load())
@@ -267,7 +269,7 @@ func TestDeadLetteredLoggedAfterSettlement(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := transporttest.Start(t, c)
-	transporttest.WaitFor(t, "the dead letter confirmed", func() bool { return dead.Load() == 1 })
+	waittest.For(t, "the dead letter confirmed", func() bool { return dead.Load() == 1 })
 	stop()
 	out := buf.String()
 	if n := strings.Count(out, "msg=dead-lettered "); n != 1 {
@@ -320,7 +322,7 @@ func TestAbandonedHandlersBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := transporttest.Start(t, c)
-	transporttest.WaitFor(t, "the stall reported", func() bool { return stalled.Load() > 0 })
+	waittest.For(t, "the stall reported", func() bool { return stalled.Load() > 0 })
 	stop() // returns although three handlers still hang
 	if m := most.Load(); m > 3 {
 		t.Errorf("%d handlers ran at once, want at most Concurrency (3)", m)
@@ -330,11 +332,8 @@ func TestAbandonedHandlersBounded(t *testing.T) {
 	}
 	close(hang)
 	tr.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > start {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines, %d before the consumer ran", runtime.NumGoroutine(), start)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.ForState(t, "the consumer's goroutines to end", func() (bool, string) {
+		n := runtime.NumGoroutine()
+		return n <= start, fmt.Sprintf("%d goroutines, %d before the consumer ran", n, start)
+	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/internal/consoletest"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/lilyprom"
 	"github.com/lily-mq/lily/transport"
 )
@@ -112,20 +113,15 @@ func (f *fixture) call(method, path string, tok *Token, body any, out any) int {
 // waitJob polls a redrive job until it is no longer active.
 func (f *fixture) waitJob(id int64, tok *Token) jobJSON {
 	f.T.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var j jobJSON
+	var j jobJSON
+	waittest.Poller{Limit: time.Minute}.For(f.T, fmt.Sprintf("job %d to end", id), func() (bool, string) {
+		j = jobJSON{}
 		if code := f.call("GET", "/api/redrives/"+itoa(id), tok, nil, &j); code != http.StatusOK {
 			f.T.Fatalf("GET job %d: %d", id, code)
 		}
-		if !j.State.Active() {
-			return j
-		}
-		if time.Now().After(deadline) {
-			f.T.Fatalf("job %d still running after a minute: %+v", id, j)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return !j.State.Active(), fmt.Sprintf("%+v", j)
+	})
+	return j
 }
 
 func itoa(n int64) string { return fmt.Sprint(n) }

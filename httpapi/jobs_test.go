@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/redrive"
 )
 
@@ -101,15 +103,14 @@ func TestRedriveJobOutlivesTheServer(t *testing.T) {
 // waitStage polls a job until it reaches stage.
 func waitStage(t *testing.T, f *fixture, id int64, stage string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	waittest.Poller{Limit: time.Minute}.For(t, fmt.Sprintf("job %d to reach stage %s", id, stage), func() (bool, string) {
 		var j jobJSON
 		if f.call("GET", "/api/redrives/"+itoa(id), &viewerToken, nil, &j); j.Stage == stage {
-			return
+			return true, ""
 		}
-		if !j.State.Active() || time.Now().After(deadline) {
-			t.Fatalf("job %d never reached stage %s: %+v", id, stage, j)
+		if !j.State.Active() {
+			t.Fatalf("job %d ended before stage %s: %+v", id, stage, j)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%+v", j)
+	})
 }

@@ -2,12 +2,14 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/catalogtest"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -72,20 +74,12 @@ func TestRunDrainsUntilStopped(t *testing.T) {
 		defer close(done)
 		l.Run(ctx)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	t.Cleanup(func() { cancel(); <-done }) // the loop stops even when the wait fails
+	waittest.ForState(t, "2 entries of orders and 1 of billing_skipped", func() (bool, string) {
 		n, _ := catalogtest.Entries(t, cat, "orders")
 		m, _ := catalogtest.Entries(t, cat, "billing_skipped")
-		if n == 2 && m == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatalf("entries: orders %d, billing_skipped %d; want 2 and 1", n, m)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == 2 && m == 1, fmt.Sprintf("orders %d, billing_skipped %d", n, m)
+	})
 	if h := catalogtest.LeaseHolder(t, cat, LeasePrefix+"orders"); h != l.Holder() {
 		t.Errorf("lease of orders held by %q, want %q", h, l.Holder())
 	}

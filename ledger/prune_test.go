@@ -12,6 +12,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/pgtest"
 
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -369,13 +370,10 @@ func TestRunLedgerPruner(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- l.RunPruner(ctx, time.Hour, nil) }()
-		deadline := time.Now().Add(30 * time.Second)
-		for eventRows(t, s) != 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the pruner did not prune the old row")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waittest.ForState(t, "the pruner to prune the old row", func() (bool, string) {
+			n := eventRows(t, s)
+			return n == 0, fmt.Sprintf("%d event rows", n)
+		})
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Errorf("RunLedgerPruner returned %v, want context.Canceled", err)

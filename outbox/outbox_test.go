@@ -20,6 +20,7 @@ import (
 	"github.com/lily-mq/lily/internal/appdbtest"
 	"github.com/lily-mq/lily/internal/effecttest"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/outbox"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -256,20 +257,13 @@ func TestTwoRelaysOnePostgres(t *testing.T) {
 				Body: []byte("x"), Headers: lily.Headers{"seq": seq[k]}}})
 			seq[k]++
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		waittest.Poller{Limit: time.Minute}.For(t, "the relays to publish every row", func() (bool, string) {
 			p, err := r1.Pending(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d rows still pending", p)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return p == 0, fmt.Sprintf("%d rows pending", p)
+		})
 		cancel()
 		wg.Wait()
 		got := drain(t, tr, q)

@@ -21,6 +21,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/cmd/internal/demo"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -151,7 +152,7 @@ func (e *competeEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.Contains(string(body), `"slow":true`) {
 		select {
-		case <-time.After(competeSlow):
+		case <-time.After(competeSlow): // simulates a slow call's work
 		case <-r.Context().Done():
 			return
 		}
@@ -334,18 +335,18 @@ func runCompete(t *testing.T, q *competeQueue, handOver bool) {
 		}
 	})
 	sent := q.publish(t)
-	transporttest.WaitFor(t, "a handler call running in each sidecar", e.eachRunning)
+	waittest.For(t, "a handler call running in each sidecar", e.eachRunning)
 	e.started.open()
 	sums := make([]consumeJSON, len(cs))
 	rest := cs
 	if handOver {
-		transporttest.WaitFor(t, "sidecar 0 to run its call "+strconv.Itoa(competeHoldCall), e.isHolding)
+		waittest.For(t, "sidecar 0 to run its call "+strconv.Itoa(competeHoldCall), e.isHolding)
 		signalStop(t, cs[0])
 		e.signalled.open()
 		sums[0] = stopped(t, cs[0])
 		rest = cs[1:]
 	}
-	transporttest.WaitFor(t, "every message answered", func() bool { return e.answered() == len(sent) })
+	waittest.For(t, "every message answered", func() bool { return e.answered() == len(sent) })
 	for _, c := range rest {
 		signalStop(t, c)
 	}

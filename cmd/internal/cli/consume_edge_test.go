@@ -19,9 +19,11 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // edgeQueueTOML is a queue without retries (a transient failure is
@@ -312,27 +314,25 @@ func TestConsumeSIGTERM(t *testing.T) {
 	tr.Close()
 	calls := filepath.Join(t.TempDir(), "calls")
 	started := filepath.Join(t.TempDir(), "started")
+	// sleep 0.3 simulates a slow handler: SIGTERM lands while it runs.
 	handler := fmt.Sprintf(`echo "$LILY_EVENT_ID $LILY_DELIVERY_COUNT" >> %s; touch %s; sleep 0.3`, calls, started)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "consume", "--config", cfg, "--queue", "edge.q", "--concurrency", "2", "--exec", handler, "--json")
-	var stdout, stderr strings.Builder
+	var stdout strings.Builder
+	var stderr transporttest.SyncBuffer // read while the child writes it
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// Until a handler started: the signal then lands mid-handler.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("no handler started within a minute: %s", stderr.String())
-		}
-	}
+	t.Cleanup(func() { cmd.Process.Kill() }) // a no-op once it exited; frees a hung child
+	waittest.Poller{Limit: time.Minute}.For(t, "a handler to start", func() (bool, string) {
+		_, err := os.Stat(started)
+		return err == nil, stderr.String()
+	})
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

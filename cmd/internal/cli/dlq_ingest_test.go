@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
@@ -34,34 +35,34 @@ func TestDLQIngestRabbitMQ(t *testing.T) {
 	}
 	// One dead letter with Lily's evidence, one the broker makes itself at
 	// the delivery limit (rejected twice).
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The run ends once the dead letter's hand-off is confirmed.
+	deadLettered := lily.HookFunc(func(_ context.Context, e lily.Event) {
+		if e.Kind == lily.EventDeadLettered {
+			cancel()
+		}
+	})
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		return lily.Permanent(errors.New("schema mismatch"))
-	}), lily.ConsumerOptions{Queue: qc, ReceiveWait: 20 * time.Millisecond})
+	}), lily.ConsumerOptions{Queue: qc, ReceiveWait: 20 * time.Millisecond, Hooks: []lily.Hook{deadLettered}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := lily.Publish(ctx, tr, queue, []lily.Message{{EventID: "evt-lily", Body: []byte("a")}}); err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	go func() {
-		for {
-			if n, _ := tr.DeadLetterDepth(ctx, queue); n == 1 {
-				cancel()
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	c.Run(runCtx)
+	if err := c.Run(runCtx); err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
 	if err := lily.Publish(ctx, tr, queue, []lily.Message{{EventID: "evt-broker", Body: []byte("b")}}); err != nil {
 		t.Fatal(err)
 	}
 	// A consumer that rejects (requeues) it until the broker gives up.
-	deadline := time.Now().Add(20 * time.Second)
-	for n, _ := tr.DeadLetterDepth(ctx, queue); n != 2; n, _ = tr.DeadLetterDepth(ctx, queue) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the broker did not dead-letter at the delivery limit (DLQ depth %d)", n)
+	waittest.ForState(t, "the broker to dead-letter at the delivery limit", func() (bool, string) {
+		n, derr := tr.DeadLetterDepth(ctx, queue)
+		if derr == nil && n == 2 {
+			return true, ""
 		}
 		ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: queue, Max: 1, Wait: 50 * time.Millisecond, Consumer: "rejecter"})
 		if err != nil {
@@ -72,7 +73,8 @@ func TestDLQIngestRabbitMQ(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-	}
+		return false, fmt.Sprintf("DLQ depth %d (%v)", n, derr)
+	})
 	tr.StopConsumer(ctx, &transport.StopParams{Queue: queue, Consumer: "rejecter"})
 	cfg := writeConfig(t, fmt.Sprintf("rabbitmq_url = %q\n[[queue]]\nname = %q\ntransport = \"rabbitmq\"\ndelivery_limit = 2\n", url, queue))
 	db := filepath.Join(t.TempDir(), "catalog.db")

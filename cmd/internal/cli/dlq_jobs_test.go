@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
@@ -25,34 +26,33 @@ func ackConsumer(t *testing.T, db string) func() []*transport.Delivery {
 	return ackOn(t, db, dlqQueue)
 }
 
-// waitReceived polls received until it holds n deliveries (or a minute
-// passed) and returns them.
-func waitReceived(received func() []*transport.Delivery, n int) []*transport.Delivery {
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if ds := received(); len(ds) >= n || time.Now().After(deadline) {
-			return ds
-		}
-	}
+// waitReceived polls received until it holds n deliveries and returns
+// them (the caller checks there are no more); after a minute it fails the
+// test.
+func waitReceived(t *testing.T, received func() []*transport.Delivery, n int) []*transport.Delivery {
+	t.Helper()
+	var ds []*transport.Delivery
+	waittest.Poller{Limit: time.Minute}.For(t, fmt.Sprintf("the consumer to receive %d messages", n), func() (bool, string) {
+		ds = received()
+		return len(ds) >= n, fmt.Sprintf("%d received", len(ds))
+	})
+	return ds
 }
 
 // waitJobState polls the catalog until the job satisfies ok.
 func waitJobState(t *testing.T, db string, id int64, ok func(*redrive.Job) bool) *redrive.Job {
 	t.Helper()
 	cat := openCatalog(t, db)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		j, err := redrive.New(cat).Job(context.Background(), id)
+	var j *redrive.Job
+	waittest.Poller{Limit: time.Minute}.For(t, fmt.Sprintf("job %d to reach the state awaited", id), func() (bool, string) {
+		var err error
+		j, err = redrive.New(cat).Job(context.Background(), id)
 		if err != nil && !errors.Is(err, redrive.ErrNoJob) { // not created yet: wait
 			t.Fatal(err)
 		}
-		if err == nil && ok(j) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d: still %+v after a minute", id, j)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && ok(j), fmt.Sprintf("%+v", j)
+	})
+	return j
 }
 
 func TestDLQRedriveSampleNobodyAcks(t *testing.T) {
@@ -96,7 +96,7 @@ func TestDLQJobsOnePerQueueAndCancel(t *testing.T) {
 	// The first job exists once its sample is out.
 	var id int64
 	cat := openCatalog(t, db)
-	for deadline := time.Now().Add(time.Minute); id == 0; time.Sleep(20 * time.Millisecond) {
+	waittest.Poller{Limit: time.Minute}.For(t, "a sampling job", func() (bool, string) {
 		js, err := redrive.New(cat).Jobs(context.Background(), redrive.JobQuery{Active: true})
 		if err != nil {
 			t.Fatal(err)
@@ -104,10 +104,8 @@ func TestDLQJobsOnePerQueueAndCancel(t *testing.T) {
 		if len(js) == 1 && js[0].SampleDone {
 			id = js[0].ID
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no sampling job after a minute")
-		}
-	}
+		return id != 0, fmt.Sprintf("active jobs %+v", js)
+	})
 	code, out, errOut := run(t, "dlq", "redrive", "--db", db, "--reason", "permanent")
 	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("redrive job %d (sampling, by alice", id)) || !strings.Contains(errOut, fmt.Sprintf("lily dlq cancel %d", id)) {
 		t.Errorf("second redrive: %d %s %s", code, out, errOut)
@@ -162,15 +160,14 @@ func TestDLQRedriveSurvivesKill(t *testing.T) {
 		t.Fatalf("job before the kill: %+v\n%s%s", j, out.String(), errb.String())
 	}
 	received := ackConsumer(t, db)
-	// The killed runner's lease (500ms) has to run out first.
+	// The killed runner's lease (500ms) has to run out first: resume is
+	// refused until then.
 	var code int
 	var rout, rerr string
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	waittest.Poller{Limit: time.Minute, Every: 50 * time.Millisecond}.For(t, "the killed runner's lease to run out", func() (bool, string) {
 		code, rout, rerr = run(t, "dlq", "resume", "1", "--db", db, "--json")
-		if !strings.Contains(rerr, "is held by runner") || time.Now().After(deadline) {
-			break
-		}
-	}
+		return !strings.Contains(rerr, "is held by runner"), rerr
+	})
 	if code != 0 {
 		t.Fatalf("resume: %d %s %s", code, rout, rerr)
 	}
@@ -181,7 +178,7 @@ func TestDLQRedriveSurvivesKill(t *testing.T) {
 	}
 	// Each entry's message once: the consumer got all six, none twice.
 	seen := map[string]int{}
-	for _, d := range waitReceived(received, 6) {
+	for _, d := range waitReceived(t, received, 6) {
 		seen[d.EventID]++
 	}
 	for i := 1; i <= 6; i++ {
@@ -214,7 +211,7 @@ func TestServeRunsOrphanedJobs(t *testing.T) {
 	if done.State != redrive.JobDone || done.Sent != 5 || done.HeldBack != 1 {
 		t.Errorf("job %+v", done)
 	}
-	if n := len(waitReceived(received, 5)); n != 5 {
+	if n := len(waitReceived(t, received, 5)); n != 5 {
 		t.Errorf("the consumer received %d, want the 5 redriven", n)
 	}
 }

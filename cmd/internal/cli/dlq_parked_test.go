@@ -18,6 +18,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
@@ -153,7 +154,7 @@ owner = "team-ledger"
 	}
 	defer cat.Close()
 	w := startParkWorkload(t, ledger.Account(rmq, ledger.New(cat)), cat, q)
-	transporttest.WaitFor(t, "acct-2 parked with 2 behind its head", func() bool {
+	waittest.For(t, "acct-2 parked with 2 behind its head", func() bool {
 		ks, err := redrive.NewKeys(cat).HeldKeys(ctx, q.Name)
 		return err == nil && len(ks) == 1 && ks[0].Parked == 2
 	})
@@ -205,7 +206,7 @@ func parkedAcct2(t *testing.T, q lily.QueueConfig) (string, *parkWorkload) {
 		t.Fatal(err)
 	}
 	w := startParkWorkload(t, tr, cat, q)
-	transporttest.WaitFor(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
+	waittest.For(t, "acct-1 processed and acct-2 parked with 2 behind its head", func() bool {
 		ks, err := redrive.NewKeys(cat).HeldKeys(ctx, q.Name)
 		return err == nil && len(ks) == 1 && ks[0].Parked == 2 && len(w.processed("acct-1")) == 4
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -117,7 +118,7 @@ func TestDLQRedirectSQLite(t *testing.T) {
 	if res.Redriven != 3 || res.To != quarantine || res.Sample == nil || !res.Sample.Clean || res.Job == 0 {
 		t.Errorf("redirect JSON %+v", res)
 	}
-	ds := waitReceived(acked, 3)
+	ds := waitReceived(t, acked, 3)
 	if len(ds) != 3 {
 		t.Fatalf("the quarantine consumer acked %d, want 3", len(ds))
 	}
@@ -230,18 +231,12 @@ func TestDLQRedirectRabbitMQ(t *testing.T) {
 			if err != nil || len(in) != 2 || in[0].EventID != "rd-1" || in[1].EventID != "rd-2" || evidence.RedriveCount(in[0].Headers) != 1 {
 				t.Fatalf("the target queue holds %d (%v): %+v", len(in), err, in)
 			}
-			// Peek gives back asynchronously: poll the depths (bounded).
-			var nsrc, ndst int64
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				nsrc, _ = rmq.InFlight(ctx, src)
-				ndst, _ = rmq.InFlight(ctx, dst)
-				if (nsrc == 0 && ndst == 2) || time.Now().After(deadline) {
-					break
-				}
-			}
-			if nsrc != 0 || ndst != 2 {
-				t.Errorf("in flight: source %d, target %d; want 0 and 2", nsrc, ndst)
-			}
+			// Peek gives back asynchronously: poll the depths.
+			waittest.ForState(t, "in flight: 0 in the source, 2 in the target", func() (bool, string) {
+				nsrc, serr := rmq.InFlight(ctx, src)
+				ndst, derr := rmq.InFlight(ctx, dst)
+				return serr == nil && derr == nil && nsrc == 0 && ndst == 2, fmt.Sprintf("source %d (%v), target %d (%v)", nsrc, serr, ndst, derr)
+			})
 			// The target is deleted: refused, nothing changed.
 			if err := rmq.DeleteQueues(ctx, qd.Spec()); err != nil {
 				t.Fatal(err)

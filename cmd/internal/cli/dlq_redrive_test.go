@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/sqlitedb"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -88,7 +89,7 @@ func TestDLQRedriveSQLite(t *testing.T) {
 		t.Errorf("states %v", st)
 	}
 	// The messages went back to their source queue, with their event IDs.
-	ds := waitReceived(received, 3)
+	ds := waitReceived(t, received, 3)
 	if len(ds) != 3 {
 		t.Fatalf("the consumer received %d, want 3", len(ds))
 	}
@@ -443,16 +444,11 @@ func TestDLQRedriveRabbitMQ(t *testing.T) {
 		t.Errorf("peek: %d %s %+v", code, errOut, peek.Entries)
 	}
 	// Peek's channel is closed when it returns; the broker puts what it
-	// looked at back asynchronously, so the depth is polled (bounded).
-	var dl int64
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if dl, _ = rmq.DeadLetterDepth(ctx, queue); dl == 1 || time.Now().After(deadline) {
-			break
-		}
-	}
-	if dl != 1 {
-		t.Errorf("DLQ depth %d after peek, want 1 (peek consumes nothing)", dl)
-	}
+	// looked at back asynchronously, so the depth is polled.
+	waittest.ForState(t, "the DLQ to hold its one message again after peek (peek consumes nothing)", func() (bool, string) {
+		dl, err := rmq.DeadLetterDepth(ctx, queue)
+		return err == nil && dl == 1, fmt.Sprintf("DLQ depth %d (%v)", dl, err)
+	})
 	// The queue is deleted: the next redrive says so and changes nothing.
 	if err := rmq.DeleteQueues(ctx, qc.Spec()); err != nil {
 		t.Fatal(err)

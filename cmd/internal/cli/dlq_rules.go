@@ -146,6 +146,7 @@ func startRuleLoop(ctx context.Context, cat *catalog.Store, rs []rules.Rule, int
 			if _, err := rules.New(cat).Fire(ctx, rules.FireParams{Rules: rs, Logger: logger}); err != nil && ctx.Err() == nil {
 				logger.Error("serve: redrive rules", "err", err)
 			}
+			signalRulePass(ctx)
 			select {
 			case <-ctx.Done():
 				return

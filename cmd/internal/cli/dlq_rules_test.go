@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/redrive/rules"
 	"github.com/lily-mq/lily/transport"
@@ -115,8 +117,10 @@ func TestServeFiresRuleOnce(t *testing.T) {
 	cfg := rulesConfig(t, fmt.Sprintf("db = %q\n", db))
 	now := time.Now()
 	recordOutage(t, db, now.Add(-10*time.Minute), now.Add(time.Second))
-	for range 2 {
-		startServe(t, "--config", cfg, "--listen", "127.0.0.1:0", "--rules-interval", "20ms", "--no-ingest")
+	var passes [2]atomic.Int64 // each replica's rule-loop passes
+	for i := range passes {
+		signals := &testSignals{rulePass: func() { passes[i].Add(1) }}
+		startServeIn(t, withTestSignals(context.Background(), signals), "--config", cfg, "--listen", "127.0.0.1:0", "--rules-interval", "20ms", "--no-ingest")
 	}
 	ctx := context.Background()
 	cat, err := catalog.Open(ctx, db)
@@ -125,22 +129,26 @@ func TestServeFiresRuleOnce(t *testing.T) {
 	}
 	defer cat.Close()
 	var job *redrive.Job
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+	waittest.Poller{Limit: time.Minute}.For(t, "a rule job to end", func() (bool, string) {
 		js, err := redrive.New(cat).Jobs(ctx, redrive.JobQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(js) > 0 && !js[0].State.Active() {
 			job = js[0]
-			break
+			return true, ""
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if job == nil {
-		t.Fatal("no rule job ended within 60s")
-	}
-	// Let both replicas look again: the rule has fired for this outage.
-	time.Sleep(100 * time.Millisecond)
+		return false, fmt.Sprintf("jobs %+v", js)
+	})
+	// Both replicas look again after the job ended: of the passes a
+	// replica ends from now on, the second began after the first ended,
+	// so after the job had. Had the rule fired again for this outage, it
+	// would have by then.
+	seen := [2]int64{passes[0].Load(), passes[1].Load()}
+	waittest.ForState(t, "two more rule passes of each replica", func() (bool, string) {
+		a, b := passes[0].Load(), passes[1].Load()
+		return a >= seen[0]+2 && b >= seen[1]+2, fmt.Sprintf("passes %d and %d, from %d and %d", a, b, seen[0], seen[1])
+	})
 	js, _ := redrive.New(cat).Jobs(ctx, redrive.JobQuery{})
 	fs, _ := rules.New(cat).Firings(ctx, "")
 	if len(js) != 1 || len(fs) != 1 || fs[0].JobID != job.ID {

@@ -24,6 +24,7 @@ import (
 	"github.com/lily-mq/lily/cmd/internal/demo"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
@@ -44,19 +45,6 @@ func openTestKafka(t *testing.T, seeds string, mod ...func(*kafka.Options)) *kaf
 	}
 	t.Cleanup(func() { k.Close() })
 	return k
-}
-
-// waitFor polls cond until it holds; it fails the test after a generous
-// deadline (a hang, not a timing assertion).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // consumeKafka runs a consumer of qc on tr until every record is settled
@@ -81,7 +69,7 @@ func consumeKafka(t *testing.T, tr transport.Transport, counter transport.InFlig
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	waitFor(t, "the consumer to settle everything", func() bool {
+	waittest.For(t, "the consumer to settle everything", func() bool {
 		mu.Lock()
 		n := len(acked)
 		mu.Unlock()

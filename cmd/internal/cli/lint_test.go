@@ -20,6 +20,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/brokers/livelint"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 )
@@ -448,15 +449,14 @@ func TestLintLiveDLQMessageTTLFromPolicy(t *testing.T) {
 	// The management API shows a queue's effective policy with its
 	// statistics, refreshed every 5 s by default.
 	var r lint.Report
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		var code int
+	var code int
+	// Every: each look runs a live lint against the management API.
+	waittest.Poller{Every: 250 * time.Millisecond}.For(t, "live lint to see the policy's message TTL", func() (bool, string) {
 		code, r, _ = lintJSON(t, "--config", cfg, "--live")
-		if r.Has(lint.CodeDLQMessageTTL, queue) || time.Now().After(deadline) {
-			if code != 1 {
-				t.Errorf("exit %d", code)
-			}
-			break
-		}
+		return r.Has(lint.CodeDLQMessageTTL, queue), fmt.Sprintf("exit %d, %+v", code, r)
+	})
+	if code != 1 {
+		t.Errorf("exit %d", code)
 	}
 	f := lintFinding(t, r, lint.CodeDLQMessageTTL, queue)
 	if !strings.Contains(f.What, fmt.Sprintf("60000 ms (policy %q)", queue+"-expire")) || !strings.Contains(f.Fix, "policy") {

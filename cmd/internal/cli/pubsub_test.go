@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/pubsub"
 )
@@ -116,7 +117,7 @@ func TestPubSubTopologyIngestRedrive(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- cons.Run(rctx) }()
-	waitFor(t, "two acks and one dead letter", func() bool {
+	waittest.For(t, "two acks and one dead letter", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return acked == 2 && dead == 1
@@ -161,7 +162,7 @@ func TestPubSubTopologyIngestRedrive(t *testing.T) {
 		}
 	}
 	var got []*transport.Delivery
-	waitFor(t, "the redriven message in the queue's subscriptions", func() bool {
+	waittest.For(t, "the redriven message in the queue's subscriptions", func() bool {
 		ds, err := ps.Receive(ctx, &transport.ReceiveParams{Queue: queue, Max: 10, Consumer: "check"})
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/httpapi"
 	"github.com/lily-mq/lily/internal/rabbittest"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -36,7 +38,7 @@ const (
 	holdChildQueue   = "LILY_RMQ_HOLD_QUEUE"
 	holdChildURL     = "LILY_RMQ_HOLD_URL" // the broker
 	holdChildCatalog = "LILY_RMQ_HOLD_CATALOG"
-	holdChildDir     = "LILY_RMQ_HOLD_DIR" // "<id>.started" per handler call; "release" ends the wait
+	holdChildDir     = "LILY_RMQ_HOLD_DIR" // "<id>.started" per handler call
 	holdCount        = 50
 )
 
@@ -47,7 +49,8 @@ func holdQueueConfig(name string) lily.QueueConfig {
 
 // holdChild consumes the queue (on the broker at url) through the catalog's ledger (as any Lily
 // consumer does) with holdCount handlers that each wait for the release
-// file, then exits once nothing is left in flight.
+// (the end of its standard input: the parent closes it), then exits once
+// nothing is left in flight.
 func holdChild(queue, url, catalogPath, dir string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -65,20 +68,20 @@ func holdChild(queue, url, catalogPath, dir string) int {
 		return 3
 	}
 	defer cat.Close()
-	release := filepath.Join(dir, "release")
+	released := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(released)
+	}()
 	c, err := lily.NewConsumer(ledger.Account(tr, ledger.New(cat)), lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%x.started", d.Body)), nil, 0o644); err != nil {
 			return err
 		}
-		for {
-			if _, err := os.Stat(release); err == nil {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(20 * time.Millisecond):
-			}
+		select {
+		case <-released:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}), lily.ConsumerOptions{Queue: qc, Concurrency: holdCount, Prefetch: 2 * holdCount, // the runtime fetches again once half its window is free
 		ReceiveWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
@@ -88,11 +91,10 @@ func holdChild(queue, url, catalogPath, dir string) int {
 	}
 	go func() {
 		// Idle only after the release: before it, every message is held.
-		for {
-			if _, err := os.Stat(release); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		select {
+		case <-released:
+		case <-ctx.Done():
+			return
 		}
 		transporttest.CancelWhenIdle(ctx, tr, queue, 50*time.Millisecond, cancel)
 	}()
@@ -159,18 +161,19 @@ func newReconcileEnv(t *testing.T, url string, tr *rabbitmq.Transport, qc lily.Q
 }
 
 // pollReconcile runs reconcileRow until done accepts its exit code and row
-// or 30 s have passed — the broker's statistics (management API) are
-// sampled every 5 s — and returns the last result.
+// — the broker's statistics (management API) are sampled every 5 s — and
+// returns that result; after 30 s it fails the test with the last one.
 func pollReconcile(t *testing.T, cfg, queue string, done func(code int, row ledger.Row) bool) (int, ledger.Row, string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, row, errs := reconcileRow(t, cfg, queue)
-		if done(code, row) || time.Now().After(deadline) {
-			return code, row, errs
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	var code int
+	var row ledger.Row
+	var errs string
+	// Every: each look runs a whole reconcile against the management API.
+	waittest.Poller{Every: 250 * time.Millisecond}.For(t, "reconcile to show "+queue+" as the test expects", func() (bool, string) {
+		code, row, errs = reconcileRow(t, cfg, queue)
+		return done(code, row), fmt.Sprintf("exit %d, %+v (stderr %s)", code, row, strings.TrimSpace(errs))
+	})
+	return code, row, errs
 }
 
 // TestReconcileWithConsumerInAnotherProcess: a consumer in a second
@@ -202,6 +205,10 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), holdChildQueue+"="+qc.Name, holdChildURL+"="+url, holdChildCatalog+"="+db, holdChildDir+"="+dir)
 	child.Stderr = os.Stderr
+	stdin, err := child.StdinPipe() // closed: the release
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +218,7 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 	release := func() {
 		if !released {
 			released = true
-			if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+			if err := stdin.Close(); err != nil {
 				t.Error(err)
 			}
 		}
@@ -228,7 +235,7 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 			child.Process.Kill()
 		}
 	}()
-	transporttest.WaitFor(t, "the child to hold 50 deliveries in its handlers", func() bool {
+	waittest.For(t, "the child to hold 50 deliveries in its handlers", func() bool {
 		started, _ := filepath.Glob(filepath.Join(dir, "*.started"))
 		return len(started) == holdCount
 	})
@@ -297,7 +304,7 @@ func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	transporttest.WaitFor(t, "the broker to dead-letter every message", func() bool {
+	waittest.For(t, "the broker to dead-letter every message", func() bool {
 		d, ok, err := ch.Get(qc.Name, false)
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/outbox"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -78,7 +79,7 @@ func TestRelayMetrics(t *testing.T) {
 			t.Logf("last scrape:\n%s\nstderr: %s", body, errb.String())
 		}
 	}()
-	transporttest.WaitFor(t, "the relay's metrics", func() bool {
+	waittest.For(t, "the relay's metrics", func() bool {
 		m := addr.FindStringSubmatch(out.String())
 		if m == nil {
 			return false

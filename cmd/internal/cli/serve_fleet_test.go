@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 )
@@ -56,39 +57,35 @@ func serveKilledMidJob(t *testing.T, kind string) {
 	if code := getJSON(t, "POST", base+"/api/redrives", req, &job); code != http.StatusAccepted {
 		t.Fatalf("redrive over the API: %d %+v\n%s", code, job, a.errb.String())
 	}
-	for deadline := time.Now().Add(30 * time.Second); job.Done < 8; time.Sleep(20 * time.Millisecond) {
+	waittest.ForState(t, "the job to send 8 of its entries", func() (bool, string) {
 		getJSON(t, "GET", base+"/api/redrives/"+fmt.Sprint(job.ID), "", &job)
-		if time.Now().After(deadline) || job.State == "done" {
-			var raw map[string]any
-			getJSON(t, "GET", base+"/api/redrives/"+fmt.Sprint(job.ID), "", &raw)
-			t.Fatalf("job %+v before the kill: %v", job, raw)
+		if job.State == "done" {
+			t.Fatalf("job %+v ended before the kill", job)
 		}
-	}
+		return job.Done >= 8, fmt.Sprintf("%+v", job)
+	})
 	if err := a.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	a.cmd.Wait()
 	b := serveChild(t, args...)
 	var j *redrive.Job
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		got, err := redrive.New(cat).Job(ctx, job.ID)
-		if err != nil {
+	waittest.Poller{Limit: time.Minute}.For(t, "the survivor to finish the job", func() (bool, string) {
+		var err error
+		if j, err = redrive.New(cat).Job(ctx, job.ID); err != nil {
 			t.Fatal(err)
 		}
-		if got.State == redrive.JobDone {
-			j = got
-			break
+		if j.State != redrive.JobDone && j.State != redrive.JobRunning {
+			t.Fatalf("job after the kill: %+v\n--- survivor ---\n%s", j, b.errb.String())
 		}
-		if time.Now().After(deadline) || got.State != redrive.JobRunning {
-			t.Fatalf("job after the kill: %+v\n--- survivor ---\n%s", got, b.errb.String())
-		}
-	}
+		return j.State == redrive.JobDone, fmt.Sprintf("%+v\n--- survivor ---\n%s", j, b.errb.String())
+	})
 	if j.Sent != n {
 		t.Errorf("job sent %d, want %d", j.Sent, n)
 	}
 	// What reached the source queue: every dead letter, at most once more.
 	seen := map[string]int{}
-	for deadline := time.Now().Add(30 * time.Second); len(seen) < n && time.Now().Before(deadline); {
+	waittest.ForState(t, "every dead letter back in the source queue", func() (bool, string) {
 		ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 50, Wait: 100 * time.Millisecond, Consumer: "check"})
 		if err != nil {
 			t.Fatal(err)
@@ -103,7 +100,8 @@ func serveKilledMidJob(t *testing.T, kind string) {
 				t.Fatal(err)
 			}
 		}
-	}
+		return len(seen) >= n, fmt.Sprintf("%d of %d event IDs received", len(seen), n)
+	})
 	twice := 0
 	for i := range n {
 		switch c := seen[fmt.Sprintf("evt-%d", i)]; {

@@ -18,6 +18,7 @@ import (
 	"github.com/lily-mq/lily/ingest"
 	"github.com/lily-mq/lily/internal/catalogtest"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
@@ -40,22 +41,9 @@ func serveProcess(t *testing.T, args ...string) *served {
 	s := &served{out: &transporttest.SyncBuffer{}, errb: &transporttest.SyncBuffer{}, cancel: cancel, done: make(chan int, 1)}
 	go func() { s.done <- Run(ctx, append([]string{"serve"}, args...), s.out, s.errb) }()
 	t.Cleanup(func() { s.stop(t) })
-	re := regexp.MustCompile(`on (https?)://(\S+):(\d+)/`)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(s.out.String()); m != nil {
-			s.base = m[1] + "://127.0.0.1:" + m[3]
-			return s
-		}
-		select {
-		case code := <-s.done:
-			s.done <- code
-			t.Fatalf("serve exited %d before listening: %s%s", code, s.out.String(), s.errb.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	t.Fatalf("serve printed no address within 30s: %q %q", s.out.String(), s.errb.String())
-	return nil
+	m := awaitAddress(t, s.out, s.errb, s.done)
+	s.base = m[1] + "://127.0.0.1:" + m[3]
+	return s
 }
 
 // stop interrupts the server and checks that it stopped cleanly.
@@ -108,17 +96,18 @@ func (s *served) metric(t *testing.T, series string) float64 {
 
 // waitMetric waits until a series reaches want (a counter is counted
 // just after the catalog commit the test saw) and returns its value then,
-// or its last value at the deadline.
+// or its last value once waittest.DefaultLimit passed: the caller says
+// what a wrong value means.
 func (s *served) waitMetric(t *testing.T, series string, want float64) float64 {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := s.metric(t, series)
-		if got == want || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), waittest.DefaultLimit)
+	defer cancel()
+	var got float64
+	waittest.Poller{}.Poll(ctx, func() (bool, string) {
+		got = s.metric(t, series)
+		return got == want, ""
+	})
+	return got
 }
 
 // brokerQueue declares a quorum queue with delivery_limit 2 under a
@@ -158,10 +147,7 @@ func brokerDeadLetter(t *testing.T, tr *rabbitmq.Transport, qc lily.QueueConfig,
 	}
 	const consumer = "crasher"
 	releases, want := 0, n*(*qc.DeliveryLimit)
-	for deadline := time.Now().Add(30 * time.Second); releases < want; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the broker did not dead-letter %d messages at the delivery limit: %d of %d releases", n, releases, want)
-		}
+	waittest.ForState(t, fmt.Sprintf("the broker to dead-letter %d messages at the delivery limit", n), func() (bool, string) {
 		ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: qc.Name, Max: 16, Wait: 50 * time.Millisecond, Consumer: consumer})
 		if err != nil {
 			t.Fatal(err)
@@ -176,7 +162,8 @@ func brokerDeadLetter(t *testing.T, tr *rabbitmq.Transport, qc lily.QueueConfig,
 			}
 		}
 		releases += len(ss)
-	}
+		return releases >= want, fmt.Sprintf("%d of %d releases", releases, want)
+	})
 	if err := tr.StopConsumer(ctx, &transport.StopParams{Queue: qc.Name, Consumer: consumer}); err != nil {
 		t.Fatal(err)
 	}
@@ -215,17 +202,13 @@ func replicaCatalog(t *testing.T, kind string) ([]string, *catalog.Store) {
 // checks that none is doubled.
 func waitEntries(t *testing.T, cat *catalog.Store, queue string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waittest.ForState(t, fmt.Sprintf("%d entries of %s in the catalog", want, queue), func() (bool, string) {
 		n, distinct := catalogtest.Entries(t, cat, queue)
-		if n == want && distinct == want {
-			return
-		}
-		if n > want || distinct != n || time.Now().After(deadline) {
+		if n > want || distinct != n {
 			t.Fatalf("catalog holds %d entries (%d distinct event IDs) of %s, want %d dead letters made", n, distinct, queue, want)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n == want, fmt.Sprintf("%d entries", n)
+	})
 }
 
 // TestServeIngestsBrokerDeadLetters: dead letters RabbitMQ makes by itself
@@ -404,15 +387,14 @@ func serveChild(t *testing.T, args ...string) *child {
 	t.Helper()
 	c := lilyChild(t, append([]string{"serve"}, args...)...)
 	re := regexp.MustCompile(`holder (\S+)\)`)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if m := re.FindStringSubmatch(c.out.String()); m != nil {
+	waittest.Poller{Limit: time.Minute}.For(t, "the serve child to print its ingest holder", func() (bool, string) {
+		m := re.FindStringSubmatch(c.out.String())
+		if m != nil {
 			c.holder = m[1]
-			return c
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve child printed no ingest holder: %q %q", c.out.String(), c.errb.String())
-		}
-	}
+		return m != nil, fmt.Sprintf("stdout %q, stderr %q", c.out.String(), c.errb.String())
+	})
+	return c
 }
 
 // TestServeReplicaKilledHandsOver runs two 'lily serve' processes on one

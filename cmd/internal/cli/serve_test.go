@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
 
@@ -18,7 +19,14 @@ import (
 // the console's base URL.
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	return startServeIn(t, context.Background(), args...)
+}
+
+// startServeIn is startServe under ctx, which may carry test signals
+// (withTestSignals).
+func startServeIn(t *testing.T, ctx context.Context, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
 	var out, errb transporttest.SyncBuffer
 	done := make(chan int, 1)
 	go func() { done <- Run(ctx, append([]string{"serve"}, args...), &out, &errb) }()
@@ -31,21 +39,28 @@ func startServe(t *testing.T, args ...string) string {
 			t.Errorf("serve did not stop cleanly: %q", out.String())
 		}
 	})
-	re := regexp.MustCompile(`on http://(\S+):(\d+)/`)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return "http://127.0.0.1:" + m[2] // the wildcard addresses include loopback
-		}
+	m := awaitAddress(t, &out, &errb, done)
+	return m[1] + "://127.0.0.1:" + m[3] // the wildcard addresses include loopback
+}
+
+// awaitAddress waits until the server writing out printed the address it
+// listens on and returns the match of "on (scheme)://(host):(port)/"; it
+// fails the test if the server exits first (its code is put back on done).
+func awaitAddress(t *testing.T, out, errb *transporttest.SyncBuffer, done chan int) []string {
+	t.Helper()
+	re := regexp.MustCompile(`on (https?)://(\S+):(\d+)/`)
+	var m []string
+	waittest.ForState(t, "serve to print its address", func() (bool, string) {
 		select {
 		case code := <-done:
 			done <- code
 			t.Fatalf("serve exited %d before listening: %s%s", code, out.String(), errb.String())
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
-	t.Fatalf("serve printed no address within 30s: %q %q", out.String(), errb.String())
-	return ""
+		m = re.FindStringSubmatch(out.String())
+		return m != nil, fmt.Sprintf("stdout %q, stderr %q", out.String(), errb.String())
+	})
+	return m
 }
 
 func getJSON(t *testing.T, method, url, body string, v any) int {
@@ -136,12 +151,13 @@ func TestServeLifecycle(t *testing.T) {
 	if code := getJSON(t, "POST", base+"/api/redrives", sel+`,"rate":100}`, &job); code != http.StatusAccepted {
 		t.Fatalf("redrive: %d %+v", code, job)
 	}
-	for deadline := time.Now().Add(time.Minute); job.State != "done"; time.Sleep(20 * time.Millisecond) {
+	waittest.Poller{Limit: time.Minute}.For(t, "the redrive job to finish", func() (bool, string) {
 		getJSON(t, "GET", base+"/api/redrives/"+fmt.Sprint(job.ID), "", &job)
-		if job.State != "running" && job.State != "done" || time.Now().After(deadline) {
+		if job.State != "running" && job.State != "done" {
 			t.Fatalf("job %+v", job)
 		}
-	}
+		return job.State == "done", fmt.Sprintf("%+v", job)
+	})
 	var dis struct{ Count int }
 	if code := getJSON(t, "POST", base+"/api/discard", `{"filter":{"reason":"permanent"},"reason":"malformed"}`, &dis); code != 200 || dis.Count != 3 {
 		t.Errorf("discard: %d %+v", code, dis)

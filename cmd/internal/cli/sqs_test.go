@@ -17,6 +17,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
@@ -117,7 +118,7 @@ func TestSQSTopologyIngestRedrive(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- cons.Run(runCtx) }()
-	waitFor(t, "the queue to drain", func() bool { return sqstest.Depth(queue) == 0 })
+	waittest.For(t, "the queue to drain", func() bool { return sqstest.Depth(queue) == 0 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
