@@ -24,6 +24,7 @@ import (
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
@@ -244,20 +245,16 @@ func (f *Fixture) Consume(queue string) {
 // the ledger's are two writes.
 func (f *Fixture) WaitAcked(queue string, n int64) {
 	f.T.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	waittest.Poller{Limit: time.Minute}.For(f.T, fmt.Sprintf("the ledger of %s to count %d acked", queue, n), func() (bool, string) {
 		rows, err := ledger.New(f.Catalog).Rows(context.Background(), f.Transport)
 		if err != nil {
 			f.T.Fatal(err)
 		}
 		for _, r := range rows {
 			if r.Queue == queue && r.Acked >= n {
-				return
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			f.T.Fatalf("the ledger of %s does not count %d acked after a minute: %+v", queue, n, rows)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%+v", rows)
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/waittest"
 )
 
 // TempCatalog opens a catalog in a temporary SQLite file, closed when the
@@ -25,22 +26,14 @@ func TempCatalog(t testing.TB) *catalog.Store {
 	return cat
 }
 
-// waitLimitDefault bounds WaitFor and WaitForState: long enough for a
-// loaded CI machine, short of the package's timeout so that a wait that
-// never ends fails with what it was waiting for.
-const waitLimitDefault = 30 * time.Second
-
-// pollInterval is how often the wait helpers look at their condition.
-const pollInterval = 10 * time.Millisecond
-
-// WaitFor polls cond every 10ms until it holds, failing the test after 30
-// seconds with what was awaited. With WaitForState, WaitWithin and Poll
-// (the loop under them all) it is how the transport tests wait for events
-// that have no signal of their own (a broker's state, a row in a ledger);
-// WaitForState says, on failure, what it saw last.
+// WaitFor polls cond until it holds, failing the test after 30 seconds
+// with what was awaited. It, WaitForState, WaitWithin and Poll are the
+// transport tests' names for internal/waittest, the one polling loop of
+// Lily's tests: how they wait for events that have no signal of their own
+// (a broker's state, a row in a ledger).
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	WaitForState(t, what, func() (bool, string) { return cond(), "" })
+	waittest.For(t, what, cond)
 }
 
 // WaitForState is WaitFor for a cond that also describes what it observed
@@ -48,47 +41,28 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 // that a wait that never ends says how far it got.
 func WaitForState(t testing.TB, what string, cond func() (ok bool, state string)) {
 	t.Helper()
-	WaitWithin(t, waitLimitDefault, what, cond)
+	waittest.ForState(t, what, cond)
 }
 
 // WaitWithin is WaitForState with another limit, for waits that outlast
 // 30 seconds by design (a fleet that rides out broker outages).
 func WaitWithin(t testing.TB, limit time.Duration, what string, cond func() (ok bool, state string)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	if ok, state := Poll(ctx, cond); !ok {
-		if state != "" {
-			t.Fatalf("timed out after %s waiting for %s; last seen: %s", limit, what, state)
-		}
-		t.Fatalf("timed out after %s waiting for %s", limit, what)
-	}
+	waittest.Poller{Limit: limit}.For(t, what, cond)
 }
 
-// Poll calls cond every 10ms until it holds or ctx ends, and returns
-// whether it held and the last state it reported. It does not fail a
-// test: for a goroutine that ends a run once a condition holds (RunUntil),
-// or a caller with its own verdict.
+// Poll calls cond until it holds or ctx ends, and returns whether it held
+// and the last state it reported. It does not fail a test: for a goroutine
+// that ends a run once a condition holds (RunUntil), or a caller with its
+// own verdict.
 func Poll(ctx context.Context, cond func() (ok bool, state string)) (bool, string) {
-	return pollEvery(ctx, pollInterval, cond)
+	return waittest.Poller{}.Poll(ctx, cond)
 }
 
 // pollEvery is Poll with another interval, for a condition that is costly
 // to look at (a broker's management API).
 func pollEvery(ctx context.Context, every time.Duration, cond func() (ok bool, state string)) (bool, string) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return true, state
-		}
-		select {
-		case <-ctx.Done():
-			return false, state
-		case <-tick.C:
-		}
-	}
+	return waittest.Poller{Every: every}.Poll(ctx, cond)
 }
 
 // Start runs c in the background until the returned stop is called or the
