@@ -16,6 +16,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/lilylambda"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
@@ -161,10 +162,10 @@ func TestBatch(t *testing.T) {
 	}
 	// The retry copy, due after its delay.
 	var retry events.SQSEvent
-	deadline := time.Now().Add(30 * time.Second)
-	for len(retry.Records) == 0 && time.Now().Before(deadline) {
-		retry = f.poll(time.Second)
-	}
+	waittest.ForState(t, "the flaky record's retry copy", func() (bool, string) {
+		retry = f.poll(time.Second) // a receive that waits up to a second
+		return len(retry.Records) > 0, fmt.Sprintf("%d records", len(retry.Records))
+	})
 	if len(retry.Records) != 1 || retry.Records[0].Body != "flaky" {
 		t.Fatalf("after the batch: %d records %+v, want the flaky one's retry copy", len(retry.Records), retry.Records)
 	}
