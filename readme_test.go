@@ -1,13 +1,16 @@
 package lily_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // readmeBlocks returns the fenced code blocks of README.md in the given
@@ -48,10 +51,6 @@ func TestReadmeCommands(t *testing.T) {
 	}
 	// Up to six at a time, whatever -parallel says (it defaults to the
 	// number of cores, and these blocks mostly wait).
-	type result struct {
-		out []byte
-		err error
-	}
 	results := make([]chan result, len(blocks))
 	sem := make(chan struct{}, 6)
 	for i, b := range blocks {
@@ -59,8 +58,7 @@ func TestReadmeCommands(t *testing.T) {
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out, err := exec.Command("bash", "-euo", "pipefail", "-c", b).CombinedOutput()
-			results[i] <- result{out, err}
+			results[i] <- runBlock(b, blockLimit)
 		}()
 	}
 	for i, b := range blocks {
@@ -74,6 +72,34 @@ func TestReadmeCommands(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockLimit bounds one README block: the slowest (a demo on an
+// in-process Pub/Sub) takes about 30 s on a loaded machine. A block that
+// hangs is killed with everything it started, and its output so far —
+// bash -x shows the command it was in — explains the failure.
+const blockLimit = 4 * time.Minute
+
+// runBlock runs block with bash -euo pipefail -x in a process group of its
+// own, killed whole past limit.
+func runBlock(block string, limit time.Duration) result {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euxo", "pipefail", "-c", block)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("killed after %s (a hang): %w", limit, err)
+	}
+	return result{out, err}
+}
+
+// result is what a README block printed and how it ended.
+type result struct {
+	out []byte
+	err error
 }
 
 // TestReadmeGoCompiles builds the README's Go program against this module.
