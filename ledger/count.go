@@ -214,3 +214,25 @@ func (l *Ledger) AckedSince(ctx context.Context, queue string, since time.Time, 
 	}
 	return acked, nil
 }
+
+// Unacked returns, sorted, the event IDs of queue whose messages the
+// ledger counts as accepted and not acked (their per-event row is still
+// "accepted"): settled elsewhere (dead-lettered, discarded), still held
+// by the broker, or lost. Rows pruned past the horizon are not among them.
+func (l *Ledger) Unacked(ctx context.Context, queue string) ([]string, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT event_id FROM lily_ledger_events WHERE queue = ? AND kind = 'accepted' ORDER BY event_id`, queue)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: ledger unacked of %s: %w", queue, err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return nil, fmt.Errorf("catalog: ledger unacked of %s: %w", queue, err)
+		}
+		id, _, _ := strings.Cut(key, keySep)
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

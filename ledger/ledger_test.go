@@ -124,3 +124,26 @@ func TestLedgerAfterDiscard(t *testing.T) {
 		}
 	})
 }
+
+// TestUnacked: the event IDs counted accepted and not acked, without their
+// body digests, sorted; another queue's and acked ones are left out.
+func TestUnacked(t *testing.T) {
+	ctx := context.Background()
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
+		key := func(id string) string { return Key(id, []byte("body of "+id)) }
+		if err := l.count(ctx, "q", "accepted", []string{key("c"), key("a"), key("b")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.count(ctx, "other", "accepted", []string{key("x")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.count(ctx, "q", "acked", []string{key("b")}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.Unacked(ctx, "q")
+		if err != nil || !reflect.DeepEqual(got, []string{"a", "c"}) {
+			t.Fatalf("Unacked(q) = %v, %v; want [a c]", got, err)
+		}
+	})
+}

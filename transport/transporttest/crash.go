@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -193,7 +194,7 @@ func CancelWhenIdle(ctx context.Context, c transport.InFlightCounter, queue stri
 	}
 	start := time.Now()
 	report := start.Add(time.Minute)
-	idle, _ := pollEvery(ctx, every, func() (bool, string) {
+	idle, _ := waittest.Poller{Every: every}.Poll(ctx, func() (bool, string) {
 		n, err := c.InFlight(ctx, queue)
 		if err == nil && n == 0 {
 			return true, ""

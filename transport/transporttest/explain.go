@@ -168,15 +168,12 @@ func LedgerUnsettled(ctx context.Context, cat *catalog.Store, queue string) map[
 	}); err != nil {
 		out["catalog entries unreadable"] = []string{err.Error()}
 	}
-	// No parameters: the statement is the same in both dialects, and a
-	// test's ledger is small enough to filter here.
-	accepted, err := queryIDs(ctx, cat, `SELECT queue, event_id FROM lily_ledger_events WHERE kind = 'accepted'`, queue)
+	accepted, err := ledger.New(cat).Unacked(ctx, queue)
 	if err != nil {
 		out["ledger rows unreadable"] = []string{err.Error()}
 	}
 	var notInCatalog []string
-	for _, key := range accepted {
-		id, _, _ := strings.Cut(key, "\x1f") // ledger.Key: the ID, then a body digest
+	for _, id := range accepted {
 		if !inCatalog[id] {
 			notInCatalog = append(notInCatalog, id)
 		}
@@ -199,7 +196,8 @@ func LedgerUnsettled(ctx context.Context, cat *catalog.Store, queue string) map[
 }
 
 // queryIDs runs query (selecting queue, event_id) and keeps queue's IDs,
-// sorted.
+// sorted: for the SQLite transport's table, read as the raw tools of this
+// package read it (InsertRaw).
 func queryIDs(ctx context.Context, cat *catalog.Store, query, queue string) ([]string, error) {
 	rows, err := cat.DB().QueryContext(ctx, query)
 	if err != nil {

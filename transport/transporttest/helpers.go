@@ -59,12 +59,6 @@ func Poll(ctx context.Context, cond func() (ok bool, state string)) (bool, strin
 	return waittest.Poller{}.Poll(ctx, cond)
 }
 
-// pollEvery is Poll with another interval, for a condition that is costly
-// to look at (a broker's management API).
-func pollEvery(ctx context.Context, every time.Duration, cond func() (ok bool, state string)) (bool, string) {
-	return waittest.Poller{Every: every}.Poll(ctx, cond)
-}
-
 // Start runs c in the background until the returned stop is called or the
 // test ends. stop waits for Run to return and fails the test if it returned
 // an error; calling it again does nothing.
