@@ -2,12 +2,12 @@ package rabbitbench
 
 import (
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/lily-mq/lily/bench/internal/proccpu"
 )
 
 // clock measures one run: wall time, this process's CPU time and the
@@ -60,18 +60,8 @@ func findBroker() int {
 		return pid
 	}
 	best, bestCPU := 0, time.Duration(-1)
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		comm, err := os.ReadFile(filepath.Join(d, "comm"))
-		if err != nil || strings.TrimSpace(string(comm)) != "beam.smp" {
-			continue
-		}
-		cmd, _ := os.ReadFile(filepath.Join(d, "cmdline"))
-		if !strings.Contains(string(cmd), "rabbit") {
-			continue
-		}
-		pid, _ := strconv.Atoi(filepath.Base(d))
-		if cpu, ok := procCPU(pid); ok && cpu > bestCPU {
+	for pid, cpu := range proccpu.Named("beam.smp", "rabbit") {
+		if cpu > bestCPU {
 			best, bestCPU = pid, cpu
 		}
 	}
@@ -83,30 +73,5 @@ func brokerCPU() (time.Duration, bool) {
 	if brokerPID == 0 {
 		return 0, false
 	}
-	return procCPU(brokerPID)
-}
-
-// procCPU reads a process's user+system CPU time from /proc.
-func procCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, false
-	}
-	// Fields after the command: state is f[0]; utime and stime are fields
-	// 14 and 15 of stat, f[11] and f[12] here, in clock ticks (100 Hz).
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(ut+st) * 10 * time.Millisecond, true
+	return proccpu.Of(brokerPID)
 }

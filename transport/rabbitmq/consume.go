@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -341,6 +342,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 			if !take(*d) {
 				break
 			}
+			yields := 0
 		more:
 			for c.in != nil {
 				select {
@@ -349,12 +351,17 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 						c.in = nil
 						break more
 					}
+					yields = 0
 					c.fresh(&d)
 					if !take(d) {
 						break more
 					}
 				default:
-					break more
+					if yields == receiveYields {
+						break more
+					}
+					runtime.Gosched() // see receiveYields
+					yields++
 				}
 			}
 			fill()
@@ -378,6 +385,19 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	}
 	return ds, nil
 }
+
+// receiveYields: amqp091-go hands deliveries over an unbuffered channel,
+// one at a time, from a goroutine that holds what the broker pushed; a
+// read without waiting finds the next one only once that goroutine has run
+// again. So when the channel looks empty, Receive yields the processor a
+// few times before it ends the batch. Without it a batch held one or two
+// deliveries whatever the prefetch, and a wrapper that costs a round trip
+// per batch (the ledger on PostgreSQL: 20,564 Receive calls for 21,200
+// messages) ran one message per round trip — 1,000 msg/s with 256
+// messages pushed and waiting. One yield was not always enough under the
+// race detector (63–106 calls for 299 waiting deliveries); four cost a few
+// microseconds per batch when the channel really is empty.
+const receiveYields = 16
 
 // handOut turns raw deliveries of the consumer's channel into held
 // transport deliveries. c.mu is held.

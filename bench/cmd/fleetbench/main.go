@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,6 +40,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/bench/internal/proccpu"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/ledger"
@@ -76,6 +78,14 @@ func main() {
 func consume() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if path := os.Getenv("FLEETBENCH_CPUPROFILE"); path != "" {
+		// A consumer's CPU profile, one file per process: where the
+		// accounting's time goes.
+		f, err := os.Create(fmt.Sprintf("%s.%d", path, os.Getpid()))
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
 	cfg, err := config.LoadConfig(os.Getenv(configEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -357,6 +367,7 @@ func (b *bench) run() error {
 	}
 	acc := ledger.Account(b.tr, ledger.New(b.cat))
 	start := time.Now()
+	cpu0 := b.cpu(consumers)
 	killed := false
 	for i := 0; i < n; i += 500 {
 		var msgs []lily.Message
@@ -381,11 +392,13 @@ func (b *bench) run() error {
 		// The first pass is timed from the consumers' start: their
 		// processes' start-up is in it, the publishing is not.
 		start = time.Now()
+		cpu0 = b.cpu(consumers)
 		startConsumers()
 	}
 	wantDead := int64((n + permanentEvery - 1) / permanentEvery)
 	first, _ := b.settled(ctx, "first pass", func(r ledger.Row) bool { return r.Acked+r.DeadLettered >= int64(n) })
 	consumed := time.Since(start)
+	cpu1 := b.cpu(consumers)
 	// The dead letters are counted while still in the broker's DLQ; the
 	// replicas' continuous ingest brings them into the catalog.
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
@@ -449,7 +462,14 @@ func (b *bench) run() error {
 		n, b.o.consumers, b.o.replicas, kill, published.Seconds(), float64(n)/published.Seconds(), consumed.Seconds(), float64(n)/consumed.Seconds(),
 		ingested.Seconds(), first.DeadLettered, entries, entries-distinct, job.ID, job.State, job.Done(), orDash(jobs, func(j *redrive.Job) string { return j.Actor }),
 		final.Acked, redriveTook.Seconds(), final.Lost, map[bool]string{true: "OK", false: "FAILED"}[recErr == nil])
-	fmt.Printf("\nentry states: %v; handler: every %dth message fails permanently until the fix, every %dth once transiently\n", st, permanentEvery, transientEvery)
+	perMsg := func(of func(cpuReading) map[int]time.Duration) float64 {
+		return float64(proccpu.Since(of(cpu0), of(cpu1)).Microseconds()) / float64(n)
+	}
+	fmt.Printf("\nfirst pass CPU per message: consumer processes %.1f µs, PostgreSQL %.1f µs, RabbitMQ %.1f µs (/proc, over the first pass)\n",
+		perMsg(func(c cpuReading) map[int]time.Duration { return c.consumers }),
+		perMsg(func(c cpuReading) map[int]time.Duration { return c.postgres }),
+		perMsg(func(c cpuReading) map[int]time.Duration { return c.broker }))
+	fmt.Printf("entry states: %v; handler: every %dth message fails permanently until the fix, every %dth once transiently\n", st, permanentEvery, transientEvery)
 	if d, _ := time.ParseDuration(os.Getenv("FLEETBENCH_HOLD")); d > 0 {
 		fmt.Fprintf(os.Stderr, "holding %s before cleanup (queue %s)\n", d, b.queue)
 		time.Sleep(d)
@@ -458,6 +478,23 @@ func (b *bench) run() error {
 		return fmt.Errorf("%d checks failed: %s", len(b.failed), strings.Join(b.failed, "; "))
 	}
 	return nil
+}
+
+// cpuReading is the CPU time, by PID, of the consumer processes, of every
+// PostgreSQL process and of the RabbitMQ node at one moment.
+type cpuReading struct{ consumers, postgres, broker map[int]time.Duration }
+
+func (b *bench) cpu(consumers []*exec.Cmd) cpuReading {
+	r := cpuReading{consumers: map[int]time.Duration{}, postgres: proccpu.Named("postgres", ""), broker: proccpu.Named("beam.smp", "rabbit")}
+	for _, c := range consumers {
+		if c.Process == nil {
+			continue
+		}
+		if t, ok := proccpu.Of(c.Process.Pid); ok {
+			r.consumers[c.Process.Pid] = t
+		}
+	}
+	return r
 }
 
 func orDash(js []*redrive.Job, f func(*redrive.Job) string) string {
