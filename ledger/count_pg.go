@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
 // pgBatchRows is unnest over three text arrays: queue, key, and the key's
@@ -45,12 +47,20 @@ const legacyNone = `(SELECT 1 FROM lily_ledger_events l WHERE l.queue = u.q AND 
 // and the other waits for its commit and does nothing (ON CONFLICT DO
 // NOTHING), and a key whose row turned acked meanwhile still conflicts.
 // Only the rows really inserted (RETURNING) are counted.
-var pgCountAcceptedSQL = `WITH ` + pgBatchRows + `,
+var pgCountAcceptedSQL = pgCountAccepted(`WHERE ` + fmt.Sprintf(legacyNone, `'accepted', 'acked'`))
+
+// pgCountAcceptedLeanSQL is pgCountAcceptedSQL for a ledger without rows
+// of an older Lily (Ledger.hasLegacy): no look-up of the bare event ID.
+var pgCountAcceptedLeanSQL = pgCountAccepted("")
+
+func pgCountAccepted(where string) string {
+	return `WITH ` + pgBatchRows + `,
 	ins AS (INSERT INTO lily_ledger_events(queue, kind, event_id, at)
 		SELECT u.q, 'accepted', u.k, $4 FROM u
-		WHERE ` + fmt.Sprintf(legacyNone, `'accepted', 'acked'`) + `
+		` + where + `
 		ON CONFLICT DO NOTHING RETURNING queue),
 	c AS (SELECT queue, COUNT(*) AS n FROM ins GROUP BY queue)` + fmt.Sprintf(pgAddDeltas, "accepted")
+}
 
 // pgCountAckedSQL records a batch as acked in one upsert on the key's
 // unique (queue, event_id): a key without a row gets an acked row, a key
@@ -59,14 +69,22 @@ var pgCountAcceptedSQL = `WITH ` + pgBatchRows + `,
 // on the newest committed version, so two ackers of one key (a
 // redelivery acked twice) count it once. RETURNING yields the rows
 // inserted or turned, the ones counted.
-var pgCountAckedSQL = `WITH ` + pgBatchRows + `,
+var pgCountAckedSQL = pgCountAcked(`WHERE ` + fmt.Sprintf(legacyNone, `'acked'`))
+
+// pgCountAckedLeanSQL is pgCountAckedSQL without the look-up of the bare
+// event ID (see pgCountAcceptedLeanSQL).
+var pgCountAckedLeanSQL = pgCountAcked("")
+
+func pgCountAcked(where string) string {
+	return `WITH ` + pgBatchRows + `,
 	up AS (INSERT INTO lily_ledger_events(queue, kind, event_id, at)
 		SELECT u.q, 'acked', u.k, $4 FROM u
-		WHERE ` + fmt.Sprintf(legacyNone, `'acked'`) + `
+		` + where + `
 		ON CONFLICT (queue, event_id) DO UPDATE SET kind = 'acked', at = excluded.at
 		WHERE lily_ledger_events.kind = 'accepted'
 		RETURNING queue),
 	c AS (SELECT queue, COUNT(*) AS n FROM up GROUP BY queue)` + fmt.Sprintf(pgAddDeltas, "acked")
+}
 
 // countManyPG is countMany on PostgreSQL: one round trip for the whole
 // batch, whatever its size and its queues. Keys repeated within the batch
@@ -105,13 +123,48 @@ func (l *Ledger) countManyPG(ctx context.Context, kind string, byQueue map[strin
 		sq[n], sk[n], sl[n] = qs[i], ks[i], legacies[i]
 	}
 	qs, ks, legacies = sq, sk, sl
-	q := pgCountAcceptedSQL
-	if kind == "acked" {
-		q = pgCountAckedSQL
+	legacy, err := l.hasLegacy(ctx)
+	if err != nil {
+		return 0, err
 	}
+	q := map[[2]bool]string{
+		{false, true}: pgCountAcceptedSQL, {false, false}: pgCountAcceptedLeanSQL,
+		{true, true}: pgCountAckedSQL, {true, false}: pgCountAckedLeanSQL,
+	}[[2]bool{kind == "acked", legacy}]
 	var n int64
 	if err := l.db.QueryRowContext(ctx, q, qs, ks, legacies, now.UnixMilli()).Scan(&n); err != nil {
 		return 0, fmt.Errorf("catalog: ledger %s (%d messages): %w", kind, len(ks), err)
 	}
 	return n, nil
+}
+
+// Legacy states of Ledger.legacy: not asked yet, rows of an older Lily
+// present, none.
+const (
+	legacyUnknown int32 = iota
+	legacyPresent
+	legacyAbsent
+)
+
+// hasLegacy reports whether the PostgreSQL ledger still holds rows of an
+// older Lily (bare event IDs), asking the database once (the partial
+// index of schema step 8) and again after each prune while it does. None
+// are written any more, so "none" is final.
+func (l *Ledger) hasLegacy(ctx context.Context) (bool, error) {
+	switch l.legacy.Load() {
+	case legacyPresent:
+		return true, nil
+	case legacyAbsent:
+		return false, nil
+	}
+	var has bool
+	if err := l.db.QueryRowContext(ctx, catalogdb.LedgerHasLegacySQL).Scan(&has); err != nil {
+		return false, fmt.Errorf("catalog: ledger: look for rows of an older Lily: %w", err)
+	}
+	if has {
+		l.legacy.Store(legacyPresent)
+	} else {
+		l.legacy.Store(legacyAbsent)
+	}
+	return has, nil
 }

@@ -79,6 +79,7 @@ type Ledger struct {
 	store   *catalog.Store
 	db      *catalogdb.DB
 	horizon atomic.Int64 // nanoseconds; 0 = DefaultHorizon
+	legacy  atomic.Int32 // PostgreSQL: rows of an older Lily left (hasLegacy)
 }
 
 // New returns the ledger of store.

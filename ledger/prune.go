@@ -106,6 +106,9 @@ func (l *Ledger) Prune(ctx context.Context, now time.Time) (PruneResult, error) 
 			return res, err
 		}
 		if n < pruneBatch {
+			// Rows of an older Lily may have been the ones pruned: ask
+			// again on the next count.
+			l.legacy.CompareAndSwap(legacyPresent, legacyUnknown)
 			return res, nil
 		}
 		pause := time.NewTimer(time.Since(began))

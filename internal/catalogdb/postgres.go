@@ -43,6 +43,9 @@ var pgMigrations = []pgMigration{
 	{7, "one ledger row per message identity (unique queue, event_id); per-writer ledger counters", func() string {
 		return pgLedgerKeyUnique + pgLedgerDeltas
 	}},
+	{8, "ledger rows keyed by (queue, event_id) alone; an index of the bare-ID rows of an older Lily", func() string {
+		return pgLedgerLeanKey
+	}},
 }
 
 // pgLedgerKeyUnique makes a message identity's ledger row unique whatever
@@ -55,6 +58,27 @@ const pgLedgerKeyUnique = `DELETE FROM lily_ledger_events a USING lily_ledger_ev
 	WHERE a.queue = b.queue AND a.event_id = b.event_id AND a.kind = 'accepted' AND b.kind = 'acked';
 CREATE UNIQUE INDEX lily_ledger_events_key ON lily_ledger_events(queue, event_id);
 `
+
+// pgLedgerLeanKey drops the ledger rows' first primary key (queue, kind,
+// event_id): since step 7 a row is unique by (queue, event_id) whatever
+// its kind, so that index says nothing the unique one does not, and every
+// ack — which turns a row's kind — paid for a third index entry (the
+// fleet's ack statement was the catalog's costliest, issue 29). The unique
+// index becomes the primary key. The partial index holds only rows of an
+// older Lily, whose keys are bare event IDs (no body digest after the
+// separator \x1f): LedgerHasLegacySQL asks it whether any are left, so
+// that counting looks for them only while there are some.
+const pgLedgerLeanKey = `ALTER TABLE lily_ledger_events DROP CONSTRAINT lily_ledger_events_pkey;
+ALTER TABLE lily_ledger_events ADD CONSTRAINT lily_ledger_events_pkey PRIMARY KEY USING INDEX lily_ledger_events_key;
+CREATE INDEX lily_ledger_events_legacy ON lily_ledger_events(queue) WHERE strpos(event_id, chr(31)) = 0;
+`
+
+// LedgerHasLegacySQL reports (one boolean) whether the PostgreSQL ledger
+// holds rows written by an older Lily, keyed by a bare event ID; it reads
+// the partial index of step 8. No Lily writes such rows any more (an older
+// one refuses a schema newer than it knows), so once none are left none
+// come back.
+const LedgerHasLegacySQL = `SELECT EXISTS (SELECT 1 FROM lily_ledger_events WHERE strpos(event_id, chr(31)) = 0)`
 
 // pgLedgerDeltas holds the ledger's counters as PostgreSQL raises them:
 // one row per queue and writer (the backend process of the connection

@@ -109,7 +109,7 @@ func New(t testing.TB, kind string) *Fixture {
 		broker = ledger.Account(tr, ledger.New(cat))
 		err := cat.Each(ctx, catalog.Filter{}, func(e *catalog.Entry) error {
 			_, err := cat.DB().ExecContext(ctx, `INSERT INTO lily_ledger_events(queue, kind, event_id, at) VALUES ($1, 'accepted', $2, $3)`,
-				e.Queue, e.EventID, e.DeadLetteredAt.UnixMilli())
+				e.Queue, ledger.Key(e.EventID, e.Body), e.DeadLetteredAt.UnixMilli())
 			return err
 		})
 		if err != nil {
