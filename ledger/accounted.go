@@ -133,12 +133,17 @@ func AccountWith(t transport.Transport, l *Ledger, o AccountOptions) *Accounted 
 // Publish publishes through the wrapped transport and counts the confirmed
 // messages as accepted (once per event ID); a redrive (p.Redrive) is not
 // counted: the messages were accepted before.
+//
+// The messages it counts carry HeaderCounted, so that a consumer whose
+// ledger trusts the mark counts them at settlement rather than on receipt.
 func (a *Accounted) Publish(ctx context.Context, p *transport.PublishParams) error {
-	if err := a.Transport.Publish(ctx, p); err != nil {
-		return err
-	}
 	if p.Redrive {
-		return nil
+		return a.Transport.Publish(ctx, p)
+	}
+	mp := *p
+	mp.Messages = markCounted(p.Messages)
+	if err := a.Transport.Publish(ctx, &mp); err != nil {
+		return err
 	}
 	keys := make([]string, len(p.Messages))
 	for i, m := range p.Messages {
@@ -157,10 +162,18 @@ func (a *Accounted) Publish(ctx context.Context, p *transport.PublishParams) err
 // known to the catalog at once, with no broker dead-letter queue to ingest
 // first.
 func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error {
+	trusts, err := a.ledger.trustsMarks(ctx)
+	if err != nil {
+		return fmt.Errorf("catalog: record acks before settling: %w", err)
+	}
 	byQueue := map[string][]string{}
+	others := map[string][]string{} // settled otherwise, counted as accepted when trusts
 	var parked []*catalog.Entry
 	ss := p.Settlements
 	for i, s := range p.Settlements {
+		if trusts && s.Action != transport.Ack {
+			others[s.Delivery.Queue] = append(others[s.Delivery.Queue], Key(s.Delivery.EventID, s.Delivery.Body))
+		}
 		switch {
 		case s.Action == transport.Ack:
 			byQueue[s.Delivery.Queue] = append(byQueue[s.Delivery.Queue], Key(s.Delivery.EventID, s.Delivery.Body))
@@ -174,7 +187,12 @@ func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error
 			ss[i] = transport.Settlement{Delivery: s.Delivery, Action: transport.Ack}
 		}
 	}
-	n, err := a.ledger.countMany(ctx, "acked", byQueue, a.o.Now())
+	var n int64
+	if trusts {
+		n, err = a.ledger.settlePG(ctx, byQueue, others, a.o.Now())
+	} else {
+		n, err = a.ledger.countMany(ctx, "acked", byQueue, a.o.Now())
+	}
 	if err != nil {
 		return fmt.Errorf("catalog: record acks before settling: %w", err)
 	}

@@ -94,7 +94,17 @@ func (h *holder) put(k holdKey, hb *heldBatch) {
 // Receive).
 func (a *Accounted) countOrHold(ctx context.Context, k holdKey, hb *heldBatch) ([]*transport.Delivery, error) {
 	now := a.o.Now()
-	n, err := a.ledger.countDeliveries(ctx, "accepted", hb.ds, now)
+	trusts, err := a.ledger.trustsMarks(ctx)
+	var n int64
+	if err == nil {
+		toCount := hb.ds
+		if trusts {
+			toCount = unmarked(hb.ds) // counted at settlement (HeaderCounted)
+		}
+		if len(toCount) > 0 {
+			n, err = a.ledger.countDeliveries(ctx, "accepted", toCount, now)
+		}
+	}
 	if err == nil {
 		if !hb.since.IsZero() {
 			a.o.Log.Warn("catalog answers again: the held deliveries are counted and handed out",

@@ -168,3 +168,68 @@ func (l *Ledger) hasLegacy(ctx context.Context) (bool, error) {
 	}
 	return has, nil
 }
+
+// pgSettleSQL counts a settle batch in one statement, on a ledger that
+// trusts marks (trustsMarks): $1 queues, $2 keys, $3 whether the key is
+// acked (else it is settled otherwise: retried, dead-lettered, released,
+// and only needs to be known as accepted), $4 the time. An acked key
+// without a row is inserted acked and counted accepted and acked; one
+// whose row is accepted is turned and counted acked; one acked already is
+// left alone. Any other key is inserted accepted and counted accepted
+// unless it has a row. Whether a returned row was inserted or turned is
+// its xmax: 0 for a row this statement inserted, the statement's own
+// transaction for one it updated (the row lock of ON CONFLICT DO UPDATE).
+// Exact for the reasons of pgCountAckedSQL: the unique (queue, event_id)
+// index decides, and DO UPDATE re-reads the newest committed row.
+const pgSettleSQL = `WITH u AS (SELECT * FROM unnest(CAST($1 AS text[]), CAST($2 AS text[]), CAST($3 AS boolean[])) AS u(q, k, ack)),
+	up AS (INSERT INTO lily_ledger_events(queue, kind, event_id, at)
+		SELECT u.q, CASE WHEN u.ack THEN 'acked' ELSE 'accepted' END, u.k, $4 FROM u
+		ON CONFLICT (queue, event_id) DO UPDATE SET kind = 'acked', at = excluded.at
+		WHERE lily_ledger_events.kind = 'accepted' AND excluded.kind = 'acked'
+		RETURNING queue, kind, xmax = 0 AS fresh),
+	c AS (SELECT queue, COUNT(*) AS n, COUNT(*) FILTER (WHERE fresh) AS accepted, COUNT(*) FILTER (WHERE kind = 'acked') AS acked FROM up GROUP BY queue),
+	q AS (INSERT INTO lily_ledger(queue, accepted, acked) SELECT queue, 0, 0 FROM c
+		WHERE NOT EXISTS (SELECT 1 FROM lily_ledger WHERE lily_ledger.queue = c.queue) ORDER BY queue ON CONFLICT (queue) DO NOTHING),
+	d AS (INSERT INTO lily_ledger_deltas(queue, writer, accepted, acked) SELECT queue, pg_backend_pid(), accepted, acked FROM c
+		ON CONFLICT (queue, writer) DO UPDATE SET accepted = lily_ledger_deltas.accepted + excluded.accepted, acked = lily_ledger_deltas.acked + excluded.acked)
+	SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM c`
+
+// settlePG counts a settle batch on a ledger that trusts marks: acked
+// keys and the keys settled otherwise, by queue, in one round trip (see
+// pgSettleSQL). A key both acked and settled otherwise in one batch (two
+// copies of a message) counts as acked. It returns how many rows it
+// inserted or turned.
+func (l *Ledger) settlePG(ctx context.Context, acked, other map[string][]string, now time.Time) (int64, error) {
+	type qk struct{ q, k string }
+	ack := map[qk]bool{}
+	for queue, keys := range other {
+		for _, k := range keys {
+			ack[qk{queue, k}] = false
+		}
+	}
+	for queue, keys := range acked {
+		for _, k := range keys {
+			ack[qk{queue, k}] = true
+		}
+	}
+	if len(ack) == 0 {
+		return 0, nil
+	}
+	keys := make([]qk, 0, len(ack))
+	for k := range ack {
+		keys = append(keys, k)
+	}
+	// One lock order for every writer (see countManyPG).
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].q < keys[j].q || keys[i].q == keys[j].q && keys[i].k < keys[j].k
+	})
+	qs, ks, acks := make([]string, len(keys)), make([]string, len(keys)), make([]bool, len(keys))
+	for i, k := range keys {
+		qs[i], ks[i], acks[i] = k.q, k.k, ack[k]
+	}
+	var n int64
+	if err := l.db.QueryRowContext(ctx, pgSettleSQL, qs, ks, acks, now.UnixMilli()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("catalog: ledger: count a settle batch (%d messages): %w", len(ks), err)
+	}
+	return n, nil
+}

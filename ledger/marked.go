@@ -1,0 +1,84 @@
+package ledger
+
+import (
+	"context"
+
+	"github.com/lily-mq/lily/internal/catalogdb"
+	"github.com/lily-mq/lily/transport"
+)
+
+// HeaderCounted marks a message that an Accounted publisher counts as
+// accepted when the broker confirms it (value "1"). A consumer whose
+// ledger trusts the mark (trustsMarks) does not count such a delivery on
+// receipt — the statement that would find its row and write nothing — and
+// counts it when it settles instead: an ack of a message without a row
+// counts it accepted and acked at once, and any other settlement counts
+// it accepted. So a mark that lies (a publisher that died between the
+// confirm and its count, a foreign producer copying the header) moves the
+// count from the receipt to the settlement; it never hides a message.
+// docs/catalog.md ("The ledger's counts") explains the cost it saves.
+const HeaderCounted = "x-lily-counted"
+
+// marked reports whether d carries HeaderCounted.
+func marked(d *transport.Delivery) bool {
+	v, ok := d.Headers[HeaderCounted]
+	if !ok {
+		return false
+	}
+	switch v := v.(type) {
+	case string:
+		return v == "1"
+	case []byte:
+		return string(v) == "1"
+	}
+	return false
+}
+
+// markCounted returns ms with HeaderCounted set, each message's headers
+// copied (the caller's are left alone).
+func markCounted(ms []transport.Message) []transport.Message {
+	out := make([]transport.Message, len(ms))
+	for i, m := range ms {
+		h := transport.CloneHeaders(m.Headers)
+		if h == nil {
+			h = transport.Headers{}
+		}
+		h[HeaderCounted] = "1"
+		m.Headers = h
+		out[i] = m
+	}
+	return out
+}
+
+// trustsMarks reports whether counting may skip marked deliveries on
+// receipt: on PostgreSQL, once the ledger holds no rows of an older Lily
+// (whose statements, kept for them, do not count an unmatched ack as
+// accepted). On SQLite every receipt is counted, as before.
+func (l *Ledger) trustsMarks(ctx context.Context) (bool, error) {
+	if l.db.Dialect() != catalogdb.Postgres {
+		return false, nil
+	}
+	legacy, err := l.hasLegacy(ctx)
+	return !legacy, err
+}
+
+// unmarked returns the deliveries of ds without HeaderCounted (ds itself
+// when all are unmarked).
+func unmarked(ds []*transport.Delivery) []*transport.Delivery {
+	n := 0
+	for _, d := range ds {
+		if !marked(d) {
+			n++
+		}
+	}
+	if n == len(ds) {
+		return ds
+	}
+	out := make([]*transport.Delivery, 0, n)
+	for _, d := range ds {
+		if !marked(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}

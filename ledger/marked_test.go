@@ -1,0 +1,162 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/catalogtest"
+	"github.com/lily-mq/lily/transport"
+)
+
+// markedDelivery is a delivery whose publisher marked it counted
+// (HeaderCounted) — without the publisher's count having happened, as
+// when it died between the broker's confirm and its count.
+func markedDelivery(queue, id, body string) *transport.Delivery {
+	d := delivery(queue, id, body)
+	d.Headers = transport.Headers{HeaderCounted: "1"}
+	return d
+}
+
+// TestMarkedCountedAtSettlement: on a ledger that trusts marks (PostgreSQL)
+// a marked delivery is not counted on receipt; its settlement counts it —
+// accepted and acked for an ack, accepted for a retry or a dead-lettering
+// — so a mark whose count never happened still balances. On SQLite every
+// receipt is counted as before. Either way each message is accepted once.
+func TestMarkedCountedAtSettlement(t *testing.T) {
+	ctx := context.Background()
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		l := New(s)
+		trusts, err := l.trustsMarks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fb := &fakeBroker{queued: []*transport.Delivery{
+			markedDelivery("q", "acked", "a"), markedDelivery("q", "retried", "b"),
+			markedDelivery("q", "dead", "c"), delivery("q", "foreign", "d"),
+		}}
+		a := Account(fb, l)
+		ds, err := a.Receive(ctx, &transport.ReceiveParams{Queue: "q", Max: 10})
+		if err != nil || len(ds) != 4 {
+			t.Fatalf("receive: %d deliveries, %v", len(ds), err)
+		}
+		r := ledgerOf(t, s, "q")
+		if want := map[bool]int64{true: 1, false: 4}[trusts]; r.Accepted != want {
+			t.Fatalf("after receipt (trusts marks: %v): accepted %d, want %d (the unmarked one%s)", trusts, r.Accepted, want, map[bool]string{false: " and the marked ones"}[trusts])
+		}
+		settle := func(ss ...transport.Settlement) {
+			t.Helper()
+			if err := a.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		settle(transport.Settlement{Delivery: ds[0], Action: transport.Ack},
+			transport.Settlement{Delivery: ds[1], Action: transport.Retry, Delay: time.Second},
+			transport.Settlement{Delivery: ds[2], Action: transport.DeadLetter, Reason: "permanent"},
+			transport.Settlement{Delivery: ds[3], Action: transport.Ack})
+		if r := ledgerOf(t, s, "q"); r.Accepted != 4 || r.Acked != 2 {
+			t.Fatalf("after settling: ledger %+v, want accepted 4, acked 2", r)
+		}
+		// The retry copy comes back (marked, as the original) and is acked;
+		// the acked one is redelivered and acked again: nothing new.
+		fb.queued = []*transport.Delivery{markedDelivery("q", "retried", "b"), markedDelivery("q", "acked", "a")}
+		ds, err = a.Receive(ctx, &transport.ReceiveParams{Queue: "q", Max: 10})
+		if err != nil || len(ds) != 2 {
+			t.Fatalf("receive again: %d deliveries, %v", len(ds), err)
+		}
+		settle(transport.Settlement{Delivery: ds[0], Action: transport.Ack}, transport.Settlement{Delivery: ds[1], Action: transport.Ack})
+		if r := ledgerOf(t, s, "q"); r.Accepted != 4 || r.Acked != 3 {
+			t.Errorf("after the retry and the redelivery: ledger %+v, want accepted 4, acked 3 (the dead letter is the fourth)", r)
+		}
+	})
+}
+
+// TestPublishMarksWhatItCounts: an Accounted publisher marks the messages
+// it counts and leaves the caller's headers alone; a redrive (counted
+// before) is not marked again.
+func TestPublishMarksWhatItCounts(t *testing.T) {
+	ctx := context.Background()
+	rec := &recordingPublisher{}
+	a := Account(rec, New(catalogtest.OpenStore(t)))
+	h := transport.Headers{"tenant": "t1"}
+	if err := a.Publish(ctx, &transport.PublishParams{Queue: "q", Messages: []transport.Message{{EventID: "e1", Body: []byte("x"), Headers: h}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Publish(ctx, &transport.PublishParams{Queue: "q", Redrive: true, Messages: []transport.Message{{EventID: "e2", Body: []byte("y")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.got) != 2 {
+		t.Fatalf("%d messages published, want 2", len(rec.got))
+	}
+	if v := rec.got[0].Headers[HeaderCounted]; v != "1" || rec.got[0].Headers["tenant"] != "t1" {
+		t.Errorf("published headers %v, want %s = 1 beside the caller's", rec.got[0].Headers, HeaderCounted)
+	}
+	if _, ok := h[HeaderCounted]; ok {
+		t.Errorf("the caller's headers were changed: %v", h)
+	}
+	if _, ok := rec.got[1].Headers[HeaderCounted]; ok {
+		t.Errorf("a redrive was marked: %v", rec.got[1].Headers)
+	}
+}
+
+// recordingPublisher keeps what it is asked to publish.
+type recordingPublisher struct {
+	nopTransport
+	got []transport.Message
+}
+
+func (r *recordingPublisher) Publish(_ context.Context, p *transport.PublishParams) error {
+	r.got = append(r.got, p.Messages...)
+	return nil
+}
+
+// TestPostgresSettleExactUnderConcurrency: four processes settle the same
+// marked, never-counted messages at once — two ack them, two retry them
+// (two copies of each message in flight) — in overlapping batches in
+// random order. Each message is counted accepted once and acked once: the
+// unique index decides which statement inserts a row, and the row's xmax
+// tells an inserted row (counted accepted) from a turned one.
+func TestPostgresSettleExactUnderConcurrency(t *testing.T) {
+	const writers, msgs, batch = 4, 400, 25
+	ss := openPGStores(t, writers)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := Account(nopTransport{}, New(ss[w]))
+			action := []transport.Action{transport.Ack, transport.Retry}[w%2]
+			order := rand.Perm(msgs)
+			<-start
+			for i := 0; i < msgs; i += batch {
+				var b []transport.Settlement
+				for _, j := range order[i:min(i+batch, msgs)] {
+					b = append(b, transport.Settlement{Delivery: markedDelivery("q", fmt.Sprintf("m%d", j), "body"), Action: action, Delay: time.Second})
+				}
+				if err := a.Settle(ctx, &transport.SettleParams{Settlements: b}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if r := ledgerOf(t, ss[0], "q"); r.Accepted != msgs || r.Acked != msgs {
+		t.Errorf("ledger %+v, want accepted %d, acked %d", r, msgs, msgs)
+	}
+	if got := eventRows(t, ss[0]); got != msgs {
+		t.Errorf("%d ledger rows, want one per message (%d)", got, msgs)
+	}
+}
