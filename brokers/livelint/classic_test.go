@@ -171,3 +171,19 @@ func TestLiveReportsClassicMainQueue(t *testing.T) {
 		t.Errorf("queue %s exists after the lint, want it never created", missing)
 	}
 }
+
+// TestLiveNeitherReadable: when neither the management API nor AMQP can
+// be read, RabbitMQLive fails at once naming both, never returns a clean
+// report.
+func TestLiveNeitherReadable(t *testing.T) {
+	ctx := context.Background() // no deadline: the lint must not wait for one
+	m, err := rabbitmq.ManagementFor("amqp://guest:guest@127.0.0.1:1/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := parse(t, "[[queue]]\nname = \"a.b\"\ntransport = \"rabbitmq\"\nowner = \"t\"\n")
+	fs, err := RabbitMQLive(ctx, cfg, RabbitMQOptions{URL: "amqp://guest:guest@127.0.0.1:1/", Management: m})
+	if err == nil || !strings.Contains(err.Error(), "management API") || !strings.Contains(err.Error(), "AMQP") {
+		t.Errorf("findings %v, error %v: want an error naming the management API and AMQP", codes(fs), err)
+	}
+}

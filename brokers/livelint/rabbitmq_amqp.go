@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/lint"
@@ -34,6 +37,9 @@ type RabbitMQOptions struct {
 	// Logger receives the AMQP connection's events; nil discards them.
 	Logger *slog.Logger
 }
+
+// dialTimeout bounds the AMQP connect of a live lint.
+const dialTimeout = 10 * time.Second
 
 // needsManagement are the RabbitMQ checks that read the management API.
 var needsManagement = []string{lint.CodeTopologyDrift, lint.CodeDLXMissing, lint.CodeDLXUnbound,
@@ -89,7 +95,18 @@ func checkAMQP(ctx context.Context, cfg config.Config, o RabbitMQOptions) ([]lin
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: o.URL, Logger: log})
+	url := o.URL
+	if url == "" {
+		url = rabbitmq.DefaultURL
+	}
+	// One dial first: rabbitmq.Open retries until its context ends, and a
+	// lint must fail at once on a broker it cannot reach.
+	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(dialTimeout)})
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: connect: %w", err)
+	}
+	conn.Close()
+	tr, err := rabbitmq.Open(ctx, rabbitmq.Options{URL: url, Logger: log})
 	if err != nil {
 		return nil, err
 	}
