@@ -33,4 +33,8 @@ const (
 	// CodeNotQuorum (error): a Lily main queue that is not a quorum queue
 	// (classic, or a stream): nothing counts its deliveries.
 	CodeNotQuorum = "queue-not-quorum"
+	// CodeLiveChecksNotRun (error): the RabbitMQ management API could not
+	// be read (a fresh broker has the plugin off), so only the checks AMQP
+	// can make ran; it names the others, and enabling the plugin runs them.
+	CodeLiveChecksNotRun = "live-checks-not-run"
 )

@@ -33,7 +33,7 @@
 // topology-drift, dlx-missing, dlx-unbound,
 // at-least-once-without-reject-publish, delivery-limit-without-dlx,
 // no-delivery-limit, dlq-message-ttl, ttl-without-dlx,
-// delivery-count-semantics, queue-not-quorum; for kafka:
+// delivery-count-semantics, queue-not-quorum, live-checks-not-run; for kafka:
 // dlt-outlives-catalog, share-delivery-limit against the share group's
 // real delivery limit, share-lock-short; for sqs: sqs-queue-missing,
 // sqs-no-redrive-policy, sqs-max-receive-count-at-limit,

@@ -44,10 +44,16 @@ func TestCheckBrokerClassicMainQueue(t *testing.T) {
 	}
 }
 
-// TestLiveReportsClassicMainQueue declares a Lily queue's topology on the
-// real broker, replaces its main queue by a classic queue with the same
-// dead-letter arguments (as a queue that existed before Lily would be),
-// and runs the live lint: it reports the classic queue.
+// TestLiveReportsClassicMainQueue declares two Lily queues' topology on
+// the real broker, replaces one main queue by a classic queue with the
+// same dead-letter arguments (as a queue that existed before Lily would
+// be), leaves a third undeclared, and runs the live lint through AMQP alone
+// (no management API, as on a fresh broker): the classic queue is an
+// error, the missing one too, the quorum one has no finding, and one
+// live-checks-not-run error names every check that needs the management
+// plugin. Then with the management API as the broker has it: with the
+// plugin on the same classic queue is reported by the management checks,
+// with it off the AMQP path runs and the finding names the API's error.
 func TestLiveReportsClassicMainQueue(t *testing.T) {
 	url := os.Getenv("LILY_RABBITMQ_URL")
 	if url == "" {
@@ -63,9 +69,14 @@ func TestLiveReportsClassicMainQueue(t *testing.T) {
 		t.Skipf("SKIPPING: RabbitMQ unreachable at %s (%v)", url, err)
 	}
 	defer tr.Close()
-	name := fmt.Sprintf("lint.classic.%08x", rand.Uint32())
-	cfg := parse(t, fmt.Sprintf("[[queue]]\nname = %q\ntransport = \"rabbitmq\"\nowner = \"t\"\n", name))
-	specs := RabbitMQSpecs(cfg)
+	base := fmt.Sprintf("lint.classic.%08x", rand.Uint32())
+	classic, quorum, missing := base+".classic", base+".quorum", base+".missing"
+	var toml strings.Builder
+	for _, n := range []string{classic, quorum, missing} {
+		fmt.Fprintf(&toml, "[[queue]]\nname = %q\ntransport = \"rabbitmq\"\nowner = \"t\"\n", n)
+	}
+	cfg := parse(t, toml.String())
+	specs := RabbitMQSpecs(cfg)[:2]
 	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: specs}); err != nil {
 		t.Fatal(err)
 	}
@@ -79,36 +90,100 @@ func TestLiveReportsClassicMainQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ch.QueueDelete(name, false, false, false); err != nil {
+	if _, err := ch.QueueDelete(classic, false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{
-		"x-dead-letter-exchange": rabbitmq.DeadLetterExchange(specs[0].Exchange), "x-dead-letter-routing-key": name}); err != nil {
+	if _, err := ch.QueueDeclare(classic, true, false, false, false, amqp.Table{
+		"x-dead-letter-exchange": rabbitmq.DeadLetterExchange(specs[0].Exchange), "x-dead-letter-routing-key": classic}); err != nil {
 		t.Fatal(err)
 	}
+
+	// checkAMQPFindings checks the findings of the AMQP path; why is what
+	// the live-checks-not-run finding must say about the management API.
+	checkAMQPFindings := func(fs []lint.Finding, why string) {
+		t.Helper()
+		got := map[string]lint.Finding{}
+		for _, f := range fs {
+			got[f.Code+" "+f.Queue] = f
+		}
+		if len(fs) != 3 {
+			t.Errorf("findings %v, want queue-not-quorum, topology-drift and live-checks-not-run", codes(fs))
+		}
+		if f, ok := got[lint.CodeNotQuorum+" "+classic]; !ok || f.Severity != lint.Error || !strings.Contains(f.What, "classic queue") {
+			t.Errorf("queue-not-quorum of %s: %+v (found %v)", classic, f, ok)
+		}
+		if f, ok := got[lint.CodeTopologyDrift+" "+missing]; !ok || f.Severity != lint.Error || !strings.Contains(f.What, "does not exist") {
+			t.Errorf("topology-drift of %s: %+v (found %v)", missing, f, ok)
+		}
+		f, ok := got[lint.CodeLiveChecksNotRun+" "]
+		if !ok || f.Severity != lint.Error || !strings.Contains(f.What, why) || !strings.Contains(f.Fix, "rabbitmq-plugins enable rabbitmq_management") {
+			t.Errorf("live-checks-not-run: %+v (found %v), want an error naming %q and the plugin", f, ok, why)
+		}
+		for _, c := range needsManagement {
+			if !strings.Contains(f.What, c) {
+				t.Errorf("live-checks-not-run does not name %s: %q", c, f.What)
+			}
+		}
+	}
+
+	fs, err := RabbitMQLive(ctx, cfg, RabbitMQOptions{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAMQPFindings(fs, "no management API was given")
+
 	m, err := rabbitmq.ManagementFor(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := RabbitMQ(ctx, cfg, m)
+	if _, merr := ReadBroker(ctx, cfg, m); merr != nil {
+		t.Logf("the management API cannot be read (%v): checking the AMQP path again", merr)
+		fs, err = RabbitMQLive(ctx, cfg, RabbitMQOptions{URL: url, Management: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAMQPFindings(fs, m.URL)
+	} else {
+		fs, err = RabbitMQLive(ctx, cfg, RabbitMQOptions{URL: url, Management: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range fs {
+			switch {
+			case f.Code == lint.CodeNotQuorum && f.Queue == classic:
+				found = f.Severity == lint.Error && strings.Contains(f.What, "classic queue")
+			case f.Code == lint.CodeLiveChecksNotRun, f.Queue == quorum:
+				t.Errorf("finding %+v with the management API read", f)
+			}
+		}
+		if !found {
+			t.Errorf("no %s finding for the classic main queue; findings %v", lint.CodeNotQuorum, codes(fs))
+		}
+	}
+	// Nothing moved, nothing was created: the queues hold no messages,
+	// the missing one is still missing.
+	st, err := ch.QueueDeclarePassive(classic, true, false, false, false, nil)
+	if err != nil || st.Messages != 0 {
+		t.Errorf("classic queue holds %d messages (%v), want 0", st.Messages, err)
+	}
+	if _, err := ch.QueueDeclarePassive(missing, true, false, false, false, nil); err == nil {
+		t.Errorf("queue %s exists after the lint, want it never created", missing)
+	}
+}
+
+// TestLiveNeitherReadable: when neither the management API nor AMQP can
+// be read, RabbitMQLive fails at once naming both, never returns a clean
+// report.
+func TestLiveNeitherReadable(t *testing.T) {
+	ctx := context.Background() // no deadline: the lint must not wait for one
+	m, err := rabbitmq.ManagementFor("amqp://guest:guest@127.0.0.1:1/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, f := range fs {
-		if f.Code == lint.CodeNotQuorum {
-			found = true
-			if f.Severity != lint.Error || !strings.Contains(f.What, "classic queue") {
-				t.Errorf("finding %+v", f)
-			}
-		}
-	}
-	if !found {
-		t.Errorf("no %s finding for the classic main queue; findings %v", lint.CodeNotQuorum, codes(fs))
-	}
-	// Nothing moved: the queues hold no messages.
-	st, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
-	if err != nil || st.Messages != 0 {
-		t.Errorf("classic queue holds %d messages (%v), want 0", st.Messages, err)
+	cfg := parse(t, "[[queue]]\nname = \"a.b\"\ntransport = \"rabbitmq\"\nowner = \"t\"\n")
+	fs, err := RabbitMQLive(ctx, cfg, RabbitMQOptions{URL: "amqp://guest:guest@127.0.0.1:1/", Management: m})
+	if err == nil || !strings.Contains(err.Error(), "management API") || !strings.Contains(err.Error(), "AMQP") {
+		t.Errorf("findings %v, error %v: want an error naming the management API and AMQP", codes(fs), err)
 	}
 }

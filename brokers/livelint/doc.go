@@ -8,7 +8,11 @@
 //     topology-drift, dlx-missing, dlx-unbound,
 //     at-least-once-without-reject-publish, delivery-limit-without-dlx,
 //     no-delivery-limit, dlq-message-ttl, ttl-without-dlx,
-//     queue-not-quorum, delivery-count-semantics.
+//     queue-not-quorum, delivery-count-semantics. RabbitMQLive does the
+//     same, or, when the management API cannot be read (the plugin is off
+//     on a fresh broker), reads the main queues' types through AMQP
+//     (queue-not-quorum, a missing main queue) and names the checks it
+//     could not run in one live-checks-not-run error.
 //   - Kafka, through the cluster: ReadKafka reads the dead-letter topics'
 //     configs and the share groups' settings, CheckKafka judges them
 //     (KafkaDLT: dlt-outlives-catalog; KafkaShare: share-delivery-limit

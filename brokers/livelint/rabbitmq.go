@@ -207,18 +207,8 @@ func checkQueue(cfg config.Config, b Broker, q QueueState, covered map[string]bo
 	role := roleName(q.Role)
 
 	if q.Role == "main" && !q.quorum() {
-		typ := q.Type
-		if typ == "" {
-			typ = "classic"
-		}
-		add(lint.Error, lint.CodeNotQuorum, fmt.Sprintf("main queue %s is a %s queue, not a quorum queue", q.Name, typ),
-			"a classic queue never sets x-delivery-count (checked on RabbitMQ 3.10.8: absent on every redelivery, crash-type "+
-				"ones included; only the redelivered flag is set) and has no delivery limit, so nothing counts how often a "+
-				"message was handed out: a message that kills its consumer is redelivered forever, crash-looping every "+
-				"consumer; Lily's consumer refuses to start on such a queue",
-			"a queue's type cannot change in place: move its messages out (a shovel into a temporary queue), delete "+q.Name+
-				", declare it as quorum with 'lily topology apply', and move the messages back",
-			"argument|"+q.Name+"|x-queue-type", "argument|"+q.Name+"|x-delivery-limit", "argument|"+q.Name+"|x-dead-letter-strategy")
+		out = append(out, notQuorum(q))
+		cover(covered, "argument|"+q.Name+"|x-queue-type", "argument|"+q.Name+"|x-delivery-limit", "argument|"+q.Name+"|x-dead-letter-strategy")
 	}
 
 	switch {
@@ -303,6 +293,23 @@ func checkQueue(cfg config.Config, b Broker, q QueueState, covered map[string]bo
 	}
 	out = append(out, checkRouting(cfg, b, q, dlx, dlxFrom, covered)...)
 	return out
+}
+
+// notQuorum is the queue-not-quorum finding of main queue q, whose type
+// the management API or AMQP (RabbitMQLive) told.
+func notQuorum(q QueueState) lint.Finding {
+	typ := q.Type
+	if typ == "" {
+		typ = "classic"
+	}
+	return lint.Finding{Severity: lint.Error, Queue: q.Source, Code: lint.CodeNotQuorum,
+		What: fmt.Sprintf("main queue %s is a %s queue, not a quorum queue", q.Name, typ),
+		Why: "a classic queue never sets x-delivery-count (checked on RabbitMQ 3.10.8: absent on every redelivery, crash-type " +
+			"ones included; only the redelivered flag is set) and has no delivery limit, so nothing counts how often a " +
+			"message was handed out: a message that kills its consumer is redelivered forever, crash-looping every " +
+			"consumer; Lily's consumer refuses to start on such a queue",
+		Fix: "a queue's type cannot change in place: move its messages out (a shovel into a temporary queue), delete " + q.Name +
+			", declare it as quorum with 'lily topology apply', and move the messages back"}
 }
 
 // noDLX returns the differences a finding about q's missing dead-letter

@@ -87,7 +87,10 @@
 // attributes: the stack is cut to 1024 bytes, then the stack, consumer
 // version, host, failure times and raw retry count are dropped, then the
 // error message is cut to 128 bytes, and x-lily-evidence-trimmed = "true"
-// says so.
+// says so. A copy that still does not fit (or that the service refuses
+// with INVALID_ARGUMENT) fails with transport.ErrDeadLetterRefused under
+// SettleParams.FailRefused: ledger.Accounted stores the dead letter in the
+// catalog, full evidence and original bytes, and acks the original.
 //
 // # Identity
 //

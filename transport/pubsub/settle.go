@@ -2,11 +2,14 @@ package pubsub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/lily-mq/lily/transport"
 )
@@ -23,6 +26,11 @@ import (
 //     limits, see EncodeAttributes) to <subscription>.dlt, then Acknowledge.
 //   - Release: ModifyAckDeadline to the settlement's delay (0 = nack, at
 //     once); it costs a delivery attempt when the message comes back.
+//
+// Under p.FailRefused a dead-letter copy the service cannot take fails at
+// once with transport.ErrDeadLetterRefused, the original unacknowledged,
+// so that ledger.Accounted stores the dead letter in the catalog and then
+// acknowledges it (see refused.go).
 func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
 	if t.isClosed() {
 		return transport.ErrClosed
@@ -59,6 +67,9 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 			pm, err := fitEvidence(d, s.Headers)
 			if err != nil {
 				errs[i] = fmt.Errorf("pubsub: %w", err)
+				if p.FailRefused && errors.Is(err, ErrLimit) {
+					errs[i] = refused(s, DeadLetterTopic(sub), err)
+				}
 				continue
 			}
 			msgs[i] = pm
@@ -81,6 +92,11 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 			batch[k] = msgs[i]
 		}
 		if _, err := t.publish(ctx, target, batch); err != nil {
+			if p.FailRefused && p.Settlements[idx[0]].Action == transport.DeadLetter && status.Code(err) == codes.InvalidArgument {
+				// Which copies the service refuses: each alone.
+				acks = append(acks, t.publishEach(ctx, target, p.Settlements, idx, msgs, errs)...)
+				continue
+			}
 			for _, i := range idx {
 				errs[i] = fmt.Errorf("pubsub: %s copy of event %s not confirmed, original left unacknowledged: %w",
 					p.Settlements[i].Action, p.Settlements[i].Delivery.EventID, err)

@@ -118,6 +118,21 @@ func typeOf(v any) string {
 // the broker can name, and a few more.
 const maxTypeProbes = 24
 
+// QueueType reads a queue's type through AMQP alone (see above), as the
+// consumer's check does, for callers that judge a broker without the
+// management plugin ('lily lint --live'): "quorum", or the other type as
+// far as the broker's refusal tells it ("classic" when it names none);
+// found is false when the queue does not exist. An error means the type
+// could not be told (a refusal that cannot be followed, such as a
+// table-valued argument). A queue Register'ed with its spec is declared
+// with its planned arguments first, so that a quorum queue is accepted at
+// once. The declare is passive until the queue is known to exist, and a
+// full declare equal to the queue is a no-op (only a queue deleted between
+// the two would be created again, as quorum).
+func (t *Transport) QueueType(ctx context.Context, queue string) (typ string, found bool, err error) {
+	return t.amqpQueueType(ctx, queue)
+}
+
 // amqpQueueType reads a queue's type through AMQP (see above): "quorum",
 // or the other type as far as the refusal tells it ("classic" when it
 // names none), found false when the queue does not exist. An error means

@@ -53,7 +53,11 @@ dlx-unbound); at-least-once dead-lettering without reject-publish; a quorum queu
 with a delivery limit and no dead-letter exchange; a main queue without
 x-delivery-limit; a dead-letter queue with a message TTL, from an argument or a
 policy (dlq-message-ttl); a TTL without a dead-letter exchange; RabbitMQ 4.3's
-changed delivery count (delivery-count-semantics). For queues with transport =
+changed delivery count (delivery-count-semantics); a main queue that is not quorum
+(queue-not-quorum). Without the management API (the plugin is off on a fresh
+broker) queue-not-quorum and a missing main queue are still found, through AMQP,
+and the checks that need the API are named in one error (live-checks-not-run):
+enabling the plugin runs them. For queues with transport =
 "kafka", through the cluster (kafka_brokers): a dead-letter topic that keeps
 records forever (retention.ms -1) or longer than dlq_retention_hours
 (dlt-outlives-catalog); for a queue with kafka_share_group, a delivery_limit
@@ -164,7 +168,10 @@ func lintLiveRabbit(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) 
 		m.URL = strings.TrimRight(mgmtURL, "/")
 	}
 	ctx := cmd.Context()
-	findings, err := livelint.RabbitMQ(ctx, cfg, m)
+	// Without the management API (a fresh broker has the plugin off) the
+	// queue type is still read through AMQP, and the checks that need the
+	// API are reported as not run (live-checks-not-run), never passed.
+	findings, err := livelint.RabbitMQLive(ctx, cfg, livelint.RabbitMQOptions{URL: url, Management: m})
 	if err != nil {
 		return nil, fmt.Errorf("lint --live: %w", err)
 	}

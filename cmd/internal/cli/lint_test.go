@@ -500,12 +500,23 @@ func TestLintLiveDeliveryCountSemantics(t *testing.T) {
 	}
 }
 
+// TestLintLiveManagementUnreachable: with the management API unreachable
+// (the plugin off) and a sound topology, the live lint still reads the
+// queue's type through AMQP (no queue-not-quorum) and exits 1 on one
+// live-checks-not-run error naming the API and the plugin: it never
+// passes on checks it could not run.
 func TestLintLiveManagementUnreachable(t *testing.T) {
 	t.Parallel()
-	cfg := writeConfig(t, "[[queue]]\nname = \"a.b\"\ntransport = \"rabbitmq\"\nowner = \"o\"\nretry_attempts = 1\n")
-	code, _, errOut := run(t, "lint", "--config", cfg, "--live", "--management-url", "http://127.0.0.1:1")
-	if code != 1 || !strings.Contains(errOut, "management API") {
-		t.Errorf("exit %d %q, want 1 naming the management API", code, errOut)
+	amqpURL, queue, cfg := lintLiveQueue(t, "")
+	lintDeclare(t, amqpURL, cfg, nil)
+	code, r, _ := lintJSON(t, "--config", cfg, "--live", "--management-url", "http://127.0.0.1:1")
+	f := lintFinding(t, r, lint.CodeLiveChecksNotRun, "")
+	if code != 1 || f.Severity != lint.Error || !strings.Contains(f.What, "management API") || !strings.Contains(f.What, lint.CodeDLXUnbound) ||
+		!strings.Contains(f.Fix, "rabbitmq-plugins enable rabbitmq_management") {
+		t.Errorf("exit %d, %+v: want 1 and an error naming the management API, the checks not run and the plugin", code, f)
+	}
+	if r.Has(lint.CodeNotQuorum, queue) || r.Errors != 1 {
+		t.Errorf("report %+v: want the quorum queue %s unreported and one error", r, queue)
 	}
 }
 
