@@ -17,7 +17,10 @@ import (
 // confirm and its count, a foreign producer copying the header) moves the
 // count from the receipt to the settlement; it never hides a message.
 // docs/catalog.md ("The ledger's counts") explains the cost it saves.
-const HeaderCounted = "x-lily-counted"
+//
+// A transport drops the mark rather than refuse a message that the mark
+// alone would push over one of its broker's limits (transport.DropHint).
+const HeaderCounted = transport.HeaderCounted
 
 // marked reports whether d carries HeaderCounted.
 func marked(d *transport.Delivery) bool {

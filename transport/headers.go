@@ -285,3 +285,26 @@ func decodeValue(tv typedValue) (any, error) {
 	}
 	return nil, fmt.Errorf("header value with no type")
 }
+
+// HeaderCounted is the ledger's mark on a message it counted as accepted
+// on publish (ledger.HeaderCounted, value "1"). It is a hint, not part of
+// the message: a transport whose message would exceed a limit of the
+// broker's (attribute count, header frame, message size) only because of
+// it drops it (DropHint) rather than refuse the message — the consumer
+// then counts the message on receipt, as one from any producer.
+const HeaderCounted = "x-lily-counted"
+
+// DropHint returns h without HeaderCounted, and whether it had one. h
+// itself is left alone.
+func DropHint(h Headers) (Headers, bool) {
+	if _, ok := h[HeaderCounted]; !ok {
+		return h, false
+	}
+	out := make(Headers, len(h)-1)
+	for k, v := range h {
+		if k != HeaderCounted {
+			out[k] = v
+		}
+	}
+	return out, true
+}

@@ -96,6 +96,9 @@ func EncodeAttributes(h transport.Headers, internal map[string]string) (map[stri
 		}
 	}
 	if len(attrs) > MaxAttributes {
+		if lean, ok := transport.DropHint(h); ok {
+			return EncodeAttributes(lean, internal) // the mark alone never refuses a message
+		}
 		return nil, fmt.Errorf("%w: %d attributes (%d packed chunks), at most %d: shorten or drop headers", ErrLimit, len(attrs), len(attrs)-len(h)-len(internal)+len(packed), MaxAttributes)
 	}
 	return attrs, nil

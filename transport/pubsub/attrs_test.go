@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -94,5 +95,30 @@ func TestAttributeLimits(t *testing.T) {
 	back, _ := DecodeAttributes(pm.Attributes)
 	if back[evidence.HeaderReason] != "permanent" || back[HeaderEvidenceTrimmed] != "true" || back[evidence.HeaderEventID] != "m1" {
 		t.Errorf("reason %v trimmed %v event %v", back[evidence.HeaderReason], back[HeaderEvidenceTrimmed], back[evidence.HeaderEventID])
+	}
+}
+
+// TestEncodeAttributesDropsTheLedgerMark: a message at Pub/Sub's attribute
+// limit is not refused because the ledger marked it counted
+// (transport.HeaderCounted): the mark is dropped, the producer's
+// attributes kept; one over the limit without it is still refused.
+func TestEncodeAttributesDropsTheLedgerMark(t *testing.T) {
+	h := transport.Headers{transport.HeaderCounted: "1"}
+	for i := range MaxAttributes {
+		h[fmt.Sprintf("a%03d", i)] = "v"
+	}
+	attrs, err := EncodeAttributes(h, nil)
+	if err != nil {
+		t.Fatalf("%d producer attributes and the mark: %v, want the mark dropped", MaxAttributes, err)
+	}
+	if _, ok := attrs[transport.HeaderCounted]; ok || len(attrs) != MaxAttributes {
+		t.Errorf("%d attributes, mark kept: %v; want the %d producer attributes alone", len(attrs), ok, MaxAttributes)
+	}
+	if _, ok := h[transport.HeaderCounted]; !ok {
+		t.Error("the caller's headers lost the mark")
+	}
+	h["one-too-many"] = "v"
+	if _, err := EncodeAttributes(h, nil); !errors.Is(err, ErrLimit) {
+		t.Errorf("%d producer attributes: %v, want ErrLimit", MaxAttributes+1, err)
 	}
 }

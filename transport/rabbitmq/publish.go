@@ -111,7 +111,14 @@ func (t *Transport) publishBatch(ctx context.Context, msgs []outMsg) []error {
 	for i, m := range msgs {
 		// A header frame over frame_max would make the broker close the
 		// whole connection: that message fails alone, unsent.
-		if size := headerFrameSize(&m.pub); frameMax > 0 && size > frameMax {
+		size := headerFrameSize(&m.pub)
+		if frameMax > 0 && size > frameMax {
+			if lean, ok := transport.DropHint(m.pub.Headers); ok { // the mark alone never refuses a message
+				m.pub.Headers = lean
+				size = headerFrameSize(&m.pub)
+			}
+		}
+		if frameMax > 0 && size > frameMax {
 			errs[i] = fmt.Errorf("%w: publish to %q/%q: the header frame takes %d bytes, the connection's frame_max is %d; "+
 				"send smaller headers or raise frame_max on the broker and client", ErrFrameTooLarge, m.exchange, m.key, size, frameMax)
 			continue

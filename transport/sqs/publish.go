@@ -31,6 +31,13 @@ func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) err
 		if wires[i], err = encode(m.EventID, m.Key, m.Type, m.Body, m.Headers, nil); err != nil {
 			return fmt.Errorf("sqs: publish to %s: message %d (%s): %w", p.Queue, i, m.EventID, err)
 		}
+		if wireSize(wires[i]) > MaxMessageSize {
+			if lean, ok := transport.DropHint(m.Headers); ok { // the mark alone never refuses a message
+				if wires[i], err = encode(m.EventID, m.Key, m.Type, m.Body, lean, nil); err != nil {
+					return fmt.Errorf("sqs: publish to %s: message %d (%s): %w", p.Queue, i, m.EventID, err)
+				}
+			}
+		}
 	}
 	return t.parallel(len(p.Messages), func(i int) error {
 		m := p.Messages[i]
