@@ -36,6 +36,31 @@ func URL(t testing.TB) string {
 	return u
 }
 
+// WithManagement returns the test broker's URL once its management API
+// answered too: the tests of what only that API can read (lily lint
+// --live's argument checks, topology verify). Without it the test is
+// skipped with a loud message — a fresh broker has the plugin off, and
+// Lily must not silently depend on it — except under CI=true, where it
+// fails (.ci/run enables the plugin).
+func WithManagement(t testing.TB) string {
+	t.Helper()
+	u := URL(t)
+	m, err := rabbitmq.ManagementFor(u)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var overview map[string]any
+		_, err = m.Get(ctx, "/api/overview", &overview)
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the RabbitMQ management API is required under CI=true and does not answer for %s: %v", u, err)
+		}
+		t.Skipf("SKIPPING: the RabbitMQ management API does not answer for %s (%v) — enable it with 'rabbitmq-plugins enable rabbitmq_management'", u, err)
+	}
+	return u
+}
+
 // Publish publishes pubs to queue through the default exchange with a
 // plain amqp091 client — no Lily: message_id, headers and properties as
 // given — mandatory, and waits for every confirm.

@@ -20,6 +20,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/brokers/livelint"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/internal/rabbittest"
 	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/lint"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -231,6 +232,15 @@ func lintLiveQueue(t *testing.T, body string) (url, queue, cfg string) {
 	return url, queue, cfg
 }
 
+// lintLiveQueueManaged is lintLiveQueue for a test of what only the
+// management API reads: skipped loudly without it, failed under CI=true
+// (rabbittest.WithManagement).
+func lintLiveQueueManaged(t *testing.T, body string) (url, queue, cfg string) {
+	t.Helper()
+	rabbittest.WithManagement(t)
+	return lintLiveQueue(t, body)
+}
+
 // lintPlan returns the planned topology of a configuration file.
 func lintPlan(t *testing.T, cfg string) rabbitmq.Topology {
 	t.Helper()
@@ -306,7 +316,7 @@ func lintNoDrift(t *testing.T, r lint.Report) {
 
 func TestLintLiveClean(t *testing.T) {
 	t.Parallel()
-	_, _, cfg := lintLiveQueue(t, "")
+	_, _, cfg := lintLiveQueueManaged(t, "")
 	if code, out, errOut := run(t, "topology", "apply", "--config", cfg); code != 0 {
 		t.Fatalf("apply: exit %d %s %s", code, out, errOut)
 	}
@@ -318,14 +328,14 @@ func TestLintLiveClean(t *testing.T) {
 
 func TestLintLiveTopologyDrift(t *testing.T) {
 	t.Parallel()
-	_, queue, cfg := lintLiveQueue(t, "")
+	_, queue, cfg := lintLiveQueueManaged(t, "")
 	code, r, _ := lintJSON(t, "--config", cfg, "--live")
 	f := lintFinding(t, r, lint.CodeTopologyDrift, queue)
 	if code != 1 || f.Severity != lint.Error || !strings.Contains(f.What, "missing") {
 		t.Errorf("nothing declared: exit %d, %+v", code, f)
 	}
 	// An argument Lily does not set is a warning.
-	_, queue, cfg = lintLiveQueue(t, "")
+	_, queue, cfg = lintLiveQueueManaged(t, "")
 	url := needRabbit(t)
 	lintDeclare(t, url, cfg, func(q rabbitmq.Queue, args map[string]any) {
 		if q.Role == "main" {
@@ -344,7 +354,7 @@ func TestLintLiveTopologyDrift(t *testing.T) {
 
 func TestLintLiveDLXMissing(t *testing.T) {
 	t.Parallel()
-	url, queue, cfg := lintLiveQueue(t, "")
+	url, queue, cfg := lintLiveQueueManaged(t, "")
 	lintDeclare(t, url, cfg, nil)
 	dlx := rabbitmq.DeadLetterExchange(strings.TrimSuffix(queue, ".created"))
 	lintBroker(t, url, func(ch *amqp.Channel) error { return ch.ExchangeDelete(dlx, false, false) })
@@ -358,7 +368,7 @@ func TestLintLiveDLXMissing(t *testing.T) {
 
 func TestLintLiveDLXUnbound(t *testing.T) {
 	t.Parallel()
-	url, queue, cfg := lintLiveQueue(t, "")
+	url, queue, cfg := lintLiveQueueManaged(t, "")
 	lintDeclare(t, url, cfg, nil)
 	dlx := rabbitmq.DeadLetterExchange(strings.TrimSuffix(queue, ".created"))
 	lintBroker(t, url, func(ch *amqp.Channel) error {
@@ -378,7 +388,7 @@ func TestLintLiveDLXUnbound(t *testing.T) {
 // the queue; it fails the test when drift is reported besides.
 func lintLiveArgs(t *testing.T, role string, args map[string]any, code string) (int, lint.Finding, string) {
 	t.Helper()
-	url, queue, cfg := lintLiveQueue(t, "")
+	url, queue, cfg := lintLiveQueueManaged(t, "")
 	lintDeclare(t, url, cfg, func(q rabbitmq.Queue, qargs map[string]any) {
 		if q.Role == role {
 			maps.Copy(qargs, args)
@@ -435,7 +445,7 @@ func TestLintLiveTTLWithoutDLX(t *testing.T) {
 
 func TestLintLiveDLQMessageTTLFromPolicy(t *testing.T) {
 	t.Parallel()
-	amqpURL, queue, cfg := lintLiveQueue(t, "")
+	amqpURL, queue, cfg := lintLiveQueueManaged(t, "")
 	lintDeclare(t, amqpURL, cfg, nil)
 	m, err := rabbitmq.ManagementFor(amqpURL)
 	if err != nil {
@@ -467,7 +477,7 @@ func TestLintLiveDLQMessageTTLFromPolicy(t *testing.T) {
 
 func TestLintLiveDeliveryCountSemantics(t *testing.T) {
 	t.Parallel()
-	amqpURL, queue, cfg := lintLiveQueue(t, "")
+	amqpURL, queue, cfg := lintLiveQueueManaged(t, "")
 	lintDeclare(t, amqpURL, cfg, nil)
 	m, err := rabbitmq.ManagementFor(amqpURL)
 	if err != nil {
