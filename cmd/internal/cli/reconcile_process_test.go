@@ -183,6 +183,7 @@ func pollReconcile(t *testing.T, cfg, queue string, done func(code int, row ledg
 // broker — and exit 0 with lost 0, then again once they are acked.
 func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 	t.Parallel()
+	rabbittest.WithManagement(t) // the other processes' deliveries are counted by the management API
 	ctx := context.Background()
 	url, tr := dialTestRabbit(t)
 	defer tr.Close()
@@ -276,6 +277,7 @@ func TestReconcileWithConsumerInAnotherProcess(t *testing.T) {
 // flight (in_flight_dlx), not lost.
 func TestReconcileCountsTheDeadLetterProcess(t *testing.T) {
 	t.Parallel()
+	rabbittest.WithManagement(t) // the other processes' deliveries are counted by the management API
 	ctx := context.Background()
 	url, tr := dialTestRabbit(t)
 	defer tr.Close()

@@ -153,7 +153,7 @@ func TestTopologyApplyMalformedURL(t *testing.T) {
 
 func TestTopologyApplyVerify(t *testing.T) {
 	t.Parallel()
-	url := needRabbit(t)
+	url := rabbittest.WithManagement(t) // verify reads the management API
 	ex := fmt.Sprintf("clitopo%08x", rand.Uint32())
 	cfg := writeConfig(t, fmt.Sprintf(`
 rabbitmq_url = %q
