@@ -130,6 +130,7 @@ type opEnv struct {
 	dead      map[string]int            // event ID → dead-letterings
 	refused   map[string]string         // event ID → why the DLQ refused it
 	redrives  map[string]int            // event ID → redrive count of its last delivery
+	running   func()                    // stops the queue's consumer (consuming)
 }
 
 func newOpEnv(t *testing.T, h OperatorHarness, mod func(*lily.QueueConfig)) *opEnv {
@@ -277,15 +278,33 @@ func (e *opEnv) deadLetterAll(n int) []string {
 	return ids
 }
 
-// runUntilDead consumes until n messages were dead-lettered.
+// runUntilDead consumes until n messages were dead-lettered; the
+// consumer goes on running (consuming), so that a redrive after the fix
+// reaches it without a new one joining (a Kafka group's join takes
+// seconds).
 func (e *opEnv) runUntilDead(n int) {
 	e.t.Helper()
-	stop := e.consume(e.qc)
+	e.consuming()
 	WaitWithin(e.t, waitLimit, fmt.Sprintf("%d messages dead-lettered", n), func() (bool, string) {
 		got := e.deadCount()
 		return got >= n, fmt.Sprintf("%d dead-lettered", got)
 	})
-	stop()
+}
+
+// consuming returns the stop of the scenario queue's consumer, started
+// if none runs.
+func (e *opEnv) consuming() (stop func()) {
+	e.t.Helper()
+	e.mu.Lock()
+	running := e.running
+	e.mu.Unlock()
+	if running == nil {
+		running = e.consume(e.qc)
+		e.mu.Lock()
+		e.running = running
+		e.mu.Unlock()
+	}
+	return running
 }
 
 // ingest drains queue's dead-letter destination into the catalog (where a
@@ -431,7 +450,7 @@ func opRedrive(t *testing.T, e *opEnv, check func()) {
 	if err != nil || res.Redriven != n {
 		t.Fatalf("redrive: %+v (%v), want %d redriven", res, err, n)
 	}
-	stop := e.consume(e.qc)
+	stop := e.consuming()
 	e.waitAcked(e.qc.Name, n)
 	stop()
 	e.redrivenOnce(e.qc.Name, ids)
@@ -511,7 +530,7 @@ func opRate(t *testing.T, e *opEnv) {
 	if asks[0].Tokens >= float64(asks[0].Burst) {
 		t.Errorf("the first batch found a full bucket (%.1f tokens): it must start empty", asks[0].Tokens)
 	}
-	stop := e.consume(e.qc)
+	stop := e.consuming()
 	e.waitAcked(e.qc.Name, n)
 	stop()
 	e.redrivenOnce(e.qc.Name, ids)
@@ -548,7 +567,7 @@ func opFullDLQ(t *testing.T, e *opEnv) {
 	if err != nil || res.Redriven != n {
 		t.Fatalf("redrive: %+v (%v), want %d redriven", res, err, n)
 	}
-	stop := e.consume(e.qc)
+	stop := e.consuming()
 	e.waitAcked(e.qc.Name, n)
 	stop()
 	e.redrivenOnce(e.qc.Name, ids)
@@ -570,8 +589,10 @@ func opOversized(t *testing.T, e *opEnv) {
 	why := e.refused[big]
 	_, smallRefused := e.refused[small]
 	e.mu.Unlock()
-	if why == "" || smallRefused {
-		t.Errorf("refused dead letters: %s %q, %s refused %v; want the oversized one alone", big, why, small, smallRefused)
+	// The small one may be refused with it: on Kafka, a copy produced in
+	// the same batch as a refused one is refused too (docs/design.md §8.4).
+	if why == "" {
+		t.Errorf("the oversized dead letter %s was not refused by the DLQ (refused: %s %v)", big, small, smallRefused)
 	}
 	var bigID, smallID int64
 	for _, en := range e.entries(e.qc.Name) {
@@ -598,7 +619,7 @@ func opOversized(t *testing.T, e *opEnv) {
 	if err != nil || res.Redriven != 1 {
 		t.Fatalf("redrive: %+v (%v), want the small one redriven", res, err)
 	}
-	stop := e.consume(e.qc)
+	stop := e.consuming()
 	e.waitAcked(e.qc.Name, 1)
 	stop()
 	e.redrivenOnce(e.qc.Name, []string{small})

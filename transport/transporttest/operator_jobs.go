@@ -59,7 +59,7 @@ func opSampleClean(t *testing.T, e *opEnv) {
 	const n, sample = 10, 3
 	ids := e.deadLetterAll(n)
 	e.fixed.Store(true)
-	stop := e.consume(e.qc)
+	stop := e.consuming()
 	j := e.createJob(redrive.JobSpec{Sample: sample, Observe: waitLimit}, "runner-a")
 	var stages []string
 	var atRest map[string]int // what was acked when the rest started
@@ -114,7 +114,7 @@ func opSampleClean(t *testing.T, e *opEnv) {
 func opSampleStopped(t *testing.T, e *opEnv) {
 	const n, sample = 8, 2
 	e.deadLetterAll(n)
-	stop := e.consume(e.qc)
+	stop := e.consuming()
 	j := e.createJob(redrive.JobSpec{Sample: sample, Observe: waitLimit}, "runner-a")
 	out, err := e.rd.RunJob(e.ctx, j, redrive.JobRunParams{Holder: "runner-a", Target: e.target, Tick: e.tick, Poll: 20 * time.Millisecond})
 	var se *redrive.SampleError
@@ -140,7 +140,7 @@ func opCancel(t *testing.T, e *opEnv) {
 	const n = 15
 	e.deadLetterAll(n)
 	e.fixed.Store(true)
-	stop := e.consume(e.qc)
+	stop := e.consuming()
 	j := e.createJob(redrive.JobSpec{}, "runner-a")
 	var once sync.Once
 	out, err := e.rd.RunJob(e.ctx, j, redrive.JobRunParams{Holder: "runner-a", Target: e.target, Batch: jobBatch,
@@ -185,7 +185,7 @@ func opRunnerDies(t *testing.T, e *opEnv) {
 	const n = 15
 	ids := e.deadLetterAll(n)
 	e.fixed.Store(true)
-	stop := e.consume(e.qc)
+	stop := e.consuming()
 	j := e.createJob(redrive.JobSpec{}, "runner-a")
 	ctxA, kill := context.WithCancel(e.ctx)
 	defer kill()
