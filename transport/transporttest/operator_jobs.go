@@ -3,6 +3,7 @@ package transporttest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -78,16 +79,14 @@ func opSampleClean(t *testing.T, e *opEnv) {
 	if want := []string{redrive.StageSample, redrive.StageObserve, redrive.StageRest}; !slices.Equal(stages, want) {
 		t.Errorf("stages %v, want %v", stages, want)
 	}
-	// The sample was proved before the rest went: when the rest started,
-	// exactly the sampled messages had been acked.
+	// The sample went alone: when the rest started, no other message had
+	// been acked. (The runtime's ack events may come after the ledger's or
+	// the queue's proof, so the sampled ones need not all show yet.)
 	sampled := map[string]bool{}
 	var keys []string
 	for _, m := range out.Sampled {
 		sampled[m.EventID] = true
 		keys = append(keys, m.LedgerKey)
-	}
-	if len(atRest) != sample {
-		t.Errorf("when the rest started, %d messages were acked (%v), want the %d sampled", len(atRest), atRest, sample)
 	}
 	for id := range atRest {
 		if !sampled[id] {
@@ -118,10 +117,23 @@ func opSampleStopped(t *testing.T, e *opEnv) {
 	j := e.createJob(redrive.JobSpec{Sample: sample, Observe: waitLimit}, "runner-a")
 	out, err := e.rd.RunJob(e.ctx, j, redrive.JobRunParams{Holder: "runner-a", Target: e.target, Tick: e.tick, Poll: 20 * time.Millisecond})
 	var se *redrive.SampleError
-	if !errors.As(err, &se) || out.State != redrive.JobStopped || out.Sent != sample || len(out.Returned) != sample {
+	// The watch stops at the first sampled message back.
+	if !errors.As(err, &se) || out.State != redrive.JobStopped || out.Sent != sample || len(out.Returned) == 0 {
 		t.Fatalf("job: %+v (%v), want stopped by its sample of %d dead-lettered again", out, err, sample)
 	}
+	WaitWithin(t, waitLimit, "the sample dead-lettered again", func() (bool, string) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		again := 0
+		for _, m := range out.Sampled {
+			if e.dead[m.EventID] == 2 {
+				again++
+			}
+		}
+		return again == sample, fmt.Sprintf("%d of %d", again, sample)
+	})
 	stop()
+	e.ingest(e.qc.Name, n+sample)
 	// Each sampled message: its first entry redriven, a new one pending;
 	// the rest pending, never sent.
 	if st := e.states(e.qc.Name); st[catalog.StateRedriven] != sample || st[catalog.StatePending] != n || len(st) != 2 {
