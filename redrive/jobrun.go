@@ -102,12 +102,13 @@ type JobRunParams struct {
 	// Lease is how long each renewal holds the job. Defaults to
 	// DefaultJobLease.
 	Lease time.Duration
-	// Target, MaxRedrives, Batch, OnEntry and Progress are as in
+	// Target, MaxRedrives, Batch, OnEntry, OnRate and Progress are as in
 	// Params (Progress counts the whole job, resumed or not).
 	Target      func(ctx context.Context, queue string) (Publisher, error)
 	MaxRedrives func(queue string) int
 	Batch       int
 	OnEntry     func(e catalog.EntryRef, outcome string)
+	OnRate      func(RateAsk)
 	Progress    func(Progress)
 	// Tick, if set, runs before each look at the sample, with its queues:
 	// e.g. ingesting their broker DLQs.
@@ -145,7 +146,7 @@ func (rd *Redriver) RunJob(ctx context.Context, j *Job, p JobRunParams) (*Job, e
 		return rd.endJob(ctx, r, p, Result{}, err)
 	}
 	base := Params{Filter: j.Filter, Rate: j.Rate, MaxRedrives: p.MaxRedrives, Target: p.Target, Actor: j.Actor, Op: j.Op,
-		Batch: p.Batch, OnEntry: p.OnEntry, IncludeCrashers: j.IncludeCrashers, NewConsumerVersion: j.NewConsumerVersion, To: j.To, job: r,
+		Batch: p.Batch, OnEntry: p.OnEntry, OnRate: p.OnRate, IncludeCrashers: j.IncludeCrashers, NewConsumerVersion: j.NewConsumerVersion, To: j.To, job: r,
 		Options: fmt.Sprintf(`"sample":%d,"observe":%q`, j.Sample, j.Observe.String())}
 	if p.Progress != nil {
 		base.Progress = func(rp Progress) {

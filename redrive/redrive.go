@@ -70,8 +70,25 @@ type Params struct {
 	// counts the entries as redirected, the target's as accepted.
 	To string
 
+	// OnRate, if set, is called with what each batch asks of the rate
+	// limit's token bucket, just before it waits for the tokens: so that a
+	// test can check the limit by its tokens, never by the clock.
+	OnRate func(RateAsk)
+
 	// job, if set, ties the redrive to a stored job (RunJob).
 	job *jobRun
+}
+
+// RateAsk is what one batch of a rate-limited redrive asks of its token
+// bucket (Params.OnRate), seen before it waits.
+type RateAsk struct {
+	// Limit is the bucket's rate in messages per second, Burst its size.
+	Limit float64
+	Burst int
+	// Tokens is what the bucket holds when the batch asks.
+	Tokens float64
+	// N is the tokens the batch takes: its messages.
+	N int
 }
 
 // crasherHold says which delivery_limit entries a redrive holds back.
@@ -495,6 +512,9 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher,
 		return len(es), nil
 	}
 	if lim != nil {
+		if p.OnRate != nil {
+			p.OnRate(RateAsk{Limit: float64(lim.Limit()), Burst: lim.Burst(), Tokens: lim.Tokens(), N: len(es)})
+		}
 		wait := lim.WaitN
 		if rd.waitN != nil {
 			wait = func(ctx context.Context, n int) error { return rd.waitN(ctx, lim, n) }
