@@ -23,6 +23,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/internal/soaktest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport/rabbitmq"
@@ -460,7 +461,10 @@ func TestFleetCompetingConsumers(t *testing.T) {
 	f := newFleet(t, "compete", qc.Name, url)
 	procs := []*fleetProc{f.start(), f.start(), f.start()}
 
-	const half = 1500
+	// 1000 messages keep the kill mid-flow with the killed process's
+	// window in flight (redelivered > 0 below) and the same conservation
+	// checks; the soak run (-tags soak) sends 3000.
+	half := soaktest.Pick(500, 1500)
 	want := map[string]string{} // body → "perm" or "ok" in the end
 	lilyMsgs := make([]lily.Message, half)
 	foreign := make([][]byte, half)
@@ -526,7 +530,7 @@ func TestFleetCompetingConsumers(t *testing.T) {
 			handledAt = time.Since(began)
 		}
 		r := ledgerRow(t, cat, acc, qc.Name)
-		return r.Accepted == 2*half && r.InFlight == 0 && r.Lost <= 0, fmt.Sprintf("ledger %+v", r)
+		return r.Accepted == int64(2*half) && r.InFlight == 0 && r.Lost <= 0, fmt.Sprintf("ledger %+v", r)
 	})
 	settled := time.Since(began)
 	f.stopAll(true)
@@ -583,7 +587,7 @@ func TestFleetCompetingConsumers(t *testing.T) {
 			t.Errorf("message %s: handled successfully = %v, want %v", body, ok[body], o == "ok")
 		}
 	}
-	settledLedger(t, cat, acc, ledger.Row{Queue: qc.Name, Accepted: 2 * half, Acked: int64(2*half - perm), DeadLettered: int64(perm)})
+	settledLedger(t, cat, acc, ledger.Row{Queue: qc.Name, Accepted: int64(2 * half), Acked: int64(2*half - perm), DeadLettered: int64(perm)})
 	t.Logf("%d messages, %d handler calls (%d redelivered), %d dead letters drained (%d merged as duplicates), %d catalog entries; published in %v, killed at %v, all handled at %v, ledger settled at %v",
 		2*half, calls, redelivered, n, dups, total, published.Round(time.Millisecond), killedAt.Round(time.Millisecond), handledAt.Round(time.Millisecond), settled.Round(time.Millisecond))
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/soaktest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
@@ -151,7 +152,10 @@ func TestKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(42, 42))
-	const rounds = 12
+	// Six rounds kill each side mid-flow under both recoveries (leases
+	// given back, leases expired) three times each; the soak run kills 24
+	// times.
+	rounds := soaktest.Pick(6, 24)
 	for i := range rounds {
 		pub := startChild(t, "publish", db, logPath)
 		con := startChild(t, "consume", db, logPath)

@@ -305,9 +305,18 @@ func checkSameAsDemo(t *testing.T, name string, got consumeRun, goDemo demo.Resu
 func TestConsumeDemoWorkloadSQLite(t *testing.T) {
 	t.Parallel()
 	goDemo := demoFirstHalf(t, lily.TransportSQLite)
-	srv := demoHTTPHandler(t)
-	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportSQLite, "", "--http", srv.URL+"/orders"), goDemo)
-	checkSameAsDemo(t, "exec (the README's Python)", runConsumeWorkload(t, lily.TransportSQLite, "", "--exec", readmePython(t)), goDemo)
+	// The two handlers side by side: each run has its own SQLite file and
+	// queue, and most of the exec run waits on a Python process per
+	// delivery.
+	t.Run("http", func(t *testing.T) {
+		t.Parallel()
+		srv := demoHTTPHandler(t)
+		checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportSQLite, "", "--http", srv.URL+"/orders"), goDemo)
+	})
+	t.Run("exec", func(t *testing.T) {
+		t.Parallel()
+		checkSameAsDemo(t, "exec (the README's Python)", runConsumeWorkload(t, lily.TransportSQLite, "", "--exec", readmePython(t)), goDemo)
+	})
 }
 
 func TestConsumeDemoWorkloadRabbitMQ(t *testing.T) {

@@ -24,6 +24,10 @@ func TestMain(m *testing.M) {
 		os.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Setenv(childEnv, "1") // inherited by the children the tests start
+	// The API's tokens come from the tests, never from the shell that ran
+	// them: a test that wants tokens sets LILY_TOKENS itself (t.Setenv,
+	// serially), so that the parallel 'lily serve' tests run without any.
+	os.Unsetenv("LILY_TOKENS")
 	os.Exit(m.Run())
 }
 

@@ -30,10 +30,17 @@ func childBase(t *testing.T, c *child) string {
 // job's lease ran out and finishes it. Every dead letter reaches its
 // source queue — at most the batch in flight twice — every entry is
 // redriven once in the catalog, and the job finished once.
+//
+// It runs in parallel (most of it waits on the job's rate and lease): its
+// queue, catalog file and PostgreSQL schema are its own, and TestMain
+// clears LILY_TOKENS, which the serial serve tests alone set.
 func TestServeKilledMidJob(t *testing.T) {
-	t.Setenv("LILY_TOKENS", "")
+	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) { serveKilledMidJob(t, kind) })
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			serveKilledMidJob(t, kind)
+		})
 	}
 }
 

@@ -326,9 +326,9 @@ func replicasDrainOneAtATime(t *testing.T, kind string) {
 
 // TestServeTakesOverADeadReplicasLease: a replica that died leaves its
 // lease behind, unrenewed; another takes over once it expires, and
-// nothing is ingested before.
+// nothing is ingested before. In parallel, as TestServeKilledMidJob.
 func TestServeTakesOverADeadReplicasLease(t *testing.T) {
-	t.Setenv("LILY_TOKENS", "")
+	t.Parallel()
 	url := needRabbit(t)
 	qc, cfg, tr := brokerQueue(t, url)
 	db, cat := newCatalogFile(t)
@@ -401,10 +401,15 @@ func serveChild(t *testing.T, args ...string) *child {
 // catalog file and kills the lease holder with SIGKILL (no release): the
 // other takes the lease over once it expired and drains what the broker
 // dead-letters since; every dead letter is in the catalog once.
+//
+// In parallel, as TestServeKilledMidJob: everything it uses is its own.
 func TestServeReplicaKilledHandsOver(t *testing.T) {
-	t.Setenv("LILY_TOKENS", "")
+	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) { replicaKilledHandsOver(t, kind) })
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			replicaKilledHandsOver(t, kind)
+		})
 	}
 }
 

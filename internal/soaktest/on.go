@@ -1,0 +1,5 @@
+//go:build soak
+
+package soaktest
+
+const on = true

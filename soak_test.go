@@ -1,0 +1,36 @@
+package lily_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// soakSwitch is the package whose build-tag constant sizes the long runs.
+const soakSwitch = "github.com/lily-mq/lily/internal/soaktest"
+
+// TestSoakTestsCompile: the tests that scripts/soak runs at full size
+// (go test -tags soak) compile and vet clean, so that a release's soak
+// run fails on what it finds, not on code the default suite never builds.
+func TestSoakTestsCompile(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-tags", "soak", "-f",
+		"{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}", "work").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -tags soak work: %v\n%s", err, out)
+	}
+	var pkgs []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && slices.Contains(f[1:], soakSwitch) {
+			pkgs = append(pkgs, f[0])
+		}
+	}
+	if len(pkgs) == 0 {
+		t.Fatalf("no package's tests import %s: scripts/soak would run the default sizes", soakSwitch)
+	}
+	if out, err := exec.Command("go", append([]string{"vet", "-tags", "soak"}, pkgs...)...).CombinedOutput(); err != nil {
+		t.Errorf("go vet -tags soak %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+	}
+}
