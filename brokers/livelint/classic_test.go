@@ -181,6 +181,9 @@ func TestLiveNeitherReadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// ManagementFor keeps the host and takes the API's default port,
+	// where this machine's broker may answer: point it nowhere.
+	m.URL = "http://127.0.0.1:1"
 	cfg := parse(t, "[[queue]]\nname = \"a.b\"\ntransport = \"rabbitmq\"\nowner = \"t\"\n")
 	fs, err := RabbitMQLive(ctx, cfg, RabbitMQOptions{URL: "amqp://guest:guest@127.0.0.1:1/", Management: m})
 	if err == nil || !strings.Contains(err.Error(), "management API") || !strings.Contains(err.Error(), "AMQP") {
