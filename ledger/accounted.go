@@ -167,16 +167,23 @@ func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error
 		return fmt.Errorf("catalog: record acks before settling: %w", err)
 	}
 	byQueue := map[string][]string{}
-	others := map[string][]string{} // settled otherwise, counted as accepted when trusts
+	// When the ledger trusts marks: the keys settled otherwise, to be
+	// known as accepted, and the acks of redriven deliveries, which were
+	// accepted before and are counted acked only (see settlePG).
+	others, redrivenAcks := map[string][]string{}, map[string][]string{}
 	var parked []*catalog.Entry
 	ss := p.Settlements
 	for i, s := range p.Settlements {
-		if trusts && s.Action != transport.Ack {
-			others[s.Delivery.Queue] = append(others[s.Delivery.Queue], Key(s.Delivery.EventID, s.Delivery.Body))
+		d := s.Delivery
+		redriven := trusts && evidence.RedriveCount(d.Headers) > 0
+		if trusts && !redriven && s.Action != transport.Ack {
+			others[d.Queue] = append(others[d.Queue], Key(d.EventID, d.Body))
 		}
 		switch {
+		case s.Action == transport.Ack && redriven:
+			redrivenAcks[d.Queue] = append(redrivenAcks[d.Queue], Key(d.EventID, d.Body))
 		case s.Action == transport.Ack:
-			byQueue[s.Delivery.Queue] = append(byQueue[s.Delivery.Queue], Key(s.Delivery.EventID, s.Delivery.Body))
+			byQueue[d.Queue] = append(byQueue[d.Queue], Key(d.EventID, d.Body))
 		case s.Action == transport.DeadLetter && s.Reason == string(evidence.ReasonParked):
 			if len(parked) == 0 {
 				ss = slices.Clone(p.Settlements)
@@ -190,6 +197,11 @@ func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error
 	var n int64
 	if trusts {
 		n, err = a.ledger.settlePG(ctx, byQueue, others, a.o.Now())
+		if err == nil && len(redrivenAcks) > 0 {
+			var m int64
+			m, err = a.ledger.countMany(ctx, "acked", redrivenAcks, a.o.Now())
+			n += m
+		}
 	} else {
 		n, err = a.ledger.countMany(ctx, "acked", byQueue, a.o.Now())
 	}

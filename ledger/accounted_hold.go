@@ -99,7 +99,7 @@ func (a *Accounted) countOrHold(ctx context.Context, k holdKey, hb *heldBatch) (
 	if err == nil {
 		toCount := hb.ds
 		if trusts {
-			toCount = unmarked(hb.ds) // counted at settlement (HeaderCounted)
+			toCount = uncounted(hb.ds) // counted on publish or at settlement, or redriven
 		}
 		if len(toCount) > 0 {
 			n, err = a.ledger.countDeliveries(ctx, "accepted", toCount, now)

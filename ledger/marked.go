@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
@@ -65,21 +66,20 @@ func (l *Ledger) trustsMarks(ctx context.Context) (bool, error) {
 	return !legacy, err
 }
 
-// unmarked returns the deliveries of ds without HeaderCounted (ds itself
-// when all are unmarked).
-func unmarked(ds []*transport.Delivery) []*transport.Delivery {
-	n := 0
+// countedBefore reports whether a ledger that trusts marks leaves d's
+// acceptance to someone else: marked by its publisher (counted on publish,
+// or at settlement) or redriven from the dead-letter work list (accepted
+// the first time it came, and under another key if an editor changed its
+// body since).
+func countedBefore(d *transport.Delivery) bool {
+	return marked(d) || evidence.RedriveCount(d.Headers) > 0
+}
+
+// uncounted returns the deliveries of ds that are not countedBefore.
+func uncounted(ds []*transport.Delivery) []*transport.Delivery {
+	var out []*transport.Delivery
 	for _, d := range ds {
-		if !marked(d) {
-			n++
-		}
-	}
-	if n == len(ds) {
-		return ds
-	}
-	out := make([]*transport.Delivery, 0, n)
-	for _, d := range ds {
-		if !marked(d) {
+		if !countedBefore(d) {
 			out = append(out, d)
 		}
 	}

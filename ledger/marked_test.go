@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/catalogtest"
 	"github.com/lily-mq/lily/transport"
 )
@@ -158,5 +159,43 @@ func TestPostgresSettleExactUnderConcurrency(t *testing.T) {
 	}
 	if got := eventRows(t, ss[0]); got != msgs {
 		t.Errorf("%d ledger rows, want one per message (%d)", got, msgs)
+	}
+}
+
+// TestPostgresRedriveOfAnEditedBodyAcceptedOnce: a dead letter whose body
+// an editor changed comes back redriven under a new ledger key, with its
+// publisher's mark. It was accepted the first time it came: its receipt
+// and its ack count it acked only, and the ledger balances (accepted 2 =
+// acked 2). Before, the ack of the new key counted it accepted again.
+func TestPostgresRedriveOfAnEditedBodyAcceptedOnce(t *testing.T) {
+	ctx := context.Background()
+	s := openPGStores(t, 1)[0]
+	l := New(s)
+	fb := &fakeBroker{queued: []*transport.Delivery{markedDelivery("q", "good", "a"), markedDelivery("q", "edited", "bad")}}
+	a := Account(fb, l)
+	if err := l.count(ctx, "q", "accepted", []string{Key("good", []byte("a")), Key("edited", []byte("bad"))}); err != nil { // the publisher's count
+		t.Fatal(err)
+	}
+	ds, err := a.Receive(ctx, &transport.ReceiveParams{Queue: "q", Max: 10})
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("receive: %d, %v", len(ds), err)
+	}
+	if err := a.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: ds[0], Action: transport.Ack}}}); err != nil {
+		t.Fatal(err)
+	}
+	// ds[1] was dead-lettered (its entry, which the ledger reads from the
+	// catalog, is not part of this test); an editor fixed its body and it
+	// is redriven: same event ID, the mark, a redrive count, a new body.
+	redriven := markedDelivery("q", "edited", "fixed")
+	redriven.Headers[evidence.HeaderRedriveCount] = int32(1)
+	fb.queued = []*transport.Delivery{redriven}
+	if ds, err = a.Receive(ctx, &transport.ReceiveParams{Queue: "q", Max: 10}); err != nil || len(ds) != 1 {
+		t.Fatalf("receive the redrive: %d, %v", len(ds), err)
+	}
+	if err := a.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: ds[0], Action: transport.Ack}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := ledgerOf(t, s, "q"); r.Accepted != 2 || r.Acked != 2 {
+		t.Errorf("ledger %+v, want accepted 2 (each message once), acked 2", r)
 	}
 }
