@@ -86,34 +86,19 @@ func TestPostgresDedupeExactUnderConcurrency(t *testing.T) {
 		keys[i] = Key(fmt.Sprintf("m%d", i), []byte("body"))
 	}
 	phase := func(kinds []string) {
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		errs := make(chan error, writers)
-		for w := range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				l := New(ss[w])
-				order := rand.Perm(msgs)
-				<-start
-				for i := 0; i < msgs; i += batch {
-					var b []string
-					for _, j := range order[i:min(i+batch, msgs)] {
-						b = append(b, keys[j])
-					}
-					if _, err := l.countMany(ctx, kinds[w], map[string][]string{"q": b}, time.Now()); err != nil {
-						errs <- err
-						return
-					}
+		concurrently(t, writers, func(w int) error {
+			l := New(ss[w])
+			for _, b := range shuffledBatches(msgs, batch) {
+				var ks []string
+				for _, j := range b {
+					ks = append(ks, keys[j])
 				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+				if _, err := l.countMany(ctx, kinds[w], map[string][]string{"q": ks}, time.Now()); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	phase([]string{"accepted", "accepted", "accepted", "accepted"})
 	if r := ledgerOf(t, ss[0], "q"); r.Accepted != msgs || r.Acked != 0 {
@@ -133,4 +118,38 @@ func TestPostgresDedupeExactUnderConcurrency(t *testing.T) {
 	if got := eventRows(t, ss[0]); got != msgs {
 		t.Errorf("%d ledger rows, want one per message (%d)", got, msgs)
 	}
+}
+
+// concurrently runs fn(0) … fn(writers-1) at once, each in a goroutine of
+// its own, released together, and fails the test with their errors.
+func concurrently(t *testing.T, writers int, fn func(w int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			<-start
+			if err := fn(w); err != nil {
+				errs <- err
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// shuffledBatches returns 0 … n-1 in a random order, cut into batches of
+// at most size: one writer's overlapping batches.
+func shuffledBatches(n, size int) [][]int {
+	order := rand.Perm(n)
+	var out [][]int
+	for i := 0; i < n; i += size {
+		out = append(out, order[i:min(i+size, n)])
+	}
+	return out
 }

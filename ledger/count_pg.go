@@ -127,10 +127,15 @@ func (l *Ledger) countManyPG(ctx context.Context, kind string, byQueue map[strin
 	if err != nil {
 		return 0, err
 	}
-	q := map[[2]bool]string{
-		{false, true}: pgCountAcceptedSQL, {false, false}: pgCountAcceptedLeanSQL,
-		{true, true}: pgCountAckedSQL, {true, false}: pgCountAckedLeanSQL,
-	}[[2]bool{kind == "acked", legacy}]
+	q := pgCountAcceptedLeanSQL
+	switch {
+	case kind == "acked" && legacy:
+		q = pgCountAckedSQL
+	case kind == "acked":
+		q = pgCountAckedLeanSQL
+	case legacy:
+		q = pgCountAcceptedSQL
+	}
 	var n int64
 	if err := l.db.QueryRowContext(ctx, q, qs, ks, legacies, now.UnixMilli()).Scan(&n); err != nil {
 		return 0, fmt.Errorf("catalog: ledger %s (%d messages): %w", kind, len(ks), err)

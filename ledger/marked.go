@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"maps"
 
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/catalogdb"
@@ -38,15 +39,14 @@ func marked(d *transport.Delivery) bool {
 	return false
 }
 
-// markCounted returns ms with HeaderCounted set, each message's headers
-// copied (the caller's are left alone).
+// markCounted returns ms with HeaderCounted set, each message's header
+// map copied (the caller's is left alone; the values are shared, never
+// changed).
 func markCounted(ms []transport.Message) []transport.Message {
 	out := make([]transport.Message, len(ms))
 	for i, m := range ms {
-		h := transport.CloneHeaders(m.Headers)
-		if h == nil {
-			h = transport.Headers{}
-		}
+		h := make(transport.Headers, len(m.Headers)+1)
+		maps.Copy(h, m.Headers)
 		h[HeaderCounted] = "1"
 		m.Headers = h
 		out[i] = m

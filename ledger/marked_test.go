@@ -3,8 +3,6 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -125,35 +123,20 @@ func TestPostgresSettleExactUnderConcurrency(t *testing.T) {
 	const writers, msgs, batch = 4, 400, 25
 	ss := openPGStores(t, writers)
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	errs := make(chan error, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a := Account(nopTransport{}, New(ss[w]))
-			action := []transport.Action{transport.Ack, transport.Retry}[w%2]
-			order := rand.Perm(msgs)
-			<-start
-			for i := 0; i < msgs; i += batch {
-				var b []transport.Settlement
-				for _, j := range order[i:min(i+batch, msgs)] {
-					b = append(b, transport.Settlement{Delivery: markedDelivery("q", fmt.Sprintf("m%d", j), "body"), Action: action, Delay: time.Second})
-				}
-				if err := a.Settle(ctx, &transport.SettleParams{Settlements: b}); err != nil {
-					errs <- err
-					return
-				}
+	concurrently(t, writers, func(w int) error {
+		a := Account(nopTransport{}, New(ss[w]))
+		action := []transport.Action{transport.Ack, transport.Retry}[w%2]
+		for _, batchIDs := range shuffledBatches(msgs, batch) {
+			var b []transport.Settlement
+			for _, j := range batchIDs {
+				b = append(b, transport.Settlement{Delivery: markedDelivery("q", fmt.Sprintf("m%d", j), "body"), Action: action, Delay: time.Second})
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			if err := a.Settle(ctx, &transport.SettleParams{Settlements: b}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if r := ledgerOf(t, ss[0], "q"); r.Accepted != msgs || r.Acked != msgs {
 		t.Errorf("ledger %+v, want accepted %d, acked %d", r, msgs, msgs)
 	}

@@ -1,12 +1,8 @@
 package sqlite_test
 
 import (
-	"context"
 	"testing"
 
-	"github.com/lily-mq/lily/catalog"
-	"github.com/lily-mq/lily/transport"
-	"github.com/lily-mq/lily/transport/sqlite"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
 
@@ -19,14 +15,6 @@ import (
 func TestOperatorPaths(t *testing.T) {
 	transporttest.OperatorPaths(t, transporttest.OperatorHarness{
 		Name: "sqlite",
-		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
-			tr := harness().New(t)
-			t.Cleanup(func() { tr.Close() })
-			cat, err := catalog.New(context.Background(), tr.(*sqlite.Transport).DB())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tr, cat
-		},
+		Open: openWithCatalog,
 	})
 }

@@ -68,14 +68,18 @@ func TestLoad(t *testing.T) {
 func TestOrdering(t *testing.T) {
 	transporttest.RunOrdering(t, transporttest.OrderingHarness{
 		Name: "sqlite",
-		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
-			tr := harness().New(t)
-			t.Cleanup(func() { tr.Close() })
-			cat, err := catalog.New(context.Background(), tr.(*sqlite.Transport).DB())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tr, cat
-		},
+		Open: openWithCatalog,
 	})
+}
+
+// openWithCatalog opens the test transport and the catalog in its own
+// database file: the Open of the shared harnesses.
+func openWithCatalog(t *testing.T) (transport.Transport, *catalog.Store) {
+	tr := harness().New(t)
+	t.Cleanup(func() { tr.Close() })
+	cat, err := catalog.New(context.Background(), tr.(*sqlite.Transport).DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, cat
 }

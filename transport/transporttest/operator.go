@@ -461,15 +461,8 @@ func (e *opEnv) conserve(want ...ledger.Row) {
 func opRedrive(t *testing.T, e *opEnv, check func()) {
 	const n = 8
 	ids := e.deadLetterAll(n)
-	e.fixed.Store(true)
-	res, err := e.rd.Redrive(e.ctx, redrive.Params{Filter: catalog.Filter{Queue: e.qc.Name}, Actor: "transporttest", Target: e.target})
-	if err != nil || res.Redriven != n {
-		t.Fatalf("redrive: %+v (%v), want %d redriven", res, err, n)
-	}
-	stop := e.consuming()
-	e.waitAcked(e.qc.Name, n)
-	stop()
-	e.redrivenOnce(e.qc.Name, ids)
+	e.fixAndRedriveAll(n)
+	e.consumeRedriven(n, ids)
 	if check != nil {
 		check()
 	}
@@ -547,10 +540,7 @@ func opRate(t *testing.T, e *opEnv) {
 	if asks[0].Tokens >= float64(asks[0].Burst) {
 		t.Errorf("the first batch found a full bucket (%.1f tokens): it must start empty", asks[0].Tokens)
 	}
-	stop := e.consuming()
-	e.waitAcked(e.qc.Name, n)
-	stop()
-	e.redrivenOnce(e.qc.Name, ids)
+	e.consumeRedriven(n, ids)
 	e.conserve(ledger.Row{Queue: e.qc.Name, Accepted: n, Acked: n})
 }
 
@@ -589,15 +579,8 @@ func opFullDLQ(t *testing.T, e *opEnv) {
 	if marked != refused {
 		t.Errorf("%d entries carry %s, want the %d refused (stored in the catalog because the DLQ was full)", marked, evidence.HeaderDLQRefused, refused)
 	}
-	e.fixed.Store(true)
-	res, err := e.rd.Redrive(e.ctx, redrive.Params{Filter: catalog.Filter{Queue: e.qc.Name}, Actor: "transporttest", Target: e.target})
-	if err != nil || res.Redriven != n {
-		t.Fatalf("redrive: %+v (%v), want %d redriven", res, err, n)
-	}
-	stop := e.consuming()
-	e.waitAcked(e.qc.Name, n)
-	stop()
-	e.redrivenOnce(e.qc.Name, ids)
+	e.fixAndRedriveAll(n)
+	e.consumeRedriven(n, ids)
 	e.conserve(ledger.Row{Queue: e.qc.Name, Accepted: n, Acked: n})
 }
 
@@ -641,17 +624,31 @@ func opOversized(t *testing.T, e *opEnv) {
 	if err != nil || dr.Count != 1 {
 		t.Fatalf("discard of the oversized entry: %+v (%v)", dr, err)
 	}
-	e.fixed.Store(true)
-	res, err := e.rd.Redrive(e.ctx, redrive.Params{Filter: catalog.Filter{Queue: e.qc.Name}, Actor: "transporttest", Target: e.target})
-	if err != nil || res.Redriven != 1 {
-		t.Fatalf("redrive: %+v (%v), want the small one redriven", res, err)
-	}
-	stop := e.consuming()
-	e.waitAcked(e.qc.Name, 1)
-	stop()
-	e.redrivenOnce(e.qc.Name, []string{small})
+	e.fixAndRedriveAll(1) // the small one; the oversized one was discarded
+	e.consumeRedriven(1, []string{small})
 	if st := e.states(e.qc.Name); st[catalog.StateDiscarded] != 1 || st[catalog.StateRedriven] != 1 || len(st) != 2 {
 		t.Errorf("entry states %v, want one discarded and one redriven", st)
 	}
 	e.conserve(ledger.Row{Queue: e.qc.Name, Accepted: 2, Acked: 1, Discarded: 1})
+}
+
+// fixAndRedriveAll ships the fix and redrives every entry of the queue
+// that can be, failing the test unless n were.
+func (e *opEnv) fixAndRedriveAll(n int) {
+	e.t.Helper()
+	e.fixed.Store(true)
+	res, err := e.rd.Redrive(e.ctx, redrive.Params{Filter: catalog.Filter{Queue: e.qc.Name}, Actor: "transporttest", Target: e.target})
+	if err != nil || res.Redriven != n {
+		e.t.Fatalf("redrive: %+v (%v), want %d redriven", res, err, n)
+	}
+}
+
+// consumeRedriven runs the consumer until n messages of the queue are
+// acked, then checks that each of ids was redriven and handled once.
+func (e *opEnv) consumeRedriven(n int, ids []string) {
+	e.t.Helper()
+	stop := e.consuming()
+	e.waitAcked(e.qc.Name, n)
+	stop()
+	e.redrivenOnce(e.qc.Name, ids)
 }
