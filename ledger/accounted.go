@@ -135,10 +135,14 @@ func AccountWith(t transport.Transport, l *Ledger, o AccountOptions) *Accounted 
 // counted: the messages were accepted before.
 //
 // The messages it counts carry HeaderCounted, so that a consumer whose
-// ledger trusts the mark counts them at settlement rather than on receipt.
+// ledger trusts the mark counts them at settlement rather than on receipt;
+// a redrive carries HeaderAcceptedOn, its queue, so that such a consumer
+// counts it acked only there, whatever its body became.
 func (a *Accounted) Publish(ctx context.Context, p *transport.PublishParams) error {
 	if p.Redrive {
-		return a.Transport.Publish(ctx, p)
+		mp := *p
+		mp.Messages = mark(p.Messages, HeaderAcceptedOn, p.Queue)
+		return a.Transport.Publish(ctx, &mp)
 	}
 	mp := *p
 	mp.Messages = markCounted(p.Messages)
@@ -168,14 +172,14 @@ func (a *Accounted) Settle(ctx context.Context, p *transport.SettleParams) error
 	}
 	byQueue := map[string][]string{}
 	// When the ledger trusts marks: the keys settled otherwise, to be
-	// known as accepted, and the acks of redriven deliveries, which were
-	// accepted before and are counted acked only (see settlePG).
+	// known as accepted, and the acks of deliveries redriven to the queue
+	// that accepted them before, counted acked only (HeaderAcceptedOn).
 	others, redrivenAcks := map[string][]string{}, map[string][]string{}
 	var parked []*catalog.Entry
 	ss := p.Settlements
 	for i, s := range p.Settlements {
 		d := s.Delivery
-		redriven := trusts && evidence.RedriveCount(d.Headers) > 0
+		redriven := trusts && acceptedHere(d)
 		if trusts && !redriven && s.Action != transport.Ack {
 			others[d.Queue] = append(others[d.Queue], Key(d.EventID, d.Body))
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 
-	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
 )
@@ -24,30 +23,50 @@ import (
 // alone would push over one of its broker's limits (transport.DropHint).
 const HeaderCounted = transport.HeaderCounted
 
+// HeaderAcceptedOn names, on a message an Accounted redrives to its queue
+// (PublishParams.Redrive), the queue that accepted it before. A ledger that
+// trusts marks counts such a delivery on that queue acked only, never
+// accepted again — also when an editor changed its body, which gives it a
+// new ledger key. A redirect to another queue carries none (or a stale one
+// naming another queue): there the message is new and counted as any.
+const HeaderAcceptedOn = transport.HeaderAcceptedOn
+
 // marked reports whether d carries HeaderCounted.
-func marked(d *transport.Delivery) bool {
-	v, ok := d.Headers[HeaderCounted]
-	if !ok {
-		return false
-	}
-	switch v := v.(type) {
-	case string:
-		return v == "1"
-	case []byte:
-		return string(v) == "1"
-	}
-	return false
+func marked(d *transport.Delivery) bool { return hint(d, HeaderCounted) == "1" }
+
+// acceptedHere reports whether d was redriven to the queue that accepted
+// it before (HeaderAcceptedOn names d's queue).
+func acceptedHere(d *transport.Delivery) bool {
+	q := hint(d, HeaderAcceptedOn)
+	return q != "" && q == d.Queue
 }
 
-// markCounted returns ms with HeaderCounted set, each message's header
+// hint returns the text of header name on d: a string, or bytes as a
+// transport without string headers hands them back; "" otherwise.
+func hint(d *transport.Delivery, name string) string {
+	switch v := d.Headers[name].(type) {
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	}
+	return ""
+}
+
+// markCounted returns ms with HeaderCounted set (see mark).
+func markCounted(ms []transport.Message) []transport.Message {
+	return mark(ms, HeaderCounted, "1")
+}
+
+// mark returns ms with header name set to value, each message's header
 // map copied (the caller's is left alone; the values are shared, never
 // changed).
-func markCounted(ms []transport.Message) []transport.Message {
+func mark(ms []transport.Message, name, value string) []transport.Message {
 	out := make([]transport.Message, len(ms))
 	for i, m := range ms {
 		h := make(transport.Headers, len(m.Headers)+1)
 		maps.Copy(h, m.Headers)
-		h[HeaderCounted] = "1"
+		h[name] = value
 		m.Headers = h
 		out[i] = m
 	}
@@ -68,12 +87,8 @@ func (l *Ledger) trustsMarks(ctx context.Context) (bool, error) {
 
 // countedBefore reports whether a ledger that trusts marks leaves d's
 // acceptance to someone else: marked by its publisher (counted on publish,
-// or at settlement) or redriven from the dead-letter work list (accepted
-// the first time it came, and under another key if an editor changed its
-// body since).
-func countedBefore(d *transport.Delivery) bool {
-	return marked(d) || evidence.RedriveCount(d.Headers) > 0
-}
+// or at settlement) or redriven to the queue that accepted it before.
+func countedBefore(d *transport.Delivery) bool { return marked(d) || acceptedHere(d) }
 
 // uncounted returns the deliveries of ds that are not countedBefore.
 func uncounted(ds []*transport.Delivery) []*transport.Delivery {

@@ -97,8 +97,8 @@ func TestPublishMarksWhatItCounts(t *testing.T) {
 	if _, ok := h[HeaderCounted]; ok {
 		t.Errorf("the caller's headers were changed: %v", h)
 	}
-	if _, ok := rec.got[1].Headers[HeaderCounted]; ok {
-		t.Errorf("a redrive was marked: %v", rec.got[1].Headers)
+	if _, ok := rec.got[1].Headers[HeaderCounted]; ok || rec.got[1].Headers[HeaderAcceptedOn] != "q" {
+		t.Errorf("a redrive's headers %v, want %s = q and no %s", rec.got[1].Headers, HeaderAcceptedOn, HeaderCounted)
 	}
 }
 
@@ -146,10 +146,12 @@ func TestPostgresSettleExactUnderConcurrency(t *testing.T) {
 }
 
 // TestPostgresRedriveOfAnEditedBodyAcceptedOnce: a dead letter whose body
-// an editor changed comes back redriven under a new ledger key, with its
-// publisher's mark. It was accepted the first time it came: its receipt
-// and its ack count it acked only, and the ledger balances (accepted 2 =
-// acked 2). Before, the ack of the new key counted it accepted again.
+// an editor changed comes back redriven to its queue under a new ledger
+// key, marked accepted there (HeaderAcceptedOn). It was accepted the first
+// time it came: its receipt and its ack count it acked only. The same
+// message redirected to another queue is new there and counted accepted
+// and acked. Both ledgers balance. Before, the edited redrive's ack
+// counted it accepted again (lost -1).
 func TestPostgresRedriveOfAnEditedBodyAcceptedOnce(t *testing.T) {
 	ctx := context.Background()
 	s := openPGStores(t, 1)[0]
@@ -167,18 +169,27 @@ func TestPostgresRedriveOfAnEditedBodyAcceptedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ds[1] was dead-lettered (its entry, which the ledger reads from the
-	// catalog, is not part of this test); an editor fixed its body and it
-	// is redriven: same event ID, the mark, a redrive count, a new body.
-	redriven := markedDelivery("q", "edited", "fixed")
-	redriven.Headers[evidence.HeaderRedriveCount] = int32(1)
-	fb.queued = []*transport.Delivery{redriven}
-	if ds, err = a.Receive(ctx, &transport.ReceiveParams{Queue: "q", Max: 10}); err != nil || len(ds) != 1 {
-		t.Fatalf("receive the redrive: %d, %v", len(ds), err)
+	// catalog, is not part of this test); an editor fixed its body; it is
+	// redriven to q, and redirected to r.
+	redrive := func(queue, on string) *transport.Delivery {
+		d := markedDelivery(queue, "edited", "fixed")
+		d.Headers[evidence.HeaderRedriveCount] = int32(1)
+		if on != "" {
+			d.Headers[HeaderAcceptedOn] = on
+		}
+		return d
 	}
-	if err := a.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: ds[0], Action: transport.Ack}}}); err != nil {
+	fb.queued = []*transport.Delivery{redrive("q", "q"), redrive("r", "")}
+	if ds, err = a.Receive(ctx, &transport.ReceiveParams{Queue: "q", Max: 10}); err != nil || len(ds) != 2 {
+		t.Fatalf("receive the redrive and the redirect: %d, %v", len(ds), err)
+	}
+	if err := a.Settle(ctx, &transport.SettleParams{Settlements: []transport.Settlement{{Delivery: ds[0], Action: transport.Ack}, {Delivery: ds[1], Action: transport.Ack}}}); err != nil {
 		t.Fatal(err)
 	}
 	if r := ledgerOf(t, s, "q"); r.Accepted != 2 || r.Acked != 2 {
-		t.Errorf("ledger %+v, want accepted 2 (each message once), acked 2", r)
+		t.Errorf("ledger of q %+v, want accepted 2 (each message once), acked 2", r)
+	}
+	if r := ledgerOf(t, s, "r"); r.Accepted != 1 || r.Acked != 1 {
+		t.Errorf("ledger of r %+v, want the redirected message accepted and acked once", r)
 	}
 }

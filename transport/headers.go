@@ -287,22 +287,29 @@ func decodeValue(tv typedValue) (any, error) {
 }
 
 // HeaderCounted is the ledger's mark on a message it counted as accepted
-// on publish (ledger.HeaderCounted, value "1"). It is a hint, not part of
+// on publish (ledger.HeaderCounted, value "1"), and HeaderAcceptedOn its
+// mark on a message redriven to the queue that accepted it before
+// (ledger.HeaderAcceptedOn, value: the queue). They are hints, not part of
 // the message: a transport whose message would exceed a limit of the
 // broker's (attribute count, header frame, message size) only because of
-// it drops it (DropHint) rather than refuse the message — the consumer
-// then counts the message on receipt, as one from any producer.
-const HeaderCounted = "x-lily-counted"
+// them drops them (DropHint) rather than refuse the message — the
+// consumer then counts the message on receipt, as one from any producer.
+const (
+	HeaderCounted    = "x-lily-counted"
+	HeaderAcceptedOn = "x-lily-accepted-on"
+)
 
-// DropHint returns h without HeaderCounted, and whether it had one. h
-// itself is left alone.
+// DropHint returns h without the ledger's hints (HeaderCounted,
+// HeaderAcceptedOn), and whether it had any. h itself is left alone.
 func DropHint(h Headers) (Headers, bool) {
-	if _, ok := h[HeaderCounted]; !ok {
+	_, counted := h[HeaderCounted]
+	_, on := h[HeaderAcceptedOn]
+	if !counted && !on {
 		return h, false
 	}
-	out := make(Headers, len(h)-1)
+	out := make(Headers, len(h))
 	for k, v := range h {
-		if k != HeaderCounted {
+		if k != HeaderCounted && k != HeaderAcceptedOn {
 			out[k] = v
 		}
 	}
