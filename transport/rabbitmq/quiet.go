@@ -20,7 +20,13 @@ import (
 // an AMQP client can ask tells when it did. So a consumer channel that
 // settled a burst (settleBurst frames, each less than settleQuiet after the
 // one before) is closed no sooner than settleQuiet after the last of them:
-// a graceful stop of a busy consumer takes up to settleQuiet longer.
+// a graceful stop of a busy consumer takes up to settleQuiet longer. A
+// burst past the soft limit (settleSoftLimit frames) has certainly been
+// stashed in part, and the stash goes out only once the queue has applied
+// the earlier commands — a Raft write, which takes longer than settleQuiet
+// on a loaded broker (a CI run on this machine: a hand-over gave back 53
+// deliveries, 53 ack frames, and 19 of them came back counted twice after
+// 500 ms) — so that channel waits settleQuietLong.
 
 // settleBurst is how many settlement frames in quick succession may have
 // filled the quorum-queue client's command buffer.
@@ -29,6 +35,15 @@ const settleBurst = 8
 // settleQuiet is how long a channel that settled a burst stays open after
 // its last settlement.
 const settleQuiet = 500 * time.Millisecond
+
+// settleSoftLimit is the quorum-queue client's soft limit of unapplied
+// commands (RabbitMQ's quorum_commands_soft_limit, 32 by default): past
+// it, settlements are stashed.
+const settleSoftLimit = 32
+
+// settleQuietLong is how long a channel stays open after a burst past
+// settleSoftLimit.
+const settleQuietLong = 2 * time.Second
 
 // settleClock remembers a channel's recent settlement frames.
 type settleClock struct {
@@ -48,10 +63,14 @@ func (s *settleClock) note(n int) {
 
 // wait is how long the channel should stay open before it is closed.
 func (s *settleClock) wait() time.Duration {
-	if s.recent < settleBurst {
+	quiet := settleQuiet
+	switch {
+	case s.recent < settleBurst:
 		return 0
+	case s.recent >= settleSoftLimit:
+		quiet = settleQuietLong
 	}
-	return max(0, settleQuiet-time.Since(s.last))
+	return max(0, quiet-time.Since(s.last))
 }
 
 // quietWait returns how long c's channel should stay open before it is

@@ -30,4 +30,8 @@ func TestSettleClock(t *testing.T) {
 	if s.recent != 1 || s.wait() != 0 {
 		t.Errorf("one frame after a quiet period: recent %d, wait %v; want 1, 0", s.recent, s.wait())
 	}
+	s.note(settleSoftLimit - 1) // past the soft limit: part of it stashed
+	if w := s.wait(); w <= settleQuiet || w > settleQuietLong {
+		t.Errorf("a burst of %d: wait %v, want (%v, %v]", settleSoftLimit, w, settleQuiet, settleQuietLong)
+	}
 }
