@@ -17,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,11 +157,14 @@ func (t *Transport) connection(ctx context.Context) (*amqp.Connection, error) {
 			t.mu.Unlock()
 			return c, nil
 		}
-		conn, err := amqp.DialConfig(t.opts.URL, amqp.Config{Properties: amqp.Table{"connection_name": "lily"}, Heartbeat: 10 * time.Second})
+		conn, fc, err := dial(t.opts.URL)
 		if err == nil {
 			t.conn = conn
 			t.gen++
 			t.maxFrame = conn.Config.FrameSize
+			if limit, ok := fc.FrameMax(); ok {
+				t.maxFrame = limit // what the broker takes; the client reads more (frameconn.go)
+			}
 			t.mu.Unlock()
 			return conn, nil
 		}
@@ -172,6 +177,28 @@ func (t *Transport) connection(ctx context.Context) (*amqp.Connection, error) {
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
+}
+
+// dial connects to url through a frameConn (frameconn.go), which lets
+// the client read frames the broker sends over frame_max; fc reports the
+// broker's frame_max (not rewritten over TLS: see frameconn.go).
+func dial(url string) (conn *amqp.Connection, fc *frameConn, err error) {
+	fc = newFrameConn(nil)
+	tls := strings.HasPrefix(strings.ToLower(url), "amqps://")
+	cfg := amqp.Config{Properties: amqp.Table{"connection_name": "lily"}, Heartbeat: 10 * time.Second,
+		// No limit of the client's own: the broker's frame_max (as the
+		// frameConn presents it) is the connection's.
+		FrameSize: amqp.FrameSizeUnlimited,
+		Dial: func(network, addr string) (net.Conn, error) {
+			c, err := amqp.DefaultDial(30*time.Second)(network, addr)
+			if err != nil || tls {
+				return c, err
+			}
+			fc.Conn = c
+			return fc, nil
+		}}
+	conn, err = amqp.DialConfig(url, cfg)
+	return conn, fc, err
 }
 
 // channel opens a new channel on the live connection.
