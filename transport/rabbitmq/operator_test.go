@@ -11,24 +11,31 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
 
-// operatorHarness runs the operator paths on the broker with the catalog
-// open returns. A queue's exchange routes to every queue bound to it, so
-// the "failing consumer alone" scenario runs beside another team's queue
-// bound with the same routing key; the DLQ honours dlq_max_length with
+// operatorHarness runs the operator paths on the broker, through tr
+// wrapped with a ledger on the catalog cat opens for each scenario. A
+// queue's exchange routes to every queue bound to it, so the "failing
+// consumer alone" scenario runs beside another team's queue bound with
+// the same routing key; the DLQ honours dlq_max_length with
 // reject-publish (a full DLQ), and a copy that cannot fit frame_max is
-// refused (an oversized dead letter).
-func operatorHarness(open func(t *testing.T) (transport.Transport, *catalog.Store)) transporttest.OperatorHarness {
+// refused (an oversized dead letter). The scenarios share tr (each on
+// its queues): a transport's close waits up to 500 ms for the acks a
+// channel just sent (quiet.go), which per scenario made half the run.
+func operatorHarness(tr *rabbitmq.Transport, cat func(t *testing.T) *catalog.Store) transporttest.OperatorHarness {
 	return transporttest.OperatorHarness{
 		Name: "rabbitmq",
-		Open: open,
-		Teardown: func(ctx context.Context, tr transport.Transport, spec transport.QueueSpec) error {
-			return tr.(*ledger.Accounted).Unwrap().(*rabbitmq.Transport).DeleteQueues(ctx, spec)
+		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
+			s := cat(t)
+			return ledger.Account(tr, ledger.New(s)), s
+		},
+		Teardown: func(ctx context.Context, _ transport.Transport, spec transport.QueueSpec) error {
+			return tr.DeleteQueues(ctx, spec)
 		},
 		FanOut:        bindOther,
 		PublishShared: publishThroughExchange,
@@ -114,12 +121,23 @@ func publishOversized(ctx context.Context, t *testing.T, _ transport.Transport, 
 // catalog in a SQLite file.
 func TestOperatorPaths(t *testing.T) {
 	t.Parallel()
-	transporttest.OperatorPaths(t, operatorHarness(openAccounted))
+	tr := open(t)
+	t.Cleanup(func() { tr.Close() })
+	transporttest.OperatorPaths(t, operatorHarness(tr, tempCatalog))
 }
 
 // TestOperatorPathsPostgresCatalog runs them with the catalog on
 // PostgreSQL.
 func TestOperatorPathsPostgresCatalog(t *testing.T) {
 	t.Parallel()
-	transporttest.OperatorPaths(t, operatorHarness(openAccountedPostgres))
+	tr := open(t)
+	t.Cleanup(func() { tr.Close() })
+	transporttest.OperatorPaths(t, operatorHarness(tr, func(t *testing.T) *catalog.Store {
+		s, err := catalog.OpenPostgres(context.Background(), pgtest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}))
 }
