@@ -25,7 +25,7 @@ import (
 // the same routing key; the DLQ honours dlq_max_length with
 // reject-publish (a full DLQ), and a copy that cannot fit frame_max is
 // refused (an oversized dead letter). The scenarios share tr (each on
-// its queues): a transport's close waits up to 500 ms for the acks a
+// its queues): a transport's close waits up to 2 s for the acks a
 // channel just sent (quiet.go), which per scenario made half the run.
 func operatorHarness(tr *rabbitmq.Transport, cat func(t *testing.T) *catalog.Store) transporttest.OperatorHarness {
 	return transporttest.OperatorHarness{
