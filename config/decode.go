@@ -15,6 +15,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/internal/nearest"
 )
 
 // decodeError turns an error of the TOML decoder into one that names the
@@ -217,36 +218,7 @@ func knownKeys() []string {
 
 // closest returns the candidate within edit distance 2 of name (the
 // nearest; "" if none).
-func closest(name string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := editDistance(name, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+func closest(name string, candidates []string) string { return nearest.Name(name, candidates, 2) }
 
 // want describes what a Go type accepts, in TOML terms.
 func want(t reflect.Type) string {

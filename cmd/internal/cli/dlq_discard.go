@@ -117,6 +117,9 @@ selection of nothing is not an error (exit 0; audited as nothing_selected).`,
 				return err
 			}
 			defer env.Close()
+			if err := sel.checkNames(ctx, env); err != nil {
+				return err
+			}
 			out := newDecisionOutput(cmd, asJSON, dryRun, "discarded")
 			res, err := env.cat.Discard(ctx, catalog.DecideParams{Filter: f, Limit: sel.limit, DryRun: dryRun, Reason: reason,
 				Actor: actorOr(actor), OnEntry: out.entry})
@@ -164,6 +167,9 @@ record names the selector and the event IDs, not the payloads).`,
 				return err
 			}
 			defer env.Close()
+			if err := sel.checkNames(ctx, env); err != nil {
+				return err
+			}
 			out := newDecisionOutput(cmd, asJSON, dryRun, "erased")
 			res, err := env.cat.Erase(ctx, catalog.DecideParams{Filter: f, DryRun: dryRun, Reason: reason, Actor: actorOr(actor), OnEntry: out.entry})
 			return out.end(decideJSON{Op: res.Op, Action: catalog.ActionErase, DryRun: dryRun, Count: res.Count, Reason: reason}, err)

@@ -57,6 +57,9 @@ them out (such a file can be read but not imported).`,
 				return err
 			}
 			defer env.Close()
+			if err := sel.checkNames(ctx, env); err != nil {
+				return err
+			}
 			p := catalog.ExportParams{Filter: f, OmitBodies: omitBodies, Actor: actorOr(actor),
 				Selector: fmt.Sprintf(`{"file":%q,"filter":%s}`, out, f.String())}
 			var n int

@@ -66,6 +66,9 @@ filter (--reason, --error-type, --fingerprint, ...) to redrive or discard it.`,
 				return err
 			}
 			defer env.Close()
+			if err := sel.checkNames(ctx, env); err != nil {
+				return err
+			}
 			groups, err := env.cat.Group(ctx, by, f)
 			if err != nil {
 				return err

@@ -207,6 +207,9 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 		return err
 	}
 	defer env.Close()
+	if err := f.sel.checkNames(ctx, env); err != nil {
+		return err
+	}
 	if _, err := brokersFlagValue(f.brokers); err != nil {
 		return err
 	}

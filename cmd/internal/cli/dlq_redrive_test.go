@@ -266,7 +266,7 @@ func TestDLQDiscardEraseExpire(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "discarded: bad schema — by carol") {
 		t.Errorf("show after discard:\n%s", out)
 	}
-	if code, out, _ := run(t, "dlq", "discard", "--db", db, "--queue", "nope", "--reason", "x"); code != 0 || !strings.Contains(out, "nothing to discard") {
+	if code, out, _ := run(t, "dlq", "discard", "--db", db, "--key", "nope", "--reason", "x"); code != 0 || !strings.Contains(out, "nothing to discard") {
 		t.Errorf("empty discard: %d %s", code, out)
 	}
 	// Erase a data subject: tombstones.

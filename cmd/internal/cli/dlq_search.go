@@ -112,6 +112,9 @@ shown). Uses SQLite FTS5 or PostgreSQL full-text search (GIN index).`,
 				return err
 			}
 			defer env.Close()
+			if err := sel.checkNames(ctx, env); err != nil {
+				return err
+			}
 			return runSearch(ctx, cmd.OutOrStdout(), env.cat, catalog.SearchParams{Text: args[0], Filter: f, Limit: limit}, asJSON)
 		},
 	}

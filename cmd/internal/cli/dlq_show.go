@@ -176,6 +176,9 @@ puts them back in order; on Kafka no offset is committed).`,
 				return err
 			}
 			defer env.Close()
+			if err := env.checkQueue(ctx, "queue", queue); err != nil {
+				return err
+			}
 			es, err := env.cat.List(ctx, f, limit)
 			if err != nil {
 				return err

@@ -176,7 +176,7 @@ func TestDLQListGroupShowPeek(t *testing.T) {
 	if _, out, _ := run(t, "dlq", "group", "--by", "reason", "--db", db, "--key", "cust-1", "--json"); !strings.Contains(out, `"total": 2`) {
 		t.Errorf("group with a filter: %s", out)
 	}
-	if _, out, _ := run(t, "dlq", "group", "--by", "reason", "--db", db, "--queue", "nope"); !strings.Contains(out, "no entries match") {
+	if _, out, _ := run(t, "dlq", "group", "--by", "reason", "--db", db, "--key", "nope"); !strings.Contains(out, "no entries match") {
 		t.Errorf("empty group: %s", out)
 	}
 
@@ -212,7 +212,7 @@ func TestDLQListGroupShowPeek(t *testing.T) {
 	if code != 0 || len(peek.Entries) != 2 || peek.Entries[0].ID != 1 || peek.Entries[1].ID != 2 || peek.Entries[0].Location != "catalog" {
 		t.Errorf("peek: %d %+v", code, peek.Entries)
 	}
-	if _, out, _ := run(t, "dlq", "peek", "--queue", "nope", "--db", db); !strings.Contains(out, "no entries of queue nope") {
+	if _, out, _ := run(t, "dlq", "peek", "--queue", dlqQueue, "--state", "discarded", "--db", db); !strings.Contains(out, "no entries of queue "+dlqQueue+" in state discarded") {
 		t.Errorf("empty peek: %s", out)
 	}
 	// Reading never changes anything.

@@ -95,6 +95,9 @@ and 'lily dlq list' show the triage.`,
 				return err
 			}
 			defer env.Close()
+			if err := sel.checkNames(ctx, env); err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
 			out := triageJSON{Change: ch}
 			if group {

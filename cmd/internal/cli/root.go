@@ -78,7 +78,9 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &UsageError{Msg: fmt.Sprintf("%s: %v (see 'lily %s --help')", c.Name(), err, c.Name())}
+		// The whole path: 'lily list --help' named a command that does
+		// not exist (it is 'lily dlq list').
+		return &UsageError{Msg: fmt.Sprintf("%s: %v (see '%s --help')", strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), err, c.CommandPath())}
 	})
 	for _, add := range commands {
 		root.AddCommand(add())
