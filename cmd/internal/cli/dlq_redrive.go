@@ -182,7 +182,7 @@ func (f redriveFlags) validate() error {
 	case f.observe < 0:
 		return usagef("--observe %s: must be > 0", f.observe)
 	case f.rate < 0:
-		return usagef("--rate %g: must be > 0 messages per second (0: no limit)", f.rate)
+		return usagef("--rate %g: must be 0 or more messages per second (0: as fast as the transport confirms)", f.rate)
 	case f.sample > 0 && f.sel.limit > 0 && f.sample > f.sel.limit:
 		return usagef("--sample %d: must be <= --limit %d", f.sample, f.sel.limit)
 	case f.includeCrashers && f.newVersion != "":

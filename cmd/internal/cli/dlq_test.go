@@ -256,7 +256,7 @@ func TestDLQBadInput(t *testing.T) {
 		{[]string{"dlq", "erase", "--db", db}, "name the data subject"},
 		{[]string{"dlq", "erase", "--db", db, "--ids", "7,seven"}, `"seven" is not an entry ID`},
 		{[]string{"dlq", "list", "--db", db, "extra"}, `unknown command "extra"`},
-		{[]string{"dlq", "expire", "--db", db, "--dry-run=maybe"}, "invalid argument"},
+		{[]string{"dlq", "expire", "--db", db, "--dry-run=maybe"}, `--dry-run "maybe": want true or false`},
 		{[]string{"dlq", "bogus"}, `unknown command "bogus"`},
 		{[]string{"audit", "--db", db, "--action", "delete"}, `--action "delete"`},
 		{[]string{"audit", "--db", db, "--since", "last week"}, `--since "last week"`},

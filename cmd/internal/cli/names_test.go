@@ -61,3 +61,36 @@ func TestUnknownNamesRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestBadValuesSayWhatWasWanted: a flag value that does not parse says
+// what the flag wants instead of the parser's words, a negative rate
+// gives the real range, and a database path from the configuration is
+// named as the configuration's.
+func TestBadValuesSayWhatWasWanted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "lily.toml")
+	missing := filepath.Join(dir, "missing", "lily.db")
+	if err := os.WriteFile(cfg, []byte("db = \""+missing+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "other.db")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dlq", "redrive", "--rate", "abc", "--db", db}, `dlq redrive: --rate "abc": want a number, e.g. 50 or 2.5 (see 'lily dlq redrive --help')`},
+		{[]string{"dlq", "redrive", "--rate", "-5", "--db", db}, "--rate -5: must be 0 or more messages per second (0: as fast as the transport confirms)"},
+		{[]string{"dlq", "peek", "--queue", "orders", "--limit", "1e3", "--db", db}, `--limit "1e3": want a whole number`},
+		{[]string{"dlq", "redrive", "--limit", "99999999999999999999", "--db", db}, "--limit 99999999999999999999: out of range"},
+		{[]string{"dlq", "peek", "--queue", "orders", "--config", cfg}, `db = "` + missing + `" (from --config ` + cfg + `): no such database file`},
+	} {
+		code, out, errOut := run(t, c.args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "strconv") {
+			t.Errorf("lily %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(c.args, " "), code, errOut, c.want)
+		}
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Errorf("a refused command left %s behind", db)
+	}
+}

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lily-mq/lily/brokers"
 )
@@ -80,7 +82,7 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		// The whole path: 'lily list --help' named a command that does
 		// not exist (it is 'lily dlq list').
-		return &UsageError{Msg: fmt.Sprintf("%s: %v (see '%s --help')", strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), err, c.CommandPath())}
+		return &UsageError{Msg: fmt.Sprintf("%s: %v (see '%s --help')", strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), flagValueError(err), c.CommandPath())}
 	})
 	for _, add := range commands {
 		root.AddCommand(add())
@@ -100,4 +102,31 @@ func isFlagError(err error) bool {
 	msg := err.Error()
 	return strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, " arg(s)") ||
 		strings.HasPrefix(msg, "unknown flag") || strings.HasPrefix(msg, "required flag")
+}
+
+// flagValueError says what a flag's value should have been, in place of
+// the parser's words ('invalid argument "abc" for "--rate" flag:
+// strconv.ParseFloat: parsing "abc": invalid syntax').
+func flagValueError(err error) error {
+	var iv *pflag.InvalidValueError
+	if !errors.As(err, &iv) {
+		return err
+	}
+	name := "--" + iv.GetFlag().Name
+	want := "a value of type " + iv.GetFlag().Value.Type()
+	switch iv.GetFlag().Value.Type() {
+	case "float64", "float32":
+		want = "a number, e.g. 50 or 2.5"
+	case "int", "int64", "int32", "uint", "uint64", "uint32":
+		want = "a whole number, e.g. 100"
+	case "bool":
+		want = "true or false"
+	case "duration":
+		want = "a duration, e.g. 90s, 15m or 2h"
+	}
+	var ne *strconv.NumError
+	if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+		return fmt.Errorf("%s %s: out of range; want %s", name, iv.GetValue(), want)
+	}
+	return fmt.Errorf("%s %q: want %s", name, iv.GetValue(), want)
 }

@@ -86,6 +86,15 @@ func (f *storeFlags) path() (string, error) {
 	return c.DB, nil
 }
 
+// pathSource names where path came from, for messages: "--db PATH", or
+// "db = PATH (from --config FILE)" when the configuration gave it.
+func (f *storeFlags) pathSource(path string) string {
+	if f.db == "" && f.config != "" {
+		return fmt.Sprintf("db = %q (from --config %s)", path, f.config)
+	}
+	return "--db " + path
+}
+
 // openCatalog opens the catalog of the flags for a command that creates
 // it if needed (ingest): PostgreSQL, or the SQLite file.
 func (f *storeFlags) openCatalog(ctx context.Context) (*catalog.Store, error) {
@@ -121,7 +130,7 @@ func (f *storeFlags) openExisting(ctx context.Context) (*sqlite.Transport, *cata
 		return nil, nil, err
 	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, usagef("--db %s: no such database file (give the path your consumers use, or create one with 'lily demo --db %s')", path, path)
+		return nil, nil, usagef("%s: no such database file (give the path your consumers use, or create one with 'lily demo --db %s')", f.pathSource(path), path)
 	}
 	tr, err := sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {

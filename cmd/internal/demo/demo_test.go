@@ -134,7 +134,7 @@ func TestDemoBadInput(t *testing.T) {
 		{[]string{"demo", "--messages", "-1"}, "--messages -1"},
 		{[]string{"demo", "--messages", "10", "--flaky", "20"}, "must be <= --messages (10)"},
 		{[]string{"demo", "--crashing", "3", "--max-restarts", "2"}, "--max-restarts 2"},
-		{[]string{"demo", "--messages", "ten"}, "invalid argument"},
+		{[]string{"demo", "--messages", "ten"}, `--messages "ten": want a whole number`},
 		{[]string{"demo", "--db", existing}, "the file exists"},
 	}
 	for _, c := range cases {
