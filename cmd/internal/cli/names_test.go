@@ -64,8 +64,8 @@ func TestUnknownNamesRefused(t *testing.T) {
 
 // TestBadValuesSayWhatWasWanted: a flag value that does not parse says
 // what the flag wants instead of the parser's words, a negative rate
-// gives the real range, and a database path from the configuration is
-// named as the configuration's.
+// gives the real range, a database path from the configuration is named
+// as the configuration's, and an invalid configuration exits 2.
 func TestBadValuesSayWhatWasWanted(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -75,6 +75,10 @@ func TestBadValuesSayWhatWasWanted(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "other.db")
+	typo := filepath.Join(dir, "typo.toml")
+	if err := os.WriteFile(typo, []byte("[[queue]]\nname = \"orders\"\nretry_atempts = 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -84,6 +88,9 @@ func TestBadValuesSayWhatWasWanted(t *testing.T) {
 		{[]string{"dlq", "peek", "--queue", "orders", "--limit", "1e3", "--db", db}, `--limit "1e3": want a whole number`},
 		{[]string{"dlq", "redrive", "--limit", "99999999999999999999", "--db", db}, "--limit 99999999999999999999: out of range"},
 		{[]string{"dlq", "peek", "--queue", "orders", "--config", cfg}, `db = "` + missing + `" (from --config ` + cfg + `): no such database file`},
+		// An invalid configuration is bad input (2), not a lint finding (1).
+		{[]string{"lint", "--config", typo}, "retry_atempts: unknown field (line 3): did you mean retry_attempts?"},
+		{[]string{"dlq", "group", "--by", "reason", "--config", typo}, "did you mean retry_attempts?"},
 	} {
 		code, out, errOut := run(t, c.args...)
 		if code != 2 || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "strconv") {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/brokers"
 )
 
@@ -66,7 +67,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "lily:", err)
 	var ue *UsageError
 	var se *brokers.SettingsError // a broker setting missing from the config and the environment
-	if errors.As(err, &ue) || errors.As(err, &se) || isFlagError(err) {
+	// An invalid configuration is bad input too (exit 2), not a finding
+	// of lint's (exit 1): the README's exit-code convention.
+	if errors.As(err, &ue) || errors.As(err, &se) || isFlagError(err) || errors.Is(err, lily.ErrInvalidConfig) {
 		return 2
 	}
 	return 1
