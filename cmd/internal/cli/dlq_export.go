@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -139,7 +140,8 @@ import is audited (action "import" with the event IDs added).
 The file is read as a stream, in batches of 200 lines, each one
 transaction; a line holds at most 64 MiB. A bad line stops the import with
 its line number: every line before it is committed, none after it, and
-running the import again after fixing the file skips what is in.
+running the import again after fixing the file skips what is in. An import
+that fails before adding anything removes a SQLite file it created.
 
 With a --config that has [[queue]]s, entries go only into those queues:
 --map FROM=TO (repeatable) puts queue FROM's entries in TO. Imported
@@ -183,6 +185,10 @@ in the ledger, so 'lily reconcile' balances after an export and import.`,
 					ip.Configured = func(name string) bool { _, ok := c.Queue(name); return ok }
 				}
 			}
+			newFile, err := sf.newSQLiteFile()
+			if err != nil {
+				return err
+			}
 			cat, err := sf.openCatalog(ctx)
 			if err != nil {
 				return err
@@ -193,6 +199,14 @@ in the ledger, so 'lily reconcile' balances after an export and import.`,
 			if err != nil {
 				if res.Added > 0 || res.Skipped > 0 {
 					fmt.Fprintf(cmd.ErrOrStderr(), "import stopped: %d entries added and %d duplicates skipped before the error\n", res.Added, res.Skipped)
+				} else if newFile != "" {
+					// Nothing went in: the database this import created
+					// goes too, so that a failed command leaves nothing
+					// behind.
+					cat.Close()
+					if rerr := removeSQLiteFile(newFile); rerr != nil {
+						return errors.Join(err, rerr)
+					}
 				}
 				return err
 			}

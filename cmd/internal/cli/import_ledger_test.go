@@ -113,3 +113,33 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestFailedImportLeavesNoDatabase: an import into a SQLite file it would
+// create that fails before adding anything removes the file again (it
+// used to leave an empty catalog behind); one into an existing file
+// leaves that file as it was.
+func TestFailedImportLeavesNoDatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.ndjson")
+	if err := os.WriteFile(bad, []byte("not json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "new.db")
+	if code, _, errOut := run(t, "dlq", "import", bad, "--db", db); code == 0 || !strings.Contains(errOut, "line 1: not an export line") {
+		t.Fatalf("import of a bad file: exit %d, %s", code, errOut)
+	}
+	for _, p := range []string{db, db + "-wal", db + "-shm"} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is left behind (%v)", p, err)
+		}
+	}
+	existing := filepath.Join(dir, "existing.db")
+	mustRun(t, "demo", "--db", existing, "--messages", "10", "--malformed", "1", "--flaky", "1", "--hopeless", "1", "--crashing", "0", "--json")
+	if code, _, _ := run(t, "dlq", "import", bad, "--db", existing); code == 0 {
+		t.Fatal("import of a bad file succeeded")
+	}
+	if _, err := os.Stat(existing); err != nil {
+		t.Errorf("the existing catalog is gone: %v", err)
+	}
+}

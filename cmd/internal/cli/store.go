@@ -95,6 +95,34 @@ func (f *storeFlags) pathSource(path string) string {
 	return "--db " + path
 }
 
+// newSQLiteFile returns the path of the SQLite catalog the flags name
+// when that file does not exist yet (a command that creates it), else "".
+func (f *storeFlags) newSQLiteFile() (string, error) {
+	if u, err := f.catalogURL(); err != nil || u != "" {
+		return "", err
+	}
+	path, err := f.path()
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return path, nil
+	}
+	return "", nil
+}
+
+// removeSQLiteFile removes a SQLite database a failed command created,
+// with its write-ahead log and shared-memory files.
+func removeSQLiteFile(path string) error {
+	var errs []error
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s, which the failed command created: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // openCatalog opens the catalog of the flags for a command that creates
 // it if needed (ingest): PostgreSQL, or the SQLite file.
 func (f *storeFlags) openCatalog(ctx context.Context) (*catalog.Store, error) {
