@@ -312,7 +312,7 @@ func (rd *Redriver) endJob(ctx context.Context, r *jobRun, p JobRunParams, res R
 		}
 		return out, runErr
 	case ctx.Err() != nil:
-		state, msg = JobCancelled, "interrupted: "+runErr.Error()
+		state, msg = JobCancelled, interruptedPrefix+runErr.Error()
 	default:
 		state, msg = JobFailed, runErr.Error()
 		failed = max(0, res.Selected-res.Redriven-res.NeedsManual)

@@ -78,6 +78,13 @@ func (e *JobConflictError) Error() string {
 	if j.Queue == AllQueues {
 		held = "every queue"
 	}
+	if j.Orphaned {
+		// Waiting for it would be waiting for ever: say how to go on.
+		return fmt.Sprintf("%s refused: redrive job %d (%s, by %s, created %s, %d of %d handled) holds %s, and no runner holds it "+
+			"(its runner was interrupted or died): continue it with 'lily dlq resume %d' (or let 'lily serve' take it up), "+
+			"or cancel it ('lily dlq cancel %d') and redrive again",
+			on, j.ID, j.State, j.Actor, j.CreatedAt.Format(time.RFC3339), j.Done(), j.Total, held, j.ID, j.ID)
+	}
 	return fmt.Sprintf("%s refused: redrive job %d (%s, by %s, created %s, %d of %d handled) holds %s; one job per queue runs at a time: "+
 		"wait for it ('lily dlq jobs') or cancel it ('lily dlq cancel %d')",
 		on, j.ID, j.State, j.Actor, j.CreatedAt.Format(time.RFC3339), j.Done(), j.Total, held, j.ID)
@@ -148,6 +155,11 @@ type Job struct {
 	// Holder is the runner holding the job until LeaseUntil.
 	Holder     string     `json:"holder,omitempty"`
 	LeaseUntil *time.Time `json:"lease_until,omitempty"`
+	// Orphaned: the job started and is active, but no runner holds it
+	// (its runner was interrupted and let it go, or died and its lease ran
+	// out, as read when the job was loaded). It holds its queue until
+	// 'lily dlq resume' or 'lily serve' takes it up, or it is cancelled.
+	Orphaned bool `json:"orphaned,omitempty"`
 
 	sinceID  int64
 	sampleAt int64
@@ -323,6 +335,7 @@ func scanJob(r interface{ Scan(...any) error }) (*Job, error) {
 	}
 	j.CreatedAt, j.UpdatedAt = time.UnixMilli(created).UTC(), time.UnixMilli(updated).UTC()
 	j.StartedAt, j.FinishedAt, j.SampleUntil, j.LeaseUntil = optTime(started), optTime(finished), optTime(sampleUntil), optTime(lease)
+	j.Orphaned = j.State.Active() && j.State != JobQueued && lease < time.Now().UnixMilli()
 	return &j, nil
 }
 
@@ -448,6 +461,9 @@ func (rd *Redriver) ClaimJobID(ctx context.Context, id int64, holder string, lea
 		return nil, err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
+		if j.Interrupted() {
+			return rd.reopenJob(ctx, j, holder, lease, now)
+		}
 		if !j.State.Active() {
 			return nil, fmt.Errorf("redrive job %d ended (%s) before: nothing to resume: %w", id, j.State, ErrJobEnded)
 		}
@@ -455,4 +471,40 @@ func (rd *Redriver) ClaimJobID(ctx context.Context, id int64, holder string, lea
 			id, j.Holder, j.LeaseUntil.Format(time.RFC3339))
 	}
 	return j, nil
+}
+
+// interruptedPrefix starts the error of a job its foreground runner
+// cancelled when interrupted (JobRunParams.CancelOnStop).
+const interruptedPrefix = "interrupted: "
+
+// Interrupted reports whether the job was cancelled by an interrupt of
+// its foreground runner (Ctrl-C), not by an operator: ClaimJobID takes
+// such a job up again.
+func (j *Job) Interrupted() bool {
+	return j.State == JobCancelled && strings.HasPrefix(j.Error, interruptedPrefix)
+}
+
+// reopenJob makes an interrupted job active again for holder, unless
+// another active job holds its queue meanwhile (a *JobConflictError): it
+// goes on after its last handled entry, the sample first if it was not
+// done.
+func (rd *Redriver) reopenJob(ctx context.Context, j *Job, holder string, lease time.Duration, now time.Time) (*Job, error) {
+	t := now.UnixMilli()
+	res, err := rd.db.ExecContext(ctx, `UPDATE lily_redrive_jobs SET state = CASE WHEN sample > 0 AND sample_done = 0 THEN 'sampling' ELSE 'running' END,
+			error = '', finished_at = 0, holder = ?, lease_until = ?, updated_at = ?
+		WHERE id = ? AND state = 'cancelled' AND error LIKE 'interrupted: %'
+			AND NOT EXISTS (SELECT 1 FROM lily_redrive_jobs WHERE state IN `+activeJobStates+` AND (queue = ? OR queue = '*' OR ? = '*'))`,
+		holder, t+lease.Milliseconds(), t, j.ID, j.Queue, j.Queue)
+	if err == nil {
+		if n, _ := res.RowsAffected(); n == 1 {
+			return rd.Job(ctx, j.ID)
+		}
+	}
+	if c, cerr := rd.ActiveJob(ctx, j.Queue); cerr == nil && c != nil {
+		return nil, &JobConflictError{Queue: j.Queue, Job: c}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("catalog: resume interrupted redrive job %d: %w", j.ID, err)
+	}
+	return nil, fmt.Errorf("redrive job %d changed meanwhile (now %s): resume it again", j.ID, j.State)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -90,11 +91,15 @@ func printJobs(w io.Writer, js []*redrive.Job) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tQUEUE\tSTATE\tSENT\tNEEDS_MANUAL\tTOTAL\tHELD_BACK\tACTOR\tCREATED\tHOLDER\tERROR")
 	for _, j := range js {
-		holder := ""
-		if j.State.Active() && j.Holder != "" && j.LeaseUntil != nil {
+		holder, state := "", string(j.State)
+		switch {
+		case j.Orphaned:
+			state += " (orphaned)"
+			holder = fmt.Sprintf("none: 'lily dlq resume %d'", j.ID)
+		case j.State.Active() && j.Holder != "" && j.LeaseUntil != nil:
 			holder = fmt.Sprintf("%s (until %s)", j.Holder, j.LeaseUntil.Local().Format(time.TimeOnly))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Queue, j.State, j.Sent, j.Refused, j.Total, j.HeldBack,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Queue, state, j.Sent, j.Refused, j.Total, j.HeldBack,
 			j.Actor, j.CreatedAt.Local().Format(time.DateTime), holder, truncate(j.Error, 80))
 	}
 	tw.Flush()
@@ -171,7 +176,10 @@ func newDLQResumeCmd() *cobra.Command {
 runner died and its lease ran out — and run it here to its end: the rest of
 its sample, the watching of the sample, then the rest of the selection,
 each after the job's last handled entry. 'lily serve' does the same for
-every such job by itself. A job still held by a live runner is refused.`,
+every such job by itself. A redrive stopped with Ctrl-C in the foreground
+(its job cancelled as "interrupted") is taken up again too, unless another
+job holds its queue meanwhile. A job still held by a live runner is
+refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseJobID(args[0])
@@ -199,6 +207,7 @@ every such job by itself. A job still held by a live runner is refused.`,
 			j, runErr := redrive.New(env.cat).RunJob(ctx, j, redrive.JobRunParams{Holder: holder, Lease: lease, Target: targets.target,
 				MaxRedrives: env.maxRedrives, Tick: targets.ingest, Progress: bar.update, CancelOnStop: true})
 			bar.finish()
+			runErr = interrupted(ctx, j, runErr)
 			w := cmd.OutOrStdout()
 			if asJSON {
 				if err := report.JSON(w, j); err != nil {
@@ -219,4 +228,17 @@ every such job by itself. A job still held by a live runner is refused.`,
 	_ = fl.MarkHidden("job-lease")
 	jsonFlag(fl, &asJSON, "print the job as JSON when it ends")
 	return cmd
+}
+
+// interrupted turns the error of a foreground job run whose context
+// ended (Ctrl-C: redrive.JobRunParams.CancelOnStop, so the job is
+// cancelled and its queue free) into one that says where the job stopped
+// and how to go on: 'lily dlq resume' continues an interrupted job after
+// its last handled entry. Any other error is returned as it is.
+func interrupted(ctx context.Context, j *redrive.Job, runErr error) error {
+	if runErr == nil || ctx.Err() == nil || j == nil || j.State != redrive.JobCancelled {
+		return runErr
+	}
+	return fmt.Errorf("interrupted: redrive job %d stopped after %d of %d entries (%d sent; nothing is lost): "+
+		"continue it with 'lily dlq resume %d'", j.ID, j.Done(), j.Total, j.Sent, j.ID)
 }

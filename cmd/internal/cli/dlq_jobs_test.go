@@ -160,8 +160,16 @@ func TestDLQRedriveSurvivesKill(t *testing.T) {
 		t.Fatalf("job before the kill: %+v\n%s%s", j, out.String(), errb.String())
 	}
 	received := ackConsumer(t, db)
-	// The killed runner's lease (500ms) has to run out first: resume is
-	// refused until then.
+	// Once the dead runner's lease ran out, the job is orphaned: a new
+	// redrive of the queue says so and how to go on (it used to say
+	// "wait for it", for ever), and 'dlq jobs' shows it.
+	waittest.Poller{Limit: time.Minute, Every: 50 * time.Millisecond}.For(t, "a new redrive to see the job orphaned", func() (bool, string) {
+		_, _, rerr := run(t, "dlq", "redrive", "--db", db, "--include-crashers")
+		return strings.Contains(rerr, "no runner holds it") && strings.Contains(rerr, "lily dlq resume 1"), rerr
+	})
+	if code, out, _ := run(t, "dlq", "jobs", "--db", db); code != 0 || !strings.Contains(out, "running (orphaned)") || !strings.Contains(out, "'lily dlq resume 1'") {
+		t.Errorf("jobs with an orphaned job: %d\n%s", code, out)
+	}
 	var code int
 	var rout, rerr string
 	waittest.Poller{Limit: time.Minute, Every: 50 * time.Millisecond}.For(t, "the killed runner's lease to run out", func() (bool, string) {
@@ -213,5 +221,63 @@ func TestServeRunsOrphanedJobs(t *testing.T) {
 	}
 	if n := len(waitReceived(t, received, 5)); n != 5 {
 		t.Errorf("the consumer received %d, want the 5 redriven", n)
+	}
+}
+
+// TestDLQRedriveInterruptedThenResumed: Ctrl-C (the command's context
+// ends) stops a foreground redrive and cancels its job, freeing the
+// queue; the error says where it stopped and how to go on — not "rate
+// limit: context canceled" — and 'lily dlq resume' continues it after its
+// last handled entry (it used to refuse a cancelled job): every entry
+// sent exactly once, the ledger balanced.
+func TestDLQRedriveInterruptedThenResumed(t *testing.T) {
+	t.Parallel()
+	db := seedDLQ(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		code     int
+		out, err string
+	}
+	first := make(chan result, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		code := Run(ctx, []string{"dlq", "redrive", "--db", db, "--rate", "4", "--include-crashers"}, &out, &errb)
+		first <- result{code, out.String(), errb.String()}
+	}()
+	waitJobState(t, db, 1, func(j *redrive.Job) bool { return j.Sent >= 2 })
+	cancel() // the operator's Ctrl-C
+	r := <-first
+	if r.code != 1 || !strings.Contains(r.err, "interrupted: redrive job 1 stopped after") || !strings.Contains(r.err, "continue it with 'lily dlq resume 1'") ||
+		strings.Contains(r.err, "context canceled") {
+		t.Fatalf("interrupted redrive: exit %d\n%s\n%s", r.code, r.err, r.out)
+	}
+	received := ackConsumer(t, db)
+	code, rout, rerr := run(t, "dlq", "resume", "1", "--db", db, "--json")
+	if code != 0 {
+		t.Fatalf("resume of the interrupted job: %d %s %s", code, rout, rerr)
+	}
+	var done redrive.Job
+	mustJSON(t, rout, &done)
+	if done.State != redrive.JobDone || done.Sent != 6 || done.Done() != done.Total || done.Error != "" {
+		t.Errorf("resumed job %+v", done)
+	}
+	seen := map[string]int{}
+	for _, d := range waitReceived(t, received, 6) {
+		seen[d.EventID]++
+	}
+	for i := 1; i <= 6; i++ {
+		if id := fmt.Sprintf("evt-%d", i); seen[id] != 1 {
+			t.Errorf("%s redriven %d times, want once", id, seen[id])
+		}
+	}
+	if st := entryStates(t, db); st["redriven"] != 6 {
+		t.Errorf("states %v", st)
+	}
+	if code, _, errOut := run(t, "dlq", "resume", "1", "--db", db); code != 1 || !strings.Contains(errOut, "nothing to resume") {
+		t.Errorf("resume of a finished job: %d %s", code, errOut)
+	}
+	if code, out, errOut := run(t, "reconcile", "--db", db); code != 0 {
+		t.Errorf("reconcile: %d %s %s", code, out, errOut)
 	}
 }

@@ -303,6 +303,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 		}
 	}
 	bar.finish()
+	runErr = interrupted(ctx, job, runErr)
 	elapsed := time.Since(start)
 	out.Selected, out.Redriven, out.NeedsManual = job.Done()+job.Failed, job.Sent, job.Refused
 	out.DurationMillis = elapsed.Milliseconds()
