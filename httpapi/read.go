@@ -45,6 +45,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 	if err == nil {
 		refused, err = s.o.Store.RefusedHeld(r.Context())
 	}
+	var jobs []*redrive.Job // active jobs: an orphaned one holds its queue until someone acts
+	if err == nil {
+		jobs, err = redrive.New(s.o.Store).Jobs(r.Context(), redrive.JobQuery{Active: true})
+	}
 	if err != nil {
 		s.o.Logger.Error("httpapi: health", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "down", Reasons: []string{"catalog unreadable: " + err.Error()}})
@@ -79,6 +83,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 	for _, k := range keys {
 		out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: key %q %sed since %s, %d messages waiting behind its head (lily dlq parked)",
 			k.Queue, k.Key, k.Mode, k.Since.Format(time.RFC3339), k.Parked))
+	}
+	for _, j := range jobs {
+		if j.Orphaned {
+			out.Reasons = append(out.Reasons, fmt.Sprintf("queue %s: redrive job %d is orphaned: no runner holds it (%d of %d handled; its runner stopped or died) and it holds the queue: 'lily dlq resume %d', a running 'lily serve', or 'lily dlq cancel %d'",
+				j.Queue, j.ID, j.Done(), j.Total, j.ID, j.ID))
+		}
 	}
 	if len(out.Reasons) > 0 {
 		out.Status = "degraded"
