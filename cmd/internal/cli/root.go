@@ -83,7 +83,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		// The whole path: 'lily list --help' named a command that does
+		// The whole path: the command's own name alone (list) named one that does
 		// not exist (it is 'lily dlq list').
 		return &UsageError{Msg: fmt.Sprintf("%s: %v (see '%s --help')", strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), flagValueError(err), c.CommandPath())}
 	})
