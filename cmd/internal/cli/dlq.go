@@ -15,7 +15,7 @@ func registerDLQ(f func() *cobra.Command) { dlqCommands = append(dlqCommands, f)
 func newDLQCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
-		Short: "Work through dead letters: list, peek, show, group, redrive, discard, erase, expire, ingest",
+		Short: "Work through dead letters: inspect, group, search, triage, fix, redrive, discard (every command below)",
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {

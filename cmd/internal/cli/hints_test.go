@@ -105,3 +105,33 @@ func checkHint(root *cobra.Command, words []string) string {
 	}
 	return ""
 }
+
+// TestEveryCommandHasExamples: every command the help shows has a one-line
+// summary and at least one example, and every 'lily …' line of an example
+// names commands and flags that exist (issue 32 item 4).
+func TestEveryCommandHasExamples(t *testing.T) {
+	t.Parallel()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if c.Short == "" || c.Example == "" {
+			t.Errorf("'%s': summary %q, example %q; want both", c.CommandPath(), c.Short, c.Example)
+		}
+		for _, line := range strings.Split(c.Example, "\n") {
+			line, _, _ = strings.Cut(line, " #")
+			_, cmd, ok := strings.Cut(line, "lily ")
+			if !ok {
+				continue
+			}
+			if why := checkHint(c.Root(), strings.Fields(cmd)); why != "" {
+				t.Errorf("'%s' example %q: %s", c.CommandPath(), strings.TrimSpace(line), why)
+			}
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(newRoot())
+}

@@ -90,6 +90,7 @@ func newRoot() *cobra.Command {
 	for _, add := range commands {
 		root.AddCommand(add())
 	}
+	addExamples(root)
 	return root
 }
 
