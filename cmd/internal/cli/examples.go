@@ -23,7 +23,7 @@ var examples = map[string]string{
 	"lily dlq cancel": `  lily dlq cancel 12 --db lily.db --actor alice`,
 	"lily dlq discard": `  lily dlq discard --db lily.db --queue orders.created --fingerprint 9f2c1a --reason "bad schema, reported to shop-web" --dry-run
   lily dlq discard --db lily.db --ids 41,42 --reason "test orders"`,
-	"lily dlq edit": `  lily dlq edit 41 --db lily.db --body-file fixed.json --reason "customer id was a number"`,
+	"lily dlq edit":  `  lily dlq edit 41 --db lily.db --body-file fixed.json --reason "customer id was a number"`,
 	"lily dlq erase": `  lily dlq erase --db lily.db --key customer-42 --reason "erasure request 7" --dry-run`,
 	"lily dlq expire": `  lily dlq expire --config lily.toml --dry-run
   lily dlq expire --config lily.toml --queue orders.created`,
@@ -46,13 +46,13 @@ var examples = map[string]string{
   lily dlq redrive --db lily.db --queue orders.created --fingerprint 9f2c1a --sample 5 --rate 50
   lily dlq redrive --db lily.db --ids 41 --to orders.created.v2`,
 	"lily dlq resume": `  lily dlq resume 12 --db lily.db`,
-	"lily dlq rules": `  lily dlq rules --config lily.toml --dry-run`,
+	"lily dlq rules":  `  lily dlq rules --config lily.toml --dry-run`,
 	"lily dlq search": `  lily dlq search "gateway timeout" --db lily.db --queue orders.created
   lily dlq search timeout --db lily.db --newer-than 1h --json`,
 	"lily dlq show": `  lily dlq show 41 --db lily.db
   lily dlq show 41 --db lily.db --body hex --json`,
-	"lily dlq unpark": `  lily dlq unpark --config lily.toml --queue ledger.postings --key account-7 --dry-run`,
-	"lily evidence": `  echo '{"x-death":[{"reason":"rejected","queue":"orders","count":3}]}' | lily evidence decode`,
+	"lily dlq unpark":      `  lily dlq unpark --config lily.toml --queue ledger.postings --key account-7 --dry-run`,
+	"lily evidence":        `  echo '{"x-death":[{"reason":"rejected","queue":"orders","count":3}]}' | lily evidence decode`,
 	"lily evidence decode": `  lily evidence decode < headers.json --json`,
 	"lily reconcile": `  lily reconcile --db lily.db
   lily reconcile --config lily.toml --json`,
@@ -61,8 +61,8 @@ var examples = map[string]string{
 	"lily topology": `  lily topology plan --config lily.toml
   lily topology apply --config lily.toml
   lily topology verify --config lily.toml`,
-	"lily topology apply": `  lily topology apply --config lily.toml --url amqp://guest:guest@127.0.0.1:5672/`,
-	"lily topology plan": `  lily topology plan --config lily.toml --json`,
+	"lily topology apply":  `  lily topology apply --config lily.toml --url amqp://guest:guest@127.0.0.1:5672/`,
+	"lily topology plan":   `  lily topology plan --config lily.toml --json`,
 	"lily topology verify": `  lily topology verify --config lily.toml --management-url http://guest:guest@127.0.0.1:15672`,
 }
 
