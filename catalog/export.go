@@ -97,6 +97,9 @@ type ExportParams struct {
 	Selector string
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
+	// Progress, when set, is called after each page with the lines
+	// written so far.
+	Progress func(written int)
 }
 
 // exportPage is how many entries one page of an export reads.
@@ -137,6 +140,9 @@ func (s *Store) Export(ctx context.Context, w io.Writer, p ExportParams) (int, e
 				return n, fmt.Errorf("catalog: export: write: %w", err)
 			}
 			n++
+		}
+		if p.Progress != nil {
+			p.Progress(n)
 		}
 		f.AfterID = page[len(page)-1].ID
 		if len(page) < exportPage {

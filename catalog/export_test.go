@@ -263,3 +263,38 @@ func TestImportRefusesBadLines(t *testing.T) {
 		}
 	}
 }
+
+// TestExportImportProgress: an export reports the lines written after
+// each page and an import what it did after each committed batch, so that
+// the CLI can show a long one moving; the last report is the result.
+func TestExportImportProgress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := openStore(t)
+	const n = 2*exportPage + 50
+	var es []*Entry
+	for i := range n {
+		es = append(es, NewEntry("orders", transport.Message{EventID: fmt.Sprintf("p-%d", i), Body: []byte(`{}`)},
+			evidenceHeaders(evidence.ReasonPermanent, "*errors.errorString", "boom", "v1", 1, 0, 0), "permanent", time.Now()))
+	}
+	if err := src.Insert(ctx, es...); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	var written []int
+	got, err := src.Export(ctx, &buf, ExportParams{Progress: func(w int) { written = append(written, w) }})
+	if err != nil || got != n {
+		t.Fatalf("export: %d, %v", got, err)
+	}
+	if want := []int{exportPage, 2 * exportPage, n}; !reflect.DeepEqual(written, want) {
+		t.Errorf("export progress %v, want %v", written, want)
+	}
+	var reports []ImportResult
+	res, err := openStore(t).Import(ctx, &buf, ImportParams{Progress: func(r ImportResult) { reports = append(reports, r) }})
+	if err != nil || res.Added != n {
+		t.Fatalf("import: %+v, %v", res, err)
+	}
+	if len(reports) != 3 || reports[0].Lines != importBatch || reports[2].Lines != n || reports[2].Added != res.Added {
+		t.Errorf("import progress %+v, want after each batch of %d, the last one the result %+v", reports, importBatch, res)
+	}
+}

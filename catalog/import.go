@@ -59,6 +59,9 @@ type ImportParams struct {
 	Op string
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
+	// Progress, when set, is called after each committed batch with what
+	// the import did so far.
+	Progress func(ImportResult)
 }
 
 // ImportResult says what an import did.
@@ -121,6 +124,9 @@ func (s *Store) Import(ctx context.Context, r io.Reader, p ImportParams) (Import
 		}
 		err := s.importBatch(ctx, d, p, batch, &out)
 		batch = batch[:0]
+		if err == nil && p.Progress != nil {
+			p.Progress(out)
+		}
 		return err
 	}
 	maxLine := p.MaxLine

@@ -61,8 +61,12 @@ them out (such a file can be read but not imported).`,
 			if err := sel.checkNames(ctx, env); err != nil {
 				return err
 			}
+			bar := newProgressBar(cmd.ErrOrStderr())
+			bar.on = bar.on && out != "-" && !asJSON // "-": the lines go to the terminal themselves
+			defer bar.finish()
 			p := catalog.ExportParams{Filter: f, OmitBodies: omitBodies, Actor: actorOr(actor),
-				Selector: fmt.Sprintf(`{"file":%q,"filter":%s}`, out, f.String())}
+				Selector: fmt.Sprintf(`{"file":%q,"filter":%s}`, out, f.String()),
+				Progress: func(n int) { bar.count("exported", n, "") }}
 			var n int
 			if out == "-" {
 				bw := bufio.NewWriterSize(rawWriter(cmd.OutOrStdout()), 1<<16)
@@ -160,7 +164,11 @@ in the ledger, so 'lily reconcile' balances after an export and import.`,
 				defer f.Close()
 				in = f
 			}
-			ip := catalog.ImportParams{Queue: queue, Name: name, Actor: actorOr(actor)}
+			bar := newProgressBar(cmd.ErrOrStderr())
+			bar.on = bar.on && !asJSON
+			ip := catalog.ImportParams{Queue: queue, Name: name, Actor: actorOr(actor), Progress: func(r catalog.ImportResult) {
+				bar.count("imported lines", r.Lines, fmt.Sprintf("%d added, %d duplicates", r.Added, r.Skipped))
+			}}
 			for _, m := range maps {
 				from, to, ok := strings.Cut(m, "=")
 				if !ok || from == "" || to == "" {
@@ -195,6 +203,7 @@ in the ledger, so 'lily reconcile' balances after an export and import.`,
 			}
 			defer cat.Close()
 			res, err := cat.Import(ctx, in, ip)
+			bar.finish()
 			w := cmd.OutOrStdout()
 			if err != nil {
 				if res.Added > 0 || res.Skipped > 0 {

@@ -165,9 +165,10 @@ func (r *redriveTargets) ingest(ctx context.Context, queues []string) error {
 // progressBar draws a redrive's progress on a terminal, at most ten times
 // a second; it draws nothing when w is not a terminal.
 type progressBar struct {
-	w    io.Writer
-	on   bool
-	last time.Time
+	w     io.Writer
+	on    bool
+	last  time.Time
+	start time.Time // of count
 }
 
 func newProgressBar(w io.Writer) *progressBar {
@@ -190,6 +191,24 @@ func (p *progressBar) update(pr redrive.Progress) {
 	}
 	fmt.Fprintf(p.w, "\r[%s%s] %d/%d %3d%% %.0f/s%s   ", strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
 		pr.Done, pr.Total, 100*pr.Done/pr.Total, rate, eta)
+}
+
+// count shows a running count of an operation whose total is not known
+// (an import reading a stream, an export): "what n (detail) r/s", at most
+// every 100 ms, on a terminal only.
+func (p *progressBar) count(what string, n int, detail string) {
+	if !p.on || time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	if p.start.IsZero() {
+		p.start = time.Now()
+	}
+	p.last = time.Now()
+	rate := float64(n) / max(time.Since(p.start).Seconds(), 1e-3)
+	if detail != "" {
+		detail = " (" + detail + ")"
+	}
+	fmt.Fprintf(p.w, "\r%s %d%s %.0f/s   ", what, n, detail, rate)
 }
 
 func (p *progressBar) finish() {
