@@ -184,22 +184,7 @@ func TestDLQRedriveSurvivesKill(t *testing.T) {
 	if done.State != redrive.JobDone || done.Sent != 6 || done.Done() != done.Total {
 		t.Errorf("resumed job %+v", done)
 	}
-	// Each entry's message once: the consumer got all six, none twice.
-	seen := map[string]int{}
-	for _, d := range waitReceived(t, received, 6) {
-		seen[d.EventID]++
-	}
-	for i := 1; i <= 6; i++ {
-		if id := fmt.Sprintf("evt-%d", i); seen[id] != 1 {
-			t.Errorf("%s redriven %d times, want once", id, seen[id])
-		}
-	}
-	if st := entryStates(t, db); st["redriven"] != 6 {
-		t.Errorf("states %v", st)
-	}
-	if code, out, errOut := run(t, "reconcile", "--db", db); code != 0 {
-		t.Errorf("reconcile: %d %s %s", code, out, errOut)
-	}
+	redrivenOnceEach(t, db, received)
 }
 
 // 'lily serve' runs the jobs nobody holds: one left by a dead runner is
@@ -262,6 +247,17 @@ func TestDLQRedriveInterruptedThenResumed(t *testing.T) {
 	if done.State != redrive.JobDone || done.Sent != 6 || done.Done() != done.Total || done.Error != "" {
 		t.Errorf("resumed job %+v", done)
 	}
+	redrivenOnceEach(t, db, received)
+	if code, _, errOut := run(t, "dlq", "resume", "1", "--db", db); code != 1 || !strings.Contains(errOut, "nothing to resume") {
+		t.Errorf("resume of a finished job: %d %s", code, errOut)
+	}
+}
+
+// redrivenOnceEach checks the end of a redrive of seedDLQ's six entries:
+// the consumer got each entry's message exactly once, every entry is
+// redriven, and the ledger balances.
+func redrivenOnceEach(t *testing.T, db string, received func() []*transport.Delivery) {
+	t.Helper()
 	seen := map[string]int{}
 	for _, d := range waitReceived(t, received, 6) {
 		seen[d.EventID]++
@@ -273,9 +269,6 @@ func TestDLQRedriveInterruptedThenResumed(t *testing.T) {
 	}
 	if st := entryStates(t, db); st["redriven"] != 6 {
 		t.Errorf("states %v", st)
-	}
-	if code, _, errOut := run(t, "dlq", "resume", "1", "--db", db); code != 1 || !strings.Contains(errOut, "nothing to resume") {
-		t.Errorf("resume of a finished job: %d %s", code, errOut)
 	}
 	if code, out, errOut := run(t, "reconcile", "--db", db); code != 0 {
 		t.Errorf("reconcile: %d %s %s", code, out, errOut)
