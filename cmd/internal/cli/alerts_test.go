@@ -293,7 +293,7 @@ func TestAlertsUsage(t *testing.T) {
 		{[]string{"alerts", "--config", cfg, "--breaker-open-for", "10s"}, 2, "--breaker-open-for 10s"},
 		{[]string{"alerts", "--config", cfg, "--dlq-floor", "x"}, 2, "dlq-floor"},
 		{[]string{"alerts", "--config", empty}, 2, "has no [[queue]] entries"},
-		{[]string{"alerts", "--config", bad}, 1, "dlq_retention_hours = -1"},
+		{[]string{"alerts", "--config", bad}, 2, "dlq_retention_hours = -1"}, // an invalid configuration is bad input
 		{[]string{"alerts", "--config", filepath.Join(t.TempDir(), "missing.toml")}, 1, "read config"},
 		{[]string{"alerts", "--config", cfg, "--out", filepath.Join(t.TempDir(), "no", "such", "dir.yml")}, 1, "write the rules"},
 	} {

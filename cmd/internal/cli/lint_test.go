@@ -157,8 +157,9 @@ func TestLintBadInput(t *testing.T) {
 		"[[queue]]\nname = \"a.b\"\ndelivery_limit = 0\n":               "delivery_limit = 0: must be in 1..1000",
 		"[[queue]]\nname = \"a.b\"\nretry_attempts = \"3\"\n":           `queue "a.b": retry_attempts: want an integer, got the string "3" (line 3)`,
 	} {
-		if code, _, errOut := run(t, "lint", "--config", writeConfig(t, body)); code != 1 || !strings.Contains(errOut, field) {
-			t.Errorf("%q: exit %d %q, want 1 naming %s", body, code, errOut, field)
+		// An invalid configuration is bad input (2), not a finding (1).
+		if code, _, errOut := run(t, "lint", "--config", writeConfig(t, body)); code != 2 || !strings.Contains(errOut, field) {
+			t.Errorf("%q: exit %d %q, want 2 naming %s", body, code, errOut, field)
 		}
 	}
 	// --live without RabbitMQ queues runs the static checks and says so.

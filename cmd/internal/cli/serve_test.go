@@ -102,7 +102,7 @@ func TestServeRefusesNonLoopbackWithoutTokens(t *testing.T) {
 		t.Errorf("--listen 8080: exit %d %s", code, stderr)
 	}
 	t.Setenv("LILY_TOKENS", "ci:operator:short")
-	if code, _, stderr := run(t, "serve", "--db", db, "--listen", "127.0.0.1:0"); code != 1 || !strings.Contains(stderr, "at least 16") {
+	if code, _, stderr := run(t, "serve", "--db", db, "--listen", "127.0.0.1:0"); code != 2 || !strings.Contains(stderr, "at least 16") {
 		t.Errorf("short secret: exit %d %s", code, stderr)
 	}
 }
