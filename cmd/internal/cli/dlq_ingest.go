@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/brokers"
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/cmd/internal/report"
 )
 
@@ -89,8 +90,15 @@ Ingesting the same dead letter twice adds one entry.`,
 				}
 			}
 			sort.Strings(names)
+			bar := newProgressBar(cmd.ErrOrStderr())
+			bar.on = bar.on && !asJSON
 			for _, q := range names {
-				n, err := cat.Ingest(ctx, sources[q], q)
+				seen := 0
+				n, err := cat.IngestWith(ctx, sources[q], catalog.IngestParams{Queue: q, OnEntry: func(*catalog.Entry, bool, bool) {
+					seen++
+					bar.count("ingesting "+q, seen, "")
+				}})
+				bar.finish()
 				out.Queues[q] = n
 				out.Total += n
 				if err != nil {

@@ -215,5 +215,5 @@ func (p *progressBar) finish() {
 	if p.on && !p.last.IsZero() {
 		fmt.Fprintln(p.w)
 	}
-	p.last = time.Time{}
+	p.last, p.start = time.Time{}, time.Time{}
 }
