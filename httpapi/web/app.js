@@ -58,6 +58,21 @@ function dl(pairs) {
 
 // ---- formatting --------------------------------------------------------
 
+// Go's names for its plain error values (errors.New, fmt.Errorf with %w,
+// errors.Join) say nothing to an operator: they are shown by what they
+// are, the Go type kept in the tooltip. Any other type (*json.SyntaxError,
+// *url.Error) is a name worth reading as it is.
+const GO_ERROR_TYPES = {
+  "*errors.errorString": "error", "*fmt.wrapError": "wrapped error", "*fmt.wrapErrors": "wrapped errors",
+  "*errors.joinError": "joined errors", "context.deadlineExceededError": "deadline exceeded",
+};
+
+function errorType(t) {
+  if (!t) return "";
+  const human = GO_ERROR_TYPES[t];
+  return human ? h("span", {class: "error-type", title: t}, human) : h("span", {class: "error-type mono"}, t);
+}
+
 function age(seconds) {
   seconds = Math.max(0, Math.round(seconds));
   if (seconds < 60) return seconds + "s";
@@ -327,7 +342,7 @@ async function entries(params, gen) {
   const rows = data.entries.map(e => h("tr", {},
     h("td", {class: "num"}, h("a", {href: "#/entry/" + e.id}, e.id)),
     h("td", {}, e.queue), h("td", {class: "mono"}, e.event_id), h("td", {}, e.state), h("td", {}, e.reason),
-    h("td", {}, h("span", {class: "mono"}, e.error_type), " ", e.error_message),
+    h("td", {}, errorType(e.error_type), " ", e.error_message),
     h("td", {class: "num"}, e.redrive_count), h("td", {}, time(e.dead_lettered_at))));
   const next = data.next_after_id ? h("p", {}, h("a", {href: link("/entries", Object.fromEntries([...params, ["after_id", data.next_after_id]]))}, "Next page")) : null;
   const sel = Object.fromEntries([...params].filter(([k]) => FILTERS.includes(k) && k !== "state"));
@@ -360,13 +375,13 @@ async function entryPage(id, params) {
       can("discard") && ["pending", "parked", "needs_manual"].includes(e.state) ? h("li", {}, h("a", {href: link("/discard", sel)}, "Discard this entry…")) : null,
       editLink(e)),
     dl([["Queue", e.queue], ["State", e.state], ["Event ID", e.event_id], ["Key", e.key], ["Type", e.type], ["Reason", e.reason],
-      ["Error", (e.error_type ? e.error_type + ": " : "") + (e.error_message || "")], ["Fingerprint", e.fingerprint],
+      ["Error", e.error_type || e.error_message ? h("span", {}, errorType(e.error_type), e.error_type ? ": " : "", e.error_message || "") : ""], ["Fingerprint", e.fingerprint],
       ["Counts", `delivery ${e.delivery_count}, retries ${e.retry_count}, redrives ${e.redrive_count}`],
       ["Dead-lettered", time(e.dead_lettered_at)], ["Decision", e.decision ? `${e.decision} — by ${e.decided_by}, ${when(e.decided_at)}` : ""],
       ["Erased", e.erased_at ? when(e.erased_at) + " (tombstone)" : ""], ["Body SHA-256", h("span", {class: "mono"}, e.body_sha256)]]),
     triageEntry(e), // triage.js
     h("h2", {}, "Lily evidence"),
-    dl([["Reason", l.reason], ["Error type", l.error_type], ["Error message", l.error_message], ["Source", l.source],
+    dl([["Reason", l.reason], ["Error type", l.error_type ? errorType(l.error_type) : ""], ["Error message", l.error_message], ["Source", l.source],
       ["Source message ID", l.source_message_id], ["First failure", time(l.first_failure_at)], ["Last failure", time(l.last_failure_at)],
       ["Consumer", [l.consumer, l.consumer_version, l.host ? "on " + l.host : ""].filter(Boolean).join(" ")],
       ["Trace", l.traceparent], ["Raw x-retry-count", l.raw_retry_count]]),
