@@ -3,6 +3,7 @@ package browsertest
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +15,14 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
+// zoned matches a time shown with its zone ("UTC", "GMT+1", "CET").
+var zoned = regexp.MustCompile(`(AM|PM|\d)\s(UTC|GMT([+-]\d{1,2}(:\d\d)?)?|[A-Z]{3,5})$`) // after the clock, not "PM" itself
+
 // TestConsoleShowsHumanErrorTypes (issue 32 item 6): an entry whose error
 // is a plain errors.New value shows "error", with Go's internal name
 // (*errors.errorString) in the tooltip instead of on the page; a named
-// type (*json.SyntaxError) is shown as it is.
+// type (*json.SyntaxError) is shown as it is; the page's times say their
+// zone.
 func TestConsoleShowsHumanErrorTypes(t *testing.T) {
 	b := newBrowser(t)
 	f := newFixture(t, allTokens)
@@ -49,6 +54,16 @@ func TestConsoleShowsHumanErrorTypes(t *testing.T) {
 	shown, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("span.error-type")].map(s => s.textContent + "|" + s.title)`))
 	if err != nil || len(shown) != 2 || shown[0] != "error|*errors.errorString" || shown[1] != "error|*errors.errorString" {
 		t.Errorf("error types shown %q (%v), want \"error\" with the Go type as tooltip, twice", shown, err)
+	}
+	// Every time on the page is in one format and says its zone.
+	times, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("time")].map(t => t.textContent)`))
+	if err != nil || len(times) == 0 {
+		t.Fatalf("times on the entry page: %q (%v)", times, err)
+	}
+	for _, tm := range times {
+		if !zoned.MatchString(tm) {
+			t.Errorf("time %q does not say its zone", tm)
+		}
 	}
 	b.do("the entries list",
 		chromedp.Navigate(f.ts.URL+"/#/entries?queue=orders.created"),

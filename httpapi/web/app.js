@@ -84,7 +84,9 @@ function age(seconds) {
 function when(iso) {
   if (!iso) return "";
   const d = new Date(iso);
-  return d.toLocaleString(undefined, {year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit"});
+  // One format everywhere, with its zone: a time without one is read in
+  // whichever zone the reader assumes.
+  return d.toLocaleString(undefined, {year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short"});
 }
 
 function time(iso) {
