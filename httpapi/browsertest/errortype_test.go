@@ -21,8 +21,8 @@ var zoned = regexp.MustCompile(`(AM|PM|\d)\s(UTC|GMT([+-]\d{1,2}(:\d\d)?)?|[A-Z]
 // TestConsoleShowsHumanErrorTypes (issue 32 item 6): an entry whose error
 // is a plain errors.New value shows "error", with Go's internal name
 // (*errors.errorString) in the tooltip instead of on the page; a named
-// type (*json.SyntaxError) is shown as it is; the page's times say their
-// zone.
+// type (*json.SyntaxError) is shown as it is; the body comes before the
+// triage form; the page's times say their zone.
 func TestConsoleShowsHumanErrorTypes(t *testing.T) {
 	b := newBrowser(t)
 	f := newFixture(t, allTokens)
@@ -44,6 +44,7 @@ func TestConsoleShowsHumanErrorTypes(t *testing.T) {
 	b.do("open the entry",
 		chromedp.Navigate(fmt.Sprintf("%s/#/entry/%d", f.ts.URL, e.ID)),
 		chromedp.WaitVisible(chromedp.CSS(`span.error-type`)),
+		chromedp.WaitVisible(chromedp.ID("triage")),
 	)
 	if page := b.text("main"); !strings.Contains(page, "error: order rejected by schema v3") {
 		t.Errorf("the entry page does not show the error as 'error: message':\n%s", page)
@@ -54,6 +55,12 @@ func TestConsoleShowsHumanErrorTypes(t *testing.T) {
 	shown, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("span.error-type")].map(s => s.textContent + "|" + s.title)`))
 	if err != nil || len(shown) != 2 || shown[0] != "error|*errors.errorString" || shown[1] != "error|*errors.errorString" {
 		t.Errorf("error types shown %q (%v), want \"error\" with the Go type as tooltip, twice", shown, err)
+	}
+	// The body comes right under the entry's summary, before the triage
+	// form and the evidence.
+	before, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`!!(document.querySelector("pre.body").compareDocumentPosition(document.getElementById("triage")) & Node.DOCUMENT_POSITION_FOLLOWING)`))
+	if err != nil || !before {
+		t.Errorf("the body is not above the triage form (%v)", err)
 	}
 	// Every time on the page is in one format and says its zone.
 	times, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("time")].map(t => t.textContent)`))

@@ -381,6 +381,12 @@ async function entryPage(id, params) {
       ["Counts", `delivery ${e.delivery_count}, retries ${e.retry_count}, redrives ${e.redrive_count}`],
       ["Dead-lettered", time(e.dead_lettered_at)], ["Decision", e.decision ? `${e.decision} — by ${e.decided_by}, ${when(e.decided_at)}` : ""],
       ["Erased", e.erased_at ? when(e.erased_at) + " (tombstone)" : ""], ["Body SHA-256", h("span", {class: "mono"}, e.body_sha256)]]),
+    // The body right under the summary: it is what an operator reads
+    // first, above the triage form and the evidence.
+    h("h2", {}, "Body"), formats,
+    h("p", {class: "muted"}, `${e.body.format}, ${e.body.size} bytes`, e.body.note ? " — " + e.body.note : ""),
+    shown !== "" ? h("pre", {class: "body", tabindex: "0", "aria-label": "message body"}, shown) : null,
+    versionsSection(e),
     triageEntry(e), // triage.js
     h("h2", {}, "Lily evidence"),
     dl([["Reason", l.reason], ["Error type", l.error_type ? errorType(l.error_type) : ""], ["Error message", l.error_message], ["Source", l.source],
@@ -396,10 +402,6 @@ async function entryPage(id, params) {
         ["Time", time(f.time)], ["Consumer", f.consumer], ["Exception", f.exception_type], ["Message", f.message]]),
       f.stack ? h("details", {}, h("summary", {}, "Stack"), h("pre", {}, f.stack)) : null))
       : h("p", {class: "muted"}, "None: no RabbitMQ x-death, MassTransit, Spring Kafka, Kafka Connect/Streams or NServiceBus headers."),
-    h("h2", {}, "Body"), formats,
-    h("p", {class: "muted"}, `${e.body.format}, ${e.body.size} bytes`, e.body.note ? " — " + e.body.note : ""),
-    shown !== "" ? h("pre", {class: "body", tabindex: "0", "aria-label": "message body"}, shown) : null,
-    versionsSection(e),
     h("h2", {}, "Headers"),
     table(["Header", "Value"], Object.keys(e.headers || {}).sort().map(k => h("tr", {}, h("th", {scope: "row", class: "mono"}, k),
       h("td", {class: "mono"}, e.headers[k])))),
