@@ -7,17 +7,26 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
 )
 
 // readmeBlocks returns the fenced code blocks of README.md in the given
 // language.
 func readmeBlocks(t *testing.T, lang string) []string {
 	t.Helper()
-	data, err := os.ReadFile("README.md")
+	return fileBlocks(t, "README.md", lang)
+}
+
+// fileBlocks returns the fenced code blocks of a Markdown file in the
+// given language.
+func fileBlocks(t *testing.T, path, lang string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,19 +38,58 @@ func readmeBlocks(t *testing.T, lang string) []string {
 	return out
 }
 
-// TestReadmeCommands runs every ```sh block of the README as written, from
-// the module root, with bash -e: the README's commands must keep working.
-// (The ```console block is the test command itself, which CI runs.)
-// The blocks are independent — every demo makes its own temporary files,
-// queues and in-process brokers, and only one block uses the demo's
-// RabbitMQ queues — so they run side by side: most of their time is spent
-// waiting on brokers, not computing. Each block reports as a subtest, in
-// the README's order. The binaries are built once first, so that the
-// blocks' 'go run's share one build instead of racing to make it.
+// docPages is every page whose commands are run as written: the README and
+// every document under docs/ but the benchmark results, whose commands each
+// measure for minutes against peers (they are run by hand, in one window,
+// and their output is the page itself).
+func docPages(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := []string{"README.md"}
+	for _, d := range docs {
+		if filepath.Base(d) != "benchmarks.md" {
+			pages = append(pages, d)
+		}
+	}
+	return pages
+}
+
+// docBlock is one fenced block of a page.
+type docBlock struct {
+	name, text string
+}
+
+// docBlocks returns the blocks in lang of every page of docPages, named
+// page#NN in their pages' order.
+func docBlocks(t *testing.T, lang string) []docBlock {
+	t.Helper()
+	var out []docBlock
+	for _, p := range docPages(t) {
+		for i, b := range fileBlocks(t, p, lang) {
+			out = append(out, docBlock{fmt.Sprintf("%s#%02d", filepath.ToSlash(p), i+1), b})
+		}
+	}
+	return out
+}
+
+// TestReadmeCommands runs every ```sh block of the README and of the
+// documents under docs/ as written, from the module root, with bash -e: the
+// commands a reader copies must keep working. (The README's ```console
+// block is the test command itself, which CI runs.) The blocks are
+// independent — every demo makes its own temporary files, queues and
+// in-process brokers, and only one block uses the demo's RabbitMQ queues —
+// so they run side by side: most of their time is spent waiting on
+// brokers, not computing. Each block reports as a subtest named after its
+// page and number. The binaries are built once first, so that the blocks'
+// 'go run's share one build instead of racing to make it; a block's 'go
+// install' installs into a directory of the test's own, first on PATH.
 func TestReadmeCommands(t *testing.T) {
-	blocks := readmeBlocks(t, "sh")
-	if len(blocks) < 3 {
-		t.Fatalf("found %d sh blocks in README.md, want the demo, reconcile and schedule commands", len(blocks))
+	blocks := docBlocks(t, "sh")
+	if len(readmeBlocks(t, "sh")) < 2 {
+		t.Fatalf("found %d sh blocks in README.md, want the demo and the install", len(readmeBlocks(t, "sh")))
 	}
 	if out, err := exec.Command("go", "build", "-o", os.DevNull, "./cmd/lily").CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/lily: %v\n%s", err, out)
@@ -49,6 +97,8 @@ func TestReadmeCommands(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", os.DevNull, "./cmd/lily-demo").CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/lily-demo: %v\n%s", err, out)
 	}
+	bin := t.TempDir()
+	env := append(os.Environ(), "GOBIN="+bin, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	// Up to six at a time, whatever -parallel says (it defaults to the
 	// number of cores, and these blocks mostly wait).
 	results := make([]chan result, len(blocks))
@@ -58,17 +108,17 @@ func TestReadmeCommands(t *testing.T) {
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			results[i] <- runBlock(b, blockLimit)
+			results[i] <- runBlock(b.text, env, blockLimit)
 		}()
 	}
 	for i, b := range blocks {
-		t.Run(fmt.Sprintf("block%02d", i+1), func(t *testing.T) {
+		t.Run(b.name, func(t *testing.T) {
 			r := <-results[i]
 			if r.err != nil {
-				t.Fatalf("README sh block %d failed: %v\n%s\n--- output ---\n%s", i+1, r.err, b, r.out)
+				t.Fatalf("sh block %s failed: %v\n%s\n--- output ---\n%s", b.name, r.err, b.text, r.out)
 			}
-			if (strings.Contains(b, "lily demo") || strings.Contains(b, "lily-demo")) && !strings.Contains(string(r.out), "lost") {
-				t.Errorf("README sh block %d: the demo printed no ledger:\n%s", i+1, r.out)
+			if (strings.Contains(b.text, "lily demo") || strings.Contains(b.text, "lily-demo")) && !strings.Contains(string(r.out), "lost") {
+				t.Errorf("sh block %s: the demo printed no ledger:\n%s", b.name, r.out)
 			}
 		})
 	}
@@ -82,10 +132,11 @@ const blockLimit = 4 * time.Minute
 
 // runBlock runs block with bash -euo pipefail -x in a process group of its
 // own, killed whole past limit.
-func runBlock(block string, limit time.Duration) result {
+func runBlock(block string, env []string, limit time.Duration) result {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euxo", "pipefail", "-c", block)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
@@ -102,13 +153,21 @@ type result struct {
 	err error
 }
 
-// TestReadmeGoCompiles builds the README's Go program against this module.
+// TestReadmeGoCompiles vets every Go program of the README and the
+// documents under docs/ (a ```go block that starts with its package
+// clause; the others are excerpts of them) against this module.
 func TestReadmeGoCompiles(t *testing.T) {
-	blocks := readmeBlocks(t, "go")
-	if len(blocks) == 0 {
-		t.Fatal("no Go example in README.md")
+	var blocks []docBlock
+	for _, b := range docBlocks(t, "go") {
+		if strings.HasPrefix(b.text, "package ") {
+			blocks = append(blocks, b)
+		}
 	}
-	for i, b := range blocks {
+	if len(blocks) < 3 {
+		t.Fatalf("%d Go programs in README.md and docs/, want the consumer, the Lambda handler and the metrics example at least", len(blocks))
+	}
+	for _, db := range blocks {
+		b := db.text
 		dir, err := os.MkdirTemp(".", "readmecheck")
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +178,7 @@ func TestReadmeGoCompiles(t *testing.T) {
 		}
 		out, err := exec.Command("go", "vet", "./"+filepath.Base(dir)).CombinedOutput()
 		if err != nil {
-			t.Errorf("README Go block %d does not compile: %v\n%s", i+1, err, out)
+			t.Errorf("Go block %s does not compile: %v\n%s", db.name, err, out)
 		}
 	}
 }
@@ -141,4 +200,71 @@ func TestCIRunsTheReadmeTestCommand(t *testing.T) {
 	if got := strings.TrimSpace(lines[len(lines)-1]); got != want {
 		t.Errorf(".ci/run ends with %q; the README's test command is %q", got, want)
 	}
+}
+
+// TestDocLinks: every relative link of the README and of the documents
+// under docs/ names a file that exists and, after '#', a heading of it
+// (GitHub's anchors), so that moving a section cannot strand a reader.
+func TestDocLinks(t *testing.T) {
+	pages := append(docPages(t), filepath.Join("docs", "benchmarks.md"))
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, p := range pages {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(data), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			dest := p
+			if file != "" {
+				dest = filepath.Join(filepath.Dir(p), file)
+			}
+			if _, err := os.Stat(dest); err != nil {
+				t.Errorf("%s links to %s: %v", p, target, err)
+				continue
+			}
+			if anchor == "" {
+				continue
+			}
+			if !slices.Contains(anchors(t, dest), anchor) {
+				t.Errorf("%s links to %s: %s has no heading with anchor #%s", p, target, dest, anchor)
+			}
+		}
+	}
+}
+
+// anchors returns the GitHub anchors of a Markdown file's headings: lower
+// case, punctuation but '-' and '_' dropped, spaces turned into '-'.
+func anchors(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	inFence := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "```") {
+			inFence = !inFence
+		}
+		if inFence || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		h := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
+		var b strings.Builder
+		for _, r := range h {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
 }

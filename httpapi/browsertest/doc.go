@@ -6,7 +6,7 @@
 //
 // Without Chromium (Debian's chromium, /usr/bin/chromium) the tests skip
 // loudly, except under CI=true, where they fail. TestConsoleInBrowser
-// saves the README's picture of the console with -screenshot:
+// saves the console's picture in docs/console.md with -screenshot:
 //
 //	go test ./httpapi/browsertest -run TestConsoleInBrowser -screenshot ../../docs/console.png
 package browsertest

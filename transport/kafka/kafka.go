@@ -181,7 +181,7 @@ func RetryTopic(queue string, ms int64) string {
 }
 
 // GiveBackTopic returns the topic a share-group member gives redeliveries
-// back through (see the README's share-group section): the return topic,
+// back through (see docs/kafka-share-groups.md): the return topic,
 // "<queue>.retry.0ms" (ReturnTopic), consumed like the retry topics by the
 // queue's consumer group.
 func GiveBackTopic(queue string) string { return ReturnTopic(queue) }

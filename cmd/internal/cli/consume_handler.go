@@ -25,7 +25,7 @@ import (
 )
 
 // The sidecar's handler contract (documented in 'lily consume --help' and
-// the README).
+// docs/sidecar.md).
 const (
 	// statusPermanent is the HTTP status that dead-letters at once.
 	statusPermanent = http.StatusUnprocessableEntity

@@ -105,24 +105,24 @@ func resetConn(w http.ResponseWriter) {
 	conn.Close()
 }
 
-// readmePython writes the README's Python handler to a file and returns
+// readmePython writes the Python handler of docs/sidecar.md to a file and returns
 // the command that runs it.
 func readmePython(t *testing.T) string {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 is required under CI=true for the README's sidecar example")
+			t.Fatal("python3 is required under CI=true for the sidecar example of docs/sidecar.md")
 		}
-		t.Skip("SKIPPING: python3 not found; the README's sidecar example needs it")
+		t.Skip("SKIPPING: python3 not found; the sidecar example of docs/sidecar.md needs it")
 	}
-	data, err := os.ReadFile("../../../README.md") // the repository root: cmd/internal/cli is three levels down
+	data, err := os.ReadFile("../../../docs/sidecar.md") // the repository root: cmd/internal/cli is three levels down
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("(?ms)^```python\n(.*?)^```").FindAllStringSubmatch(string(data), -1)
 	if len(m) != 1 {
-		t.Fatalf("README.md has %d python blocks, want the sidecar example", len(m))
+		t.Fatalf("docs/sidecar.md has %d python blocks, want the sidecar example", len(m))
 	}
 	p := filepath.Join(t.TempDir(), "handler.py")
 	if err := os.WriteFile(p, []byte(m[0][1]), 0o644); err != nil {
@@ -315,7 +315,7 @@ func TestConsumeDemoWorkloadSQLite(t *testing.T) {
 	})
 	t.Run("exec", func(t *testing.T) {
 		t.Parallel()
-		checkSameAsDemo(t, "exec (the README's Python)", runConsumeWorkload(t, lily.TransportSQLite, "", "--exec", readmePython(t)), goDemo)
+		checkSameAsDemo(t, "exec (the Python of docs/sidecar.md)", runConsumeWorkload(t, lily.TransportSQLite, "", "--exec", readmePython(t)), goDemo)
 	})
 }
 
@@ -326,7 +326,7 @@ func TestConsumeDemoWorkloadRabbitMQ(t *testing.T) {
 	cleanupRabbitQueues(t, url, demo.QueueConfig(queue, lily.TransportRabbitMQ, ""))
 	goDemo := demoFirstHalf(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue)
 	srv := demoHTTPHandler(t)
-	// The README's Python runs on SQLite above: the handler is the same
+	// The Python of docs/sidecar.md runs on SQLite above: the handler is the same
 	// process whatever the broker, and its exec path the same code.
 	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--http", srv.URL+"/orders"), goDemo)
 }

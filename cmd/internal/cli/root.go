@@ -15,6 +15,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/brokers"
+	"github.com/lily-mq/lily/redrive"
 )
 
 // UsageError reports bad input: a flag with a value outside its range, a
@@ -67,9 +68,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "lily:", err)
 	var ue *UsageError
 	var se *brokers.SettingsError // a broker setting missing from the config and the environment
-	// An invalid configuration is bad input too (exit 2), not a finding
-	// of lint's (exit 1): the README's exit-code convention.
-	if errors.As(err, &ue) || errors.As(err, &se) || isFlagError(err) || errors.Is(err, lily.ErrInvalidConfig) {
+	// An invalid configuration, or a job ID no job has, is bad input too
+	// (exit 2), not a finding (exit 1): the README's exit-code convention.
+	if errors.As(err, &ue) || errors.As(err, &se) || isFlagError(err) || errors.Is(err, lily.ErrInvalidConfig) || errors.Is(err, redrive.ErrNoJob) {
 		return 2
 	}
 	return 1

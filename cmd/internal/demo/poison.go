@@ -266,7 +266,7 @@ func supervise(ctx context.Context, b *backend, f Flags, say func(string, ...any
 		}
 		switch {
 		case b.sq != nil:
-			say("worker %d died (%v) holding %d deliveries; restarting", restarts+1, ee.ProcessState, n)
+			say("worker %d died (%v) holding %s; restarting", restarts+1, ee.ProcessState, plural(n, "delivery", "deliveries"))
 		case b.kafka != nil && f.shareGroup != "":
 			say("worker %d died (%v); the share group gives its records back, delivery counts raised by the broker; restarting", restarts+1, ee.ProcessState)
 		case b.kafka != nil:
@@ -320,4 +320,12 @@ func reconcile(ctx context.Context, cat *catalog.Store, inflight transport.InFli
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	return rows, nil
+}
+
+// plural says "1 delivery" or "n deliveries".
+func plural[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

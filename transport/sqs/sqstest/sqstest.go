@@ -30,7 +30,7 @@
 //     in flight in a DLQ). GetQueueAttributes answers get SQS's meaning:
 //     the messages neither in flight nor delayed.
 //
-// Nothing else is changed: the other gaps of goaws (see the README, "what
+// Nothing else is changed: the other gaps of goaws (see docs/sqs.md, "what
 // the emulator cannot show") stay visible.
 package sqstest
 
