@@ -88,3 +88,15 @@ func (b *chrome) text(sel string) string {
 	}
 	return v
 }
+
+// logIn is the steps that log in to the console at url with a token's
+// secret and wait for the overview's orders.created queue.
+func logIn(url, secret string) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.Navigate(url + "/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), secret),
+		chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.CSS(`a.groups-link[data-queue="orders.created"]`)),
+	}
+}

@@ -34,13 +34,7 @@ func TestConsoleShowsHumanErrorTypes(t *testing.T) {
 	if err := f.Catalog.Insert(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	b.do("log in",
-		chromedp.Navigate(f.ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), operatorToken.Secret),
-		chromedp.Submit(chromedp.ID("token")),
-		chromedp.WaitVisible(chromedp.CSS(`a.groups-link[data-queue="orders.created"]`)),
-	)
+	b.do("log in", logIn(f.ts.URL, operatorToken.Secret)...)
 	b.do("open the entry",
 		chromedp.Navigate(fmt.Sprintf("%s/#/entry/%d", f.ts.URL, e.ID)),
 		chromedp.WaitVisible(chromedp.CSS(`span.error-type`)),

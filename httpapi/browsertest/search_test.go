@@ -16,13 +16,7 @@ func TestConsoleSearchInBrowser(t *testing.T) {
 	b := newBrowser(t)
 	f := newFixture(t, allTokens)
 	ctx, step, textOf := b.ctx, b.do, b.text
-	step("log in",
-		chromedp.Navigate(f.ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), operatorToken.Secret),
-		chromedp.Submit(chromedp.ID("token")),
-		chromedp.WaitVisible(chromedp.CSS(`a.groups-link[data-queue="orders.created"]`)),
-	)
+	step("log in", logIn(f.ts.URL, operatorToken.Secret)...)
 	step("open the search",
 		chromedp.Click(chromedp.CSS(`a[href="#/search"]`)),
 		chromedp.WaitVisible(chromedp.ID("s-q")),

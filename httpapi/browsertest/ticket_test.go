@@ -37,13 +37,7 @@ func TestConsoleTicketLinkOnlyHTTP(t *testing.T) {
 	if _, err := f.Catalog.DB().ExecContext(ctx, `UPDATE lily_triage_entries SET ticket = ? WHERE entry_id = ?`, evil, es[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	b.do("log in",
-		chromedp.Navigate(f.ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), operatorToken.Secret),
-		chromedp.Submit(chromedp.ID("token")),
-		chromedp.WaitVisible(chromedp.CSS(`a.groups-link[data-queue="orders.created"]`)),
-	)
+	b.do("log in", logIn(f.ts.URL, operatorToken.Secret)...)
 	b.do("open the entry with the stored javascript: ticket",
 		chromedp.Navigate(fmt.Sprintf("%s/#/entry/%d", f.ts.URL, es[0].ID)),
 		chromedp.WaitVisible(chromedp.CSS(`section.triage-record.entry .ticket-text`)),
@@ -78,13 +72,7 @@ func TestConsoleTicketLinkOnlyHTTP(t *testing.T) {
 func TestConsoleMaskedViewerCannotQueryBodies(t *testing.T) {
 	b := newBrowser(t)
 	f := newFixture(t, allTokens)
-	b.do("log in as the viewer",
-		chromedp.Navigate(f.ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), allTokens[0].Secret),
-		chromedp.Submit(chromedp.ID("token")),
-		chromedp.WaitVisible(chromedp.CSS(`a.groups-link[data-queue="orders.created"]`)),
-	)
+	b.do("log in as the viewer", logIn(f.ts.URL, allTokens[0].Secret)...)
 	b.do("open the entries", chromedp.Navigate(f.ts.URL+"/#/entries?queue=orders.created"), chromedp.WaitVisible(chromedp.ID("f-queue")))
 	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll('#f-where, #s-where').length`))
 	if err != nil || n != 0 {

@@ -35,13 +35,7 @@ func TestConsoleTriageInBrowser(t *testing.T) {
 	if fp == "" {
 		t.Fatalf("no gateway timeout group in %+v", groups)
 	}
-	b.do("log in",
-		chromedp.Navigate(f.ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), operatorToken.Secret),
-		chromedp.Submit(chromedp.ID("token")),
-		chromedp.WaitVisible(chromedp.CSS(`a.groups-link[data-queue="orders.created"]`)),
-	)
+	b.do("log in", logIn(f.ts.URL, operatorToken.Secret)...)
 	b.do("open the groups by fingerprint",
 		chromedp.Navigate(f.ts.URL+"/#/groups?queue=orders.created&by=fingerprint"),
 		chromedp.WaitVisible(chromedp.Search(`//tr[contains(@data-key, "gateway timeout")]//a[@class="triage-link"]`)),

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,16 +16,9 @@ func TestExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "lily.db")
 	seedSearch(t, db)
-	file := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	clean := file("clean.toml", "[[queue]]\nname = \"orders\"\nowner = \"shop\"\nretry_attempts = 3\n")
-	warned := file("warned.toml", "[[queue]]\nname = \"orders\"\nretry_attempts = 0\n")
-	invalid := file("invalid.toml", "[[queue]]\nname = \"orders\"\nretry_atempts = 3\n")
+	clean := writeConfig(t, "[[queue]]\nname = \"orders\"\nowner = \"shop\"\nretry_attempts = 3\n")
+	warned := writeConfig(t, "[[queue]]\nname = \"orders\"\nretry_attempts = 0\n")
+	invalid := writeConfig(t, "[[queue]]\nname = \"orders\"\nretry_atempts = 3\n")
 	cases := []struct {
 		code int
 		args []string

@@ -323,7 +323,7 @@ func reconcile(ctx context.Context, cat *catalog.Store, inflight transport.InFli
 }
 
 // plural says "1 delivery" or "n deliveries".
-func plural[N int | int64](n N, one, many string) string {
+func plural(n int, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
