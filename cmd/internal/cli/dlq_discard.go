@@ -27,10 +27,16 @@ type decisionOutput struct {
 	asJSON bool
 	verb   string
 	js     jsonStream
+	bar    *progressBar // the running count on stderr
+	n      int          // entries so far
 }
 
 func newDecisionOutput(cmd *cobra.Command, asJSON, dryRun bool, verb string) *decisionOutput {
-	o := &decisionOutput{cmd: cmd, asJSON: asJSON, verb: verb}
+	o := &decisionOutput{cmd: cmd, asJSON: asJSON, verb: verb, bar: newProgressBar(cmd.ErrOrStderr())}
+	// The count is drawn on a terminal only, never with --json, and not
+	// when the entry lines go to that terminal themselves (they would be
+	// drawn over): it is for an output sent to a file or a pipe.
+	o.bar.on = o.bar.on && !asJSON && !isTerminal(cmd.OutOrStdout())
 	if dryRun {
 		o.verb = "would be " + verb
 	}
@@ -43,6 +49,8 @@ func newDecisionOutput(cmd *cobra.Command, asJSON, dryRun bool, verb string) *de
 }
 
 func (o *decisionOutput) entry(e catalog.EntryRef) {
+	o.n++
+	o.bar.count(o.verb, o.n, "")
 	if o.asJSON {
 		o.js.item(e)
 		return
@@ -52,6 +60,7 @@ func (o *decisionOutput) entry(e catalog.EntryRef) {
 
 // end finishes the output with the summary.
 func (o *decisionOutput) end(sum decideJSON, err error) error {
+	o.bar.finish()
 	w := o.cmd.OutOrStdout()
 	if o.asJSON {
 		if jerr := o.js.end(sum); jerr != nil {

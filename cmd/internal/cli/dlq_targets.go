@@ -162,8 +162,10 @@ func (r *redriveTargets) ingest(ctx context.Context, queues []string) error {
 	return nil
 }
 
-// progressBar draws a redrive's progress on a terminal, at most ten times
-// a second; it draws nothing when w is not a terminal.
+// progressBar draws a long operation's progress on a terminal (a
+// redrive's bar; the running count of an import, export, ingest, discard,
+// erase or expiry), at most ten times a second; it draws nothing when w is
+// not a terminal.
 type progressBar struct {
 	w     io.Writer
 	on    bool
@@ -172,9 +174,13 @@ type progressBar struct {
 }
 
 func newProgressBar(w io.Writer) *progressBar {
-	w = rawWriter(w)
-	f, ok := w.(*os.File)
-	return &progressBar{w: w, on: ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))}
+	return &progressBar{w: rawWriter(w), on: isTerminal(w)}
+}
+
+// isTerminal reports whether w (under its safeWriter) is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := rawWriter(w).(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }
 
 func (p *progressBar) update(pr redrive.Progress) {
