@@ -2,8 +2,6 @@ package browsertest
 
 import (
 	"context"
-	"flag"
-	"os"
 	"strings"
 	"testing"
 
@@ -13,20 +11,16 @@ import (
 	"github.com/lily-mq/lily/redrive"
 )
 
-// screenshot, when set, is where TestConsoleInBrowser saves its picture of
-// the console (the README's docs/console.png):
-//
-//	go test ./httpapi/browsertest -run TestConsoleInBrowser -screenshot ../../docs/console.png
-var screenshot = flag.String("screenshot", "", "save the browser test's screenshot of the console to this PNG file")
-
 // chromiumPath is Debian's chromium ('.ci/run' installs it).
 const chromiumPath = "/usr/bin/chromium"
 
 // TestConsoleInBrowser drives the console in headless Chromium as an
 // operator would: log in with a token, open the overview, open a group,
 // run a redrive's dry run, confirm it, wait for the job to finish and find
-// its record in the audit log. It skips loudly without Chromium, except
-// under CI=true, where it fails.
+// its record in the audit log. It takes docs/console.png's picture when the
+// job is done, and fails when the committed picture shows another console
+// (picture). It skips loudly without Chromium, except under CI=true, where
+// it fails.
 func TestConsoleInBrowser(t *testing.T) {
 	b := newBrowser(t)
 	f := newFixture(t, allTokens)
@@ -66,10 +60,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if state := text("#job-state"); !strings.Contains(state, "redriven 3, needs manual 1, failed 0 of 4") {
 		t.Errorf("job state %q", state)
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
+	b.picture("console.png") // docs/console.md's picture: the redrive, done
 	do("find it in the audit log", chromedp.Click(chromedp.ID("job-audit")), chromedp.WaitVisible(chromedp.CSS(`table.audit tr.a-redrive`)))
 	auditText := text("table.audit tbody")
 	for _, want := range []string{"otto", catalog.OutcomeRedriven, catalog.OutcomeNeedsManual, catalog.OutcomeObserved} {
@@ -93,12 +84,6 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.Search(`//*[contains(text(), "the head was sent")]`)))
 	if st := f.States(); st["redriven"] != 4 {
 		t.Errorf("after the unpark: %v, want the head redriven too", st)
-	}
-	if *screenshot != "" {
-		if err := os.WriteFile(*screenshot, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot saved to %s", *screenshot)
 	}
 	f.Conserved()
 }

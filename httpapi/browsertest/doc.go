@@ -6,7 +6,10 @@
 //
 // Without Chromium (Debian's chromium, /usr/bin/chromium) the tests skip
 // loudly, except under CI=true, where they fail. TestConsoleInBrowser
-// saves the console's picture in docs/console.md with -screenshot:
+// checks the console's picture in docs/console.md, docs/console.png: the
+// picture carries the shape of the page it shows (navigation, headings,
+// labels, buttons, columns), and the test fails when the live console's
+// differs. From the repository root, this writes it anew:
 //
-//	go test ./httpapi/browsertest -run TestConsoleInBrowser -screenshot ../../docs/console.png
+//	cd httpapi/browsertest && go test -count=1 -run TestConsoleInBrowser . -update-screenshots
 package browsertest
