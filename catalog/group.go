@@ -113,36 +113,18 @@ type QueueStats struct {
 // ledger, sorted by name. retention returns a queue's retention (nil, or
 // a result <= 0, means DefaultRetention).
 func (s *Store) Stats(ctx context.Context, now time.Time, retention func(queue string) time.Duration) ([]QueueStats, error) {
-	names := map[string]bool{}
-	qs, err := s.queues(ctx)
+	names, err := s.QueueNames(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, q := range qs {
-		names[q] = true
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT queue FROM lily_ledger`)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list queues: %w", err)
-	}
-	for rows.Next() {
-		var q string
-		if err := rows.Scan(&q); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		names[q] = true
-	}
-	rows.Close()
 	out := make([]QueueStats, 0, len(names))
-	for q := range names {
+	for _, q := range names {
 		st, err := s.queueStats(ctx, q, now, retention)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, st)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
 	return out, nil
 }
 

@@ -36,6 +36,7 @@ func roleCases() []roleCase {
 		{"GET", "/api/session", nil, config.RoleViewer},
 		{"GET", "/api/queues", nil, config.RoleViewer},
 		{"GET", "/api/ledger", nil, config.RoleViewer},
+		{"GET", "/api/timeline", nil, config.RoleViewer},
 		{"GET", "/api/entries", nil, config.RoleViewer},
 		{"GET", "/api/entries/{id}", nil, config.RoleViewer},
 		{"GET", "/api/groups", nil, config.RoleViewer},

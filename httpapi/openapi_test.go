@@ -103,7 +103,8 @@ func TestOpenAPISchemasMatchTheCode(t *testing.T) {
 	if err := json.Unmarshal(openapiJSON, &doc); err != nil {
 		t.Fatal(err)
 	}
-	for name, v := range map[string]any{"Job": jobJSON{}, "RedriveRequest": redriveRequest{}, "DryRun": dryRunAnswer{}} {
+	for name, v := range map[string]any{"Job": jobJSON{}, "RedriveRequest": redriveRequest{}, "DryRun": dryRunAnswer{},
+		"Timeline": timelineJSON{}, "TimelineSeries": timelineSeries{}} {
 		var fields []string
 		rt := reflect.TypeOf(v)
 		for i := range rt.NumField() {

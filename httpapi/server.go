@@ -213,6 +213,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET", "/api/session", permRead, s.handleSession},
 		{"GET", "/api/queues", permRead, s.handleQueues},
 		{"GET", "/api/ledger", permRead, s.handleLedger},
+		{"GET", "/api/timeline", permRead, s.handleTimeline},
 		{"GET", "/api/entries", permRead, s.handleEntries},
 		{"GET", "/api/entries/{id}", permRead, s.handleEntry},
 		{"GET", "/api/groups", permRead, s.handleGroups},
