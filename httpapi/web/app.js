@@ -81,12 +81,12 @@ function age(seconds) {
   return Math.floor(seconds / 86400) + "d" + Math.floor(seconds % 86400 / 3600) + "h";
 }
 
+// WHEN is the console's one time format, with its zone: a time without
+// one is read in whichever zone the reader assumes (charts.js splits it).
+const WHEN = {year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short"};
+
 function when(iso) {
-  if (!iso) return "";
-  const d = new Date(iso);
-  // One format everywhere, with its zone: a time without one is read in
-  // whichever zone the reader assumes.
-  return d.toLocaleString(undefined, {year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short"});
+  return iso ? new Date(iso).toLocaleString(undefined, WHEN) : "";
 }
 
 function time(iso) {
@@ -267,6 +267,7 @@ async function overview(_, gen) {
     h("td", {}, inflowChart(q)),
     h("td", {}, h("ul", {class: "actions"},
       h("li", {}, h("a", {href: link("/entries", {queue: q.queue})}, "Entries")),
+      h("li", {}, h("a", {href: link("/charts", {queue: q.queue})}, "Charts")), // charts.js
       can("redrive") && q.pending > 0 ? h("li", {}, h("a", {href: link("/redrive", {queue: q.queue})}, "Redrive…")) : null))));
   const status = h("p", {class: "health " + health.status, role: "status"}, h("strong", {}, "Health: " + health.status),
     health.reasons.length ? h("ul", {}, health.reasons.map(r => h("li", {}, r))) : " — no dead letters held, the ledger balances.");
@@ -279,7 +280,7 @@ async function overview(_, gen) {
       h("td", {class: "num" + (r.lost ? " bad" : "")}, r.lost)))),
     h("p", {}, ledger.balanced ? "Every accepted message is acked, dead-lettered, discarded with a record or in flight."
       : h("strong", {class: "bad"}, "Messages are unaccounted for: run 'lily reconcile'.")),
-    jobs.redrives.length ? [h("h2", {}, "Recent redrives"), jobTable(jobs.redrives.slice(0, 5))] : null,
+    jobs.redrives.length ? [h("h2", {}, "Recent redrives"), watchJobs(h("section", {}, jobTable(jobs.redrives.slice(0, 5))), gen, 5)] : null,
     can("expire") ? h("p", {}, h("a", {href: "#/expire"}, "Expire entries past their retention…")) : null);
 }
 
@@ -536,28 +537,34 @@ async function follow(job, prog, state) {
 }
 
 function jobTable(jobs) {
-  return table(["Job", "Queue", "Actor", "State", "Redriven", "Needs manual", "Failed", "Held back", "Total", "Created", "Audit", ""], jobs.map(j => {
-    let cancel = null;
-    if (can("redrive") && activeJob(j.state)) {
-      cancel = h("button", {type: "button", class: "job-cancel", "data-job": j.id}, "Cancel");
-      cancel.addEventListener("click", async () => {
-        cancel.disabled = true;
-        try { await api("POST", "/api/redrives/" + j.id + "/cancel"); cancel.replaceWith("cancelled"); } catch (e) { cancel.replaceWith(failure(e)); }
-      });
-    }
-    return h("tr", {"data-job": j.id},
-      h("td", {class: "mono"}, j.id), h("td", {}, j.queue), h("td", {}, j.actor),
-      h("td", {}, j.state + (j.stage ? " (" + j.stage + ")" : ""), j.error ? h("small", {class: "bad"}, " " + j.error) : null),
-      [j.redriven, j.needs_manual, j.failed, j.held_back, j.total].map(n => h("td", {class: "num"}, n)), h("td", {}, time(j.created_at)),
-      h("td", {}, h("a", {href: link("/audit", {op: j.op})}, j.op)), h("td", {}, cancel));
-  }));
+  return table(["Job", "Queue", "Actor", "State", "Progress", "Redriven", "Needs manual", "Failed", "Held back", "Total", "Created", "Audit", ""], jobs.map(jobRow));
+}
+
+// jobRow is a job's row; jobs.js updates it in place while the job runs.
+function jobRow(j) {
+  let cancel = null;
+  if (can("redrive") && activeJob(j.state)) {
+    cancel = h("button", {type: "button", class: "job-cancel", "data-job": j.id}, "Cancel");
+    cancel.addEventListener("click", async () => {
+      cancel.disabled = true;
+      try { await api("POST", "/api/redrives/" + j.id + "/cancel"); cancel.replaceWith("cancelled"); } catch (e) { cancel.replaceWith(failure(e)); }
+    });
+  }
+  return h("tr", {"data-job": j.id, "data-state": j.state, "data-sig": jobSig(j)},
+    h("td", {class: "mono"}, j.id), h("td", {}, j.queue), h("td", {}, j.actor),
+    h("td", {class: "job-state"}, j.state + (j.stage ? " (" + j.stage + ")" : ""), j.error ? h("small", {class: "bad"}, " " + j.error) : null),
+    jobProgress(j), // jobs.js
+    [j.redriven, j.needs_manual, j.failed, j.held_back, j.total].map(n => h("td", {class: "num"}, n)), h("td", {}, time(j.created_at)),
+    h("td", {}, h("a", {href: link("/audit", {op: j.op})}, j.op)), h("td", {}, cancel));
 }
 
 async function redrives(_, gen) {
   const data = await api("GET", "/api/redrives");
   if (gen !== generation) return;
-  page("Redrives", h("p", {}, "Redrive jobs kept in the catalog, newest first: from this console, the API or 'lily dlq redrive', on any server. A job whose runner died is resumed by a 'lily serve' after its last handled entry; one job per queue runs at a time."),
-    data.redrives.length ? jobTable(data.redrives) : notice("info", "No redrive job yet."));
+  const list = h("section", {id: "jobs"}, data.redrives.length ? jobTable(data.redrives) : notice("info", "No redrive job yet."));
+  page("Redrives", h("p", {}, "Redrive jobs kept in the catalog, newest first: from this console, the API or 'lily dlq redrive', on any server. A job whose runner died is resumed by a 'lily serve' after its last handled entry; one job per queue runs at a time. The list follows running jobs live."),
+    list);
+  watchJobs(list, gen, 0); // jobs.js: live
 }
 
 async function discard(params) {
