@@ -140,4 +140,11 @@ func TestChartsInBrowser(t *testing.T) {
 		"2030-01-02T10:15:00Z", "2030-01-02T10:25:00Z", "2030-01-02T10:35:00Z"}) {
 		t.Errorf("the last hour's ticks %v, %v", at, err)
 	}
+
+	b.do("a bucket the window cannot hold",
+		chromedp.Evaluate[chromedp.Void](`(() => { const w = document.getElementById("t-bucket"); w.value = "1d"; w.dispatchEvent(new Event("change", {bubbles: true})); })()`),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline-form + .notice.error`)))
+	if msg := b.text(`.notice.error`); !strings.Contains(msg, `bucket "1d" with window "1h"`) || !strings.Contains(msg, "use one of 1m, 5m, 15m") || !strings.HasSuffix(msg, "(bucket)") {
+		t.Errorf("refused bucket shows %q", msg)
+	}
 }

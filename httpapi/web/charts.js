@@ -76,7 +76,14 @@ function timeChart(id, title, data, series) {
 // a window, of one queue or of all, with each queue's totals.
 async function chartsPage(params, gen) {
   const sel = {queue: params.get("queue") || "", window: params.get("window") || "24h", bucket: params.get("bucket") || ""};
-  const [data, qs] = await Promise.all([api("GET", "/api/timeline?" + query(params, ["queue", "window", "bucket"])), api("GET", "/api/queues")]);
+  const qs = await api("GET", "/api/queues");
+  let data = null, refused = null;
+  try {
+    data = await api("GET", "/api/timeline?" + query(params, ["queue", "window", "bucket"]));
+  } catch (e) {
+    if (e.status !== 400) throw e;
+    refused = failure(e); // a window and bucket that do not fit: say so under the form
+  }
   if (gen !== generation) return;
   const names = qs.queues.map(q => q.queue);
   const pick = (name, label, values, labels) => h("div", {}, h("label", {for: "t-" + name}, label),
@@ -91,13 +98,15 @@ async function chartsPage(params, gen) {
     if (ev.target.name === "window") delete p.bucket; // the old bucket may not suit the new window
     location.hash = link("/charts", p);
   });
+  const title = sel.queue ? `Charts of ${sel.queue}` : "Charts of every queue";
+  if (refused) { page(title, form, refused); return; }
   const named = (list, name) => list.find(x => x.name === name);
   const one = (name, label, cls) => Object.assign({label, cls}, named(data.series, name));
   const perQueue = !sel.queue && data.queues.length ? [h("h2", {}, "Per queue"),
     table(["Queue", "Dead-lettered", "Redriven", "Acked", "Accepted, not acked"], data.queues.map(q => h("tr", {"data-queue": q.queue},
       h("th", {scope: "row"}, h("a", {href: link("/charts", {...sel, queue: q.queue})}, q.queue)),
       ["dead_lettered", "redriven", "acked", "accepted_unacked"].map(n => h("td", {class: "num"}, named(q.series, n).total)))))] : null;
-  page(sel.queue ? `Charts of ${sel.queue}` : "Charts of every queue", form,
+  page(title, form,
     h("p", {}, `From ${when(data.start)} to ${when(data.end)}, in buckets of ${data.bucket}.`),
     timeChart("chart-dead-lettered", "Dead letters", data, [one("dead_lettered", "dead-lettered", "s-dl")]),
     timeChart("chart-redriven", "Redrives", data, [one("redriven", "redriven", "s-rd")]),
