@@ -89,8 +89,9 @@ func checkBars(t *testing.T, b *chrome, id, series string, buckets int, want map
 // half an hour off UTC: from GET /api/timeline the page draws a bar per
 // bucket with exactly the seeded counts (consoletest.SeedTimeline), each
 // as tall as its count on the y-axis, under a time axis whose tick labels
-// are the console's one time format with its zone; a queue and another
-// window chart from the same data. It skips loudly without Chromium,
+// are the console's one time format with its zone, nothing fetched from
+// another origin; a queue and another window chart from the same data,
+// and a bucket the window cannot hold is refused under the form. It skips loudly without Chromium,
 // except under CI=true.
 func TestChartsInBrowser(t *testing.T) {
 	b := newBrowser(t)
@@ -121,6 +122,10 @@ func TestChartsInBrowser(t *testing.T) {
 		if tk.Label != tk.When || !strings.Contains(tk.Label, "GMT+5:30") || !strings.Contains(tk.Label, "2030") {
 			t.Errorf("tick at %s labelled %q, want the console's format with the zone: %q", tk.At, tk.Label, tk.When)
 		}
+	}
+	foreign, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`performance.getEntriesByType("resource").map(e => e.name).filter(u => !u.startsWith(location.origin))`))
+	if err != nil || len(foreign) != 0 {
+		t.Errorf("the charts fetched from elsewhere: %v %v (they must work offline)", foreign, err)
 	}
 	if got := b.text(`tr[data-queue="orders.created"]`); !strings.Contains(got, "orders.created\t6\t2\t5\t2") {
 		t.Errorf("orders.created's totals: %q", got)
