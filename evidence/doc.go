@@ -8,11 +8,13 @@
 // type or as decimal text), except for x-retry-count, whose canonical form is a contract
 // (see [RetryCount]).
 //
-// The package has five parts:
+// The package has six parts:
 //
 //   - header names and dead-letter reasons ([HeaderEventID] ..., [Reason]);
 //   - the canonical x-retry-count rules ([RetryCount], [SetRetryCount]);
 //   - the evidence record of one dead-lettering ([Record], [Record.Apply], [Decode]);
+//   - the bounded attempt history a message carries through its retries ([History],
+//     [HeaderAttempts], [DecodeAttempts]);
 //   - redaction, truncation and grouping of error text ([Redactor], [Truncate],
 //     [Fingerprint]);
 //   - decoders for evidence written by other systems — RabbitMQ, MassTransit, Spring

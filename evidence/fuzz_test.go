@@ -28,7 +28,7 @@ var lilyNames = []string{
 	evidence.HeaderDeliveryCount, evidence.HeaderFirstFailureAt, evidence.HeaderLastFailureAt, evidence.HeaderDeadLetteredAt,
 	evidence.HeaderConsumer, evidence.HeaderConsumerVersion, evidence.HeaderHost, evidence.HeaderTraceparent,
 	evidence.HeaderRawRetryCount, evidence.HeaderHoldKey, evidence.HeaderRetryCount, evidence.HeaderRedriveCount,
-	evidence.HeaderSchemaVersion,
+	evidence.HeaderSchemaVersion, evidence.HeaderAttempts,
 }
 
 // seedValue encodes one value for fuzzval: kind byte, then its bytes.
@@ -297,6 +297,56 @@ func FuzzDecodeForeignSystems(f *testing.F) {
 		}
 		if present && !found {
 			t.Fatalf("%s headers present, no %s evidence: %v", foreignSystems[sys], foreignSystems[sys], h)
+		}
+	})
+}
+
+// FuzzDecodeAttempts: evidence.DecodeAttempts never panics on any header
+// value (the fuzzer's text as string or []byte, or a value of another
+// type); a problem leaves an empty history and wraps ErrInvalidHeader,
+// while the record's evidence beside it still decodes; what it returns is
+// within the bounds and Apply writes it back unchanged.
+func FuzzDecodeAttempts(f *testing.F) {
+	f.Add(byte(0), []byte(`{"v":1,"attempts":[{"at":"2026-11-29T12:00:00.000Z","retry":0,"delivery":1,"type":"*errors.errorString","message":"boom","outcome":"retry"}]}`))
+	f.Add(byte(1), []byte(`{"v":1,"dropped":989,"attempts":[{"at":"2026-11-29T15:00:00.5+03:00","retry":100,"outcome":"dead_letter","x":[1]}]}`))
+	f.Add(byte(0), []byte(`{"v":2,"attempts":[]}`))
+	f.Add(byte(0), []byte(`{"v":1,"attempts":[{"at":"9999-12-31T23:59:59.999-01:00","retry":0,"message":"\u0001\ud800"}]}`))
+	f.Add(byte(2), []byte{fuzzval.KindList, 1, fuzzval.KindInt32, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, kind byte, data []byte) {
+		h := map[string]any{}
+		switch kind % 3 {
+		case 0:
+			h[evidence.HeaderAttempts] = string(data)
+		case 1:
+			h[evidence.HeaderAttempts] = data
+		default:
+			h[evidence.HeaderAttempts] = fuzzval.NewReader(data).Value(2)
+		}
+		evidence.Record{Reason: evidence.ReasonPermanent, ErrorMessage: "boom"}.Apply(h)
+		hist, err := evidence.DecodeAttempts(h)
+		if err != nil && (!errors.Is(err, evidence.ErrInvalidHeader) || len(hist.Attempts) != 0 || hist.Dropped != 0) {
+			t.Fatalf("a problem must leave an empty history and wrap ErrInvalidHeader: %+v, %v", hist, err)
+		}
+		if rec, rerr := evidence.Decode(h); rerr != nil || rec.Reason != evidence.ReasonPermanent || rec.ErrorMessage != "boom" {
+			t.Fatalf("the attempt history disturbed the record: %+v, %v", rec, rerr)
+		}
+		if len(hist.Attempts) > 1+evidence.MaxRecentAttempts || hist.Dropped < 0 || (len(hist.Attempts) == 0 && hist.Dropped != 0) {
+			t.Fatalf("out of bounds: %d attempts, %d dropped", len(hist.Attempts), hist.Dropped)
+		}
+		for _, a := range hist.Attempts {
+			if len(a.ErrorMessage) > evidence.MaxAttemptMessageBytes || len(a.ErrorType) > evidence.MaxAttemptTypeBytes ||
+				a.RetryCount < 0 || a.RetryCount > evidence.MaxRetryCount || a.DeliveryCount < 0 || a.At.Location() != time.UTC {
+				t.Fatalf("attempt out of bounds: %+v", a)
+			}
+		}
+		out := map[string]any{}
+		hist.Apply(out)
+		if s, _ := out[evidence.HeaderAttempts].(string); len(s) > evidence.MaxAttemptsBytes {
+			t.Fatalf("Apply wrote %d bytes", len(s))
+		}
+		back, err := evidence.DecodeAttempts(out)
+		if err != nil || !reflect.DeepEqual(back, hist) {
+			t.Fatalf("round trip changed the history:\n got %+v, %v\nwant %+v\nheader %v", back, err, hist, out)
 		}
 	})
 }

@@ -32,14 +32,15 @@ func TestHeaderNames(t *testing.T) {
 		HeaderHoldKey:         "x-lily-hold-key",
 		HeaderKey:             "x-lily-key",
 		HeaderType:            "x-lily-type",
+		HeaderAttempts:        "x-lily-attempts",
 	}
 	for got, w := range want {
 		if got != w {
 			t.Errorf("header constant = %q, want %q", got, w)
 		}
 	}
-	if len(want) != 24 {
-		t.Errorf("duplicate header constants: %d distinct of 24", len(want))
+	if len(want) != 25 {
+		t.Errorf("duplicate header constants: %d distinct of 25", len(want))
 	}
 }
 

@@ -11,8 +11,9 @@ import "maps"
 //   - x-retry-count is reset to int32(0), canonical, whatever it was (a non-canonical
 //     value that caused invalid_retry_count is replaced);
 //   - x-lily-redrive-count becomes RedriveCount(h)+1, as int32;
-//   - the evidence of the previous dead-lettering (EvidenceHeaders) is removed: it is
-//     kept in the catalog, and a new failure writes fresh evidence.
+//   - the evidence of the previous dead-lettering (EvidenceHeaders) and the attempt
+//     history (HeaderAttempts) are removed: they are kept in the catalog, and a new
+//     failure writes fresh evidence and starts a new history.
 //
 // Enforcing max_redrives is the caller's decision, made before calling RedriveHeaders.
 func RedriveHeaders(h map[string]any) map[string]any {
@@ -23,6 +24,7 @@ func RedriveHeaders(h map[string]any) map[string]any {
 	for _, k := range evidenceHeaders {
 		delete(out, k)
 	}
+	delete(out, HeaderAttempts)
 	SetRetryCount(out, 0)
 	SetRedriveCount(out, RedriveCount(h)+1)
 	return out
@@ -32,8 +34,9 @@ func RedriveHeaders(h map[string]any) map[string]any {
 // queue (ordering "park" or "block"), as a new map; h is not modified.
 //
 // A parked message did not fail: it waited behind its key's head. So, unlike
-// RedriveHeaders, it keeps x-retry-count and x-lily-redrive-count as they were; only
-// the evidence of the diversion (EvidenceHeaders, reason "parked") is removed.
+// RedriveHeaders, it keeps x-retry-count, x-lily-redrive-count and the attempt history
+// (HeaderAttempts) as they were; only the evidence of the diversion (EvidenceHeaders,
+// reason "parked") is removed.
 func ReleaseHeaders(h map[string]any) map[string]any {
 	out := maps.Clone(h)
 	if out == nil {
