@@ -319,6 +319,9 @@ func (c *Consumer) deadLetter(d *transport.Delivery, reason evidence.Reason, err
 		h = transport.Headers{}
 	}
 	rec.Apply(h)
+	if reason != evidence.ReasonParked { // a parked message did not fail: its history goes on as it was
+		evidence.AddAttempt(h, rec.Attempt(evidence.OutcomeDeadLetter))
+	}
 	kind := EventDeadLettered
 	logDead := rec.ErrorMessage
 	if reason == evidence.ReasonParked {
@@ -347,6 +350,9 @@ func (c *Consumer) retry(d *transport.Delivery, r callResult, n int, took time.D
 		FirstFailureAt: rec.FirstFailureAt, LastFailureAt: rec.LastFailureAt,
 		ErrorType: rec.ErrorType, ErrorMessage: rec.ErrorMessage,
 	}.Apply(h)
+	a := rec.Attempt(evidence.OutcomeRetry)
+	a.RetryCount = n - 1 // the failed delivery's count, not the copy's
+	evidence.AddAttempt(h, a)
 	evidence.SetRetryCount(h, n)
 	return settleReq{
 		s: transport.Settlement{Delivery: d, Action: transport.Retry, Delay: delay, Headers: h},
@@ -389,5 +395,6 @@ func (c *Consumer) hold(d *transport.Delivery, r callResult, rc int, took time.D
 	if rc > 0 {
 		evidence.SetRetryCount(h, rc)
 	}
+	evidence.AddAttempt(h, c.record(d, "", r.err, r.stack, rc).Attempt(evidence.OutcomeHeld))
 	return settleReq{s: transport.Settlement{Delivery: d, Action: transport.Retry, Delay: ev.Delay, Headers: h}, ev: ev}
 }

@@ -120,6 +120,14 @@ func (h History) Apply(hs map[string]any) {
 	hs[HeaderAttempts] = string(b.encode())
 }
 
+// AddAttempt adds a to the history the headers hs carry and writes it back: what the
+// runtime does on every retry and dead-letter copy. A history hs carries that does not
+// decode is replaced by one that starts with a, so that the copy carries a readable one.
+func AddAttempt(hs map[string]any, a Attempt) {
+	prev, _ := DecodeAttempts(hs)
+	prev.Add(a).Apply(hs)
+}
+
 // DecodeAttempts reads HeaderAttempts from hs. An absent header is an empty history. A
 // header that is not text, not JSON of a known version, or holds a value out of range is
 // ignored — an empty history and one error naming the header and its raw value, wrapping

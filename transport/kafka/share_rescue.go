@@ -176,7 +176,7 @@ func (s *shareInstance) archivedCopy(ctx context.Context, r *kgo.Record, why str
 		h = transport.Headers{}
 	}
 	now := time.Now().UTC()
-	evidence.Record{
+	rec := evidence.Record{
 		Reason:          evidence.ReasonDeliveryLimit,
 		ErrorType:       "share-group-archive",
 		ErrorMessage:    why,
@@ -188,7 +188,11 @@ func (s *shareInstance) archivedCopy(ctx context.Context, r *kgo.Record, why str
 		LastFailureAt:   now,
 		DeadLetteredAt:  now,
 		Consumer:        s.key.name,
-	}.Apply(h)
+	}
+	rec.Apply(h)
+	// The archived delivery is the history's last attempt: crash-type, the
+	// handler never settled it.
+	evidence.AddAttempt(h, rec.Attempt(evidence.OutcomeDeadLetter))
 	st := transport.Settlement{
 		Delivery: &transport.Delivery{Message: msg, Queue: s.key.queue, DeliveryCount: int(r.DeliveryCount())},
 		Action:   transport.DeadLetter, Headers: h, Reason: string(evidence.ReasonDeliveryLimit),

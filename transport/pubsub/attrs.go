@@ -217,8 +217,10 @@ func fromPubsub(pm *pubsubpb.PubsubMessage) (transport.Message, map[string]strin
 
 // evidenceShrink lists Lily's own evidence headers in the order they are
 // given up when a dead-letter copy does not fit: the stack first, then
-// the history. The producer's headers are never touched.
-var evidenceShrink = []string{evidence.HeaderErrorStack, evidence.HeaderConsumerVersion, evidence.HeaderHost,
+// the attempt history and the rest of the history. A header the failed
+// delivery carried (the producer's, or a history a retry copy brought) is
+// never touched.
+var evidenceShrink = []string{evidence.HeaderErrorStack, evidence.HeaderAttempts, evidence.HeaderConsumerVersion, evidence.HeaderHost,
 	evidence.HeaderFirstFailureAt, evidence.HeaderLastFailureAt, evidence.HeaderRawRetryCount}
 
 // fitEvidence builds the dead-letter copy of d with headers h, giving up

@@ -118,7 +118,8 @@ func fieldSize(v any) int {
 }
 
 // cuttable lists Lily's evidence headers in the order they are given up
-// when a copy does not fit: the stack first, then the raw value of an
+// when a copy does not fit: the stack first, then the attempt history
+// (the last error stays in its own headers), the raw value of an
 // invalid retry count (the original header keeps it), the error message
 // (shortened before it is dropped), the consumer's identity, the failure
 // times, the source coordinates, the error type. Never cut: the event ID,
@@ -126,6 +127,7 @@ func fieldSize(v any) int {
 // time, key, type and hold key, nor any header the original carried.
 var cuttable = []string{
 	evidence.HeaderErrorStack,
+	evidence.HeaderAttempts,
 	evidence.HeaderRawRetryCount,
 	evidence.HeaderErrorMessage,
 	evidence.HeaderHost,
