@@ -158,16 +158,38 @@ func foreignViews(fs []evidence.ForeignEvidence) []Foreign {
 
 // Evidence is everything Lily reads from a set of headers.
 type Evidence struct {
-	Lily     LilyEvidence `json:"lily"`
-	Problems []string     `json:"problems"`
-	Foreign  []Foreign    `json:"foreign"`
+	Lily LilyEvidence `json:"lily"`
+	// Attempts are the message's failed attempts (x-lily-attempts): the
+	// first, then the most recent; AttemptsDropped more were between them.
+	Attempts        []Attempt `json:"attempts"`
+	AttemptsDropped int       `json:"attempts_dropped"`
+	Problems        []string  `json:"problems"`
+	Foreign         []Foreign `json:"foreign"`
 }
 
-// DecodeEvidence decodes Lily's and foreign evidence from h.
+// Attempt is one failed attempt (evidence.Attempt) as JSON.
+type Attempt struct {
+	At            time.Time `json:"at"`
+	RetryCount    int       `json:"retry_count"`
+	DeliveryCount int       `json:"delivery_count,omitempty"`
+	ErrorType     string    `json:"error_type,omitempty"`
+	ErrorMessage  string    `json:"error_message,omitempty"`
+	Outcome       string    `json:"outcome"`
+}
+
+// DecodeEvidence decodes Lily's evidence, the attempt history and foreign
+// evidence from h. A history that does not decode is a problem beside the
+// rest.
 func DecodeEvidence(h transport.Headers) Evidence {
 	rec, err := evidence.Decode(h)
-	out := Evidence{Lily: lilyView(rec), Problems: []string{}, Foreign: foreignViews(evidence.DecodeForeign(h))}
-	for _, e := range UnwrapJoined(err) {
+	hist, herr := evidence.DecodeAttempts(h)
+	out := Evidence{Lily: lilyView(rec), Attempts: make([]Attempt, len(hist.Attempts)), AttemptsDropped: hist.Dropped,
+		Problems: []string{}, Foreign: foreignViews(evidence.DecodeForeign(h))}
+	for i, a := range hist.Attempts {
+		out.Attempts[i] = Attempt{At: a.At, RetryCount: a.RetryCount, DeliveryCount: a.DeliveryCount, ErrorType: a.ErrorType,
+			ErrorMessage: a.ErrorMessage, Outcome: string(a.Outcome)}
+	}
+	for _, e := range append(UnwrapJoined(err), UnwrapJoined(herr)...) {
 		out.Problems = append(out.Problems, e.Error())
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/lily-mq/lily/evidence"
@@ -53,6 +54,7 @@ func printEvidence(w io.Writer, d decodedEvidence, indent string) {
 	if l.ErrorStack != "" {
 		fmt.Fprintf(w, "%sstack:\n%s\n", indent, indentLines(l.ErrorStack, indent+"  "))
 	}
+	printAttempts(w, d, indent)
 	for _, p := range d.Problems {
 		fmt.Fprintf(w, "%sproblem: %s\n", indent, p)
 	}
@@ -92,6 +94,27 @@ func printEvidence(w io.Writer, d decodedEvidence, indent string) {
 			fmt.Fprintf(w, "%s  stack:\n%s\n", indent, indentLines(f.Stack, indent+"    "))
 		}
 	}
+}
+
+// printAttempts writes the attempt history as a table, one failed attempt a
+// line, oldest first (line breaks and tabs in a message become
+// spaces, oneLine); the attempts dropped to keep the header bounded are
+// counted where they were, after the first.
+func printAttempts(w io.Writer, d decodedEvidence, indent string) {
+	if len(d.Attempts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%sattempts (%d):\n", indent, len(d.Attempts)+d.AttemptsDropped)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s  time\tretry\tdelivery\toutcome\terror\n", indent)
+	for i, a := range d.Attempts {
+		if i == 1 && d.AttemptsDropped > 0 {
+			fmt.Fprintf(tw, "%s  …\t\t\t\t… %d more not kept (the header keeps the first and the last %d)\n", indent, d.AttemptsDropped, evidence.MaxRecentAttempts)
+		}
+		msg := strings.TrimPrefix(a.ErrorType+": "+strings.ReplaceAll(oneLine(a.ErrorMessage), "\t", " "), ": ")
+		fmt.Fprintf(tw, "%s  %s\t%d\t%d\t%s\t%s\n", indent, a.At.UTC().Format(evidence.TimeLayout), a.RetryCount, a.DeliveryCount, orDash(a.Outcome), orDash(msg))
+	}
+	tw.Flush()
 }
 
 func deref(p *int64) int64 {
