@@ -382,8 +382,10 @@ async function entryPage(id, params) {
       ["Counts", `delivery ${e.delivery_count}, retries ${e.retry_count}, redrives ${e.redrive_count}`],
       ["Dead-lettered", time(e.dead_lettered_at)], ["Decision", e.decision ? `${e.decision} — by ${e.decided_by}, ${when(e.decided_at)}` : ""],
       ["Erased", e.erased_at ? when(e.erased_at) + " (tombstone)" : ""], ["Body SHA-256", h("span", {class: "mono"}, e.body_sha256)]]),
-    // The body right under the summary: it is what an operator reads
-    // first, above the triage form and the evidence.
+    // Under the summary, what an operator reads first: every failed
+    // attempt (attempts.js), then the body, above the triage form and the
+    // evidence.
+    attemptsSection(e),
     h("h2", {}, "Body"), formats,
     h("p", {class: "muted"}, `${e.body.format}, ${e.body.size} bytes`, e.body.note ? " — " + e.body.note : ""),
     shown !== "" ? h("pre", {class: "body", tabindex: "0", "aria-label": "message body"}, shown) : null,
