@@ -18,6 +18,14 @@ import (
 	"github.com/lily-mq/lily/transport/sqlite"
 )
 
+// wantAttempt is one attempt a test expects in the dead letter's history.
+type wantAttempt struct {
+	retry   int
+	typ     string
+	msg     string
+	outcome evidence.Outcome
+}
+
 // A handler that fails differently on each of its three attempts (two
 // broker-delayed retries, then retries_exhausted): the dead-letter entry
 // carries all three errors in order, each with the retry count of the
@@ -26,6 +34,41 @@ import (
 // balances.
 func TestAttemptHistoryReachesTheDeadLetter(t *testing.T) {
 	t.Parallel()
+	q := lily.QueueConfig{Name: "attempts.q", RetryAttempts: 2, RetryBackoffMillis: new(int64(10))}.WithDefaults()
+	errs := []error{
+		errors.New("dial tcp 10.0.0.7:5432: connection refused"),
+		fmt.Errorf("login: %w", errors.New("password=hunter2 rejected")),
+		&lily.TimeoutError{Timeout: time.Second, Err: context.DeadlineExceeded},
+	}
+	checkAttempts(t, q, errs, []wantAttempt{
+		{0, "*errors.errorString", "dial tcp 10.0.0.7:5432: connection refused", evidence.OutcomeRetry},
+		{1, "*errors.errorString", "login: password=*** rejected", evidence.OutcomeRetry},
+		{2, "*lily.TimeoutError", "handler timed out after 1s: context deadline exceeded", evidence.OutcomeDeadLetter},
+	})
+}
+
+// Immediate retries are attempts too: each failed in-process call is in
+// the history, with the retry count of its delivery.
+func TestAttemptHistoryKeepsImmediateRetries(t *testing.T) {
+	t.Parallel()
+	q := lily.QueueConfig{Name: "attempts.immediate.q", RetryAttempts: 1, RetryBackoffMillis: new(int64(10)),
+		ImmediateRetries: 1, ImmediateRetryMillis: new(int64(1))}.WithDefaults()
+	errs := make([]error, 4)
+	want := make([]wantAttempt, 4)
+	for i := range errs {
+		errs[i] = fmt.Errorf("call %d failed", i+1)
+		want[i] = wantAttempt{i / 2, "*errors.errorString", fmt.Sprintf("call %d failed", i+1), evidence.OutcomeImmediateRetry}
+	}
+	want[1].outcome, want[3].outcome = evidence.OutcomeRetry, evidence.OutcomeDeadLetter
+	checkAttempts(t, q, errs, want)
+}
+
+// checkAttempts publishes one message to q on an embedded SQLite store and
+// runs a consumer whose handler returns errs in turn until it is
+// dead-lettered; the entry's attempt history must be want, the message
+// dead-lettered once and the ledger balanced.
+func checkAttempts(t *testing.T, q lily.QueueConfig, errs []error, want []wantAttempt) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tr, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "lily.db"), sqlite.Options{PollInterval: 5 * time.Millisecond})
@@ -33,17 +76,11 @@ func TestAttemptHistoryReachesTheDeadLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	q := lily.QueueConfig{Name: "attempts.q", RetryAttempts: 2, RetryBackoffMillis: new(int64(10))}.WithDefaults()
 	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{q.Spec()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lily.Publish(ctx, tr, q.Name, []lily.Message{{EventID: "e1", Body: []byte(`{"order":1}`)}}); err != nil {
 		t.Fatal(err)
-	}
-	errs := []error{
-		errors.New("dial tcp 10.0.0.7:5432: connection refused"),
-		fmt.Errorf("login: %w", errors.New("password=hunter2 rejected")),
-		&lily.TimeoutError{Timeout: time.Second, Err: context.DeadlineExceeded},
 	}
 	var calls, deadLettered atomic.Int64
 	runCtx, stop := context.WithCancel(ctx)
@@ -66,8 +103,8 @@ func TestAttemptHistoryReachesTheDeadLetter(t *testing.T) {
 	if err := c.Run(runCtx); err != nil {
 		t.Fatal(err)
 	}
-	if calls.Load() != 3 || deadLettered.Load() != 1 {
-		t.Fatalf("handler calls = %d, dead-letterings = %d; want 3 and 1", calls.Load(), deadLettered.Load())
+	if calls.Load() != int64(len(errs)) || deadLettered.Load() != 1 {
+		t.Fatalf("handler calls = %d, dead-letterings = %d; want %d and 1", calls.Load(), deadLettered.Load(), len(errs))
 	}
 	cat, err := catalog.New(ctx, tr.DB())
 	if err != nil {
@@ -83,16 +120,6 @@ func TestAttemptHistoryReachesTheDeadLetter(t *testing.T) {
 	hist, err := evidence.DecodeAttempts(entries[0].Headers)
 	if err != nil {
 		t.Fatal(err)
-	}
-	want := []struct {
-		retry   int
-		typ     string
-		msg     string
-		outcome evidence.Outcome
-	}{
-		{0, "*errors.errorString", "dial tcp 10.0.0.7:5432: connection refused", evidence.OutcomeRetry},
-		{1, "*errors.errorString", "login: password=*** rejected", evidence.OutcomeRetry},
-		{2, "*lily.TimeoutError", "handler timed out after 1s: context deadline exceeded", evidence.OutcomeDeadLetter},
 	}
 	if len(hist.Attempts) != len(want) || hist.Dropped != 0 {
 		t.Fatalf("attempt history %+v; want %d attempts", hist, len(want))
@@ -110,9 +137,8 @@ func TestAttemptHistoryReachesTheDeadLetter(t *testing.T) {
 		t.Error("a secret reached the dead letter's headers")
 	}
 	rec, err := evidence.Decode(entries[0].Headers)
-	if err != nil || rec.Reason != evidence.ReasonRetriesExhausted || !rec.FirstFailureAt.Equal(hist.Attempts[0].At) ||
-		!rec.LastFailureAt.Equal(hist.Attempts[2].At) {
-		t.Errorf("record %+v, %v: want retries_exhausted with the history's first and last failure", rec, err)
+	if err != nil || !rec.FirstFailureAt.Equal(hist.Attempts[0].At) || !rec.LastFailureAt.Equal(hist.Attempts[len(want)-1].At) {
+		t.Errorf("record %+v, %v: want the history's first and last failure", rec, err)
 	}
 	rows, err := ledger.New(cat).Rows(ctx, tr)
 	if err != nil {

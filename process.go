@@ -52,6 +52,9 @@ type callResult struct {
 	stack      string
 	abandoned  bool
 	notStarted bool
+	// earlier are the failed immediate retries before this call, for
+	// the attempt history of the copy the delivery becomes.
+	earlier []evidence.Attempt
 }
 
 // process decides the fate of one delivery (docs/design.md §4).
@@ -78,6 +81,7 @@ func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint
 		return c.deadLetter(d, evidence.ReasonDeliveryLimit, err, "", rc, 0)
 	}
 	var r callResult
+	var earlier []evidence.Attempt
 	start := c.o.Now()
 	for attempt := 0; ; attempt++ {
 		r = c.call(ctx, ld)
@@ -85,7 +89,9 @@ func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint
 			c.o.Classifier.Classify(r.err) == PermanentClass || !c.sleepStopping(time.Duration(q.Settings().ImmediateRetryMillis)*time.Millisecond) {
 			break
 		}
+		earlier = append(earlier, c.record(d, "", r.err, r.stack, rc).Attempt(evidence.OutcomeImmediateRetry))
 	}
+	r.earlier = earlier
 	took := c.o.Now().Sub(start)
 	switch {
 	case r.notStarted:
@@ -120,7 +126,7 @@ func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint
 	}
 	if !r.abandoned && c.o.Classifier.Classify(r.err) == PermanentClass {
 		c.br.neutral(probe) // the message's fault, not the dependency's
-		return c.deadLetter(d, evidence.ReasonPermanent, r.err, r.stack, rc, took)
+		return c.deadLetter(d, evidence.ReasonPermanent, r.err, r.stack, rc, took, r.earlier...)
 	}
 	if c.br != nil && c.br.current() != BreakerClosed {
 		c.br.record(false, probe)
@@ -128,7 +134,7 @@ func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint
 	}
 	c.recordOutcome(false, probe)
 	if rc >= q.RetryAttempts {
-		return c.deadLetter(d, evidence.ReasonRetriesExhausted, r.err, r.stack, rc, took)
+		return c.deadLetter(d, evidence.ReasonRetriesExhausted, r.err, r.stack, rc, took, r.earlier...)
 	}
 	return c.retry(d, r, rc+1, took)
 }
@@ -308,9 +314,11 @@ func (c *Consumer) record(d *transport.Delivery, reason evidence.Reason, err err
 }
 
 // deadLetter settles d as a dead letter with evidence. The copy keeps the
-// original headers; Lily's evidence is added beside them.
-func (c *Consumer) deadLetter(d *transport.Delivery, reason evidence.Reason, err error, stack string, rc int, took time.Duration) settleReq {
+// original headers; Lily's evidence is added beside them, and to its
+// attempt history the failed immediate retries earlier, then this failure.
+func (c *Consumer) deadLetter(d *transport.Delivery, reason evidence.Reason, err error, stack string, rc int, took time.Duration, earlier ...evidence.Attempt) settleReq {
 	rec := c.record(d, reason, err, stack, rc)
+	firstFailure(&rec, earlier)
 	if reason == evidence.ReasonInvalidRetryCount {
 		rec.RawRetryCount = evidence.FormatRaw(d.Headers[evidence.HeaderRetryCount])
 	}
@@ -320,7 +328,7 @@ func (c *Consumer) deadLetter(d *transport.Delivery, reason evidence.Reason, err
 	}
 	rec.Apply(h)
 	if reason != evidence.ReasonParked { // a parked message did not fail: its history goes on as it was
-		evidence.AddAttempt(h, rec.Attempt(evidence.OutcomeDeadLetter))
+		addAttempts(h, earlier, rec.Attempt(evidence.OutcomeDeadLetter))
 	}
 	kind := EventDeadLettered
 	logDead := rec.ErrorMessage
@@ -340,6 +348,7 @@ func (c *Consumer) deadLetter(d *transport.Delivery, reason evidence.Reason, err
 func (c *Consumer) retry(d *transport.Delivery, r callResult, n int, took time.Duration) settleReq {
 	delay := time.Duration(c.policy.Choose(d.EventID, n)) * time.Millisecond
 	rec := c.record(d, "", r.err, r.stack, n)
+	firstFailure(&rec, r.earlier)
 	h := transport.CloneHeaders(d.Headers)
 	if h == nil {
 		h = transport.Headers{}
@@ -352,7 +361,7 @@ func (c *Consumer) retry(d *transport.Delivery, r callResult, n int, took time.D
 	}.Apply(h)
 	a := rec.Attempt(evidence.OutcomeRetry)
 	a.RetryCount = n - 1 // the failed delivery's count, not the copy's
-	evidence.AddAttempt(h, a)
+	addAttempts(h, r.earlier, a)
 	evidence.SetRetryCount(h, n)
 	return settleReq{
 		s: transport.Settlement{Delivery: d, Action: transport.Retry, Delay: delay, Headers: h},
@@ -395,6 +404,23 @@ func (c *Consumer) hold(d *transport.Delivery, r callResult, rc int, took time.D
 	if rc > 0 {
 		evidence.SetRetryCount(h, rc)
 	}
-	evidence.AddAttempt(h, c.record(d, "", r.err, r.stack, rc).Attempt(evidence.OutcomeHeld))
+	addAttempts(h, r.earlier, c.record(d, "", r.err, r.stack, rc).Attempt(evidence.OutcomeHeld))
 	return settleReq{s: transport.Settlement{Delivery: d, Action: transport.Retry, Delay: ev.Delay, Headers: h}, ev: ev}
+}
+
+// firstFailure moves rec's first failure back to the first failed
+// immediate retry, when that came first.
+func firstFailure(rec *evidence.Record, earlier []evidence.Attempt) {
+	if len(earlier) > 0 && earlier[0].At.Before(rec.FirstFailureAt) {
+		rec.FirstFailureAt = earlier[0].At
+	}
+}
+
+// addAttempts adds the failed immediate retries earlier, then last, to
+// the attempt history h carries (docs/design.md §7.9).
+func addAttempts(h transport.Headers, earlier []evidence.Attempt, last evidence.Attempt) {
+	for _, a := range earlier {
+		evidence.AddAttempt(h, a)
+	}
+	evidence.AddAttempt(h, last)
 }

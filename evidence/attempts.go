@@ -50,6 +50,9 @@ type Outcome string
 
 // Outcomes of a failed attempt.
 const (
+	// OutcomeImmediateRetry: the handler was called again at once, in process
+	// (immediate_retries).
+	OutcomeImmediateRetry Outcome = "immediate_retry"
 	// OutcomeRetry: a retry copy went to a delay bucket.
 	OutcomeRetry Outcome = "retry"
 	// OutcomeHeld: the circuit breaker was open; the copy waits in a bucket with its
