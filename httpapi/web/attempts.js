@@ -3,7 +3,7 @@
 // helpers (h, time, errorType) it uses.
 "use strict";
 
-const ATTEMPT_OUTCOMES = {retry: "retried", held: "held (breaker open)", dead_letter: "dead-lettered"};
+const ATTEMPT_OUTCOMES = {immediate_retry: "retried at once", retry: "retried", held: "held (breaker open)", dead_letter: "dead-lettered"};
 
 // attemptsSection lists the message's failed attempts, oldest first, each
 // numbered: when (with its zone), retry and delivery counts, what became
