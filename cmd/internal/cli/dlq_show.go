@@ -80,7 +80,9 @@ func newDLQShowCmd() *cobra.Command {
 		Use:   "show ID",
 		Short: "Show one catalog entry: evidence (Lily's and foreign), headers and body; changes nothing",
 		Long: `Show one entry of the catalog by its ID: its state and decisions, Lily's
-evidence, foreign evidence decoded from the headers (RabbitMQ x-death and
+evidence with the message's failed attempts (x-lily-attempts: time in UTC,
+retry and delivery counts, outcome, error; the first and the most recent are
+kept, the others counted), foreign evidence decoded from the headers (RabbitMQ x-death and
 x-first/last-death-*, MassTransit MT-Fault-*, Spring Kafka kafka_dlt-*, Kafka
 Connect __connect.errors.*, Kafka Streams __streams.errors.*, NServiceBus
 NServiceBus.ExceptionInfo.*), every header with its type, and the body —
