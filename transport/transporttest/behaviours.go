@@ -131,7 +131,7 @@ func testRetriesExhausted(t *testing.T, h Harness) {
 		if d.RetryCount != n-1 {
 			t.Errorf("call %d: retry count %d, want %d", n, d.RetryCount, n-1)
 		}
-		return &dbError{msg: "insert order: connection refused to postgres://app:hunter2@db:5432/orders"}
+		return &dbError{msg: fmt.Sprintf("insert order (call %d): connection refused to postgres://app:hunter2@db:5432/orders", n)}
 	}), e.allTerminal)
 	if got := e.callsOf(id); got != 3 {
 		t.Errorf("handler called %d times, want 3 (first processing + 2 retries)", got)
@@ -162,7 +162,34 @@ func testRetriesExhausted(t *testing.T, h Harness) {
 	if e.count(lily.EventRetried) != 2 {
 		t.Errorf("retried events %d, want 2", e.count(lily.EventRetried))
 	}
+	checkAttempts(t, dl, rec)
 	e.conserve(0)
+}
+
+// checkAttempts checks the attempt history (x-lily-attempts) of
+// testRetriesExhausted's dead letter: each of the three calls, in order,
+// with the retry count of its delivery, its outcome and its own error,
+// redacted; the last at the record's last failure.
+func checkAttempts(t *testing.T, dl DeadLetter, rec evidence.Record) {
+	t.Helper()
+	hist, err := evidence.DecodeAttempts(dl.Headers)
+	if err != nil || len(hist.Attempts) != 3 || hist.Dropped != 0 {
+		t.Fatalf("attempt history %+v (%v), want the 3 calls", hist, err)
+	}
+	for i, a := range hist.Attempts {
+		outcome := evidence.OutcomeRetry
+		if i == 2 {
+			outcome = evidence.OutcomeDeadLetter
+		}
+		want := fmt.Sprintf("insert order (call %d): connection refused to postgres://app:***@db:5432/orders", i+1)
+		if a.RetryCount != i || a.Outcome != outcome || a.ErrorType != "*transporttest.dbError" || a.ErrorMessage != want ||
+			(i > 0 && a.At.Before(hist.Attempts[i-1].At)) {
+			t.Errorf("attempt %d = %+v; want retry %d, %s, %q", i, a, i, outcome, want)
+		}
+	}
+	if !hist.Attempts[0].At.Equal(rec.FirstFailureAt) || !hist.Attempts[2].At.Equal(rec.LastFailureAt) {
+		t.Errorf("attempts from %v to %v, the record's failures from %v to %v", hist.Attempts[0].At, hist.Attempts[2].At, rec.FirstFailureAt, rec.LastFailureAt)
+	}
 }
 
 // checkEvidence checks the evidence every dead letter must carry.
