@@ -121,3 +121,31 @@ func ExampleDecodeForeign() {
 	// masstransit MT-Fault-*: reason="" source="" count=0 type="System.InvalidOperationException" message="Unsupported currency XXX"
 	// delivery_limit true
 }
+
+// Each copy of a failing message adds its attempt to the history it carries;
+// the dead letter shows them all, the first and the most recent kept.
+func ExampleAddAttempt() {
+	h := map[string]any{}
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for n, msg := range []string{"connection refused", "password=hunter2 rejected", "timeout"} {
+		rec := evidence.Record{ErrorType: "*net.OpError", ErrorMessage: msg, RetryCount: n, DeliveryCount: 1,
+			LastFailureAt: t0.Add(time.Duration(n) * time.Minute)}
+		var redactor *evidence.Redactor // nil: the default rules
+		redactor.Scrub(&rec)
+		outcome := evidence.OutcomeRetry
+		if n == 2 {
+			outcome = evidence.OutcomeDeadLetter
+		}
+		evidence.AddAttempt(h, rec.Attempt(outcome))
+	}
+	hist, err := evidence.DecodeAttempts(h)
+	fmt.Println(err, hist.Dropped)
+	for _, a := range hist.Attempts {
+		fmt.Println(evidence.FormatTime(a.At), a.RetryCount, a.Outcome, a.ErrorType+": "+a.ErrorMessage)
+	}
+	// Output:
+	// <nil> 0
+	// 2026-11-29T12:00:00.000Z 0 retry *net.OpError: connection refused
+	// 2026-11-29T12:01:00.000Z 1 retry *net.OpError: password=*** rejected
+	// 2026-11-29T12:02:00.000Z 2 dead_letter *net.OpError: timeout
+}
