@@ -28,7 +28,7 @@ var lilyNames = []string{
 	evidence.HeaderDeliveryCount, evidence.HeaderFirstFailureAt, evidence.HeaderLastFailureAt, evidence.HeaderDeadLetteredAt,
 	evidence.HeaderConsumer, evidence.HeaderConsumerVersion, evidence.HeaderHost, evidence.HeaderTraceparent,
 	evidence.HeaderRawRetryCount, evidence.HeaderHoldKey, evidence.HeaderRetryCount, evidence.HeaderRedriveCount,
-	evidence.HeaderSchemaVersion, evidence.HeaderAttempts,
+	evidence.HeaderSchemaVersion,
 }
 
 // seedValue encodes one value for fuzzval: kind byte, then its bytes.
