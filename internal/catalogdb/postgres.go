@@ -46,6 +46,7 @@ var pgMigrations = []pgMigration{
 	{8, "ledger rows keyed by (queue, event_id) alone; an index of the bare-ID rows of an older Lily", func() string {
 		return pgLedgerLeanKey
 	}},
+	{9, "consumer heartbeats and queue pauses", func() string { return pgDDL(presenceSchema) }},
 }
 
 // pgLedgerKeyUnique makes a message identity's ledger row unique whatever

@@ -39,7 +39,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("catalog: add column %s: %w", c.name, err)
 		}
 	}
-	if _, err := db.ExecContext(ctx, indexes+auditSchema+keySchema+leaseSchema+jobsSchema+ledgerPruneSchema+triageSchema+searchSchema+editSchema+ruleSchema+foreignSchema); err != nil {
+	if _, err := db.ExecContext(ctx, indexes+auditSchema+keySchema+leaseSchema+jobsSchema+ledgerPruneSchema+triageSchema+searchSchema+editSchema+ruleSchema+foreignSchema+presenceSchema); err != nil {
 		return fmt.Errorf("catalog: create indexes: %w", err)
 	}
 	if err := migrateRedirect(ctx, db); err != nil {
