@@ -71,6 +71,13 @@ type ConsumerOptions struct {
 	// head was discarded moves on, an allowed entry not yet sent (after a
 	// crash) is sent. Defaults to 1s.
 	KeyPoll time.Duration
+	// Presence receives the consumer's heartbeat state (start, breaker,
+	// pause reached, stop) and tells it whether its queue is paused
+	// (docs/design.md §9.10): while paused, nothing is fetched. Defaults
+	// to the transport's when it implements transport.Presence
+	// (ledger.Accounted); a *presence.Beat on the catalog otherwise (the
+	// SQLite transport); none: never paused, no heartbeat.
+	Presence transport.Presence
 }
 
 func (o ConsumerOptions) withDefaults() ConsumerOptions {
@@ -124,6 +131,9 @@ type Consumer struct {
 	log    *slog.Logger
 
 	br *breaker // nil when the queue has no circuit breaker
+
+	pres   transport.Presence // nil: no heartbeat, never paused
+	paused atomic.Bool        // the fetch loop is held by a queue pause
 
 	dlLog deadLetterLog // rate-limits the per-dead-letter log line
 
@@ -180,6 +190,10 @@ func NewConsumer(t transport.Transport, h Handler, o ConsumerOptions) (*Consumer
 	if o.Queue.BreakerEnabled() {
 		c.br = newBreaker(o.Queue, o.Now, c.breakerChanged)
 	}
+	c.pres = o.Presence
+	if c.pres == nil {
+		c.pres, _ = t.(transport.Presence)
+	}
 	return c, nil
 }
 
@@ -193,6 +207,7 @@ func (c *Consumer) breakerChanged(from, to BreakerState) {
 		c.log.Info("circuit breaker "+string(to), "from", string(from))
 	}
 	c.observe(context.Background(), Event{Kind: EventBreaker, Queue: c.o.Queue.Name, Breaker: to})
+	c.report(context.Background(), false)
 	c.mu.Lock()
 	c.cond.Broadcast()
 	c.mu.Unlock()
@@ -223,6 +238,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// The handlers' contexts carry the hooks (Observe), set once here.
 	base := withObserver(context.WithoutCancel(ctx), c.observe)
 	c.stopping = ctx
+	c.report(base, false)
 	work := make(chan *ticket)
 	settles := make(chan settleReq, c.o.SettleBatch)
 	settlerDone := make(chan struct{})
@@ -286,6 +302,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.Warn("stopping the transport's consumer failed", "err", serr)
 		}
 	}
+	c.report(base, true)
 	return err
 }
 
@@ -310,6 +327,9 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *ticket) error {
 	cautious := false
 	backoff := 50 * time.Millisecond
 	for {
+		if !c.obeyPause(ctx) {
+			return nil
+		}
 		var probe uint64
 		if c.br != nil {
 			p, wait, blocked := c.br.gate()

@@ -29,6 +29,12 @@ const (
 	EventHeld EventKind = "held"
 	// EventBreaker: the circuit breaker changed state (Event.Breaker).
 	EventBreaker EventKind = "breaker"
+	// EventPaused: an operator paused the queue ('lily queue pause') and
+	// the consumer stopped fetching; what it held is finished.
+	EventPaused EventKind = "paused"
+	// EventResumed: the queue's pause was lifted; the consumer fetches
+	// again.
+	EventResumed EventKind = "resumed"
 	// EventParked: a delivery of a held key was diverted into the catalog
 	// as a parked entry, to wait behind the key's head (ordering park or
 	// block); its handler was not called.

@@ -75,10 +75,10 @@ func TestTransportsLinkNoCatalog(t *testing.T) {
 // TestCatalogLinksNoTransport: the catalog packages work on any transport
 // through package transport's interfaces; none opens a broker.
 func TestCatalogLinksNoTransport(t *testing.T) {
-	for _, pkg := range []string{"./catalog", "./catalog/where", "./internal/catalogdb", "./ledger", "./redrive", "./redrive/rules", "./ingest"} {
+	for _, pkg := range []string{"./catalog", "./catalog/where", "./internal/catalogdb", "./ledger", "./presence", "./redrive", "./redrive/rules", "./ingest"} {
 		forbid(t, pkg, "the catalog works through package transport's interfaces", transportImpls, brokerClients)
 	}
-	for _, pkg := range []string{"./catalog", "./catalog/where", "./internal/catalogdb", "./ledger", "./redrive"} {
+	for _, pkg := range []string{"./catalog", "./catalog/where", "./internal/catalogdb", "./ledger", "./presence", "./redrive"} {
 		forbidRuntime(t, pkg, "only redrive/rules' recorder is a lily.Hook")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/presence"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -42,6 +43,7 @@ type Accounted struct {
 	o      AccountOptions
 	prune  pruneTrigger
 	hold   holder
+	beat   *presence.Beat
 }
 
 var (
@@ -54,6 +56,7 @@ var (
 	_ transport.Featurer          = (*Accounted)(nil)
 	_ transport.DeadLetterDrainer = (*Accounted)(nil)
 	_ transport.DeadLetterCounter = (*Accounted)(nil)
+	_ transport.Presence          = (*Accounted)(nil)
 )
 
 // ErrUnsupported is returned by an Accounted capability that the wrapped
@@ -92,6 +95,10 @@ type AccountOptions struct {
 	// as it does without a catalog (RabbitMQ: holds the original and
 	// publishes the copy again).
 	KeepRefused bool
+	// Presence tunes the heartbeats of the consumers that run through
+	// this Accounted and the reading of their queues' pauses
+	// (docs/design.md §9.10). Its Log and Now default to the above.
+	Presence presence.Options
 }
 
 // Defaults of AccountOptions.
@@ -124,7 +131,13 @@ func AccountWith(t transport.Transport, l *Ledger, o AccountOptions) *Accounted 
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	a := &Accounted{Transport: t, ledger: l, o: o}
+	if o.Presence.Log == nil {
+		o.Presence.Log = o.Log
+	}
+	if o.Presence.Now == nil {
+		o.Presence.Now = o.Now
+	}
+	a := &Accounted{Transport: t, ledger: l, o: o, beat: presence.New(l.store, o.Presence)}
 	a.prune.last.Store(o.Now().UnixNano())
 	a.prune.ctx, a.prune.cancel = context.WithCancel(context.Background())
 	return a
@@ -350,4 +363,16 @@ func (a *Accounted) DeadLetterDepth(ctx context.Context, queue string) (int64, e
 		return d.DeadLetterDepth(ctx, queue)
 	}
 	return 0, nil
+}
+
+// ReportConsumer records a consumer's heartbeat state in the catalog
+// (transport.Presence, through presence.Beat).
+func (a *Accounted) ReportConsumer(ctx context.Context, s transport.ConsumerState) {
+	a.beat.ReportConsumer(ctx, s)
+}
+
+// QueuePaused reports whether queue is paused, as the heartbeat last read
+// it (transport.Presence).
+func (a *Accounted) QueuePaused(queue string) (bool, <-chan struct{}) {
+	return a.beat.QueuePaused(queue)
 }

@@ -277,9 +277,10 @@ func (a *Accounted) recorded(n int64) {
 	}()
 }
 
-// Close stops a prune in progress (what it folded stays folded), waits for
-// it, and closes the wrapped transport.
+// Close stops the heartbeats and a prune in progress (what it folded
+// stays folded), waits for them, and closes the wrapped transport.
 func (a *Accounted) Close() error {
+	a.beat.Close()
 	a.prune.mu.Lock()
 	a.prune.closed = true
 	a.prune.mu.Unlock()
