@@ -207,3 +207,17 @@ func pauseSelector(queue string) string {
 	b, _ := json.Marshal(map[string]string{"queue": queue})
 	return string(b)
 }
+
+// QueuePause returns queue's pause, and whether it is paused.
+func (s *Store) QueuePause(ctx context.Context, queue string) (Pause, bool, error) {
+	ps, err := s.Pauses(ctx)
+	if err != nil {
+		return Pause{}, false, err
+	}
+	for _, p := range ps {
+		if p.Queue == queue {
+			return p, true, nil
+		}
+	}
+	return Pause{}, false, nil
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/presence"
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/redrive/rules"
 	"github.com/lily-mq/lily/transport"
@@ -170,7 +171,10 @@ type consumeBackend struct {
 	tr      transport.Transport
 	cat     *catalog.Store
 	counter transport.InFlightCounter
-	closeFn []func()
+	// presence is the SQLite store's heartbeat (a broker's is its
+	// ledger.Accounted); nil otherwise.
+	presence transport.Presence
+	closeFn  []func()
 }
 
 func (b *consumeBackend) Close() {
@@ -204,7 +208,11 @@ func openConsumeBackend(ctx context.Context, f consumeFlags, cfg config.Config, 
 			b.Close()
 			return nil, err
 		}
-		b.tr, b.cat, b.counter = tr, cat, tr
+		// The SQLite store counts its own ledger (no ledger.Accounted):
+		// the heartbeats and pauses come from a Beat of their own.
+		beat := presence.New(cat, presence.Options{})
+		b.closeFn = append(b.closeFn, func() { beat.Close() })
+		b.tr, b.cat, b.counter, b.presence = tr, cat, tr, beat
 		return b, nil
 	}
 	cat, err := f.store.openCatalog(ctx)
@@ -269,7 +277,7 @@ func runConsume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) e
 		Queue: q, Concurrency: f.concurrency, Prefetch: prefetch, Instance: f.instance,
 		Name: f.name, Version: f.version, Redactor: red, ReceiveWait: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
-		Hooks:  []lily.Hook{counts},
+		Hooks:  []lily.Hook{counts}, Presence: b.presence,
 	}
 	if b.cat != nil {
 		// Rule-driven redrive ([[redrive_rule]]) reads the breaker's

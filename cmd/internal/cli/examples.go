@@ -54,6 +54,12 @@ var examples = map[string]string{
 	"lily dlq unpark":      `  lily dlq unpark --config lily.toml --queue ledger.postings --key account-7 --dry-run`,
 	"lily evidence":        `  echo '{"x-death":[{"reason":"rejected","queue":"orders","count":3}]}' | lily evidence decode`,
 	"lily evidence decode": `  lily evidence decode < headers.json --json`,
+	"lily queue": `  lily queue pause --config lily.toml --queue orders.created --reason "payments API maintenance"
+  lily queue resume --config lily.toml --queue orders.created`,
+	"lily queue pause": `  lily queue pause --config lily.toml --queue orders.created --reason "payments API maintenance"
+  lily queue pause --db lily.db --queue orders.created --actor alice --json`,
+	"lily queue resume": `  lily queue resume --config lily.toml --queue orders.created
+  lily queue resume --db lily.db --queue orders.created --json`,
 	"lily reconcile": `  lily reconcile --db lily.db
   lily reconcile --config lily.toml --json`,
 	"lily relay": `  lily relay --config lily.toml --outbox postgres://app@db:5432/shop
