@@ -138,6 +138,8 @@ const (
 	permEdit   permission = "edit"
 	permTriage permission = "triage"
 	permImport permission = "import" // export_import.go
+	// permPause pauses and resumes a queue's consumers (presence.go).
+	permPause permission = "pause"
 )
 
 // roleRank orders the roles: each may do what the ones below it may.
@@ -150,6 +152,7 @@ var permRole = map[permission]string{
 	permEdit:   config.RoleOperator,
 	permTriage: config.RoleOperator,
 	permImport: config.RoleAdmin,
+	permPause:  config.RoleOperator,
 }
 
 // allows reports whether role may do perm.
@@ -173,7 +176,7 @@ func (p *principal) bodies() bool { return p.showBodies || p.role != config.Role
 // permissions lists what p may do, for the console.
 func (p *principal) permissions() []string {
 	var out []string
-	for _, perm := range []permission{permRead, permRedrive, permDiscard, permUnpark, permErase, permExpire, permTriage, permImport} {
+	for _, perm := range []permission{permRead, permRedrive, permDiscard, permUnpark, permErase, permExpire, permTriage, permImport, permPause} {
 		if allows(p.role, perm) {
 			out = append(out, string(perm))
 		}

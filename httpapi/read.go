@@ -23,6 +23,9 @@ type healthJSON struct {
 	// HTTP 200) or "down" (the catalog cannot be read: HTTP 503).
 	Status  string   `json:"status"`
 	Reasons []string `json:"reasons"`
+	// Paused lists the paused queues ('lily queue pause'): reported, not
+	// a reason to degrade — an operator chose it.
+	Paused []string `json:"paused,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *principal) {
@@ -48,6 +51,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 	var jobs []*redrive.Job // active jobs: an orphaned one holds its queue until someone acts
 	if err == nil {
 		jobs, err = redrive.New(s.o.Store).Jobs(r.Context(), redrive.JobQuery{Active: true})
+	}
+	var pauses []catalog.Pause
+	if err == nil {
+		pauses, err = s.o.Store.Pauses(r.Context())
 	}
 	if err != nil {
 		s.o.Logger.Error("httpapi: health", "err", err)
@@ -93,6 +100,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *princip
 	if len(out.Reasons) > 0 {
 		out.Status = "degraded"
 	}
+	out.Paused = pausedReasons(pauses)
 	writeJSON(w, http.StatusOK, out)
 }
 

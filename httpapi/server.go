@@ -233,6 +233,9 @@ func (s *Server) apiRoutes() []route {
 		{"GET", "/api/search", permRead, s.handleSearch},
 		{"GET", "/api/export", permRead, s.handleExport},
 		{"POST", "/api/import", permImport, s.handleImport},
+		{"GET", "/api/consumers", permRead, s.handleConsumers},
+		{"POST", "/api/queues/{queue}/pause", permPause, s.handlePause},
+		{"POST", "/api/queues/{queue}/resume", permPause, s.handleResume},
 	}
 }
 
