@@ -56,6 +56,9 @@ func roleCases() []roleCase {
 		{"GET", "/api/search", nil, config.RoleOperator}, // a viewer only with show_bodies (TestBodyOracle)
 		{"GET", "/api/export", nil, config.RoleOperator}, // a viewer only with omit_bodies=true (search_test.go)
 		{"POST", "/api/import", nil, config.RoleAdmin},
+		{"GET", "/api/consumers", nil, config.RoleViewer},
+		{"POST", "/api/queues/{queue}/pause", map[string]any{"reason": "r"}, config.RoleOperator},
+		{"POST", "/api/queues/{queue}/resume", nil, config.RoleOperator},
 	}
 }
 
