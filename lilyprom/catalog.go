@@ -38,6 +38,7 @@ type CatalogCollector struct {
 
 	entries, oldest, unaccounted, held, up *prometheus.Desc
 	alarming                               *prometheus.Desc // triage.go
+	paused, instances                      *prometheus.Desc // presence.go
 }
 
 var _ prometheus.Collector = (*CatalogCollector)(nil)
@@ -74,6 +75,7 @@ func NewCatalogCollector(store *catalog.Store, counter transport.InFlightCounter
 			"Keys held by ordering park or block: their later messages wait behind a dead-lettered head ('lily dlq parked').",
 			[]string{LabelQueue}, nil),
 		alarming: alarmingDesc(),
+		paused:   queuePausedDesc(), instances: consumerInstancesDesc(),
 		up: prometheus.NewDesc(MetricCatalogUp,
 			"1 when every catalog query of the scrape succeeded, else 0.", nil, nil),
 	}
@@ -86,6 +88,8 @@ func (c *CatalogCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.unaccounted
 	ch <- c.held
 	ch <- c.alarming
+	ch <- c.paused
+	ch <- c.instances
 	ch <- c.up
 }
 
@@ -162,6 +166,9 @@ func (c *CatalogCollector) collect(ctx context.Context, ch chan<- prometheus.Met
 	}
 	for _, r := range rows {
 		ch <- prometheus.MustNewConstMetric(c.unaccounted, prometheus.GaugeValue, float64(r.Lost), r.Queue)
+	}
+	if err := c.collectPresence(ctx, ch, queues); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -78,6 +78,18 @@ func TestCatalogCollector(t *testing.T) {
 	// flight = 1 unaccounted. payments: 5 − 3 − 1 − 1 − 0 = 0.
 	addCounts(t, s, "orders.created", 20, 10)
 	addCounts(t, s, "payments.captured", 5, 3)
+	// payments.captured is paused; orders.created has a live instance
+	// and one silent for a minute (stale at a 5 s heartbeat).
+	ctx := context.Background()
+	if _, err := s.PauseQueue(ctx, "payments.captured", "maintenance", "alice", testNow); err != nil {
+		t.Fatal(err)
+	}
+	for i, seen := range []time.Time{testNow, testNow.Add(-time.Minute)} {
+		c := &catalog.Consumer{Instance: fmt.Sprint("i", i), Queue: "orders.created", HeartbeatMillis: 5000, StartedAt: seen, LastSeen: seen}
+		if err := s.Heartbeat(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(lilyprom.NewCatalogCollector(s, inflight{"orders.created": 2}, lilyprom.CatalogOptions{
 		Queues: []string{"orders.created", "refunds.issued"},
@@ -123,6 +135,19 @@ lily_held_keys{queue="refunds.issued"} 0
 # TYPE lily_ledger_unaccounted gauge
 lily_ledger_unaccounted{queue="orders.created"} 1
 lily_ledger_unaccounted{queue="payments.captured"} 0
+# HELP lily_queue_paused 1 while the queue is paused ('lily queue pause'): its consumers take no messages, its lag grows by choice.
+# TYPE lily_queue_paused gauge
+lily_queue_paused{queue="orders.created"} 0
+lily_queue_paused{queue="payments.captured"} 1
+lily_queue_paused{queue="refunds.issued"} 0
+# HELP lily_consumer_instances Consumer instances by their heartbeats: live, or stale (silent for 3 heartbeat intervals: a process that died or cannot reach the catalog).
+# TYPE lily_consumer_instances gauge
+lily_consumer_instances{queue="orders.created",state="live"} 1
+lily_consumer_instances{queue="orders.created",state="stale"} 1
+lily_consumer_instances{queue="payments.captured",state="live"} 0
+lily_consumer_instances{queue="payments.captured",state="stale"} 0
+lily_consumer_instances{queue="refunds.issued",state="live"} 0
+lily_consumer_instances{queue="refunds.issued",state="stale"} 0
 # HELP lily_catalog_up 1 when every catalog query of the scrape succeeded, else 0.
 # TYPE lily_catalog_up gauge
 lily_catalog_up 1

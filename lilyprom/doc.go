@@ -112,6 +112,13 @@
 //	    Keys held by ordering "park" or "block" (lily dlq parked): each has a
 //	    dead-lettered head, and its later messages wait behind it, parked in
 //	    the catalog. 0 when none.
+//	lily_queue_paused{queue}                     gauge
+//	    1 while the queue is paused ('lily queue pause'): its consumers
+//	    take no messages, so its lag grows by an operator's choice.
+//	lily_consumer_instances{queue,state}         gauge
+//	    Consumer instances by their heartbeats (docs/design.md §9.10):
+//	    state live, or stale (silent for 3 heartbeat intervals: the process
+//	    died or cannot reach the catalog; pruned after a day).
 //	lily_catalog_up                              gauge
 //	    1 when every catalog query of the scrape succeeded, else 0 (the error
 //	    is also reported to the registry).

@@ -22,6 +22,8 @@ const (
 	MetricLedgerUnaccounted = "lily_ledger_unaccounted"
 	MetricCatalogUp         = "lily_catalog_up"
 	MetricHeldKeys          = "lily_held_keys"
+	MetricQueuePaused       = "lily_queue_paused"
+	MetricConsumerInstances = "lily_consumer_instances"
 	MetricBrokerDLQMessages = "lily_broker_dlq_messages"
 	MetricIngested          = "lily_ingest_total"
 	MetricIngestErrors      = "lily_ingest_errors_total"

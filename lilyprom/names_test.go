@@ -21,7 +21,7 @@ func TestMetricNamesDocumented(t *testing.T) {
 	names := []string{MetricMessages, MetricHandlerDuration, MetricDLQInflow, MetricDLQRefused, MetricBreakerState, MetricAbandoned, MetricRedrive,
 		MetricDLQEntries, MetricDLQOldestAge, MetricLedgerUnaccounted, MetricCatalogUp,
 		MetricBrokerDLQMessages, MetricIngested, MetricIngestErrors, MetricIngestLeaseHeld, MetricIngestLastSuccess,
-		MetricInboxDuplicates, MetricInboxStale, MetricInboxTwins}
+		MetricInboxDuplicates, MetricInboxStale, MetricInboxTwins, MetricQueuePaused, MetricConsumerInstances}
 	for _, n := range names {
 		if !strings.Contains(string(doc), n) {
 			t.Errorf("%s is not in the package documentation (doc.go)", n)
