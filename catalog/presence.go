@@ -130,38 +130,29 @@ func (s *Store) Consumers(ctx context.Context, queue string, now time.Time) ([]C
 // by this call (false: it already was; the earlier reason is kept, and the
 // request is audited as already_paused).
 func (s *Store) PauseQueue(ctx context.Context, queue, reason, actor string, now time.Time) (bool, error) {
-	d := catalogdb.NewDecision("", actor, pauseSelector(queue), func() time.Time { return now })
-	var changed bool
-	err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO lily_queue_pauses(queue, reason, actor, paused_at) VALUES (?, ?, ?, ?) ON CONFLICT(queue) DO NOTHING`,
-			queue, reason, d.Actor, now.UnixMilli())
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		changed = n > 0
-		outcome := OutcomePaused
-		if !changed {
-			outcome = OutcomeAlreadyPaused
-		}
-		return catalogdb.AppendAudit(ctx, tx, d.Record(ActionPause, outcome, false, nil, reason))
-	})
-	if err != nil {
-		return false, fmt.Errorf("catalog: pause queue %s: %w", queue, err)
+	if actor == "" {
+		actor = DefaultActor()
 	}
-	return changed, nil
+	return s.pauseDecision(ctx, queue, actor, now, ActionPause, reason, OutcomePaused, OutcomeAlreadyPaused,
+		`INSERT INTO lily_queue_pauses(queue, reason, actor, paused_at) VALUES (?, ?, ?, ?) ON CONFLICT(queue) DO NOTHING`,
+		queue, reason, actor, now.UnixMilli())
 }
 
 // ResumeQueue lifts queue's pause and records the decision in the audit
 // log, in one transaction. It reports whether the queue was paused.
 func (s *Store) ResumeQueue(ctx context.Context, queue, actor string, now time.Time) (bool, error) {
+	return s.pauseDecision(ctx, queue, actor, now, ActionResume, "", OutcomeResumed, OutcomeNotPaused,
+		`DELETE FROM lily_queue_pauses WHERE queue = ?`, queue)
+}
+
+// pauseDecision runs stmt with args and audits action, with outcome
+// changedOutcome or sameOutcome by whether stmt changed a row, in one
+// transaction.
+func (s *Store) pauseDecision(ctx context.Context, queue, actor string, now time.Time, action, detail, changedOutcome, sameOutcome, stmt string, args ...any) (bool, error) {
 	d := catalogdb.NewDecision("", actor, pauseSelector(queue), func() time.Time { return now })
 	var changed bool
 	err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM lily_queue_pauses WHERE queue = ?`, queue)
+		res, err := tx.ExecContext(ctx, stmt, args...)
 		if err != nil {
 			return err
 		}
@@ -170,14 +161,14 @@ func (s *Store) ResumeQueue(ctx context.Context, queue, actor string, now time.T
 			return err
 		}
 		changed = n > 0
-		outcome := OutcomeResumed
+		outcome := changedOutcome
 		if !changed {
-			outcome = OutcomeNotPaused
+			outcome = sameOutcome
 		}
-		return catalogdb.AppendAudit(ctx, tx, d.Record(ActionResume, outcome, false, nil, ""))
+		return catalogdb.AppendAudit(ctx, tx, d.Record(action, outcome, false, nil, detail))
 	})
 	if err != nil {
-		return false, fmt.Errorf("catalog: resume queue %s: %w", queue, err)
+		return false, fmt.Errorf("catalog: %s queue %s: %w", action, queue, err)
 	}
 	return changed, nil
 }
