@@ -240,3 +240,32 @@ func TestConsumerStartedOnPausedQueueTakesNothing(t *testing.T) {
 		return n == 5, fmt.Sprintf("%d handled", n)
 	})
 }
+
+// TestBeatPrunesDeadInstances: a row silent for longer than PruneAfter (a
+// process that died long ago) is deleted by another process's heartbeat
+// loop; a merely stale one stays, shown stale.
+func TestBeatPrunesDeadInstances(t *testing.T) {
+	r := newPauseRig(t)
+	ctx := context.Background()
+	now := time.Now()
+	for _, c := range []*catalog.Consumer{
+		{Instance: "dead-long-ago", Queue: r.queue.Name, HeartbeatMillis: 5000, StartedAt: now.Add(-72 * time.Hour), LastSeen: now.Add(-48 * time.Hour)},
+		{Instance: "stale-recently", Queue: r.queue.Name, HeartbeatMillis: 5000, StartedAt: now.Add(-time.Hour), LastSeen: now.Add(-time.Hour)},
+	} {
+		if err := r.cat.Heartbeat(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat := presence.New(r.cat, presence.Options{Every: time.Millisecond, PruneAfter: 24 * time.Hour})
+	defer beat.Close()
+	beat.ReportConsumer(ctx, transport.ConsumerState{Queue: r.queue.Name, Instance: "alive"})
+	waittest.ForState(t, "the long-dead instance pruned", func() (bool, string) {
+		return r.heartbeat(t, "dead-long-ago") == nil, fmt.Sprintf("%+v", r.heartbeat(t, "dead-long-ago"))
+	})
+	if hb := r.heartbeat(t, "stale-recently"); hb == nil || !hb.Stale {
+		t.Errorf("the recently silent instance = %+v, want it kept and shown stale", hb)
+	}
+	if hb := r.heartbeat(t, "alive"); hb == nil {
+		t.Error("the pruning process's own instance is gone")
+	}
+}
