@@ -66,7 +66,7 @@ type Beat struct {
 
 	poke chan struct{}
 	stop chan struct{}
-	done chan struct{}
+	done chan struct{} // closed when the running loop ends; one per run
 }
 
 var _ transport.Presence = (*Beat)(nil)
@@ -93,7 +93,7 @@ func New(store *catalog.Store, o Options) *Beat {
 		o.Log = slog.Default()
 	}
 	return &Beat{store: store, o: o, inst: map[string]*catalog.Consumer{}, paused: map[string]bool{},
-		changed: make(chan struct{}), poke: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		changed: make(chan struct{}), poke: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // ReportConsumer records s. A new instance is written at once, with the
@@ -119,10 +119,14 @@ func (b *Beat) ReportConsumer(ctx context.Context, s transport.ConsumerState) {
 	}
 	c.Queue, c.Name, c.Version, c.Breaker, c.Paused = s.Queue, s.Name, s.Version, s.Breaker, s.Paused
 	start := !b.running && !b.closed
-	b.running = b.running || start
+	var done chan struct{}
+	if start {
+		b.running, done = true, make(chan struct{})
+		b.done = done
+	}
 	b.mu.Unlock()
 	if start {
-		go b.loop()
+		go b.loop(done)
 	}
 	if known {
 		select {
@@ -146,21 +150,24 @@ func (b *Beat) QueuePaused(queue string) (bool, <-chan struct{}) {
 // running stay (they show stale if the process does not stop them).
 func (b *Beat) Close() error {
 	b.mu.Lock()
-	running := b.running
+	running, done := b.running, b.done
 	if !b.closed {
 		b.closed = true
 		close(b.stop)
 	}
 	b.mu.Unlock()
 	if running {
-		<-b.done
+		<-done
 	}
 	return nil
 }
 
-// loop beats every interval, and at once when poked.
-func (b *Beat) loop() {
-	defer close(b.done)
+// loop beats every interval, and at once when poked, while an instance is
+// reported; it ends with the last instance's stop (the next report starts
+// it again), so that a process whose consumers stopped does not read a
+// catalog it may have closed.
+func (b *Beat) loop(done chan struct{}) {
+	defer close(done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -179,6 +186,9 @@ func (b *Beat) loop() {
 		case <-t.C:
 		case <-b.poke:
 		}
+		if b.idle() {
+			return
+		}
 		b.beat(ctx)
 		if n%pruneEveryBeats == 0 {
 			if _, err := b.store.PruneConsumers(ctx, b.o.Now().Add(-b.o.PruneAfter)); err != nil && ctx.Err() == nil {
@@ -186,6 +196,17 @@ func (b *Beat) loop() {
 			}
 		}
 	}
+}
+
+// idle ends the loop's run when no instance is left.
+func (b *Beat) idle() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.inst) > 0 {
+		return false
+	}
+	b.running = false
+	return true
 }
 
 // beat reads the paused queues, tells the consumers when they changed,
