@@ -2,11 +2,13 @@ package presence_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +29,8 @@ type pauseRig struct {
 	beat  *presence.Beat
 	queue lily.QueueConfig
 
+	failing atomic.Bool // the handler's dependency is down
+
 	mu     sync.Mutex
 	seen   map[string]int // handler calls per event ID
 	events []lily.EventKind
@@ -34,13 +38,18 @@ type pauseRig struct {
 
 func newPauseRig(t *testing.T) *pauseRig {
 	t.Helper()
+	return newPauseRigWith(t, lily.QueueConfig{Name: "pause.orders"}.WithDefaults())
+}
+
+// newPauseRigWith is newPauseRig for the queue qc.
+func newPauseRigWith(t *testing.T, qc lily.QueueConfig) *pauseRig {
+	t.Helper()
 	ctx := context.Background()
 	tr, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "pause.db"), sqlite.Options{PollInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	qc := lily.QueueConfig{Name: "pause.orders"}.WithDefaults()
 	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +80,9 @@ func (r *pauseRig) publish(t *testing.T, from, n int) {
 func (r *pauseRig) run(t *testing.T, instance string) func() {
 	t.Helper()
 	c, err := lily.NewConsumer(r.tr, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
+		if r.failing.Load() {
+			return errors.New("payments API: 503")
+		}
 		r.mu.Lock()
 		r.seen[d.EventID]++
 		r.mu.Unlock()
@@ -268,4 +280,26 @@ func TestBeatPrunesDeadInstances(t *testing.T) {
 	if hb := r.heartbeat(t, "alive"); hb == nil {
 		t.Error("the pruning process's own instance is gone")
 	}
+}
+
+// TestHeartbeatShowsBreaker: the heartbeat carries the breaker's state,
+// which the runtime reports on every change: open while the dependency is
+// down, closed again once it is back.
+func TestHeartbeatShowsBreaker(t *testing.T) {
+	qc := lily.QueueConfig{Name: "pause.breaker", RetryAttempts: 1, RetryBackoffMillis: new(int64(50)), MaxRetryBackoffMillis: new(int64(50)),
+		BreakerMinRequests: new(3), BreakerCooldownMillis: new(int64(50))}.WithDefaults()
+	r := newPauseRigWith(t, qc)
+	r.failing.Store(true)
+	stop := r.run(t, "breaker-1")
+	defer stop()
+	r.publish(t, 0, 10)
+	waittest.ForState(t, "the heartbeat to show the breaker open", func() (bool, string) {
+		hb := r.heartbeat(t, "breaker-1")
+		return hb != nil && hb.Breaker == string(lily.BreakerOpen), fmt.Sprintf("%+v", hb)
+	})
+	r.failing.Store(false)
+	waittest.ForState(t, "the heartbeat to show the breaker closed after the outage", func() (bool, string) {
+		hb := r.heartbeat(t, "breaker-1")
+		return hb != nil && hb.Breaker == string(lily.BreakerClosed), fmt.Sprintf("%+v", hb)
+	})
 }
