@@ -92,7 +92,56 @@ func New(store *catalog.Store) *Ledger {
 // messages it still holds); with nil it is taken as zero. When inflight
 // also counts dead letters not yet ingested from a broker
 // (transport.DeadLetterCounter), they are added to dead_lettered.
+//
+// The catalog's counts and the transport's in-flight count are separate
+// reads, and a message settled between them would be counted in neither
+// (a consumer's ack moves it from in flight to acked): Rows reads the
+// catalog's counts again after the in-flight count and, when they moved,
+// reads both again — up to rowsReads times — so that a ledger read while
+// consumers run shows no message lost that was only moving.
 func (l *Ledger) Rows(ctx context.Context, inflight transport.InFlightCounter) ([]Row, error) {
+	rows, err := l.catalogRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for read := 1; ; read++ {
+		out, err := l.addInFlight(ctx, rows, inflight)
+		if err != nil {
+			return nil, err
+		}
+		after, err := l.catalogRows(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if sameCounts(rows, after) || read == rowsReads {
+			return out, nil
+		}
+		rows = after
+	}
+}
+
+// rowsReads bounds how often Rows reads a ledger whose catalog counts
+// move while it reads (docs/ledger.md).
+const rowsReads = 10
+
+// sameCounts reports whether two readings of the catalog's counts agree.
+func sameCounts(a, b map[string]*Row) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for q, r := range a {
+		o, ok := b[q]
+		if !ok || *o != *r {
+			return false
+		}
+	}
+	return true
+}
+
+// catalogRows reads the catalog's side of every queue's ledger: its
+// counters, its entries by state and the foreign queues' handed-back
+// entries.
+func (l *Ledger) catalogRows(ctx context.Context) (map[string]*Row, error) {
 	rows := map[string]*Row{}
 	get := func(q string) *Row {
 		r, ok := rows[q]
@@ -148,8 +197,16 @@ func (l *Ledger) Rows(ctx context.Context, inflight transport.InFlightCounter) (
 	if err := l.foreignHandedBack(ctx, get); err != nil {
 		return nil, err
 	}
+	return rows, nil
+}
+
+// addInFlight completes the catalog's rows with what the transport holds,
+// and computes what is lost. rows is not modified.
+func (l *Ledger) addInFlight(ctx context.Context, rows map[string]*Row, inflight transport.InFlightCounter) ([]Row, error) {
 	out := make([]Row, 0, len(rows))
-	for _, r := range rows {
+	for _, cr := range rows {
+		r := new(Row)
+		*r = *cr
 		unknown := ""
 		if b, ok := inflight.(transport.InFlightBreakdown); ok {
 			p, err := b.InFlightParts(ctx, r.Queue)
