@@ -230,9 +230,10 @@ func TestCatalogCardinality(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(lilyprom.NewCatalogCollector(s, inflight{}, lilyprom.CatalogOptions{}))
 	// 3 queues × 6 states; 3 ages; 3 held-key counts; 3 alarming counts;
-	// 3 ledger rows (the queues of the entries); up.
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 3*6+3+3+3+3+1 {
-		t.Errorf("series = %d (%v), want %d", n, err, 3*6+3+3+3+3+1)
+	// 3 ledger rows (the queues of the entries); 3 paused flags and 3 × 2
+	// consumer instance counts (live, stale); up.
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 3*6+3+3+3+3+3+3*2+1 {
+		t.Errorf("series = %d (%v), want %d", n, err, 3*6+3+3+3+3+3+3*2+1)
 	}
 }
 
