@@ -11,19 +11,22 @@ import (
 const soakSwitch = "github.com/lily-mq/lily/internal/soaktest"
 
 // TestSoakTestsCompile: the tests that scripts/soak runs at full size
-// (go test -tags soak) compile and vet clean, so that a release's soak
-// run fails on what it finds, not on code the default suite never builds.
+// (go test -tags soak) — those sized by soaktest, and the soak-only ones
+// in *_soak_test.go files — compile and vet clean, so that a release's
+// soak run fails on what it finds, not on code the default suite never
+// builds.
 func TestSoakTestsCompile(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-tags", "soak", "-f",
-		"{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}", "work").CombinedOutput()
+		"{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}{{range .TestGoFiles}} {{.}}{{end}}{{range .XTestGoFiles}} {{.}}{{end}}", "work").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -tags soak work: %v\n%s", err, out)
 	}
 	var pkgs []string
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)
-		if len(f) > 1 && slices.Contains(f[1:], soakSwitch) {
+		soakOnly := slices.ContainsFunc(f[1:], func(s string) bool { return strings.HasSuffix(s, "_soak_test.go") })
+		if len(f) > 1 && (slices.Contains(f[1:], soakSwitch) || soakOnly) {
 			pkgs = append(pkgs, f[0])
 		}
 	}

@@ -4,12 +4,8 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/cmd/internal/demo/demotest"
 )
 
 // childEnv marks a test binary started as a lily-demo child process (the
@@ -32,28 +28,6 @@ func lilyDemo(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
-}
-
-// TestDemoSQS runs the demo on the in-process SQS emulator: the same
-// counts as on SQLite, RabbitMQ and Kafka — the crashing orders counted by
-// the emulator's receive count and dead-lettered at delivery_limit after
-// exactly delivery_limit worker restarts each.
-func TestDemoSQS(t *testing.T) {
-	t.Parallel()
-	demotest.RunBroker(t, lilyDemo, lily.TransportSQS, "--db", filepath.Join(t.TempDir(), "catalog.db"))
-}
-
-// TestDemoPubSub runs the demo on its in-process Pub/Sub fake: the same
-// dead letters by reason and ledger as on SQLite (demotest.RunBroker
-// checks them), each crash-type poison dead-lettered at delivery_limit by
-// the subscription's delivery attempt; the restart count may be lower
-// when both poisons shared a pulled batch (see demotest.RunBroker).
-func TestDemoPubSub(t *testing.T) {
-	t.Parallel()
-	got := demotest.RunBroker(t, lilyDemo, lily.TransportPubSub, "--db", filepath.Join(t.TempDir(), "catalog.db"))
-	if got.Transport != lily.TransportPubSub {
-		t.Errorf("demo ran on %q", got.Transport)
-	}
 }
 
 // TestUsage: lily-demo exits 2 on bad input, naming what is wrong, and its

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,6 +148,9 @@ func runPoison(ctx context.Context, f Flags, stdout, stderr io.Writer) error {
 	}
 	if !out.EffectsExactlyOnce {
 		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo: %d orders recorded for %d event IDs: an effect was applied twice", out.EffectsApplied, out.EffectsDistinct)}
+	}
+	if want := workloadClasses(f); !maps.Equal(out.DeadLettersByReason, want) {
+		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo: dead letters by reason %v, the workload's classes %v: an order was dead-lettered for a reason it was not built for", out.DeadLettersByReason, want)}
 	}
 	say("reconcile: OK — %d accepted = %d acked + %d dead-lettered + %d discarded; lost 0 (%.1fs)",
 		out.Accepted, out.Acked, out.DeadLettered, out.Discarded, time.Since(start).Seconds())
@@ -328,4 +332,20 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// workloadClasses is what the workload's orders must end as in the
+// catalog, by reason: every malformed order dead-lettered as permanent,
+// every hopeless one once its retries ran out, every crashing one at the
+// delivery limit — and no other order at all (a flaky order that was
+// dead-lettered, or an innocent one beside a crash, fails the demo).
+func workloadClasses(f Flags) map[string]int64 {
+	want := map[string]int64{}
+	for reason, n := range map[evidence.Reason]int{evidence.ReasonPermanent: f.malformed,
+		evidence.ReasonRetriesExhausted: f.hopeless, evidence.ReasonDeliveryLimit: f.crashing} {
+		if n > 0 {
+			want[string(reason)] = int64(n)
+		}
+	}
+	return want
 }
