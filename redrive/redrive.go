@@ -535,6 +535,16 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher,
 	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == rd.db.DB {
 		return rd.redriveTx(ctx, d, tp, pp, es, p)
 	}
+	var claim *catalogdb.Tx
+	if rd.db.Dialect() == catalogdb.Postgres {
+		if claim, es, pp, err = rd.claim(ctx, es, pp); err != nil {
+			return 0, err
+		}
+		defer claim.Rollback()
+		if len(es) == 0 { // all decided or being redriven elsewhere
+			return 0, nil
+		}
+	}
 	if p.job != nil {
 		if err := p.job.check(ctx, rd.db); err != nil {
 			return 0, err
@@ -544,6 +554,9 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher,
 		return 0, err
 	}
 	if err := pub.Publish(ctx, pp); err != nil {
+		if claim != nil {
+			claim.Rollback() // the entries go back before the failure is audited
+		}
 		detail := fmt.Sprintf("publish to %s: %v", dest, err)
 		// The entries are unchanged; record the failure even when ctx ended.
 		if aerr := rd.store.AppendAudit(context.WithoutCancel(ctx), d.Record(d.redriveAction(), catalog.OutcomeFailed, false, eventIDs(es), detail)); aerr != nil {
@@ -553,9 +566,68 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher,
 	}
 	// Confirmed: from here on the state change must be recorded even if
 	// ctx is cancelled, or a later redrive would only add duplicates.
-	changed, err := rd.markState(context.WithoutCancel(ctx), d, es, redrivenSet(p), catalog.OutcomeRedriven, sent, p.job)
+	var changed []*catalog.Entry
+	if claim != nil {
+		changed, err = markStateTx(context.WithoutCancel(ctx), claim, d, es, redrivenSet(p), catalog.OutcomeRedriven, sent, p.job)
+		if err == nil {
+			err = claim.Commit()
+		}
+		if err != nil {
+			changed = nil
+		}
+	} else {
+		changed, err = rd.markState(context.WithoutCancel(ctx), d, es, redrivenSet(p), catalog.OutcomeRedriven, sent, p.job)
+	}
 	notify(p, changed, catalog.OutcomeRedriven)
 	return len(changed), err
+}
+
+// claim locks, on PostgreSQL, the entries of es still pending that no
+// other redrive holds (FOR UPDATE SKIP LOCKED) in a transaction that
+// stays open until they are published and marked: two replicas or jobs
+// redriving the same entries send each once, and an entry decided
+// meanwhile is not sent. It returns the transaction and the claimed
+// entries with their messages (pp narrowed to them). The transaction
+// outlives ctx: once the broker confirmed, the marks must be written.
+func (rd *Redriver) claim(ctx context.Context, es []*catalog.Entry, pp *transport.PublishParams) (*catalogdb.Tx, []*catalog.Entry, *transport.PublishParams, error) {
+	tx, err := rd.db.BeginKeyed(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("catalog: claim %d entries for a redrive: %w", len(es), err)
+	}
+	args := make([]any, len(es))
+	for i, e := range es {
+		args[i] = e.ID
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM lily_dlq_entries WHERE state = 'pending' AND id IN (`+catalogdb.Placeholders(len(es))+`)
+		ORDER BY id FOR UPDATE SKIP LOCKED`, args...)
+	if err != nil {
+		tx.Rollback()
+		return nil, nil, nil, fmt.Errorf("catalog: claim %d entries for a redrive: %w", len(es), err)
+	}
+	claimed := make(map[int64]bool, len(es))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			tx.Rollback()
+			return nil, nil, nil, err
+		}
+		claimed[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		tx.Rollback()
+		return nil, nil, nil, fmt.Errorf("catalog: claim %d entries for a redrive: %w", len(es), err)
+	}
+	mine, msgs := es[:0:0], pp.Messages[:0:0]
+	for i, e := range es {
+		if claimed[e.ID] {
+			mine, msgs = append(mine, e), append(msgs, pp.Messages[i])
+		}
+	}
+	narrowed := *pp
+	narrowed.Messages = msgs
+	return tx, mine, &narrowed, nil
 }
 
 // redriveTx marks the entries of es still pending redriven and publishes
@@ -612,7 +684,7 @@ func (rd *Redriver) redriveTx(ctx context.Context, d decision, tp transport.TxPu
 // is left alone).
 func (rd *Redriver) markState(ctx context.Context, d decision, es []*catalog.Entry, set, outcome, why string, job *jobRun) ([]*catalog.Entry, error) {
 	var changed []*catalog.Entry
-	err := rd.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
+	err := rd.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
 		var err error
 		changed, err = markStateTx(ctx, tx, d, es, set, outcome, why, job)
 		return err

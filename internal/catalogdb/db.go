@@ -212,7 +212,19 @@ func (h *DB) BeginKeyed(ctx context.Context, keys []string) (*Tx, error) {
 // WithTx runs fn in a transaction of its own, committed when fn returns
 // nil and rolled back otherwise.
 func (h *DB) WithTx(ctx context.Context, fn func(*Tx) error) error {
-	tx, err := h.BeginTx(ctx, nil)
+	return runTx(func() (*Tx, error) { return h.BeginTx(ctx, nil) }, fn)
+}
+
+// WithKeyed runs fn in a keyed transaction of its own (BeginKeyed),
+// committed when fn returns nil and rolled back otherwise. With no keys
+// it is the transaction of a decision kept exact by the rows it locks and
+// the conditions of its statements, not by running alone.
+func (h *DB) WithKeyed(ctx context.Context, keys []string, fn func(*Tx) error) error {
+	return runTx(func() (*Tx, error) { return h.BeginKeyed(ctx, keys) }, fn)
+}
+
+func runTx(begin func() (*Tx, error), fn func(*Tx) error) error {
+	tx, err := begin()
 	if err != nil {
 		return err
 	}

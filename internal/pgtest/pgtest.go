@@ -79,3 +79,21 @@ func URL(t testing.TB) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// Finishes runs fn and fails t when it has not returned within a minute
+// (a watchdog for tests that another transaction's locks must not block:
+// it turns a hang into a failure, it times nothing). fn runs on its own
+// goroutine, so a hang does not stop the test's cleanup, which releases
+// the locks and lets fn end. It returns fn's error.
+func Finishes(t testing.TB, what string, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("%s waited for another transaction's locks (want no wait)", what)
+		return nil
+	}
+}
