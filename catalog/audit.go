@@ -61,7 +61,13 @@ const (
 
 // AppendAudit appends r to the audit log in its own transaction (for
 // decisions that change no entry, such as a redrive stopped by its sample).
+// On PostgreSQL it is one INSERT outside any transaction, taking no lock:
+// the log is not chained (a row names no other row), so appending reads
+// nothing that another writer could change; its ID comes from a sequence.
 func (s *Store) AppendAudit(ctx context.Context, r *AuditRecord) error {
+	if s.db.Dialect() == catalogdb.Postgres {
+		return catalogdb.AppendAudit(ctx, s.db, r)
+	}
 	return s.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return catalogdb.AppendAudit(ctx, tx, r) })
 }
 
