@@ -31,8 +31,11 @@ type EntryRef struct {
 }
 
 // pageRefs returns up to n entries matching f (and the extra SQL
-// condition, if any) in ID order.
-func pageRefs(ctx context.Context, q catalogdb.Querier, f Filter, extra string, n int) ([]EntryRef, error) {
+// condition, if any) in ID order. With lock, the decision about to change
+// them locks their rows on PostgreSQL, in ID order (so two decisions never
+// wait for each other in a cycle): a row another decision changed is read
+// again once it committed, and left out if it no longer matches.
+func pageRefs(ctx context.Context, q catalogdb.Querier, f Filter, extra string, n int, lock bool) ([]EntryRef, error) {
 	where, args := f.where()
 	if extra != "" {
 		if where == "" {
@@ -42,7 +45,7 @@ func pageRefs(ctx context.Context, q catalogdb.Querier, f Filter, extra string, 
 		}
 	}
 	rows, err := q.QueryContext(ctx, `SELECT id, queue, event_id, state, redrive_count, dead_lettered_at FROM `+f.table(q.Dialect())+
-		where+` ORDER BY id LIMIT ?`, append(args, n)...)
+		where+` ORDER BY id LIMIT ?`+lockRows(q, lock), append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: select entries: %w", err)
 	}
@@ -99,6 +102,14 @@ type DecideResult struct {
 // sizes are those of the data removed.
 const removeData = `body_size = COALESCE(body_size, LENGTH(body), 0), headers_size = COALESCE(headers_size, LENGTH(headers), 0),
 		 body = NULL, headers = NULL, erased_at = COALESCE(erased_at, ?1)`
+
+// lockRows is the FOR UPDATE that pageRefs adds with lock.
+func lockRows(q catalogdb.Querier, lock bool) string {
+	if !lock {
+		return ""
+	}
+	return q.Dialect().ForUpdate()
+}
 
 // Discard marks the selected held entries discarded: they leave the work
 // list with a record (event ID, reason and evidence columns, body hash and
@@ -186,11 +197,11 @@ func (s *Store) decidePass(ctx context.Context, d catalogdb.Decision, f Filter, 
 			n = min(n, p.Limit-res.Count)
 		}
 		var refs []EntryRef
-		err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
+		err := s.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
 			pf := f
 			pf.AfterID = last
 			var err error
-			if refs, err = pageRefs(ctx, tx, pf, extra, n); err != nil || len(refs) == 0 {
+			if refs, err = pageRefs(ctx, tx, pf, extra, n, true); err != nil || len(refs) == 0 {
 				return err
 			}
 			ids := make([]string, len(refs))

@@ -150,8 +150,10 @@ func (s *Store) Edit(ctx context.Context, p EditParams) (EditResult, error) {
 	}
 	d := catalogdb.NewDecision(p.Op, p.Actor, "", p.Now)
 	var res EditResult
-	err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
-		row := tx.QueryRowContext(ctx, `SELECT `+catalogdb.SelectCols+` FROM lily_dlq_entries WHERE id = ?`, p.ID)
+	// The entry's row is locked first: two edits of one entry number
+	// their versions one after the other, and a decision on it waits.
+	err := s.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
+		row := tx.QueryRowContext(ctx, `SELECT `+catalogdb.SelectCols+` FROM lily_dlq_entries WHERE id = ?`+tx.Dialect().ForUpdate(), p.ID)
 		e, err := catalogdb.ScanEntry(row)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: id %d", ErrNotFound, p.ID)

@@ -21,7 +21,7 @@ func (s *Store) Returned(ctx context.Context, since int64, eventIDs []string) ([
 	var out []EntryRef
 	for start := 0; start < len(eventIDs); start += decisionBatch {
 		chunk := eventIDs[start:min(start+decisionBatch, len(eventIDs))]
-		refs, err := pageRefs(ctx, s.db, Filter{EventIDs: chunk, AfterID: since}, "", 1<<30)
+		refs, err := pageRefs(ctx, s.db, Filter{EventIDs: chunk, AfterID: since}, "", 1<<30, false)
 		if err != nil {
 			return nil, err
 		}

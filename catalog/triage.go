@@ -207,11 +207,11 @@ func (s *Store) TriageEntries(ctx context.Context, p TriageParams) (TriageResult
 			n = min(n, p.Limit-res.Count)
 		}
 		var refs []EntryRef
-		err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
+		err := s.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
 			f := p.Filter
 			f.AfterID = last
 			var err error
-			if refs, err = pageRefs(ctx, tx, f, "", n); err != nil || len(refs) == 0 {
+			if refs, err = pageRefs(ctx, tx, f, "", n, true); err != nil || len(refs) == 0 {
 				return err
 			}
 			now := d.Now().UnixMilli()
@@ -309,7 +309,7 @@ func (s *Store) TriageGroup(ctx context.Context, p TriageGroupParams) (TriageRes
 		sel, _ := json.Marshal(map[string]any{"group": GroupKey{Queue: q, Fingerprint: p.Fingerprint}})
 		gd := d
 		gd.Selector = string(sel)
-		err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
+		err := s.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
 			now := gd.Now().UnixMilli()
 			if _, err := tx.ExecContext(ctx, upsert, append([]any{q, p.Fingerprint}, p.Change.changeArgs(now, gd.Actor)...)...); err != nil {
 				return fmt.Errorf("catalog: triage group %s/%s: %w", q, p.Fingerprint, err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
-	"github.com/lily-mq/lily/internal/catalogdb"
+	"github.com/lily-mq/lily/internal/catalogtest"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
@@ -47,21 +47,6 @@ func insertPending(t *testing.T, s *catalog.Store, n int) {
 	}
 }
 
-// lockEntry holds, in a transaction of another process, the row of the
-// entry with eventID as a decision on it would (a redrive claim, a
-// triage); the transaction is rolled back when the test ends.
-func lockEntry(t *testing.T, s *catalog.Store, eventID string) {
-	t.Helper()
-	tx, err := catalogdb.Of(s).BeginKeyed(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tx.Rollback() })
-	var id int64
-	if err := tx.QueryRowContext(context.Background(), `SELECT id FROM lily_dlq_entries WHERE event_id = ? FOR UPDATE`, eventID).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestPostgresRedriveTakesNoFleetLock: while another process holds one
 // pending entry's row, a redrive of the queue sends and marks the others
@@ -72,7 +57,7 @@ func TestPostgresRedriveTakesNoFleetLock(t *testing.T) {
 	ss := pgFleet(t, 2)
 	ctx := context.Background()
 	insertPending(t, ss[0], 3)
-	lockEntry(t, ss[0], "evt-001")
+	catalogtest.HoldEntry(t, ss[0], "evt-001")
 	pub := &brokerPub{sent: map[string]int{}}
 	var res redrive.Result
 	err := pgtest.Finishes(t, "a redrive", func() (err error) {

@@ -523,6 +523,21 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher,
 			return 0, fmt.Errorf("rate limit: %w", err)
 		}
 	}
+	tp, inTx := pub.(transport.TxPublisher)
+	inTx = inTx && tp.DB() == rd.db.DB
+	var claim *catalogdb.Tx
+	if !inTx && rd.db.Dialect() == catalogdb.Postgres {
+		// Claimed before the bodies are read: an edit of a claimed entry
+		// waits, so the version read is the one sent.
+		var err error
+		if claim, es, err = rd.claim(ctx, es); err != nil {
+			return 0, err
+		}
+		defer claim.Rollback()
+		if len(es) == 0 { // all decided or being redriven elsewhere
+			return 0, nil
+		}
+	}
 	msgs, err := rd.store.RedriveMessages(ctx, es)
 	if err != nil {
 		return 0, err
@@ -532,18 +547,8 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher,
 	// Direct: the failing consumer alone (or the redirect's target's), never
 	// every reader of a topic (docs/design.md §9.3).
 	pp := &transport.PublishParams{Queue: dest, Messages: msgs, Redrive: dest == queue, Direct: true}
-	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == rd.db.DB {
+	if inTx {
 		return rd.redriveTx(ctx, d, tp, pp, es, p)
-	}
-	var claim *catalogdb.Tx
-	if rd.db.Dialect() == catalogdb.Postgres {
-		if claim, es, pp, err = rd.claim(ctx, es, pp); err != nil {
-			return 0, err
-		}
-		defer claim.Rollback()
-		if len(es) == 0 { // all decided or being redriven elsewhere
-			return 0, nil
-		}
 	}
 	if p.job != nil {
 		if err := p.job.check(ctx, rd.db); err != nil {
@@ -587,47 +592,45 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher,
 // stays open until they are published and marked: two replicas or jobs
 // redriving the same entries send each once, and an entry decided
 // meanwhile is not sent. It returns the transaction and the claimed
-// entries with their messages (pp narrowed to them). The transaction
-// outlives ctx: once the broker confirmed, the marks must be written.
-func (rd *Redriver) claim(ctx context.Context, es []*catalog.Entry, pp *transport.PublishParams) (*catalogdb.Tx, []*catalog.Entry, *transport.PublishParams, error) {
+// entries. The transaction outlives ctx: once the broker confirmed, the
+// marks must be written.
+func (rd *Redriver) claim(ctx context.Context, es []*catalog.Entry) (*catalogdb.Tx, []*catalog.Entry, error) {
 	tx, err := rd.db.BeginKeyed(context.WithoutCancel(ctx), nil)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("catalog: claim %d entries for a redrive: %w", len(es), err)
+		return nil, nil, fmt.Errorf("catalog: claim %d entries for a redrive: %w", len(es), err)
 	}
 	args := make([]any, len(es))
 	for i, e := range es {
 		args[i] = e.ID
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id FROM lily_dlq_entries WHERE state = 'pending' AND id IN (`+catalogdb.Placeholders(len(es))+`)
-		ORDER BY id FOR UPDATE SKIP LOCKED`, args...)
+	claimed := make(map[int64]bool, len(es))
+	err = func() error {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM lily_dlq_entries WHERE state = 'pending' AND id IN (`+catalogdb.Placeholders(len(es))+`)
+			ORDER BY id FOR UPDATE SKIP LOCKED`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			claimed[id] = true
+		}
+		return rows.Err()
+	}()
 	if err != nil {
 		tx.Rollback()
-		return nil, nil, nil, fmt.Errorf("catalog: claim %d entries for a redrive: %w", len(es), err)
+		return nil, nil, fmt.Errorf("catalog: claim %d entries for a redrive: %w", len(es), err)
 	}
-	claimed := make(map[int64]bool, len(es))
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			tx.Rollback()
-			return nil, nil, nil, err
-		}
-		claimed[id] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		tx.Rollback()
-		return nil, nil, nil, fmt.Errorf("catalog: claim %d entries for a redrive: %w", len(es), err)
-	}
-	mine, msgs := es[:0:0], pp.Messages[:0:0]
-	for i, e := range es {
+	mine := es[:0:0]
+	for _, e := range es {
 		if claimed[e.ID] {
-			mine, msgs = append(mine, e), append(msgs, pp.Messages[i])
+			mine = append(mine, e)
 		}
 	}
-	narrowed := *pp
-	narrowed.Messages = msgs
-	return tx, mine, &narrowed, nil
+	return tx, mine, nil
 }
 
 // redriveTx marks the entries of es still pending redriven and publishes

@@ -88,6 +88,17 @@ func (d Dialect) Rebind(q string) string {
 	return out
 }
 
+// ForUpdate ends a SELECT of rows a decision is about to change: on
+// PostgreSQL it locks them (FOR UPDATE), so that a concurrent decision on
+// one of them waits for the commit and the rows are read again as
+// committed; SQLite has one writer and needs nothing.
+func (d Dialect) ForUpdate() string {
+	if d == Postgres {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
 // JSONArrayHas is the condition "the JSON array of strings in column col
 // holds the value of the next placeholder".
 func (d Dialect) JSONArrayHas(col string) string {

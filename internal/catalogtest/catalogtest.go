@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/internal/pgtest"
 	"github.com/lily-mq/lily/transport"
 )
@@ -161,4 +162,21 @@ func LeaseHolder(t testing.TB, cat *catalog.Store, name string) string {
 		return ""
 	}
 	return ls[0].Holder
+}
+
+// HoldEntry locks, in a transaction of its own on store s, the row of the
+// entry with eventID as a decision on it does (a redrive's claim, a
+// discard, an edit): the write lock shared, then the row FOR UPDATE. The
+// transaction is rolled back when the test ends. On PostgreSQL only.
+func HoldEntry(t testing.TB, s *catalog.Store, eventID string) {
+	t.Helper()
+	tx, err := catalogdb.Of(s).BeginKeyed(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	var id int64
+	if err := tx.QueryRowContext(context.Background(), `SELECT id FROM lily_dlq_entries WHERE event_id = ? FOR UPDATE`, eventID).Scan(&id); err != nil {
+		t.Fatalf("hold entry %s: %v", eventID, err)
+	}
 }
