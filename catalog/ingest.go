@@ -98,9 +98,12 @@ func (s *Store) IngestWith(ctx context.Context, d transport.DeadLetterDrainer, p
 }
 
 // ingestBatch stores one batch in one transaction, renewing p's lease
-// first when there is one.
+// first when there is one. The transaction is keyed as an Insert's (the
+// batch's dead-lettering identities); the renewal's conditional UPDATE
+// holds the lease's row until the commit, so no other process takes the
+// lease over while the batch is written.
 func (s *Store) ingestBatch(ctx context.Context, p IngestParams, now time.Time, entries []*Entry) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.db.BeginKeyed(ctx, dupKeys(entries))
 	if err != nil {
 		return fmt.Errorf("catalog: ingest %s: begin: %w", p.Queue, err)
 	}

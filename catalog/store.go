@@ -90,11 +90,7 @@ func (s *Store) Close() error {
 // dead-lettering's identity (catalogdb.DupIdentity); a unique index
 // decides between two copies of one DLKey (docs/catalog.md).
 func (s *Store) Insert(ctx context.Context, entries ...*Entry) error {
-	keys := make([]string, len(entries))
-	for i, e := range entries {
-		keys[i] = catalogdb.DupIdentity(e)
-	}
-	tx, err := s.db.BeginKeyed(ctx, keys)
+	tx, err := s.db.BeginKeyed(ctx, dupKeys(entries))
 	if err != nil {
 		return fmt.Errorf("catalog: begin: %w", err)
 	}
@@ -160,4 +156,14 @@ func (s *Store) CountBy(ctx context.Context, column string, f Filter) (map[strin
 		out[k] = n
 	}
 	return out, rows.Err()
+}
+
+// dupKeys are the keys of a transaction that inserts entries: their
+// dead-lettering identities, whose duplicate checks it makes.
+func dupKeys(entries []*Entry) []string {
+	keys := make([]string, len(entries))
+	for i, e := range entries {
+		keys[i] = catalogdb.DupIdentity(e)
+	}
+	return keys
 }

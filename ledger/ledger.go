@@ -270,6 +270,12 @@ func (l *Ledger) foreignHandedBack(ctx context.Context, get func(string) *Row) e
 // transaction of its own, for a transport that counts outside the
 // catalog's database (in the SQLite transport's own transaction, use
 // AddCountsTx).
+//
+// On PostgreSQL it is one statement outside any transaction, under no
+// shared lock (catalogdb.AddCounts).
 func (l *Ledger) AddCounts(ctx context.Context, queue string, accepted, acked int64) error {
+	if l.db.Dialect() == catalogdb.Postgres {
+		return catalogdb.AddCounts(ctx, l.db, queue, accepted, acked)
+	}
 	return l.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return catalogdb.AddCounts(ctx, tx, queue, accepted, acked) })
 }

@@ -16,11 +16,13 @@ func AddCountsTx(ctx context.Context, tx *sql.Tx, queue string, accepted, acked 
 	return AddCounts(ctx, SQLiteTx(tx), queue, accepted, acked)
 }
 
-// AddCounts adds to a queue's accepted and acked counters inside tx, a
+// AddCounts adds to a queue's accepted and acked counters through q, a
 // catalog transaction (e.g. an ingest of a foreign dead-letter queue, or
-// package ledger's counting).
-func AddCounts(ctx context.Context, tx *Tx, queue string, accepted, acked int64) error {
-	_, err := tx.ExecContext(ctx, addCountsSQL, queue, accepted, acked)
+// package ledger's counting) or, on PostgreSQL, the handle: it is one
+// upsert, which locks the queue's counter row and adds to its newest
+// committed values, so it needs no other lock.
+func AddCounts(ctx context.Context, q Querier, queue string, accepted, acked int64) error {
+	_, err := q.ExecContext(ctx, addCountsSQL, queue, accepted, acked)
 	if err != nil {
 		return fmt.Errorf("catalog: ledger %s: %w", queue, err)
 	}
