@@ -11,25 +11,10 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/internal/catalogtest"
-	"github.com/lily-mq/lily/internal/pgtest"
 )
 
-// pgFleet opens n stores on one PostgreSQL schema, each with a connection
-// pool of its own: n processes of a fleet.
-func pgFleet(t *testing.T, n int) []*catalog.Store {
-	t.Helper()
-	u := pgtest.URL(t)
-	ss := make([]*catalog.Store, n)
-	for i := range ss {
-		s, err := catalog.Open(context.Background(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		ss[i] = s
-	}
-	return ss
-}
+// pgFleet opens n stores on one PostgreSQL schema: n processes of a fleet.
+func pgFleet(t *testing.T, n int) []*catalog.Store { return catalogtest.PGFleet(t, n) }
 
 // dlEntry is one dead-lettering of message id as a broker hand-off gives
 // it: copy tells two hand-offs of it apart (their DLKeys differ).

@@ -15,22 +15,8 @@ import (
 	"github.com/lily-mq/lily/transport"
 )
 
-// pgFleet opens n stores on one PostgreSQL schema, each with a connection
-// pool of its own: n processes (replicas) of a fleet.
-func pgFleet(t *testing.T, n int) []*catalog.Store {
-	t.Helper()
-	u := pgtest.URL(t)
-	ss := make([]*catalog.Store, n)
-	for i := range ss {
-		s, err := catalog.OpenPostgres(context.Background(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		ss[i] = s
-	}
-	return ss
-}
+// pgFleet opens n stores on one PostgreSQL schema: n processes of a fleet.
+func pgFleet(t *testing.T, n int) []*catalog.Store { return catalogtest.PGFleet(t, n) }
 
 // insertPending inserts n pending entries evt-000.. on queue orders.
 func insertPending(t *testing.T, s *catalog.Store, n int) {

@@ -137,7 +137,8 @@ func (ks *Keys) HoldKey(ctx context.Context, queue, key, mode, state, eventID st
 // pub and lets it through, or, with none left, frees the key (free=true).
 func (ks *Keys) AdvanceKey(ctx context.Context, queue, key string, pub transport.Transport) (free bool, err error) {
 	d := newDecision("", "lily-consumer", keySelector(queue, key), nil)
-	return ks.advance(ctx, d, queue, key, pub, ActionRelease)
+	free, _, err = ks.advance(ctx, d, queue, key, pub, ActionRelease, keySeen{})
+	return free, err
 }
 
 // ResumeKeys finishes what a crash or an operator left for the keys of
@@ -164,7 +165,7 @@ func (ks *Keys) ResumeKeys(ctx context.Context, queue string, pub transport.Tran
 				}
 			}
 		case k.State == KeyHeld && k.Mode == KeyModeBlock && k.Head != nil && (k.Head.State == catalog.StateDiscarded || k.Head.State == catalog.StateErased):
-			free, err := ks.advance(ctx, d, queue, k.Key, pub, ActionRelease)
+			free, _, err := ks.advance(ctx, d, queue, k.Key, pub, ActionRelease, keySeen{string(k.State), k.AllowedEventID})
 			if err != nil {
 				return 0, err
 			}

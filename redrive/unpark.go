@@ -107,8 +107,13 @@ func (ks *Keys) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error
 		}
 		return res, ks.store.AppendAudit(ctx, d.Record(ActionUnpark, OutcomeWaiting, false, []string{k.HeadEventID}, "the head was already redriven; it is let through when it arrives"))
 	case "release_next":
-		res.Free, err = ks.advance(ctx, d, p.Queue, p.Key, pub, ActionUnpark)
-		return res, err
+		var moved bool
+		res.Free, moved, err = ks.advance(ctx, d, p.Queue, p.Key, pub, ActionUnpark, keySeen{string(k.State), k.AllowedEventID})
+		if err != nil || !moved {
+			return res, err
+		}
+		res.Action = "nothing" // another decision moved the key first
+		return res, ks.store.AppendAudit(ctx, d.Record(ActionUnpark, OutcomeWaiting, false, []string{k.HeadEventID}, "the key moved meanwhile (another unpark or its consumer): nothing to do"))
 	}
 	head, err := ks.store.Get(ctx, k.Head.ID)
 	if err != nil {
@@ -167,12 +172,33 @@ func allowHeads(ctx context.Context, q catalogdb.Querier, es []*catalog.Entry) e
 	return flush()
 }
 
+// keySeen is what a decision saw of a held key before it decided: its
+// state and allowed event ID. A zero keySeen asks for no check.
+type keySeen struct{ state, allowed string }
+
 // advance sends the oldest parked entry of key back and lets it through,
-// or frees the key when none is left.
-func (ks *Keys) advance(ctx context.Context, d decision, queue, key string, pub Publisher, action string) (free bool, err error) {
+// or frees the key when none is left. It first locks the key's row: two
+// advances of one key run one after the other, and advances of other keys
+// never wait. With a non-zero seen, a key whose state or allowed event
+// changed since the caller read it was advanced by another decision
+// meanwhile: nothing is done (moved=false).
+func (ks *Keys) advance(ctx context.Context, d decision, queue, key string, pub Publisher, action string, seen keySeen) (free, moved bool, err error) {
 	var next *catalog.Entry
-	err = ks.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
-		var err error
+	err = ks.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
+		var now keySeen
+		err := tx.QueryRowContext(ctx, `SELECT state, allowed_event_id FROM lily_held_keys WHERE queue = ? AND msg_key = ?`+tx.Dialect().ForUpdate(),
+			queue, key).Scan(&now.state, &now.allowed)
+		if errors.Is(err, sql.ErrNoRows) {
+			moved = true // freed meanwhile
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if seen != (keySeen{}) && now != seen {
+			moved = true
+			return nil
+		}
 		next, err = ks.parkedEntry(ctx, tx, queue, key, "")
 		if err != nil {
 			return err
@@ -192,15 +218,15 @@ func (ks *Keys) advance(ctx context.Context, d decision, queue, key string, pub 
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("catalog: advance key %q of %s: %w", key, queue, err)
+		return false, false, fmt.Errorf("catalog: advance key %q of %s: %w", key, queue, err)
 	}
-	if next == nil {
-		return true, nil
+	if moved || next == nil {
+		return next == nil && !moved, moved, nil
 	}
 	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == ks.db.DB {
-		return false, nil // sent in the transaction above
+		return false, false, nil // sent in the transaction above
 	}
-	return false, ks.release(ctx, d, next, pub, action)
+	return false, false, ks.release(ctx, d, next, pub, action)
 }
 
 // parkedEntry returns the oldest parked entry of key (with eventID, when
@@ -228,12 +254,12 @@ func (ks *Keys) parkedEntry(ctx context.Context, q interface {
 // marks it redriven with its audit record.
 func (ks *Keys) release(ctx context.Context, d decision, e *catalog.Entry, pub Publisher, action string) error {
 	if tp, ok := pub.(transport.TxPublisher); ok && tp.DB() == ks.db.DB {
-		return ks.db.WithTx(ctx, func(tx *catalogdb.Tx) error { return ks.releaseTx(ctx, tx, d, e, tp, action) })
+		return ks.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error { return ks.releaseTx(ctx, tx, d, e, tp, action) })
 	}
 	if err := pub.Publish(ctx, releaseParams(e)); err != nil {
 		return fmt.Errorf("catalog: release %s to %s: %w", e.EventID, e.Queue, err)
 	}
-	return ks.db.WithTx(context.WithoutCancel(ctx), func(tx *catalogdb.Tx) error { return markReleased(ctx, tx, d, e, action) })
+	return ks.db.WithKeyed(context.WithoutCancel(ctx), nil, func(tx *catalogdb.Tx) error { return markReleased(ctx, tx, d, e, action) })
 }
 
 // releaseTx is release inside tx, publishing through the catalog's own

@@ -180,3 +180,20 @@ func HoldEntry(t testing.TB, s *catalog.Store, eventID string) {
 		t.Fatalf("hold entry %s: %v", eventID, err)
 	}
 }
+
+// PGFleet opens n stores on one PostgreSQL schema of its own, each with a
+// connection pool of its own: n processes of a fleet sharing a catalog.
+func PGFleet(t testing.TB, n int) []*catalog.Store {
+	t.Helper()
+	u := pgtest.URL(t)
+	ss := make([]*catalog.Store, n)
+	for i := range ss {
+		s, err := catalog.OpenPostgres(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		ss[i] = s
+	}
+	return ss
+}
