@@ -186,7 +186,9 @@ func (l *Ledger) countMany(ctx context.Context, kind string, byQueue map[string]
 	return total, nil
 }
 
-func (l *Ledger) ensureQueue(ctx context.Context, queue string) error { return l.AddCounts(ctx, queue, 0, 0) }
+func (l *Ledger) ensureQueue(ctx context.Context, queue string) error {
+	return l.AddCounts(ctx, queue, 0, 0)
+}
 
 // ackedChunk is the most keys one statement of AckedSince asks for.
 const ackedChunk = 500

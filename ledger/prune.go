@@ -1,11 +1,13 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -124,13 +126,21 @@ func (l *Ledger) Prune(ctx context.Context, now time.Time) (PruneResult, error) 
 // pruneBatch deletes up to pruneBatch rows older than cutoff (Unix ms) and
 // records them in lily_ledger_pruned, in one transaction.
 func (l *Ledger) pruneBatch(ctx context.Context, cutoff int64) (int64, error) {
-	tx, err := l.db.BeginTx(ctx, nil)
+	// On PostgreSQL the batch locks only its rows: SKIP LOCKED gives two
+	// pruners disjoint batches (and never a deadlock between them), and
+	// leaves a row a count is writing for the next prune; RETURNING says
+	// what this batch deleted.
+	tx, err := l.db.BeginKeyed(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("catalog: prune ledger: %w", err)
 	}
 	defer tx.Rollback()
+	skip := ""
+	if tx.Dialect() == catalogdb.Postgres {
+		skip = " FOR UPDATE SKIP LOCKED"
+	}
 	rows, err := tx.QueryContext(ctx, `DELETE FROM lily_ledger_events WHERE (queue, kind, event_id) IN
-		(SELECT queue, kind, event_id FROM lily_ledger_events WHERE at < ? ORDER BY at LIMIT ?)
+		(SELECT queue, kind, event_id FROM lily_ledger_events WHERE at < ? ORDER BY at LIMIT ?`+skip+`)
 		RETURNING queue, kind`, cutoff, pruneBatch)
 	if err != nil {
 		return 0, fmt.Errorf("catalog: prune ledger events before %d: %w", cutoff, err)
@@ -154,7 +164,10 @@ func (l *Ledger) pruneBatch(ctx context.Context, cutoff int64) (int64, error) {
 	if total == 0 {
 		return 0, nil
 	}
-	for k, n := range deleted {
+	// In one order, so that two pruners' records never wait in a cycle.
+	ks := slices.SortedFunc(maps.Keys(deleted), func(a, b qk) int { return cmp.Or(cmp.Compare(a.queue, b.queue), cmp.Compare(a.kind, b.kind)) })
+	for _, k := range ks {
+		n := deleted[k]
 		if _, err := tx.ExecContext(ctx, `INSERT INTO lily_ledger_pruned(queue, kind, events, through) VALUES (?, ?, ?, ?)
 			ON CONFLICT (queue, kind) DO UPDATE SET events = lily_ledger_pruned.events + excluded.events,
 				through = CASE WHEN excluded.through > lily_ledger_pruned.through THEN excluded.through ELSE lily_ledger_pruned.through END`,
