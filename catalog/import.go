@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -333,8 +334,28 @@ const importSQL = `INSERT INTO lily_dlq_entries
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING RETURNING id`
 
+// importKeys are the keys of an import batch's transaction: each line's
+// identity (the one importDuplicate checks) and each history record's
+// (importHistory's), so that two imports of one file check and write one
+// after the other line by line, and imports of other lines never wait.
+func importKeys(batch []*ExportLine, p ImportParams) []string {
+	var keys []string
+	for _, l := range batch {
+		if l.DLKey != "" {
+			keys = append(keys, "import:dl\x1f"+l.DLKey)
+		} else {
+			keys = append(keys, strings.Join([]string{"import:entry", lineQueue(l, p.Queue), l.EventID, l.BodySHA256, l.Source, l.SourceCoords,
+				strconv.FormatInt(l.DeadLetteredAt.UnixMilli(), 10)}, "\x1f"))
+		}
+		for _, h := range l.History {
+			keys = append(keys, strings.Join([]string{"import:audit", strconv.FormatInt(h.At.UnixMilli(), 10), h.Op, h.Actor, h.Action, h.Selector, h.Outcome}, "\x1f"))
+		}
+	}
+	return keys
+}
+
 func (s *Store) importBatch(ctx context.Context, d catalogdb.Decision, p ImportParams, batch []*ExportLine, out *ImportResult) error {
-	return s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
+	return s.db.WithKeyed(ctx, importKeys(batch, p), func(tx *catalogdb.Tx) error {
 		x := catalogdb.NewIndexer(tx)
 		now := d.Now().UnixMilli()
 		accounted := map[string]int64{}
@@ -361,6 +382,10 @@ func (s *Store) importBatch(ctx context.Context, d catalogdb.Decision, p ImportP
 				l.Reason, l.ErrorType, l.ErrorMessage, l.Fingerprint, l.ConsumerVersion, l.Source, l.DeliveryCount, l.RetryCount,
 				l.RedriveCount, string(l.State), l.DeadLetteredAt.UnixMilli(), l.UpdatedAt.UnixMilli(), catalogdb.NullString(l.DLKey), l.HoldKey,
 				l.SourceCoords, l.Duplicates, nullTime(l.DecidedAt), l.DecidedBy, l.Decision, nullTime(l.ErasedAt), bodySize, headersSize).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) { // its dl_key came meanwhile by another way (an ingest)
+				skipped++
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("catalog: import entry %s: %w", l.EventID, err)
 			}
