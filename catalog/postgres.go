@@ -28,9 +28,9 @@ func OpenPostgres(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog: open %s: %w", redactURL(url), err)
 	}
-	// A fleet shares the server: a modest pool per process. Catalog
-	// transactions run one at a time anyway (catalogdb.DB.BeginTx); the rest
-	// are reads.
+	// A fleet shares the server: a modest pool per process. A process's
+	// decisions lock only their own data (docs/catalog.md); most of its
+	// statements are counts and reads.
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(5 * time.Minute)

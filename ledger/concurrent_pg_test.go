@@ -32,7 +32,7 @@ func openPGStores(t *testing.T, n int) []*catalog.Store {
 }
 
 // TestPostgresCountingTakesNoFleetLock: while one process holds a catalog
-// transaction open — which took the schema's write lock — and has raised
+// transaction open (before issue 29 it took the schema's write lock) and has raised
 // the queue's lily_ledger row in it, another process counts a batch
 // accepted and acked. Counting takes neither: before issue 29 it waited
 // for the held transaction (the watchdog below fails it then).

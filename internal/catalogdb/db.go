@@ -28,10 +28,10 @@ func (d Dialect) String() string {
 }
 
 // pgLockPrefix starts the names of the catalog's advisory locks on
-// PostgreSQL: "lily:write" (every catalog transaction, see DB.BeginTx) and
-// "lily:migrate" (migrations), each followed by the schema the catalog
-// lives in, so that catalogs in other schemas of one database never wait
-// for each other.
+// PostgreSQL: "lily:migrate" (migrations) and "lily:key:" (the keys of a
+// keyed transaction, see DB.BeginKeyed), each followed by the schema the
+// catalog lives in, so that catalogs in other schemas of one database
+// never wait for each other.
 const pgLockPrefix = "lily:"
 
 // rebindCache keeps the PostgreSQL form of each statement: the catalog
@@ -109,18 +109,14 @@ func (d Dialect) JSONArrayHas(col string) string {
 }
 
 // DB is a catalog store's database handle: a *sql.DB whose statements
-// are rebound to its dialect. On PostgreSQL every transaction first takes
-// one advisory lock, so that catalog transactions run one at a time as
-// they do on SQLite (immediate transactions): the catalog's
-// read-then-write decisions (held keys, redrive claims, duplicates) need
-// no other guard on either store. Plain statements outside a transaction
-// are single statements and take no lock: the ledger's counting on
-// PostgreSQL is such a statement per batch, kept exact by its own rows'
-// constraints instead (package ledger, docs/catalog.md), so consumer
-// processes never queue behind this lock.
+// are rebound to its dialect. On SQLite one transaction writes at a time
+// (immediate transactions), so the catalog's read-then-write decisions
+// need no other guard. On PostgreSQL, under read committed, no decision
+// runs alone: each locks the data it decides — the rows it changes
+// (SELECT … FOR UPDATE, conditional UPDATEs, SKIP LOCKED claims) or, for
+// data without a row yet, an advisory lock per key (BeginKeyed) — and
+// docs/catalog.md says, decision by decision, why it stays exact.
 //
-// A DB holds nothing but the *sql.DB and the dialect: two DBs made for one
-// *sql.DB are the same handle.
 type DB struct {
 	*sql.DB
 	d Dialect
@@ -172,52 +168,37 @@ func (h *DB) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
 	return h.DB.PrepareContext(ctx, h.d.Rebind(q))
 }
 
-// BeginTx begins a transaction; on PostgreSQL it takes the catalog's
-// transaction lock first.
+// BeginTx begins a transaction. It takes no lock: on SQLite the
+// transaction is the one writer; on PostgreSQL the decision it runs locks
+// the rows it needs.
 func (h *DB) BeginTx(ctx context.Context, o *sql.TxOptions) (*Tx, error) {
 	tx, err := h.DB.BeginTx(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	if h.d == Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1 || current_schema()))`, pgLockPrefix+"write"); err != nil {
-			tx.Rollback()
-			return nil, err
-		}
-	}
 	return &Tx{Tx: tx, d: h.d}, nil
 }
 
 // BeginKeyed begins a transaction for a decision whose data is named by
-// keys (e.g. the identity of a dead-lettering whose duplicate it checks):
-// on PostgreSQL it takes the catalog's write lock in shared mode — so it
-// still never overlaps a transaction of BeginTx, which takes it
-// exclusively — and a transaction-level advisory lock per key, all in one
-// statement in one order (sorted), so keyed transactions wait only for
-// those that share a key, and never in a cycle. On SQLite it is BeginTx.
+// keys (e.g. the identity of a dead-lettering whose duplicate it checks,
+// which has no row to lock before it is inserted): on PostgreSQL it takes
+// a transaction-level advisory lock per key, all in one statement in one
+// order (sorted), so keyed transactions wait only for those that share a
+// key, and never in a cycle. On SQLite it is BeginTx.
 func (h *DB) BeginKeyed(ctx context.Context, keys []string) (*Tx, error) {
-	if h.d != Postgres {
-		return h.BeginTx(ctx, nil)
+	tx, err := h.BeginTx(ctx, nil)
+	if err != nil || h.d != Postgres || len(keys) == 0 {
+		return tx, err
 	}
-	tx, err := h.DB.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared(hashtext($1 || current_schema()))`, pgLockPrefix+"write"); err != nil {
+	// OFFSET 0 keeps the sorted subquery apart, so the locks are taken in
+	// its order.
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(h) FROM
+		(SELECT DISTINCT hashtextextended(?1 || current_schema() || k, 0) AS h FROM unnest(CAST(?2 AS text[])) AS k ORDER BY h OFFSET 0) s`,
+		pgLockPrefix+"key:", keys); err != nil {
 		tx.Rollback()
 		return nil, err
 	}
-	if len(keys) > 0 {
-		// OFFSET 0 keeps the sorted subquery apart, so the locks are
-		// taken in its order.
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(h) FROM
-			(SELECT DISTINCT hashtextextended($1 || current_schema() || k, 0) AS h FROM unnest(CAST($2 AS text[])) AS k ORDER BY h OFFSET 0) s`,
-			pgLockPrefix+"key:", keys); err != nil {
-			tx.Rollback()
-			return nil, err
-		}
-	}
-	return &Tx{Tx: tx, d: h.d}, nil
+	return tx, nil
 }
 
 // WithTx runs fn in a transaction of its own, committed when fn returns
@@ -229,7 +210,7 @@ func (h *DB) WithTx(ctx context.Context, fn func(*Tx) error) error {
 // WithKeyed runs fn in a keyed transaction of its own (BeginKeyed),
 // committed when fn returns nil and rolled back otherwise. With no keys
 // it is the transaction of a decision kept exact by the rows it locks and
-// the conditions of its statements, not by running alone.
+// the conditions of its statements.
 func (h *DB) WithKeyed(ctx context.Context, keys []string, fn func(*Tx) error) error {
 	return runTx(func() (*Tx, error) { return h.BeginKeyed(ctx, keys) }, fn)
 }

@@ -110,7 +110,9 @@ func backfillBatch(ctx context.Context, h *DB, batch int) (bool, error) {
 	}
 	defer tx.Rollback()
 	var upto, next int64
-	if err := tx.QueryRowContext(ctx, `SELECT upto, next FROM lily_search_backfill WHERE id = 1`).Scan(&upto, &next); err != nil {
+	// The progress row is locked: two processes opening the catalog at
+	// once index each batch once, one after the other.
+	if err := tx.QueryRowContext(ctx, `SELECT upto, next FROM lily_search_backfill WHERE id = 1`+h.d.ForUpdate()).Scan(&upto, &next); err != nil {
 		return false, err
 	}
 	if next >= upto {

@@ -166,7 +166,7 @@ func LeaseHolder(t testing.TB, cat *catalog.Store, name string) string {
 
 // HoldEntry locks, in a transaction of its own on store s, the row of the
 // entry with eventID as a decision on it does (a redrive's claim, a
-// discard, an edit): the write lock shared, then the row FOR UPDATE. The
+// discard, an edit): the row FOR UPDATE, in a keyed transaction. The
 // transaction is rolled back when the test ends. On PostgreSQL only.
 func HoldEntry(t testing.TB, s *catalog.Store, eventID string) {
 	t.Helper()
