@@ -33,7 +33,6 @@ func insertPending(t *testing.T, s *catalog.Store, n int) {
 	}
 }
 
-
 // TestPostgresRedriveTakesNoFleetLock: while another process holds one
 // pending entry's row, a redrive of the queue sends and marks the others
 // and leaves that one pending. Before issue 29 a redrive's marking took

@@ -117,6 +117,8 @@ func (d Dialect) JSONArrayHas(col string) string {
 // data without a row yet, an advisory lock per key (BeginKeyed) — and
 // docs/catalog.md says, decision by decision, why it stays exact.
 //
+// A DB holds nothing but the *sql.DB and the dialect: two DBs made for one
+// *sql.DB are the same handle.
 type DB struct {
 	*sql.DB
 	d Dialect
