@@ -531,18 +531,28 @@ func (s *shareInstance) isNarrow() bool {
 
 // waitSettled waits, with s.mu held, until nothing of the last poll is
 // held (then reconnects if the fetch width must change), or wait passed.
+//
+// The end of the wait is the timer's firing, not a deadline read from the
+// clock: a waiter woken by the timer that found itself a moment short of
+// a deadline read after the timer was set slept on, with no one left to
+// wake it (a Receive hung for 10 minutes under CI load).
 func (s *shareInstance) waitSettled(wait time.Duration) {
-	timer := time.AfterFunc(wait, func() {
+	expired := false // written by the timer and read by the waiter, both under s.mu
+	timer := afterFunc(wait, func() {
 		s.mu.Lock()
+		expired = true
 		s.cond.Broadcast()
 		s.mu.Unlock()
 	})
 	defer timer.Stop()
-	end := time.Now().Add(wait)
-	for (len(s.buf) > 0 || len(s.held) > 0) && !s.closing && time.Now().Before(end) {
+	for (len(s.buf) > 0 || len(s.held) > 0) && !s.closing && !expired {
 		s.cond.Wait()
 	}
 }
+
+// afterFunc is time.AfterFunc; a test fires it at once, whatever the
+// clock says, to show that the timer alone ends a wait.
+var afterFunc = time.AfterFunc
 
 // settledLocked ends an entry's hand-out; with s.mu held.
 func (s *shareInstance) settledLocked(e *shareEntry) {
