@@ -92,4 +92,5 @@ func TestJobProgressLiveInBrowser(t *testing.T) {
 	if st := f.States(); st["redriven"] != 9 || st["needs_manual"] != 1 {
 		t.Errorf("catalog after the job: %v", st)
 	}
+	f.Conserved() // the nine redriven wait in their queue, the rest in the catalog
 }
