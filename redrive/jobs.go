@@ -250,16 +250,18 @@ func (rd *Redriver) CreateJob(ctx context.Context, sp JobSpec) (*Job, error) {
 		}
 	}
 	var id int64
-	err = rd.db.QueryRowContext(ctx, `INSERT INTO lily_redrive_jobs(op, queue, filter, max_entries, rate_milli, sample, observe_ms,
+	err = rd.db.WithKeyed(ctx, jobScope, func(tx *catalogdb.Tx) error {
+		return tx.QueryRowContext(ctx, `INSERT INTO lily_redrive_jobs(op, queue, filter, max_entries, rate_milli, sample, observe_ms,
 			new_consumer_version, include_crashers, total, held_back, state, actor, created_at, started_at, updated_at, holder, lease_until, to_queue)
 		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT),
 			CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT),
 			CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT)
 		WHERE NOT EXISTS (SELECT 1 FROM lily_redrive_jobs WHERE state IN `+activeJobStates+` AND (queue = ? OR queue = '*' OR ? = '*'))
 		RETURNING id`,
-		op, queue, f.String(), sp.Limit, int64(sp.Rate*1000), sp.Sample, sp.Observe.Milliseconds(),
-		sp.NewConsumerVersion, catalogdb.BoolInt(sp.IncludeCrashers), total, heldBack, string(state), actor,
-		t, started, t, holder, leaseUntil, sp.To, queue, queue).Scan(&id)
+			op, queue, f.String(), sp.Limit, int64(sp.Rate*1000), sp.Sample, sp.Observe.Milliseconds(),
+			sp.NewConsumerVersion, catalogdb.BoolInt(sp.IncludeCrashers), total, heldBack, string(state), actor,
+			t, started, t, holder, leaseUntil, sp.To, queue, queue).Scan(&id)
+	})
 	if err != nil {
 		if c, cerr := rd.ActiveJob(ctx, queue); cerr == nil && c != nil {
 			return nil, &JobConflictError{Queue: queue, Job: c}
@@ -271,6 +273,16 @@ func (rd *Redriver) CreateJob(ctx context.Context, sp JobSpec) (*Job, error) {
 	}
 	return rd.Job(ctx, id)
 }
+
+// jobScope is the key of the keyed transactions that make a job active
+// (CreateJob, reopenJob): their "no active job holds the queue" check and
+// their write run one after the other on PostgreSQL, so a job of every
+// queue and a job of one queue created at once never both start. The
+// partial unique index lily_redrive_jobs_active sees one queue's jobs only,
+// and under read committed each creator's NOT EXISTS would see the
+// catalog before the other's commit. Only job creation takes this key: no
+// message, redrive batch or other decision waits for it.
+var jobScope = []string{"redrive-jobs\x1factivate"}
 
 // explicitPick reports whether f names its entries one by one (IDs or
 // event IDs): such a redrive is not a bulk redrive, crashers go too.
@@ -490,15 +502,20 @@ func (j *Job) Interrupted() bool {
 // done.
 func (rd *Redriver) reopenJob(ctx context.Context, j *Job, holder string, lease time.Duration, now time.Time) (*Job, error) {
 	t := now.UnixMilli()
-	res, err := rd.db.ExecContext(ctx, `UPDATE lily_redrive_jobs SET state = CASE WHEN sample > 0 AND sample_done = 0 THEN 'sampling' ELSE 'running' END,
-			error = '', finished_at = 0, holder = ?, lease_until = ?, updated_at = ?
-		WHERE id = ? AND state = 'cancelled' AND error LIKE 'interrupted: %'
-			AND NOT EXISTS (SELECT 1 FROM lily_redrive_jobs WHERE state IN `+activeJobStates+` AND (queue = ? OR queue = '*' OR ? = '*'))`,
-		holder, t+lease.Milliseconds(), t, j.ID, j.Queue, j.Queue)
-	if err == nil {
-		if n, _ := res.RowsAffected(); n == 1 {
-			return rd.Job(ctx, j.ID)
+	var n int64
+	err := rd.db.WithKeyed(ctx, jobScope, func(tx *catalogdb.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE lily_redrive_jobs SET state = CASE WHEN sample > 0 AND sample_done = 0 THEN 'sampling' ELSE 'running' END,
+				error = '', finished_at = 0, holder = ?, lease_until = ?, updated_at = ?
+			WHERE id = ? AND state = 'cancelled' AND error LIKE 'interrupted: %'
+				AND NOT EXISTS (SELECT 1 FROM lily_redrive_jobs WHERE state IN `+activeJobStates+` AND (queue = ? OR queue = '*' OR ? = '*'))`,
+			holder, t+lease.Milliseconds(), t, j.ID, j.Queue, j.Queue)
+		if err == nil {
+			n, err = res.RowsAffected()
 		}
+		return err
+	})
+	if err == nil && n == 1 {
+		return rd.Job(ctx, j.ID)
 	}
 	if c, cerr := rd.ActiveJob(ctx, j.Queue); cerr == nil && c != nil {
 		return nil, &JobConflictError{Queue: j.Queue, Job: c}

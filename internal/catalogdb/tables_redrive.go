@@ -39,7 +39,8 @@ CREATE INDEX IF NOT EXISTS lily_dlq_entries_parked_hold ON lily_dlq_entries(queu
 // jobsSchema holds the redrive jobs (docs/design.md §9): a redrive is a row that
 // outlives the process running it. One job per queue is active at a time
 // (the partial unique index; a job of every queue, queue '*', is checked
-// by CreateJob's conditional insert). holder and lease_until are the
+// by CreateJob's conditional insert, run under the job scope's lock on
+// PostgreSQL so that two creations are checked one after the other). holder and lease_until are the
 // runner's lease: a job whose lease ran out is taken over by the next
 // runner and resumes after after_id, the cursor.
 const jobsSchema = `
