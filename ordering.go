@@ -121,6 +121,7 @@ func (c *Consumer) processKeyed(ctx context.Context, key string, j *ticket, sett
 		why := fmt.Errorf("key %q is %s behind %s (ordering %s)", key, state, head, q.Ordering)
 		r := c.deadLetter(d, evidence.ReasonParked, why, "", rc, 0)
 		r.s.Headers[evidence.HeaderHoldKey] = key
+		r.s.Headers[evidence.HeaderHoldMode] = q.Ordering
 		c.settleSync(settles, j, r)
 		return
 	}

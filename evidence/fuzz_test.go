@@ -27,7 +27,7 @@ var lilyNames = []string{
 	evidence.HeaderSource, evidence.HeaderSourcePartition, evidence.HeaderSourceOffset, evidence.HeaderSourceMessageID,
 	evidence.HeaderDeliveryCount, evidence.HeaderFirstFailureAt, evidence.HeaderLastFailureAt, evidence.HeaderDeadLetteredAt,
 	evidence.HeaderConsumer, evidence.HeaderConsumerVersion, evidence.HeaderHost, evidence.HeaderTraceparent,
-	evidence.HeaderRawRetryCount, evidence.HeaderHoldKey, evidence.HeaderRetryCount, evidence.HeaderRedriveCount,
+	evidence.HeaderRawRetryCount, evidence.HeaderHoldKey, evidence.HeaderHoldMode, evidence.HeaderRetryCount, evidence.HeaderRedriveCount,
 	evidence.HeaderSchemaVersion,
 }
 

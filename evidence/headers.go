@@ -51,6 +51,10 @@ const (
 	// message key, or "partition:N" when ordering "block" holds a whole partition of a
 	// log (Kafka).
 	HeaderHoldKey = "x-lily-hold-key"
+	// HeaderHoldMode is, on a parked copy, the ordering of its queue: "park" or "block".
+	// The catalog holds the key again in that mode if the key was freed between the
+	// consumer's look at it and the parking (docs/catalog.md, "Held keys").
+	HeaderHoldMode = "x-lily-hold-mode"
 	// HeaderKey is the message key (ordering and partitioning key).
 	HeaderKey = "x-lily-key"
 	// HeaderType is the message type.
@@ -119,6 +123,7 @@ var evidenceHeaders = []string{
 	HeaderHost,
 	HeaderRawRetryCount,
 	HeaderHoldKey,
+	HeaderHoldMode,
 	HeaderDLQRefused,
 }
 

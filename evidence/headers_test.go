@@ -30,6 +30,7 @@ func TestHeaderNames(t *testing.T) {
 		HeaderTraceparent:     "traceparent",
 		HeaderRawRetryCount:   "x-lily-raw-retry-count",
 		HeaderHoldKey:         "x-lily-hold-key",
+		HeaderHoldMode:        "x-lily-hold-mode",
 		HeaderKey:             "x-lily-key",
 		HeaderType:            "x-lily-type",
 		HeaderAttempts:        "x-lily-attempts",
@@ -39,8 +40,8 @@ func TestHeaderNames(t *testing.T) {
 			t.Errorf("header constant = %q, want %q", got, w)
 		}
 	}
-	if len(want) != 25 {
-		t.Errorf("duplicate header constants: %d distinct of 25", len(want))
+	if len(want) != 26 {
+		t.Errorf("duplicate header constants: %d distinct of 26", len(want))
 	}
 }
 

@@ -55,6 +55,9 @@ type Record struct {
 	// HoldKey is, with ReasonParked, the held key the message waits behind (see
 	// HeaderHoldKey).
 	HoldKey string
+	// HoldMode is, with ReasonParked, the queue's ordering: "park" or "block" (see
+	// HeaderHoldMode).
+	HoldMode string
 	// FirstFailureAt is the time of the first failure.
 	FirstFailureAt time.Time
 	// LastFailureAt is the time of the last failure.
@@ -121,6 +124,7 @@ func (r Record) Apply(h map[string]any) {
 	setText(h, HeaderHost, r.Host)
 	setText(h, HeaderRawRetryCount, r.RawRetryCount)
 	setText(h, HeaderHoldKey, r.HoldKey)
+	setText(h, HeaderHoldMode, r.HoldMode)
 
 	if r.RawRetryCount == "" && r.RetryCount != 0 {
 		SetRetryCount(h, r.RetryCount)
@@ -208,6 +212,7 @@ func Decode(h map[string]any) (Record, error) {
 	r.Traceparent = d.text(HeaderTraceparent)
 	r.RawRetryCount = d.text(HeaderRawRetryCount)
 	r.HoldKey = d.text(HeaderHoldKey)
+	r.HoldMode = d.text(HeaderHoldMode)
 
 	rc, err := RetryCount(h)
 	r.RetryCount = rc

@@ -149,8 +149,11 @@ func allowHeads(ctx context.Context, q catalogdb.Querier, es []*catalog.Entry) e
 		}
 		n := len(args) / 3
 		rows := strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", n), ", ")
+		// The subquery locks the keys' rows in (queue, key) order, as a
+		// parking does (catalogdb.HoldParkedKeys): never a cycle between them.
 		_, err := q.ExecContext(ctx, `UPDATE lily_held_keys SET state = 'waiting', allowed_event_id = head_event_id, updated_at = ?
-			WHERE state = 'held' AND (queue, msg_key, head_event_id) IN (VALUES `+rows+`)`,
+			WHERE state = 'held' AND (queue, msg_key) IN (SELECT queue, msg_key FROM lily_held_keys
+				WHERE state = 'held' AND (queue, msg_key, head_event_id) IN (VALUES `+rows+`) ORDER BY queue, msg_key`+q.Dialect().ForUpdate()+`)`,
 			append([]any{time.Now().UnixMilli()}, args...)...)
 		if err != nil {
 			return fmt.Errorf("catalog: let the heads of held keys through (%d entries from event %v): %w", n, args[2], err)

@@ -298,8 +298,13 @@ func DupIdentity(e *Entry) string {
 
 // InsertEntries adds entries in tx as Store.Insert does: an entry with a
 // DLKey inserted before is skipped, one repeating a held dead-lettering
-// is counted as its duplicate; both are left with ID 0.
+// is counted as its duplicate; both are left with ID 0. The keys of the
+// parked entries are decided first, under their rows' locks
+// (HoldParkedKeys).
 func InsertEntries(ctx context.Context, tx *Tx, entries []*Entry) error {
+	if err := HoldParkedKeys(ctx, tx, entries, time.Now()); err != nil {
+		return err
+	}
 	in, err := newInserter(ctx, tx)
 	if err != nil {
 		return err

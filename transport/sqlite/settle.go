@@ -63,6 +63,7 @@ func (t *Transport) settleTx(ctx context.Context, tx *sql.Tx, p *transport.Settl
 	st := &settleStmts{tx: tx}
 	defer st.close()
 	acked := map[string]int64{}
+	var parked []*catalogdb.Entry
 	for i, s := range p.Settlements {
 		rc, ok := s.Delivery.Receipt.(receipt)
 		if !ok {
@@ -89,7 +90,10 @@ func (t *Transport) settleTx(ctx context.Context, tx *sql.Tx, p *transport.Settl
 		case transport.DeadLetter:
 			n, err = st.exec(ctx, &st.del, t.st.deleteRow, rc.id, rc.count)
 			if err == nil && n == 1 {
-				err = st.insertEntry(ctx, catalogdb.NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, now))
+				e := catalogdb.NewEntry(s.Delivery.Queue, s.Delivery.Message, s.Headers, s.Reason, now)
+				if err = st.insertEntry(ctx, e); err == nil && e.State == catalogdb.StateParked {
+					parked = append(parked, e)
+				}
 			}
 		case transport.Retry:
 			n, err = st.exec(ctx, &st.retry, t.st.retryCopy, hdr, nowMs+s.Delay.Milliseconds(), nowMs, rc.id, rc.count)
@@ -116,6 +120,12 @@ func (t *Transport) settleTx(ctx context.Context, tx *sql.Tx, p *transport.Settl
 			errs[i] = err
 			failed++
 		}
+	}
+	// A parked entry's key may have been freed since the consumer looked
+	// at it: held again, the entry is never left without its key
+	// (catalogdb.HoldParkedKeys; this transaction is the one writer).
+	if err := catalogdb.HoldParkedKeys(ctx, catalogdb.SQLiteTx(tx), parked, now); err != nil {
+		return 0, false, fmt.Errorf("sqlite transport: settle: %w", err)
 	}
 	for q, n := range acked {
 		if err := t.st.ledger.AddTx(ctx, tx, q, 0, n); err != nil {
