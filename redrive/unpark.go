@@ -82,7 +82,7 @@ func (ks *Keys) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error
 		return res, fmt.Errorf("catalog: the head %s of key %q needs a manual decision (entry %d): discard it with a reason, then unpark", k.HeadEventID, p.Key, k.Head.ID)
 	case k.Head.State == catalog.StateRedriven:
 		res.Action = "await_head"
-	default: // discarded or erased: the rest may follow
+	default: // discarded or erased: the rest may follow; or parked, a key held again by a parking (catalogdb.HoldParkedKeys): it goes first
 		res.Action = "release_next"
 	}
 	if p.DryRun || res.Action == "nothing" {
