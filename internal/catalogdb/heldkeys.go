@@ -22,9 +22,9 @@ import (
 // ResumeKeys) can find nothing parked and free the key (delete its row).
 // A parked entry without its key's row is never released. So, on
 // PostgreSQL, the parking locks the rows of its keys first, in (queue,
-// key) order, as every writer of several key rows does: an advance that
-// locked a key before waits for nothing and the parking then sees the
-// key's row gone; an advance that comes after waits for the parking's
+// key) order, as every writer of several key rows does: if an advance
+// locked the key first, the parking waits for its commit and then finds
+// the key's row gone; an advance that comes after waits for the parking's
 // commit and then finds the entry. A key found free is inserted again as
 // waiting, with the key's first parked entry of the batch (the oldest: the
 // batch is in arrival order) as its head and allowed message, in the mode
@@ -34,16 +34,19 @@ import (
 // once redrive.ResumeGrace has passed. On SQLite the transaction is the one
 // writer and the same statement decides.
 //
-// It must run before the entries are inserted and before any other lock on
-// an entry's row (Store.Insert's duplicate check): an advance locks the
-// key's row and then its entries', so a parking does the same.
+// On PostgreSQL it must run before the entries are inserted and before any
+// other lock on an entry's row (Store.Insert's duplicate check): an advance
+// locks the key's row and then its entries', so a parking does the same.
 func HoldParkedKeys(ctx context.Context, tx *Tx, entries []*Entry, now time.Time) error {
 	type parkedKey struct{ queue, key, mode, event string }
 	var ks []parkedKey
-	seen := map[[2]string]bool{}
+	var seen map[[2]string]bool // made for the first parked entry: most batches have none
 	for _, e := range entries {
 		if e.State != StateParked || e.HoldKey == "" {
 			continue
+		}
+		if seen == nil {
+			seen = map[[2]string]bool{}
 		}
 		k := [2]string{e.Queue, e.HoldKey}
 		if seen[k] {
