@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -21,7 +22,28 @@ import (
 // serialised the all-queues check (a partial unique index covers one
 // queue only).
 func TestPostgresJobCreationExact(t *testing.T) {
-	ss := catalogtest.PGFleet(t, 4)
+	jobCreationRace(t, catalogtest.PGFleet(t, 4))
+}
+
+// TestSQLiteJobCreationExact: the same on four handles of one SQLite file,
+// where each creation's transaction is the one writer.
+func TestSQLiteJobCreationExact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	ss := make([]*catalog.Store, 4)
+	for i := range ss {
+		s, err := catalog.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		ss[i] = s
+	}
+	jobCreationRace(t, ss)
+}
+
+// jobCreationRace runs the rounds of TestPostgresJobCreationExact on ss,
+// processes sharing one catalog.
+func jobCreationRace(t *testing.T, ss []*catalog.Store) {
 	ctx := context.Background()
 	queues := []string{"", "a", "b", "c"} // "": the job of every queue
 	const rounds = 40
