@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/lily-mq/lily/transport"
 )
@@ -152,7 +154,7 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 			parts = n
 		}
 		plan := t.plan(spec, parts)
-		var existed []string
+		var existed, created []string
 		for _, tp := range plan {
 			resp, err := t.adm.CreateTopic(ctx, tp.Partitions, t.opts.ReplicationFactor, tp.Configs, tp.Name)
 			if errors.Is(err, kerr.TopicAlreadyExists) {
@@ -172,6 +174,10 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 				t.topics[tp.Name] = resp.NumPartitions
 				t.mu.Unlock()
 			}
+			created = append(created, tp.Name)
+		}
+		if err := t.refreshMetadata(ctx, created); err != nil {
+			return err
 		}
 		if spec.ShareGroup != "" {
 			if err := t.ensureShareGroup(ctx, spec.ShareGroup); err != nil {
@@ -186,6 +192,28 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 		}
 	}
 	t.register(p.Queues...)
+	return nil
+}
+
+// refreshMetadata replaces the client's cached metadata of topics just
+// created. The probe above, made before they existed, is cached as
+// "unknown topic" for MetadataMinAge (5 s), and every admin request that
+// reads the cache (end offsets, depth) would fail with
+// UNKNOWN_TOPIC_OR_PARTITION until it expires.
+func (t *Transport) refreshMetadata(ctx context.Context, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	for _, name := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
+	// A limit of 1 ns makes every named topic's cache entry stale.
+	if _, err := t.prod.RequestCachedMetadata(ctx, req, time.Nanosecond); err != nil {
+		return fmt.Errorf("kafka: metadata of created topics %v: %w", topics, err)
+	}
 	return nil
 }
 
