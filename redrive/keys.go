@@ -38,6 +38,9 @@ type Keys struct {
 	db    *catalogdb.DB
 	// rd redrives a key's head (Unpark).
 	rd *Redriver
+	// afterRead, in tests only, runs once Unpark has read the key and
+	// before it decides: another decision interleaves there.
+	afterRead func()
 }
 
 // NewKeys returns the held keys of store.

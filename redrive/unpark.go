@@ -64,6 +64,10 @@ func (ks *Keys) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error
 		return res, fmt.Errorf("%w: key %q on queue %q (lily dlq parked lists the held keys)", ErrNotHeld, p.Key, p.Queue)
 	}
 	res.Key = *k
+	if ks.afterRead != nil {
+		ks.afterRead()
+	}
+	seen := keySeen{k.State, k.AllowedEventID}
 	maxR := DefaultMaxRedrives
 	if p.MaxRedrives != nil {
 		maxR = *p.MaxRedrives
@@ -102,38 +106,76 @@ func (ks *Keys) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error
 	}
 	switch res.Action {
 	case "await_head":
-		if err := ks.HoldKey(ctx, p.Queue, p.Key, k.Mode, KeyWaiting, k.HeadEventID); err != nil {
+		moved, err := ks.moveKey(ctx, p.Queue, p.Key, k.HeadEventID, seen, KeyWaiting, k.HeadEventID)
+		if err != nil {
 			return res, err
+		}
+		if !moved {
+			return ks.movedMeanwhile(ctx, d, res, k.HeadEventID)
 		}
 		return res, ks.store.AppendAudit(ctx, d.Record(ActionUnpark, OutcomeWaiting, false, []string{k.HeadEventID}, "the head was already redriven; it is let through when it arrives"))
 	case "release_next":
 		var moved bool
-		res.Free, moved, err = ks.advance(ctx, d, p.Queue, p.Key, pub, ActionUnpark, keySeen{string(k.State), k.AllowedEventID})
+		res.Free, moved, err = ks.advance(ctx, d, p.Queue, p.Key, pub, ActionUnpark, seen)
 		if err != nil || !moved {
 			return res, err
 		}
-		res.Action = "nothing" // another decision moved the key first
-		return res, ks.store.AppendAudit(ctx, d.Record(ActionUnpark, OutcomeWaiting, false, []string{k.HeadEventID}, "the key moved meanwhile (another unpark or its consumer): nothing to do"))
+		return ks.movedMeanwhile(ctx, d, res, k.HeadEventID)
 	}
 	head, err := ks.store.Get(ctx, k.Head.ID)
 	if err != nil {
 		return res, err
 	}
-	return res, ks.redriveHead(ctx, d, head, k.Mode, pub)
+	moved, err := ks.moveKey(ctx, p.Queue, p.Key, k.HeadEventID, seen, KeyWaiting, k.HeadEventID)
+	if err != nil {
+		return res, err
+	}
+	if !moved {
+		return ks.movedMeanwhile(ctx, d, res, k.HeadEventID)
+	}
+	return res, ks.redriveHead(ctx, d, head, pub)
 }
 
-// redriveHead lets the head of a held key through and redrives it.
-func (ks *Keys) redriveHead(ctx context.Context, d decision, head *catalog.Entry, mode string, pub Publisher) error {
-	if err := ks.HoldKey(ctx, head.Queue, head.Key, mode, KeyWaiting, head.EventID); err != nil {
-		return err
-	}
+// movedMeanwhile records that the key changed between Unpark's read and
+// its decision (another unpark, a redrive, or the consumer freed it):
+// nothing is done, so that a key is never recreated for a head that has
+// already been processed.
+func (ks *Keys) movedMeanwhile(ctx context.Context, d decision, res UnparkResult, head string) (UnparkResult, error) {
+	res.Action = "nothing"
+	return res, ks.store.AppendAudit(ctx, d.Record(ActionUnpark, OutcomeWaiting, false, []string{head}, "the key moved meanwhile (another unpark or its consumer): nothing to do"))
+}
+
+// redriveHead redrives the head of a key that moveKey let it through.
+func (ks *Keys) redriveHead(ctx context.Context, d decision, head *catalog.Entry, pub Publisher) error {
 	_, err := ks.rd.redriveBatch(ctx, d, pub, head.Queue, []*catalog.Entry{head}, nil, Params{})
 	if err != nil {
-		// Not sent: the key is held again (best effort; a stale allowance
-		// only lets this head through when it comes).
-		_ = ks.HoldKey(context.WithoutCancel(ctx), head.Queue, head.Key, mode, KeyHeld, head.EventID)
+		// Not sent: the key is held again, unless it moved meanwhile (best
+		// effort; a stale allowance only lets this head through when it
+		// comes).
+		_, _ = ks.moveKey(context.WithoutCancel(ctx), head.Queue, head.Key, head.EventID,
+			keySeen{KeyWaiting, head.EventID}, KeyHeld, "")
 	}
 	return err
+}
+
+// moveKey moves key, as a decision saw it (seen, with head), to state with
+// allowed, in one conditional statement, and says whether it did. A key
+// freed, advanced or held for another head since the decision read it is
+// left as it is: an upsert here would recreate a freed key waiting for a
+// head that was already processed, and park every later message of the key
+// behind a message that never comes (docs/design.md §4.9).
+func (ks *Keys) moveKey(ctx context.Context, queue, key, head string, seen keySeen, state, allowed string) (bool, error) {
+	res, err := ks.db.ExecContext(ctx, `UPDATE lily_held_keys SET state = ?, allowed_event_id = ?, updated_at = ?
+		WHERE queue = ? AND msg_key = ? AND state = ? AND allowed_event_id = ? AND head_event_id = ?`,
+		state, allowed, time.Now().UnixMilli(), queue, key, seen.state, seen.allowed, head)
+	if err != nil {
+		return false, fmt.Errorf("catalog: move key %q of %s to %s: %w", key, queue, state, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("catalog: move key %q of %s to %s: %w", key, queue, state, err)
+	}
+	return n == 1, nil
 }
 
 // allowHeads lets through, before they are redriven, the entries of es
