@@ -361,6 +361,11 @@ func (s *Store) importBatch(ctx context.Context, d catalogdb.Decision, p ImportP
 		accounted := map[string]int64{}
 		var added []string
 		skipped, history := 0, 0
+		// Duplicates first (reads only): the keys of the parked entries to
+		// add are decided before any row is written or locked, as a
+		// parking does (catalogdb.HoldParkedKeys).
+		var fresh []*ExportLine
+		var parked []*catalogdb.Entry
 		for _, l := range batch {
 			queue := lineQueue(l, p.Queue)
 			dup, err := importDuplicate(ctx, tx, l, queue)
@@ -371,6 +376,22 @@ func (s *Store) importBatch(ctx context.Context, d catalogdb.Decision, p ImportP
 				skipped++
 				continue
 			}
+			fresh = append(fresh, l)
+			if l.State == StateParked && l.HoldKey != "" {
+				e := &catalogdb.Entry{Queue: queue, EventID: l.EventID, State: StateParked, HoldKey: l.HoldKey}
+				if len(l.Headers) > 0 {
+					// Only the hold mode is read; headers that do not parse
+					// leave it to the default ("park").
+					e.Headers, _ = transport.UnmarshalHeaders(l.Headers)
+				}
+				parked = append(parked, e)
+			}
+		}
+		if err := catalogdb.HoldImportedKeys(ctx, tx, parked, d.Now()); err != nil {
+			return err
+		}
+		for _, l := range fresh {
+			queue := lineQueue(l, p.Queue)
 			// Removed data keeps its sizes; data present has them NULL
 			// (its LENGTH is the size), as the catalog stores them.
 			var bodySize, headersSize any
@@ -378,7 +399,7 @@ func (s *Store) importBatch(ctx context.Context, d catalogdb.Decision, p ImportP
 				bodySize, headersSize = l.BodySize, l.HeadersSize
 			}
 			var id int64
-			err = tx.QueryRowContext(ctx, importSQL, queue, l.EventID, l.Key, l.Type, nullBytes(l.Body), nullBytes(l.Headers), l.BodySHA256,
+			err := tx.QueryRowContext(ctx, importSQL, queue, l.EventID, l.Key, l.Type, nullBytes(l.Body), nullBytes(l.Headers), l.BodySHA256,
 				l.Reason, l.ErrorType, l.ErrorMessage, l.Fingerprint, l.ConsumerVersion, l.Source, l.DeliveryCount, l.RetryCount,
 				l.RedriveCount, string(l.State), l.DeadLetteredAt.UnixMilli(), l.UpdatedAt.UnixMilli(), catalogdb.NullString(l.DLKey), l.HoldKey,
 				l.SourceCoords, l.Duplicates, nullTime(l.DecidedAt), l.DecidedBy, l.Decision, nullTime(l.ErasedAt), bodySize, headersSize).Scan(&id)

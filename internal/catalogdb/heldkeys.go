@@ -38,6 +38,26 @@ import (
 // other lock on an entry's row (Store.Insert's duplicate check): an advance
 // locks the key's row and then its entries', so a parking does the same.
 func HoldParkedKeys(ctx context.Context, tx *Tx, entries []*Entry, now time.Time) error {
+	return holdParkedKeys(ctx, tx, entries, now, "waiting")
+}
+
+// HoldImportedKeys is HoldParkedKeys for parked entries that an import
+// (Store.Import) adds: a key the catalog does not hold is held — state
+// held, its oldest parked entry of the batch as the head — not waiting.
+// An export carries no held keys, and the import cannot tell whether the
+// key's head was decided in the catalog the entries came from: nothing of
+// the key moves until an operator unparks it (a head in state parked is
+// released first), and a blocked key does not move on alone. Without
+// this, the imported parked entries had no key: listed by nobody as held,
+// released by nothing, while the key's new messages passed them.
+func HoldImportedKeys(ctx context.Context, tx *Tx, entries []*Entry, now time.Time) error {
+	return holdParkedKeys(ctx, tx, entries, now, "held")
+}
+
+// holdParkedKeys inserts, under the rows' locks, the keys of the parked
+// entries that the catalog does not hold, in state ("waiting": allowed
+// through is the head; "held": nothing is).
+func holdParkedKeys(ctx context.Context, tx *Tx, entries []*Entry, now time.Time, state string) error {
 	type parkedKey struct{ queue, key, mode, event string }
 	var ks []parkedKey
 	var seen map[[2]string]bool // made for the first parked entry: most batches have none
@@ -72,29 +92,33 @@ func HoldParkedKeys(ctx context.Context, tx *Tx, entries []*Entry, now time.Time
 		// DO UPDATE … WHERE false locks an existing row without writing a
 		// new version of it; ORDER BY takes the locks in (queue, key) order.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO lily_held_keys(queue, msg_key, mode, state, head_event_id, allowed_event_id, since, updated_at)
-			SELECT q, k, m, 'waiting', ev, ev, CAST(?5 AS BIGINT), CAST(?5 AS BIGINT)
+			SELECT q, k, m, CAST(?6 AS text), ev, CASE WHEN ?6 = 'waiting' THEN ev ELSE '' END, CAST(?5 AS BIGINT), CAST(?5 AS BIGINT)
 			FROM unnest(CAST(?1 AS text[]), CAST(?2 AS text[]), CAST(?3 AS text[]), CAST(?4 AS text[])) AS u(q, k, m, ev)
 			ORDER BY q, k
 			ON CONFLICT (queue, msg_key) DO UPDATE SET updated_at = lily_held_keys.updated_at WHERE false`,
-			qs, keys, modes, events, ms); err != nil {
+			qs, keys, modes, events, ms, state); err != nil {
 			return fmt.Errorf("catalog: hold the keys of %d parked entries (from key %q of %s): %w", len(ks), ks[0].key, ks[0].queue, err)
 		}
 		return nil
 	}
-	const chunk = 200 // 5 parameters each, far below SQLite's limit
+	const chunk = 150 // 6 parameters each, far below SQLite's limit
 	for start := 0; start < len(ks); start += chunk {
 		part := ks[start:min(start+chunk, len(ks))]
-		args := make([]any, 0, 5*len(part))
+		args := make([]any, 0, 6*len(part))
 		for _, k := range part {
-			args = append(args, k.queue, k.key, k.mode, k.event, ms)
+			allowed := k.event
+			if state != "waiting" {
+				allowed = ""
+			}
+			args = append(args, k.queue, k.key, k.mode, k.event, allowed, ms)
 		}
 		var b strings.Builder
 		for i := range part {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			n := 5 * i
-			fmt.Fprintf(&b, "(?%d, ?%d, ?%d, 'waiting', ?%d, ?%d, ?%d, ?%d)", n+1, n+2, n+3, n+4, n+4, n+5, n+5)
+			n := 6 * i
+			fmt.Fprintf(&b, "(?%d, ?%d, ?%d, '%s', ?%d, ?%d, ?%d, ?%d)", n+1, n+2, n+3, state, n+4, n+5, n+6, n+6)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO lily_held_keys(queue, msg_key, mode, state, head_event_id, allowed_event_id, since, updated_at)
 			VALUES `+b.String()+` ON CONFLICT (queue, msg_key) DO NOTHING`, args...); err != nil {
