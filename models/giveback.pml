@@ -42,7 +42,9 @@
 #define N 3        /* messages; message m is in slot m */
 #define C 2        /* consumers */
 #define P 2        /* prefetch */
+#ifndef LIMIT
 #define LIMIT 3    /* delivery_limit */
+#endif
 #define POISON 0
 #ifndef FAULTS
 #define FAULTS 1
