@@ -29,13 +29,13 @@
  * check: noreset
  * check: noraise
  * check: noloss
- * check: done fair
+ * check: done
  * mutant: NO_SPILL innocent
  * mutant: NO_ISOLATE innocent
  * mutant: RESET_COUNT noreset
  * mutant: RAISE_COUNT noraise
  * mutant: ACK_FIRST noloss
- * mutant: NO_LIMIT done fair
+ * mutant: NO_LIMIT done
  * limit: FAULTS=2 innocent
  */
 

@@ -22,11 +22,11 @@
  * check: confirmed
  * check: order
  * check: nodup
- * check: done fair
+ * check: done
  * mutant: MARK_FIRST confirmed
  * mutant: NO_BREAK order
  * mutant: SQLITE_TWO_RELAYS nodup
- * mutant: NO_RETRY done fair
+ * mutant: NO_RETRY done
  * limit: ANY_SUBSET order
  */
 

@@ -22,12 +22,12 @@
  * check: confirmed
  * check: nodup
  * check: complete
- * check: done fair
+ * check: done
  * mutant: NO_PENDING_GUARD once
  * mutant: MARK_FIRST confirmed
  * mutant: NO_LEASE_CHECK nodup
  * mutant: CURSOR_FIRST complete
- * mutant: NO_TAKEOVER done fair
+ * mutant: NO_TAKEOVER done
  */
 
 #define R 2          /* runners */
