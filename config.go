@@ -32,6 +32,8 @@ const (
 	TransportSQS = "sqs"
 	// TransportPubSub is Google Cloud Pub/Sub (package transport/pubsub).
 	TransportPubSub = "pubsub"
+	// TransportNATS is NATS JetStream (package transport/nats).
+	TransportNATS = "nats"
 )
 
 // BreakerEnabled reports whether the queue's consumers use the circuit
@@ -85,7 +87,7 @@ const (
 type QueueConfig struct {
 	// Name of the queue, e.g. "orders.created". Required.
 	Name string `toml:"name" json:"name"`
-	// Transport carrying the queue: "sqlite", "rabbitmq", "kafka", "sqs" or "pubsub".
+	// Transport carrying the queue: "sqlite", "rabbitmq", "kafka", "sqs", "pubsub" or "nats".
 	// Defaults to "sqlite".
 	Transport string `toml:"transport" json:"transport"`
 	// Exchange the queue is bound to (RabbitMQ). Defaults to the part of
@@ -339,9 +341,9 @@ func (c QueueConfig) Validate() error {
 		bad("name", fmt.Sprintf("%q", c.Name), "must be 1..200 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
 	switch c.Transport {
-	case TransportSQLite, TransportRabbitMQ, TransportKafka, TransportSQS, TransportPubSub:
+	case TransportSQLite, TransportRabbitMQ, TransportKafka, TransportSQS, TransportPubSub, TransportNATS:
 	default:
-		bad("transport", fmt.Sprintf("%q", c.Transport), `must be "sqlite", "rabbitmq", "kafka", "sqs" or "pubsub"`)
+		bad("transport", fmt.Sprintf("%q", c.Transport), `must be "sqlite", "rabbitmq", "kafka", "sqs", "pubsub" or "nats"`)
 	}
 	if err := c.Policy().Validate(); err != nil {
 		for _, e := range unjoin(err) {

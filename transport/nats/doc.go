@@ -1,0 +1,2 @@
+// Package nats is Lily's NATS JetStream transport.
+package nats

@@ -1,0 +1,261 @@
+package nats
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+)
+
+// receipt is a delivery's settlement handle.
+type receipt struct {
+	msg      jetstream.Msg
+	queue    string
+	consumer string
+	b        Binding
+	seq      uint64 // stream sequence
+	// delivered is the server's NumDelivered of this hand-out.
+	delivered uint64
+	// retrySeq is the sequence of the message's retry record (0: none).
+	retrySeq uint64
+}
+
+// Receive pulls up to p.Max messages (at most Options.MaxBatch) from the
+// queue's consumer, waiting up to p.Wait (at most Options.MaxWait) for
+// the first. The delivery count is the server's NumDelivered, counted from
+// the message's last retry (its retry record) or carried by a give-back
+// copy. With IsolateRedeliveries a batch is cut before its first
+// redelivery, which then comes alone, and after a redelivery the consumer
+// pulls one message at a time until a first delivery comes again — and so
+// does a new consumer instance (its predecessor may have died holding a
+// batch).
+func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
+	if ds := t.fromStash(p); len(ds) > 0 {
+		return ds, nil
+	}
+	c, b, err := t.consumer(ctx, p.Queue)
+	if err != nil {
+		return nil, err
+	}
+	n := min(max(p.Max, 1), t.opts.MaxBatch)
+	t.mu.Lock()
+	if wary, seen := t.wary[p.Consumer]; p.IsolateRedeliveries && (wary || !seen) {
+		// After a crash the dead consumer's messages come back together,
+		// each counted once more; pulled as a batch, a poison among them
+		// would take every innocent one to its count.
+		n = 1
+	}
+	t.mu.Unlock()
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	msgs, err := t.fetch(c, n, min(p.Wait, t.opts.MaxWait))
+	if err != nil {
+		t.forget(p.Queue)
+		return nil, fmt.Errorf("nats: receive from %s (stream %s, consumer %s): %w", p.Queue, b.Stream, b.Consumer, err)
+	}
+	ds := make([]*transport.Delivery, 0, len(msgs))
+	for _, m := range msgs {
+		d, err := t.delivery(ctx, p.Queue, p.Consumer, b, m)
+		if err != nil {
+			// The message stays leased and comes back after AckWait.
+			t.opts.Logger.Warn("nats: could not read a delivery's retry record; it comes back after AckWait", "queue", p.Queue, "err", err)
+			continue
+		}
+		ds = append(ds, d)
+	}
+	t.mu.Lock()
+	h := t.held[p.Consumer]
+	if h == nil {
+		h = map[*receipt]struct{}{}
+		t.held[p.Consumer] = h
+	}
+	for _, d := range ds {
+		h[d.Receipt.(*receipt)] = struct{}{}
+	}
+	if !p.IsolateRedeliveries || len(ds) == 0 {
+		t.mu.Unlock()
+		return ds, nil
+	}
+	redelivered := false
+	for _, d := range ds {
+		if d.DeliveryCount > 1 {
+			redelivered = true
+		}
+	}
+	t.wary[p.Consumer] = redelivered
+	cut := isolate(ds)
+	t.mu.Unlock()
+	if cut == len(ds) {
+		return ds, nil
+	}
+	if rest := t.giveBack(ctx, ds[cut:]); len(rest) > 0 {
+		t.mu.Lock()
+		k := stashKey(p.Consumer, p.Queue)
+		t.stash[k] = append(t.stash[k], rest...)
+		if !t.stashing {
+			t.stashing = true
+			go t.keepStash()
+		}
+		t.mu.Unlock()
+	}
+	return ds[:cut], nil
+}
+
+// fetch pulls up to n messages: what the consumer has at once, else the
+// first to come within wait, then what came with it. A pull is never cut
+// short by the caller's context: a message the server sent to a pull whose
+// reader left would be leased to nobody until AckWait, its count raised.
+func (t *Transport) fetch(c jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
+	msgs, err := drain(c.FetchNoWait(n))
+	if err != nil || len(msgs) > 0 || wait <= 0 {
+		return msgs, err
+	}
+	msgs, err = drain(c.Fetch(1, jetstream.FetchMaxWait(wait)))
+	if err != nil || len(msgs) == 0 || n == 1 {
+		return msgs, err
+	}
+	more, err := drain(c.FetchNoWait(n - 1))
+	return append(msgs, more...), err
+}
+
+func drain(b jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out []jetstream.Msg
+	for m := range b.Messages() {
+		out = append(out, m)
+	}
+	return out, b.Error()
+}
+
+// delivery converts a pulled message, reading its retry record when the
+// server delivered it before.
+func (t *Transport) delivery(ctx context.Context, queue, consumer string, b Binding, m jetstream.Msg) (*transport.Delivery, error) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("nats: metadata of a message of %s: %w", queue, err)
+	}
+	dec := decodeHeaders(m.Headers())
+	rc := &receipt{msg: m, queue: queue, consumer: consumer, b: b, seq: meta.Sequence.Stream, delivered: meta.NumDelivered}
+	count := int(meta.NumDelivered)
+	if meta.NumDelivered > 1 {
+		rec, ok, err := t.readRetry(ctx, b, rc.seq)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			// Retried: the headers of the retry (x-retry-count, the
+			// attempt history), and a count that starts again.
+			dec.Headers, rc.retrySeq = rec.headers, rec.seq
+			count = int(meta.NumDelivered - min(rec.base, meta.NumDelivered-1))
+		}
+	}
+	count += priorDeliveries(dec.Headers)
+	id := dec.EventID
+	if id == "" {
+		id = messageID(dec.Headers, b.Stream, rc.seq)
+	}
+	return &transport.Delivery{
+		Message:       transport.Message{EventID: id, Key: dec.Key, Type: dec.Type, Body: m.Data(), Headers: dec.Headers},
+		Queue:         queue,
+		DeliveryCount: count,
+		EnqueuedAt:    meta.Timestamp,
+		MessageID:     fmt.Sprintf("%s:%d", b.Stream, rc.seq),
+		Receipt:       rc,
+	}, nil
+}
+
+// messageID is the event ID of a message without Lily's: the producer's
+// Nats-Msg-Id, else its place in the stream ("<stream>:<sequence>").
+func messageID(h transport.Headers, stream string, seq uint64) string {
+	if id, ok := h["Nats-Msg-Id"].(string); ok && id != "" {
+		return id
+	}
+	return fmt.Sprintf("%s:%d", stream, seq)
+}
+
+// priorDeliveries removes evidence.HeaderPriorDeliveries from h and
+// returns it: the hand-outs a give-back copy carries, else 0.
+func priorDeliveries(h transport.Headers) int {
+	v, ok := h[evidence.HeaderPriorDeliveries]
+	if !ok {
+		return 0
+	}
+	delete(h, evidence.HeaderPriorDeliveries)
+	return evidence.PriorDeliveries(v)
+}
+
+// isolate returns how many leading deliveries go together: a redelivery
+// alone, else the first deliveries before the first redelivery.
+func isolate(ds []*transport.Delivery) int {
+	if len(ds) == 0 {
+		return 0
+	}
+	if ds[0].DeliveryCount > 1 {
+		return 1
+	}
+	for i, d := range ds {
+		if d.DeliveryCount > 1 {
+			return i
+		}
+	}
+	return len(ds)
+}
+
+func stashKey(consumer, queue string) string { return consumer + "\x00" + queue }
+
+// fromStash hands out deliveries kept from an isolated batch.
+func (t *Transport) fromStash(p *transport.ReceiveParams) []*transport.Delivery {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := stashKey(p.Consumer, p.Queue)
+	ds := t.stash[k]
+	if len(ds) == 0 {
+		return nil
+	}
+	n := min(len(ds), max(p.Max, 1))
+	if p.IsolateRedeliveries {
+		n = min(isolate(ds), n)
+	}
+	out := ds[:n:n]
+	if rest := ds[n:]; len(rest) > 0 {
+		t.stash[k] = rest
+	} else {
+		delete(t.stash, k)
+	}
+	return out
+}
+
+// keepStash keeps the leases of the deliveries kept from isolated batches
+// (nobody else holds them) with InProgress every fifth of AckWait, until
+// none is kept or the transport is closed.
+func (t *Transport) keepStash() {
+	every := t.opts.AckWait / 5
+	for {
+		time.Sleep(every) // the lease's own clock: no event to wait for
+		t.mu.Lock()
+		var rcs []*receipt
+		for _, ds := range t.stash {
+			for _, d := range ds {
+				rcs = append(rcs, d.Receipt.(*receipt))
+			}
+		}
+		if len(rcs) == 0 || t.closed {
+			t.stashing = false
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+		for _, rc := range rcs {
+			if err := rc.msg.InProgress(); err != nil {
+				t.opts.Logger.Warn("nats: extending the lease of a delivery kept from an isolated batch failed", "queue", rc.queue, "err", err)
+			}
+		}
+	}
+}

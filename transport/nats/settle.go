@@ -1,0 +1,274 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/transport"
+)
+
+// Settle applies the settlements, each in the safe order, in parallel:
+// Ack acknowledges the message; Retry writes its retry record (confirmed)
+// and then NAKs it with the delay (NakWithDelay); DeadLetter publishes a
+// copy with the evidence to the queue's dead-letter stream, confirmed by
+// its PubAck, and then terminates the original (AckTerm); Release NAKs it
+// (with the delay, if any). Acknowledgements are one-way in NATS: Settle
+// returns once the server has read them (a flush). A copy that was not
+// confirmed leaves the original leased; it comes back after AckWait. Under
+// p.FailRefused a dead-letter copy that the dead-letter stream refuses
+// (full at dlq_max_length, or over max_payload) fails with
+// transport.ErrDeadLetterRefused.
+func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
+	if err := t.checkOpen(); err != nil {
+		return err
+	}
+	errs := make([]error, len(p.Settlements))
+	sent := make([]bool, len(p.Settlements))
+	var wg sync.WaitGroup
+	for i := range p.Settlements {
+		wg.Go(func() {
+			sent[i], errs[i] = t.settle(ctx, &p.Settlements[i], p.FailRefused)
+		})
+	}
+	wg.Wait()
+	// The acks are sent: confirm them even when the caller is stopping.
+	if err := t.confirm(context.WithoutCancel(ctx)); err != nil {
+		for i := range errs {
+			if sent[i] && errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	for i, err := range errs {
+		if err == nil {
+			t.unhold(p.Settlements[i].Delivery.Receipt.(*receipt))
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return &transport.SettleError{Errs: errs}
+		}
+	}
+	return nil
+}
+
+// settle applies one settlement; sent reports that an acknowledgement went
+// out, to be confirmed.
+func (t *Transport) settle(ctx context.Context, s *transport.Settlement, failRefused bool) (sent bool, err error) {
+	d := s.Delivery
+	rc, ok := d.Receipt.(*receipt)
+	if !ok {
+		return false, fmt.Errorf("nats: settle %s: delivery was not received from this transport", d.EventID)
+	}
+	switch s.Action {
+	case transport.Ack:
+		if err := rc.msg.Ack(); err != nil {
+			return false, fmt.Errorf("nats: ack %s on %s: %w", d.EventID, rc.queue, err)
+		}
+		t.dropRetry(ctx, rc)
+	case transport.Retry:
+		if err := t.writeRetry(ctx, rc, s.Headers); err != nil {
+			return false, err
+		}
+		if err := rc.msg.NakWithDelay(s.Delay); err != nil {
+			return false, fmt.Errorf("nats: nak %s on %s with delay %s: %w", d.EventID, rc.queue, s.Delay, err)
+		}
+	case transport.DeadLetter:
+		if err := t.deadLetter(ctx, rc, d, s.Headers, failRefused); err != nil {
+			return false, err
+		}
+		if err := rc.msg.Term(); err != nil {
+			return false, fmt.Errorf("nats: terminate %s on %s after its dead-letter copy was stored: %w", d.EventID, rc.queue, err)
+		}
+		t.dropRetry(ctx, rc)
+	case transport.Release:
+		if err := rc.msg.NakWithDelay(s.Delay); err != nil {
+			return false, fmt.Errorf("nats: release %s on %s: %w", d.EventID, rc.queue, err)
+		}
+	default:
+		return false, fmt.Errorf("nats: settle %s: unknown action %d", d.EventID, s.Action)
+	}
+	return true, nil
+}
+
+// deadLetter publishes d's dead-letter copy and waits for its PubAck.
+func (t *Transport) deadLetter(ctx context.Context, rc *receipt, d *transport.Delivery, h transport.Headers, failRefused bool) error {
+	target := DeadLetterSubject(rc.queue)
+	hdr, err := encodeHeaders(d.Message, h)
+	if err != nil {
+		return fmt.Errorf("nats: dead-letter %s: %w (original kept)", d.EventID, err)
+	}
+	m := &natsgo.Msg{Subject: target, Header: hdr, Data: d.Body}
+	if _, err := t.js.PublishMsg(ctx, m); err != nil {
+		if failRefused && isRefusal(err) {
+			return fmt.Errorf("nats: dead-letter %s to %s: %w: %w (original kept)", d.EventID, DeadLetterStream(rc.queue), transport.ErrDeadLetterRefused, err)
+		}
+		return fmt.Errorf("nats: dead-letter %s to %s: %w (original kept)", d.EventID, DeadLetterStream(rc.queue), publishErr(err))
+	}
+	return nil
+}
+
+func (t *Transport) unhold(rc *receipt) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h := t.held[rc.consumer]; h != nil {
+		delete(h, rc)
+		if len(h) == 0 {
+			delete(t.held, rc.consumer)
+		}
+	}
+}
+
+// ExtendLeases restarts the deliveries' AckWait with InProgress (JetStream
+// extends by AckWait, whatever p.For asks; the runtime extends well before
+// it runs out).
+func (t *Transport) ExtendLeases(ctx context.Context, p *transport.ExtendParams) error {
+	if err := t.checkOpen(); err != nil {
+		return err
+	}
+	errs := make([]error, len(p.Deliveries))
+	failed := false
+	for i, d := range p.Deliveries {
+		rc, ok := d.Receipt.(*receipt)
+		if !ok {
+			errs[i], failed = fmt.Errorf("nats: extend %s: delivery was not received from this transport", d.EventID), true
+			continue
+		}
+		if err := rc.msg.InProgress(); err != nil {
+			errs[i], failed = fmt.Errorf("nats: extend the lease of %s on %s: %w", d.EventID, rc.queue, err), true
+		}
+	}
+	if err := t.confirm(ctx); err != nil {
+		return err
+	}
+	if failed {
+		return &transport.SettleError{Errs: errs}
+	}
+	return nil
+}
+
+// RecoverLeases NAKs every message the consumer instance holds (received
+// and not settled, including those kept from an isolated batch): the
+// server hands them out again at once, their NumDelivered raised. It
+// returns how many it gave back.
+func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParams) (int, error) {
+	t.mu.Lock()
+	var rcs []*receipt
+	for rc := range t.held[p.Consumer] {
+		rcs = append(rcs, rc)
+	}
+	delete(t.held, p.Consumer)
+	for k := range t.stash {
+		if strings.HasPrefix(k, p.Consumer+"\x00") {
+			delete(t.stash, k)
+		}
+	}
+	t.mu.Unlock()
+	n := 0
+	var errs []error
+	for _, rc := range rcs {
+		if err := rc.msg.Nak(); err != nil {
+			errs = append(errs, fmt.Errorf("nats: give back a delivery of %s: %w", rc.queue, err))
+			continue
+		}
+		n++
+	}
+	if err := t.confirm(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return n, errors.Join(errs...)
+}
+
+// StopConsumer gives back what the consumer instance received and never
+// handed out (kept from an isolated batch): NAKed, handed out again at
+// once. The server counted their delivery already; it cannot be undone.
+func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) error {
+	t.mu.Lock()
+	k := stashKey(p.Consumer, p.Queue)
+	ds := t.stash[k]
+	delete(t.stash, k)
+	delete(t.wary, p.Consumer)
+	t.mu.Unlock()
+	var errs []error
+	for _, d := range ds {
+		rc := d.Receipt.(*receipt)
+		if err := rc.msg.Nak(); err != nil {
+			errs = append(errs, fmt.Errorf("nats: give back a delivery of %s: %w", rc.queue, err))
+		}
+		t.unhold(rc)
+	}
+	if len(ds) > 0 {
+		if err := t.confirm(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// giveBack takes the redeliveries pulled beside one that is about to run
+// alone off this consumer and returns those it did not give back (first
+// deliveries, and redeliveries it could not give back), which the caller
+// keeps leased for its next receives. Kept leased while the one runs
+// alone, they would die with it if it is the poison, counted once more
+// each time, until they reach delivery_limit beside it; NAKed, the server
+// would count their next delivery too. So each is published again to its
+// subject as a copy carrying its hand-outs so far in
+// evidence.HeaderPriorDeliveries (less this one, which no handler saw),
+// and the original is acknowledged once the copy is stored.
+func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery) (kept []*transport.Delivery) {
+	var back []*transport.Delivery
+	for _, d := range ds {
+		if d.DeliveryCount > 1 {
+			back = append(back, d)
+		} else {
+			kept = append(kept, d)
+		}
+	}
+	if len(back) == 0 {
+		return kept
+	}
+	acked := make([]bool, len(back))
+	var wg sync.WaitGroup
+	for i, d := range back {
+		wg.Go(func() {
+			rc := d.Receipt.(*receipt)
+			h := transport.CloneHeaders(d.Headers)
+			h[evidence.HeaderPriorDeliveries] = evidence.CarriedDeliveries(d.DeliveryCount)
+			hdr, err := encodeHeaders(d.Message, h)
+			if err == nil {
+				// Stored even if the consumer is stopping: the copy is
+				// the message once the original is acknowledged.
+				pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				defer cancel()
+				_, err = t.js.PublishMsg(pctx, &natsgo.Msg{Subject: rc.b.Subject, Header: hdr, Data: d.Body})
+			}
+			if err != nil {
+				t.opts.Logger.Warn("nats: could not give back a redelivery pulled beside one that runs alone; it stays received and runs alone later",
+					"queue", rc.queue, "event_id", d.EventID, "err", err)
+				return
+			}
+			if err := rc.msg.Ack(); err != nil {
+				t.opts.Logger.Warn("nats: a given-back redelivery's original could not be acknowledged; it may come back beside its copy (same event ID)",
+					"queue", rc.queue, "event_id", d.EventID, "err", err)
+			}
+			t.dropRetry(context.WithoutCancel(ctx), rc)
+			acked[i] = true
+		})
+	}
+	wg.Wait()
+	for i, d := range back {
+		if acked[i] {
+			t.unhold(d.Receipt.(*receipt))
+		} else {
+			kept = append(kept, d)
+		}
+	}
+	return kept
+}
