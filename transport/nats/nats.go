@@ -100,6 +100,8 @@ type Transport struct {
 	nc    *natsgo.Conn
 	own   bool
 	js    jetstream.JetStream
+	// apiPrefix is JetStream's API subject prefix.
+	apiPrefix string
 	specs transport.Specs
 
 	mu        sync.Mutex
@@ -162,7 +164,7 @@ func Open(o Options) (*Transport, error) {
 		t.Close()
 		return nil, fmt.Errorf("nats: JetStream context: %w", err)
 	}
-	t.js = js
+	t.js, t.apiPrefix = js, jetstream.DefaultAPIPrefix
 	return t, nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
@@ -13,7 +13,7 @@ import (
 
 // receipt is a delivery's settlement handle.
 type receipt struct {
-	msg      jetstream.Msg
+	msg      *natsgo.Msg
 	queue    string
 	consumer string
 	b        Binding
@@ -37,7 +37,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	if ds := t.fromStash(p); len(ds) > 0 {
 		return ds, nil
 	}
-	c, b, err := t.consumer(ctx, p.Queue)
+	_, b, err := t.consumer(ctx, p.Queue)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,10 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	if ctx.Err() != nil {
 		return nil, nil
 	}
-	msgs, err := t.fetch(c, n, min(p.Wait, t.opts.MaxWait))
+	// A pull is never cut short by the caller's context: a message the
+	// server sent to a pull whose reader left would be leased to nobody
+	// until AckWait, its count raised.
+	msgs, err := t.pull(b, n, min(p.Wait, t.opts.MaxWait))
 	if err != nil {
 		t.forget(p.Queue)
 		return nil, fmt.Errorf("nats: receive from %s (stream %s, consumer %s): %w", p.Queue, b.Stream, b.Consumer, err)
@@ -106,42 +109,14 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	return ds[:cut], nil
 }
 
-// fetch pulls up to n messages: what the consumer has at once, else the
-// first to come within wait, then what came with it. A pull is never cut
-// short by the caller's context: a message the server sent to a pull whose
-// reader left would be leased to nobody until AckWait, its count raised.
-func (t *Transport) fetch(c jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
-	msgs, err := drain(c.FetchNoWait(n))
-	if err != nil || len(msgs) > 0 || wait <= 0 {
-		return msgs, err
-	}
-	msgs, err = drain(c.Fetch(1, jetstream.FetchMaxWait(wait)))
-	if err != nil || len(msgs) == 0 || n == 1 {
-		return msgs, err
-	}
-	more, err := drain(c.FetchNoWait(n - 1))
-	return append(msgs, more...), err
-}
-
-func drain(b jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
-	if err != nil {
-		return nil, err
-	}
-	var out []jetstream.Msg
-	for m := range b.Messages() {
-		out = append(out, m)
-	}
-	return out, b.Error()
-}
-
 // delivery converts a pulled message, reading its retry record when the
 // server delivered it before.
-func (t *Transport) delivery(ctx context.Context, queue, consumer string, b Binding, m jetstream.Msg) (*transport.Delivery, error) {
+func (t *Transport) delivery(ctx context.Context, queue, consumer string, b Binding, m *natsgo.Msg) (*transport.Delivery, error) {
 	meta, err := m.Metadata()
 	if err != nil {
 		return nil, fmt.Errorf("nats: metadata of a message of %s: %w", queue, err)
 	}
-	dec := decodeHeaders(m.Headers())
+	dec := decodeHeaders(m.Header)
 	rc := &receipt{msg: m, queue: queue, consumer: consumer, b: b, seq: meta.Sequence.Stream, delivered: meta.NumDelivered}
 	count := int(meta.NumDelivered)
 	if meta.NumDelivered > 1 {
@@ -162,7 +137,7 @@ func (t *Transport) delivery(ctx context.Context, queue, consumer string, b Bind
 		id = messageID(dec.Headers, b.Stream, rc.seq)
 	}
 	return &transport.Delivery{
-		Message:       transport.Message{EventID: id, Key: dec.Key, Type: dec.Type, Body: m.Data(), Headers: dec.Headers},
+		Message:       transport.Message{EventID: id, Key: dec.Key, Type: dec.Type, Body: m.Data, Headers: dec.Headers},
 		Queue:         queue,
 		DeliveryCount: count,
 		EnqueuedAt:    meta.Timestamp,
@@ -253,7 +228,7 @@ func (t *Transport) keepStash() {
 		}
 		t.mu.Unlock()
 		for _, rc := range rcs {
-			if err := rc.msg.InProgress(); err != nil {
+			if err := t.ack(rc, ackProgress); err != nil {
 				t.opts.Logger.Warn("nats: extending the lease of a delivery kept from an isolated batch failed", "queue", rc.queue, "err", err)
 			}
 		}

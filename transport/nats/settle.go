@@ -69,7 +69,7 @@ func (t *Transport) settle(ctx context.Context, s *transport.Settlement, failRef
 	}
 	switch s.Action {
 	case transport.Ack:
-		if err := rc.msg.Ack(); err != nil {
+		if err := t.ack(rc, ackAck); err != nil {
 			return false, fmt.Errorf("nats: ack %s on %s: %w", d.EventID, rc.queue, err)
 		}
 		t.dropRetry(ctx, rc)
@@ -77,19 +77,19 @@ func (t *Transport) settle(ctx context.Context, s *transport.Settlement, failRef
 		if err := t.writeRetry(ctx, rc, s.Headers); err != nil {
 			return false, err
 		}
-		if err := rc.msg.NakWithDelay(s.Delay); err != nil {
+		if err := t.nak(rc, s.Delay); err != nil {
 			return false, fmt.Errorf("nats: nak %s on %s with delay %s: %w", d.EventID, rc.queue, s.Delay, err)
 		}
 	case transport.DeadLetter:
 		if err := t.deadLetter(ctx, rc, d, s.Headers, failRefused); err != nil {
 			return false, err
 		}
-		if err := rc.msg.Term(); err != nil {
+		if err := t.ack(rc, ackTerm); err != nil {
 			return false, fmt.Errorf("nats: terminate %s on %s after its dead-letter copy was stored: %w", d.EventID, rc.queue, err)
 		}
 		t.dropRetry(ctx, rc)
 	case transport.Release:
-		if err := rc.msg.NakWithDelay(s.Delay); err != nil {
+		if err := t.nak(rc, s.Delay); err != nil {
 			return false, fmt.Errorf("nats: release %s on %s: %w", d.EventID, rc.queue, err)
 		}
 	default:
@@ -141,7 +141,7 @@ func (t *Transport) ExtendLeases(ctx context.Context, p *transport.ExtendParams)
 			errs[i], failed = fmt.Errorf("nats: extend %s: delivery was not received from this transport", d.EventID), true
 			continue
 		}
-		if err := rc.msg.InProgress(); err != nil {
+		if err := t.ack(rc, ackProgress); err != nil {
 			errs[i], failed = fmt.Errorf("nats: extend the lease of %s on %s: %w", d.EventID, rc.queue, err), true
 		}
 	}
@@ -174,7 +174,7 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 	n := 0
 	var errs []error
 	for _, rc := range rcs {
-		if err := rc.msg.Nak(); err != nil {
+		if err := t.nak(rc, 0); err != nil {
 			errs = append(errs, fmt.Errorf("nats: give back a delivery of %s: %w", rc.queue, err))
 			continue
 		}
@@ -199,7 +199,7 @@ func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) e
 	var errs []error
 	for _, d := range ds {
 		rc := d.Receipt.(*receipt)
-		if err := rc.msg.Nak(); err != nil {
+		if err := t.nak(rc, 0); err != nil {
 			errs = append(errs, fmt.Errorf("nats: give back a delivery of %s: %w", rc.queue, err))
 		}
 		t.unhold(rc)
@@ -254,7 +254,7 @@ func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery) (kep
 					"queue", rc.queue, "event_id", d.EventID, "err", err)
 				return
 			}
-			if err := rc.msg.Ack(); err != nil {
+			if err := t.ack(rc, ackAck); err != nil {
 				t.opts.Logger.Warn("nats: a given-back redelivery's original could not be acknowledged; it may come back beside its copy (same event ID)",
 					"queue", rc.queue, "event_id", d.EventID, "err", err)
 			}
