@@ -96,13 +96,13 @@ type Options struct {
 
 // Transport is the NATS JetStream transport. It is safe for concurrent use.
 type Transport struct {
-	opts  Options
-	nc    *natsgo.Conn
-	own   bool
-	js    jetstream.JetStream
+	opts Options
+	nc   *natsgo.Conn
+	own  bool
+	js   jetstream.JetStream
 	// apiPrefix is JetStream's API subject prefix.
 	apiPrefix string
-	specs transport.Specs
+	specs     transport.Specs
 
 	mu        sync.Mutex
 	consumers map[string]jetstream.Consumer // queue -> its consumer
