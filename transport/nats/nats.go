@@ -37,7 +37,7 @@ const (
 	DefaultAckWait = 30 * time.Second
 	// DefaultConsumer is the durable consumer name Lily declares.
 	DefaultConsumer = "lily"
-	// DefaultRetryStream holds the retry records (docs/design.md §8.7).
+	// DefaultRetryStream holds the retry records (docs/design.md §8.8).
 	DefaultRetryStream = "LILY_RETRIES"
 	// DefaultMaxAckPending is the consumers' MaxAckPending: messages
 	// waiting out a retry delay (NakWithDelay) count against it, so it is

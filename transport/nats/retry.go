@@ -13,7 +13,7 @@ import (
 )
 
 // A retry is NakWithDelay: the server holds the message for the delay and
-// no worker waits (docs/design.md §8.7). The message itself cannot change,
+// no worker waits (docs/design.md §8.8). The message itself cannot change,
 // so what a retry changes lives in a retry record, one message of the
 // retry stream per retried message, on subject
 // "lily.retries.<stream>.<consumer>.<stream sequence>" (one per subject:
