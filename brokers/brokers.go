@@ -8,13 +8,14 @@ import (
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/nats"
 	"github.com/lily-mq/lily/transport/pubsub"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqs"
 )
 
 // Transport is what Lily's tools need of a broker transport (RabbitMQ,
-// Kafka, SQS, Pub/Sub): publish, declare, count in flight, and drain and
+// Kafka, SQS, Pub/Sub, NATS JetStream): publish, declare, count in flight, and drain and
 // count its dead letters.
 type Transport interface {
 	transport.Transport
@@ -29,12 +30,14 @@ var (
 	_ Transport = (*kafka.Transport)(nil)
 	_ Transport = (*sqs.Transport)(nil)
 	_ Transport = (*pubsub.Transport)(nil)
+	_ Transport = (*nats.Transport)(nil)
 )
 
 // IsBroker reports whether a queue's transport (lily.QueueConfig.Transport)
 // is a broker, not the embedded SQLite store.
 func IsBroker(kind string) bool {
-	return kind == lily.TransportRabbitMQ || kind == lily.TransportKafka || kind == lily.TransportSQS || kind == lily.TransportPubSub
+	return kind == lily.TransportRabbitMQ || kind == lily.TransportKafka || kind == lily.TransportSQS || kind == lily.TransportPubSub ||
+		kind == lily.TransportNATS
 }
 
 // Options override the configuration's broker addresses; zero values keep
@@ -47,8 +50,8 @@ type Options struct {
 }
 
 // Set holds the connections to the brokers of a configuration's queues:
-// one RabbitMQ connection, one Kafka client, one SQS client and one Pub/Sub
-// client for all the queues, each opened on first use. It is safe for
+// one RabbitMQ connection, one Kafka client, one SQS client, one Pub/Sub
+// client and one NATS connection for all the queues, each opened on first use. It is safe for
 // concurrent use; Close closes what was opened.
 type Set struct {
 	mu           sync.Mutex // guards the transports: 'lily serve' works concurrently
@@ -59,6 +62,7 @@ type Set struct {
 	kfk          *kafka.Transport
 	sqsT         *sqs.Transport
 	ps           *pubsub.Transport
+	nt           *nats.Transport
 }
 
 // New returns the brokers of cfg with o's overrides. It connects to
@@ -92,6 +96,9 @@ func (s *Set) Close() {
 	}
 	if s.ps != nil {
 		s.ps.Close()
+	}
+	if s.nt != nil {
+		s.nt.Close()
 	}
 }
 
@@ -128,6 +135,13 @@ func (s *Set) ForQueue(ctx context.Context, q lily.QueueConfig) (Transport, erro
 		}
 		ps.Register(q.Spec())
 		return ps, nil
+	case lily.TransportNATS:
+		nt, err := s.NATS(ctx)
+		if err != nil {
+			return nil, err
+		}
+		nt.Register(q.Spec())
+		return nt, nil
 	}
 	return nil, nil
 }
@@ -178,6 +192,12 @@ func (s *Set) PeekDeadLetters(ctx context.Context, q lily.QueueConfig, limit int
 		}
 		ds, err := ps.DeadLetters(ctx, q.Name)
 		return ds[:min(limit, len(ds))], err
+	case lily.TransportNATS:
+		nt, err := s.NATS(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return nt.PeekDeadLetters(ctx, q.Name, limit)
 	}
 	return nil, nil
 }

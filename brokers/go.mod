@@ -15,6 +15,12 @@ require (
 )
 
 require (
+	github.com/nats-io/nats.go v1.56.0 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
+)
+
+require (
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.3.0 // indirect
 	cloud.google.com/go/compute/metadata v0.10.0 // indirect
@@ -38,6 +44,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/lily-mq/lily/transport/nats v0.0.0-00010101000000-000000000000
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/pelletier/go-toml/v2 v2.4.3 // indirect
@@ -81,3 +88,5 @@ replace github.com/lily-mq/lily/transport/kafka => ../transport/kafka
 replace github.com/lily-mq/lily/transport/sqs => ../transport/sqs
 
 replace github.com/lily-mq/lily/transport/pubsub => ../transport/pubsub
+
+replace github.com/lily-mq/lily/transport/nats => ../transport/nats

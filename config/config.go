@@ -117,6 +117,19 @@ type Config struct {
 	// 'lily topology apply' sets, 5..100, above every pubsub queue's
 	// delivery_limit. Defaults to delivery_limit + 2, at least 5.
 	PubSubMaxDeliveryAttempts *int `toml:"pubsub_max_delivery_attempts" json:"pubsub_max_delivery_attempts,omitempty"`
+	// NATSURL is the NATS server URL (comma-separated for a cluster) of the
+	// queues with transport "nats" (config/nats.go lists the NATS
+	// settings). Defaults to "nats://127.0.0.1:4222".
+	NATSURL string `toml:"nats_url" json:"nats_url,omitempty"`
+	// NATSAckWaitSeconds is the AckWait (lease) of the consumers Lily
+	// declares, 1..43200; the runtime extends it with InProgress while a
+	// handler runs. nil means unset. Defaults to 30.
+	NATSAckWaitSeconds *int `toml:"nats_ack_wait_seconds" json:"nats_ack_wait_seconds,omitempty"`
+	// NATSRetention is the retention of the streams Lily declares:
+	// "workqueue" (an acknowledged message leaves the stream) or "limits"
+	// (it stays until the stream's limits remove it). Defaults to
+	// "workqueue".
+	NATSRetention string `toml:"nats_retention" json:"nats_retention,omitempty"`
 	// PubSubQueues maps a pubsub queue to its topic and subscription.
 	// Defaults to the queue's name for both.
 	PubSubQueues map[string]PubSubNames `toml:"pubsub_queues" json:"pubsub_queues,omitempty"`
@@ -198,6 +211,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateKafka()...)
 	errs = append(errs, c.validateSQS()...)
 	errs = append(errs, c.validatePubSub()...)
+	errs = append(errs, c.validateNATS()...)
 	errs = append(errs, c.validateLedger()...)
 	for _, p := range c.RedactPatterns {
 		if _, err := evidence.NewRedactor(p); err != nil {

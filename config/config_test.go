@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/retry"
@@ -475,4 +476,32 @@ func TestLoadConfig(t *testing.T) {
 			t.Errorf("error lacks the path or the field: %v", err)
 		}
 	})
+}
+
+// TestNATSSettings: the NATS settings are checked, each error naming the
+// setting and the fix.
+func TestNATSSettings(t *testing.T) {
+	bad := new(0)
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{NATSURL: "http://127.0.0.1:4222"}, "nats_url"},
+		{Config{NATSAckWaitSeconds: bad}, "nats_ack_wait_seconds = 0"},
+		{Config{NATSRetention: "interest"}, `nats_retention = "interest"`},
+		{Config{Queues: []lily.QueueConfig{{Name: "orders.", Transport: lily.TransportNATS}}}, "no empty token"},
+	} {
+		err := c.cfg.WithDefaults().Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error naming %s", c.cfg, err, c.want)
+		}
+	}
+	ok := Config{NATSURL: "nats://a:4222, nats://b:4222", NATSAckWaitSeconds: new(60), NATSRetention: "limits",
+		Queues: []lily.QueueConfig{{Name: "orders.created", Transport: lily.TransportNATS}}}
+	if err := ok.WithDefaults().Validate(); err != nil {
+		t.Errorf("valid NATS settings refused: %v", err)
+	}
+	if got := ok.NATSAckWait(); got != time.Minute {
+		t.Errorf("NATSAckWait %s, want 1m", got)
+	}
 }

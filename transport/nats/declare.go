@@ -142,3 +142,7 @@ func (t *Transport) DeleteQueue(ctx context.Context, spec transport.QueueSpec) e
 	}
 	return errors.Join(errs...)
 }
+
+// Register remembers queue specs for a transport that did not declare
+// them itself (the brokers of a configuration).
+func (t *Transport) Register(specs ...transport.QueueSpec) { t.specs.Register(specs...) }

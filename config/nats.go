@@ -1,0 +1,55 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lily-mq/lily"
+)
+
+// The NATS JetStream settings of Config (fields in config.go's Config):
+//
+//	nats_url               server URL(s), comma-separated; defaults to nats://127.0.0.1:4222
+//	nats_ack_wait_seconds  the consumers' AckWait (the lease), 1..43200; defaults to 30
+//	nats_retention         "workqueue" (default) or "limits": the streams Lily declares
+
+// DefaultNATSAckWaitSeconds is nats_ack_wait_seconds' default.
+const DefaultNATSAckWaitSeconds = 30
+
+// NATSAckWait returns nats_ack_wait_seconds as a duration, or its default.
+func (c Config) NATSAckWait() time.Duration {
+	if c.NATSAckWaitSeconds == nil {
+		return DefaultNATSAckWaitSeconds * time.Second
+	}
+	return time.Duration(*c.NATSAckWaitSeconds) * time.Second
+}
+
+// validateNATS checks the NATS settings and the names of the nats queues
+// (a queue's name is its subject, and with dots made '_' its stream's).
+func (c Config) validateNATS() []error {
+	var errs []error
+	bad := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, a...)...))
+	}
+	for _, u := range strings.Split(c.NATSURL, ",") {
+		if u = strings.TrimSpace(u); c.NATSURL != "" && !strings.HasPrefix(u, "nats://") && !strings.HasPrefix(u, "tls://") {
+			bad(`nats_url = %q: want nats:// or tls:// URLs, comma-separated, e.g. "nats://127.0.0.1:4222"`, redactURL(c.NATSURL))
+			break
+		}
+	}
+	if v := c.NATSAckWaitSeconds; v != nil && (*v < 1 || *v > 43200) {
+		bad("nats_ack_wait_seconds = %d: must be 1..43200 (up to 12 hours)", *v)
+	}
+	switch c.NATSRetention {
+	case "", "workqueue", "limits":
+	default:
+		bad(`nats_retention = %q: must be "workqueue" (acknowledged messages leave the stream) or "limits"`, c.NATSRetention)
+	}
+	for _, q := range c.Queues {
+		if q.Transport == lily.TransportNATS && (strings.HasPrefix(q.Name, ".") || strings.HasSuffix(q.Name, ".") || strings.Contains(q.Name, "..")) {
+			bad("queue %q: a nats queue's name is its subject: no empty token (a dot at either end, or two dots in a row)", q.Name)
+		}
+	}
+	return errs
+}
