@@ -43,10 +43,11 @@ type backend struct {
 	tr      transport.Transport // what publishes and consumes
 	cat     *catalog.Store
 	sq      *sqlite.Transport // SQLite: the store itself
-	broker  brokers.Transport // RabbitMQ, Kafka, SQS or Pub/Sub: the broker connection
+	broker  brokers.Transport // RabbitMQ, Kafka, SQS, Pub/Sub or NATS: the broker connection
 	kafka   *kafkaBackend     // Kafka: the cluster (kafka.go)
 	sqs     *sqsBackend       // SQS: the endpoint (sqs.go)
 	pubsub  *pubsubBackend    // Pub/Sub: the fake (pubsub.go)
+	nats    *natsBackend      // NATS JetStream: the server (nats.go)
 	closeFn []func()
 }
 
@@ -69,9 +70,9 @@ func openBackend(ctx context.Context, conn connection, db string, qc lily.QueueC
 		}
 		b.cat = cat
 		return b, nil
-	case lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS, lily.TransportPubSub:
+	case lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS, lily.TransportPubSub, lily.TransportNATS:
 	default:
-		return nil, usagef("--transport %q: must be sqlite, rabbitmq, kafka, sqs or pubsub", conn.kind)
+		return nil, usagef("--transport %q: must be sqlite, rabbitmq, kafka, sqs, pubsub or nats", conn.kind)
 	}
 	if conn.emulated() != "" && conn.em == nil {
 		return nil, conn.errNoEmulator()
@@ -98,6 +99,14 @@ func openBackend(ctx context.Context, conn connection, db string, qc lily.QueueC
 		}
 		b.pubsub, b.broker = p, p.tr
 		b.closeFn = append(b.closeFn, p.Close)
+	} else if conn.kind == lily.TransportNATS {
+		n, err := openNATSBackend(conn)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.nats, b.broker = n, n.tr
+		b.closeFn = append(b.closeFn, n.Close)
 	} else if conn.kind == lily.TransportKafka {
 		k, err := openKafkaBackend(ctx, conn)
 		if err != nil {

@@ -85,6 +85,8 @@ func runPoison(ctx context.Context, f Flags, stdout, stderr io.Writer) error {
 		where = b.sqs.where() + ", catalog " + path
 	case lily.TransportPubSub:
 		where = b.pubsub.where() + ", catalog " + path
+	case lily.TransportNATS:
+		where = b.nats.where() + ", catalog " + path
 	}
 	say("Lily demo: queue %s on %s", qc.Name, where)
 	say("published %d orders: %d malformed, %d flaky, %d hopeless, %d crashing; retries %v ms, delivery limit %d",
@@ -201,7 +203,8 @@ func reconcileRun(ctx context.Context, b *backend, out *Result, say func(string,
 		say("  %-20s %d", r, byReason[r])
 	}
 	counter := map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker", lily.TransportKafka: "attempt counter",
-		lily.TransportSQS: "broker's ApproximateReceiveCount", lily.TransportPubSub: "subscription's delivery attempt"}[out.Transport]
+		lily.TransportSQS: "broker's ApproximateReceiveCount", lily.TransportPubSub: "subscription's delivery attempt",
+		lily.TransportNATS: "server's NumDelivered"}[out.Transport]
 	if out.ShareGroup != "" {
 		counter = "share group's delivery count (the broker's)"
 	}
@@ -236,6 +239,9 @@ func supervise(ctx context.Context, b *backend, f Flags, say func(string, ...any
 		}
 		if b.pubsub != nil {
 			args = append(args, "--pubsub-endpoint", b.pubsub.endpoint, "--pubsub-count", b.pubsub.countURL)
+		}
+		if b.nats != nil {
+			args = append(args, "--url", b.nats.url)
 		}
 		if f.verbose {
 			args = append(args, "--verbose")
@@ -279,6 +285,8 @@ func supervise(ctx context.Context, b *backend, f Flags, say func(string, ...any
 			say("worker %d died (%v); its records' counts were saved before its handler ran; restarting", restarts+1, ee.ProcessState)
 		case b.pubsub != nil:
 			say("worker %d died (%v); its deliveries come back when their ack deadline passes, delivery attempts raised; restarting", restarts+1, ee.ProcessState)
+		case b.nats != nil:
+			say("worker %d died (%v); its deliveries come back when their AckWait passes, NumDelivered raised by the server; restarting", restarts+1, ee.ProcessState)
 		default:
 			say("worker %d died (%v); the broker requeued its deliveries; restarting", restarts+1, ee.ProcessState)
 		}
