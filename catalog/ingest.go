@@ -203,6 +203,8 @@ func foreignSource(queue string, foreign []evidence.ForeignEvidence) string {
 		return "rabbitmq/" + queue
 	case evidence.SystemSpringKafka, evidence.SystemKafkaConnect, evidence.SystemKafkaStreams:
 		return "kafka/" + queue
+	case evidence.SystemJetStream:
+		return "nats/" + queue
 	}
 	return queue
 }

@@ -13,19 +13,35 @@ const (
 	ForeignXDeath = "x-death"
 	// ForeignNServiceBus: NServiceBus's error queue.
 	ForeignNServiceBus = "nservicebus"
+	// ForeignJetStream: the messages a NATS JetStream consumer gave up on
+	// (MaxDeliver reached, or terminated), from the server's advisories.
+	ForeignJetStream = "jetstream"
 )
 
 // ForeignDLQConfig is a [[foreign_dlq]] entry: a RabbitMQ dead-letter queue
-// another framework fills, which 'lily dlq ingest' drains into the catalog
-// and 'lily dlq redrive' sends back to each message's origin queue.
+// another framework fills, or a NATS JetStream consumer that is not Lily's,
+// which 'lily dlq ingest' drains into the catalog and 'lily dlq redrive'
+// sends back to each message's origin queue (to the consumer alone).
 type ForeignDLQConfig struct {
-	// Queue is the RabbitMQ queue's name, e.g. "orders_error". Required.
+	// Queue is the RabbitMQ queue's name, e.g. "orders_error"; for kind
+	// "jetstream", the name its dead letters have in the catalog, e.g.
+	// "orders.billing". Required.
 	Queue string `toml:"queue" json:"queue"`
 	// Kind is who fills it: "masstransit" (origin MT-Fault-InputAddress;
 	// a queue named *_skipped is ingested with reason "skipped"),
-	// "x-death" (origin x-first-death-queue) or "nservicebus" (origin
-	// NServiceBus.FailedQ). Required.
+	// "x-death" (origin x-first-death-queue), "nservicebus" (origin
+	// NServiceBus.FailedQ) or "jetstream" (a JetStream consumer's
+	// MAX_DELIVERIES and MSG_TERMINATED advisories). Required.
 	Kind string `toml:"kind" json:"kind"`
+	// Stream and Consumer name the JetStream consumer of kind "jetstream".
+	// Required with it, refused with the other kinds.
+	Stream   string `toml:"stream" json:"stream,omitempty"`
+	Consumer string `toml:"consumer" json:"consumer,omitempty"`
+	// RedriveSubject, with kind "jetstream", is where a redrive publishes:
+	// a subject of the stream that the consumer alone reads. Defaults to
+	// each message's own subject (a redrive refuses one that other
+	// consumers of the stream read too).
+	RedriveSubject string `toml:"redrive_subject" json:"redrive_subject,omitempty"`
 	// Owner is the team that owns the queue's dead letters. Defaults to "".
 	Owner string `toml:"owner" json:"owner,omitempty"`
 }
@@ -71,10 +87,19 @@ func (c Config) validateForeign() []error {
 		seen[f.Queue] = true
 		switch f.Kind {
 		case ForeignMassTransit, ForeignXDeath, ForeignNServiceBus:
+			if f.Stream != "" || f.Consumer != "" || f.RedriveSubject != "" {
+				errs = append(errs, fmt.Errorf("%w: %s: stream, consumer and redrive_subject are for kind = \"jetstream\" only", ErrInvalidConfig, where))
+			}
+		case ForeignJetStream:
+			if strings.TrimSpace(f.Stream) == "" || strings.TrimSpace(f.Consumer) == "" {
+				errs = append(errs, fmt.Errorf("%w: %s: kind = \"jetstream\" needs stream and consumer: the JetStream stream and the durable consumer whose failed messages Lily takes in", ErrInvalidConfig, where))
+			} else if strings.ContainsAny(f.Stream+f.Consumer, ".*> \t") {
+				errs = append(errs, fmt.Errorf("%w: %s: stream %q, consumer %q: JetStream names have no dots, wildcards or blanks", ErrInvalidConfig, where, f.Stream, f.Consumer))
+			}
 		case "":
-			errs = append(errs, fmt.Errorf("%w: %s: kind is required: \"masstransit\", \"x-death\" or \"nservicebus\"", ErrInvalidConfig, where))
+			errs = append(errs, fmt.Errorf("%w: %s: kind is required: \"masstransit\", \"x-death\", \"nservicebus\" or \"jetstream\"", ErrInvalidConfig, where))
 		default:
-			errs = append(errs, fmt.Errorf("%w: %s: kind = %q: want \"masstransit\", \"x-death\" or \"nservicebus\"", ErrInvalidConfig, where, f.Kind))
+			errs = append(errs, fmt.Errorf("%w: %s: kind = %q: want \"masstransit\", \"x-death\", \"nservicebus\" or \"jetstream\"", ErrInvalidConfig, where, f.Kind))
 		}
 	}
 	return errs

@@ -68,7 +68,7 @@ type ForeignEvidence struct {
 
 // DecodeForeign returns the foreign dead-letter evidence found in h, in a fixed order:
 // RabbitMQ (x-death entries newest first, then x-last-death-*, then x-first-death-*),
-// MassTransit, Spring Kafka, Kafka Connect, Kafka Streams, NServiceBus, Google Pub/Sub. It returns nil
+// MassTransit, Spring Kafka, Kafka Connect, Kafka Streams, NServiceBus, Google Pub/Sub, NATS JetStream. It returns nil
 // when there is none.
 //
 // Values may be string or []byte; integers any integer type or decimal text (Spring
@@ -81,7 +81,7 @@ func DecodeForeign(h map[string]any) []ForeignEvidence {
 	var out []ForeignEvidence
 	out = append(out, decodeRabbit(v)...)
 	for _, dec := range []func(*view) (ForeignEvidence, bool){
-		decodeMassTransit, decodeSpring, decodeConnect, decodeStreams, decodeNServiceBus, decodePubSub,
+		decodeMassTransit, decodeSpring, decodeConnect, decodeStreams, decodeNServiceBus, decodePubSub, decodeJetStream,
 	} {
 		if e, ok := dec(v); ok {
 			out = append(out, e)
@@ -98,7 +98,9 @@ func DecodeForeign(h map[string]any) []ForeignEvidence {
 // "expired" (the bucket's TTL), which is why it is consulted last. It returns false
 // when there is no reason or it is not one of the four. A message forwarded
 // by Google Pub/Sub's dead-letter policy (CloudPubSubDeadLetterSource*
-// attributes, or x-lily-pubsub-forwarded-by) gives ReasonDeliveryLimit.
+// attributes, or x-lily-pubsub-forwarded-by) gives ReasonDeliveryLimit; a
+// JetStream advisory (x-lily-jetstream-advisory) delivery_limit for
+// MaxDeliver, rejected for a terminated message.
 func BrokerReason(h map[string]any) (Reason, bool) {
 	v := newView(h)
 	var reason string
@@ -123,7 +125,10 @@ func BrokerReason(h map[string]any) (Reason, bool) {
 	case "delivery_limit":
 		return ReasonDeliveryLimit, true
 	}
-	return pubsubReason(v)
+	if r, ok := pubsubReason(v); ok {
+		return r, true
+	}
+	return jetstreamReason(v)
 }
 
 // view looks headers up by exact name, then case-insensitively.

@@ -24,11 +24,7 @@ func ingestForeign(ctx context.Context, brk *brokers.Set, cat *catalog.Store, c 
 		if only != "" && f.Queue != only {
 			continue
 		}
-		rmq, err := brk.RabbitMQ(ctx)
-		if err != nil {
-			return names, err
-		}
-		fd, err := rmq.Foreign(f.Kind, "")
+		fd, err := foreignDrainer(ctx, brk, f)
 		if err != nil {
 			return names, err
 		}
@@ -41,6 +37,28 @@ func ingestForeign(ctx context.Context, brk *brokers.Set, cat *catalog.Store, c 
 		}
 	}
 	return names, nil
+}
+
+// foreignDrainer returns the drainer of a [[foreign_dlq]] entry: the
+// RabbitMQ queue of its kind, or a JetStream consumer's advisories (its
+// advisory stream declared first: advisories are kept from then on).
+func foreignDrainer(ctx context.Context, brk *brokers.Set, f config.ForeignDLQConfig) (transport.DeadLetterDrainer, error) {
+	if f.Kind == config.ForeignJetStream {
+		nt, err := brk.NATS(ctx)
+		if err != nil {
+			return nil, err
+		}
+		fc := nt.Foreign(f.Stream, f.Consumer, f.RedriveSubject)
+		if err := fc.Declare(ctx); err != nil {
+			return nil, err
+		}
+		return fc, nil
+	}
+	rmq, err := brk.RabbitMQ(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return rmq.Foreign(f.Kind, "")
 }
 
 // foreignTarget returns the publisher that redrives the entries of a
@@ -57,6 +75,19 @@ func (r *redriveTargets) foreignTarget(ctx context.Context, queue string) (pub r
 	brk, err := r.open()
 	if err != nil {
 		return nil, true, err
+	}
+	if f.Kind == config.ForeignJetStream {
+		// To the consumer alone: --to (or redrive_subject) must be a
+		// subject only it reads; Publish checks it on the stream.
+		nt, err := brk.NATS(ctx)
+		if err != nil {
+			return nil, true, err
+		}
+		subject := f.RedriveSubject
+		if r.to != "" {
+			subject = r.to
+		}
+		return nt.Foreign(f.Stream, f.Consumer, subject), true, nil
 	}
 	rmq, err := brk.RabbitMQ(ctx)
 	if err != nil {

@@ -56,11 +56,7 @@ func newIngestLoop(ctx context.Context, o serveOptions, env *dlqEnv, reg prometh
 	}
 	if env.hasCfg {
 		for _, f := range env.cfg.ForeignDLQs { // [[foreign_dlq]]: drained like Lily's own (dlq_foreign.go)
-			rmq, err := brk.RabbitMQ(ctx)
-			if err != nil {
-				return nil, brk.Close, err
-			}
-			fd, err := rmq.Foreign(f.Kind, "")
+			fd, err := foreignDrainer(ctx, brk, f)
 			if err != nil {
 				return nil, brk.Close, err
 			}
