@@ -74,3 +74,34 @@ queue = "y"
 		}
 	}
 }
+
+// TestForeignJetStreamConfig: kind = "jetstream" names a stream and a
+// consumer (and may name a redrive subject); without them, or with them on
+// another kind, the entry is refused with the fix.
+func TestForeignJetStreamConfig(t *testing.T) {
+	t.Parallel()
+	c, err := ParseConfig([]byte(`
+[[foreign_dlq]]
+queue = "orders.billing"
+kind = "jetstream"
+stream = "ORDERS"
+consumer = "billing"
+redrive_subject = "orders.billing.redrive"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := c.ForeignDLQ("orders.billing"); !ok || f.Kind != ForeignJetStream || f.Stream != "ORDERS" || f.Consumer != "billing" || f.RedriveSubject != "orders.billing.redrive" {
+		t.Errorf("orders.billing: %+v %v", f, ok)
+	}
+	for toml, want := range map[string]string{
+		"[[foreign_dlq]]\nqueue = \"q\"\nkind = \"jetstream\"\nstream = \"ORDERS\"\n":                    "needs stream and consumer",
+		"[[foreign_dlq]]\nqueue = \"q\"\nkind = \"jetstream\"\nstream = \"OR.DERS\"\nconsumer = \"b\"\n": "no dots",
+		"[[foreign_dlq]]\nqueue = \"q\"\nkind = \"x-death\"\nstream = \"ORDERS\"\n":                      `for kind = "jetstream" only`,
+		"[[foreign_dlq]]\nqueue = \"q\"\nkind = \"kafka\"\n":                                             `"nservicebus" or "jetstream"`,
+	} {
+		if _, err := ParseConfig([]byte(toml)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error containing %q", toml, err, want)
+		}
+	}
+}
