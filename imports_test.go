@@ -26,6 +26,7 @@ var (
 		"github.com/aws/",
 		"cloud.google.com/",
 		"google.golang.org/api",
+		"github.com/nats-io/",
 	}
 	cloudSDKs = []string{
 		"github.com/aws/",
@@ -36,6 +37,7 @@ var (
 		"github.com/lily-mq/lily/transport/kafka",
 		"github.com/lily-mq/lily/transport/sqs",
 		"github.com/lily-mq/lily/transport/pubsub",
+		"github.com/lily-mq/lily/transport/nats",
 		"github.com/lily-mq/lily/transport/rabbitmq",
 		"github.com/lily-mq/lily/brokers",
 	}
@@ -77,8 +79,10 @@ func TestIngestLinksNoBrokerTransport(t *testing.T) {
 		"github.com/lily-mq/lily/transport/kafka",
 		"github.com/lily-mq/lily/transport/sqs",
 		"github.com/lily-mq/lily/transport/pubsub",
+		"github.com/lily-mq/lily/transport/nats",
 		"github.com/lily-mq/lily/brokers",
 		"github.com/twmb/franz-go",
+		"github.com/nats-io/",
 	})
 }
 
