@@ -114,8 +114,9 @@ type Transport struct {
 	closed    bool
 }
 
-// Open connects to the NATS server (or uses Options.Conn).
-func Open(o Options) (*Transport, error) {
+// withDefaults returns o with its defaults, or an error naming the bad
+// option and the fix.
+func (o Options) withDefaults() (Options, error) {
 	if o.URL == "" {
 		o.URL = DefaultURL
 	}
@@ -123,14 +124,14 @@ func Open(o Options) (*Transport, error) {
 		o.AckWait = DefaultAckWait
 	}
 	if o.AckWait < 100*time.Millisecond {
-		return nil, fmt.Errorf("nats: AckWait %s: too short to extend in time; use at least 100ms (30s is the default)", o.AckWait)
+		return o, fmt.Errorf("nats: AckWait %s: too short to extend in time; use at least 100ms (30s is the default)", o.AckWait)
 	}
 	switch o.Retention {
 	case "":
 		o.Retention = RetentionWorkQueue
 	case RetentionWorkQueue, RetentionLimits:
 	default:
-		return nil, fmt.Errorf("nats: retention %q: use %q or %q", o.Retention, RetentionWorkQueue, RetentionLimits)
+		return o, fmt.Errorf("nats: retention %q: use %q or %q", o.Retention, RetentionWorkQueue, RetentionLimits)
 	}
 	if o.Replicas <= 0 {
 		o.Replicas = 1
@@ -149,6 +150,25 @@ func Open(o Options) (*Transport, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o, nil
+}
+
+// PlanOf is Plan for a transport with options o, without connecting: what
+// 'lily topology plan' prints. Options it refuses give no plan.
+func PlanOf(o Options, specs []transport.QueueSpec) []ObjectPlan {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil
+	}
+	return (&Transport{opts: o}).Plan(specs)
+}
+
+// Open connects to the NATS server (or uses Options.Conn).
+func Open(o Options) (*Transport, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	t := &Transport{opts: o, nc: o.Conn, consumers: map[string]jetstream.Consumer{}, streams: map[string]jetstream.Stream{},
 		held: map[string]map[*receipt]struct{}{}, stash: map[string][]*transport.Delivery{}, wary: map[string]bool{}}

@@ -41,6 +41,7 @@ type topologyConfig struct {
 	kafka  []transport.QueueSpec
 	sqs    []transport.QueueSpec // topology_sqs.go
 	pubsub []transport.QueueSpec
+	nats   []transport.QueueSpec
 	url    string
 }
 
@@ -68,10 +69,12 @@ func (f *rabbitFlags) load() (topologyConfig, error) {
 			tc.sqs = append(tc.sqs, q.Spec())
 		case lily.TransportPubSub:
 			tc.pubsub = append(tc.pubsub, q.Spec())
+		case lily.TransportNATS:
+			tc.nats = append(tc.nats, q.Spec())
 		}
 	}
-	if len(tc.rabbit)+len(tc.kafka)+len(tc.sqs)+len(tc.pubsub) == 0 {
-		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\", \"kafka\", \"sqs\" or \"pubsub\"", f.config)
+	if len(tc.rabbit)+len(tc.kafka)+len(tc.sqs)+len(tc.pubsub)+len(tc.nats) == 0 {
+		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\", \"kafka\", \"sqs\", \"pubsub\" or \"nats\"", f.config)
 	}
 	if f.url != "" {
 		if err := config.ValidateRabbitMQURL(f.url); err != nil {
@@ -98,7 +101,14 @@ queue name): the topic, one retry topic per distinct delay
 (orders.created.retry.1000ms ...), the dead-letter topic orders.created.dlt
 (retention.ms -1: the catalog owns retention) and the compacted attempt
 counter orders.created.attempts, all with kafka_partitions partitions (or the
-existing topic's count), so that a copy keeps its partition number.`,
+existing topic's count), so that a copy keeps its partition number.
+
+The NATS JetStream objects of the [[queue]] entries with transport = "nats"
+(docs/design.md §8.8): the stream orders_created (subject orders.created,
+nats_retention), its pull consumer lily (explicit acks, AckWait
+nats_ack_wait_seconds, no MaxDeliver), the dead-letter stream
+orders_created_dlq (subject lily.dlq.orders.created, limits retention) and
+the shared retry stream LILY_RETRIES.`,
 	}
 	cmd.AddCommand(newTopologyPlanCmd(), newTopologyApplyCmd(), newTopologyVerifyCmd())
 	return cmd
@@ -132,7 +142,10 @@ func newTopologyPlanCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return report.JSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics, SQSQueues: sqsQueues, PubSub: ps})
+				return report.JSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics, SQSQueues: sqsQueues, PubSub: ps, NATS: natsPlan(tc)})
+			}
+			if len(tc.nats) > 0 {
+				defer printNATS(cmd.OutOrStdout(), natsPlan(tc))
 			}
 			if len(tc.pubsub) > 0 {
 				defer printPubSub(cmd.OutOrStdout(), ps)
@@ -185,6 +198,11 @@ func newTopologyApplyCmd() *cobra.Command {
 			}
 			if len(tc.pubsub) > 0 {
 				if err := applyPubSub(cmd, tc); err != nil {
+					return err
+				}
+			}
+			if len(tc.nats) > 0 {
+				if err := applyNATS(cmd, tc); err != nil {
 					return err
 				}
 			}
@@ -270,7 +288,15 @@ Exits 1 when anything differs.`,
 				res.PubSubDifferences = diffs
 				summary = append(summary, fmt.Sprintf("%d Pub/Sub topics with subscriptions", n))
 			}
-			n := len(res.Differences) + len(res.KafkaDifferences) + len(res.SQSDifferences) + len(res.PubSubDifferences)
+			if len(tc.nats) > 0 {
+				diffs, n, err := verifyNATS(cmd.Context(), tc)
+				if err != nil {
+					return err
+				}
+				res.NATSDifferences = diffs
+				summary = append(summary, fmt.Sprintf("%d NATS streams and consumers", n))
+			}
+			n := len(res.Differences) + len(res.KafkaDifferences) + len(res.SQSDifferences) + len(res.PubSubDifferences) + len(res.NATSDifferences)
 			res.OK = n == 0
 			if asJSON {
 				if err := report.JSON(out, res); err != nil {
@@ -287,6 +313,9 @@ Exits 1 when anything differs.`,
 					fmt.Fprintln(out, d.String())
 				}
 				for _, d := range res.PubSubDifferences {
+					fmt.Fprintln(out, d.String())
+				}
+				for _, d := range res.NATSDifferences {
 					fmt.Fprintln(out, d.String())
 				}
 			}

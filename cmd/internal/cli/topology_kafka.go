@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
+	"github.com/lily-mq/lily/transport/nats"
 	"github.com/lily-mq/lily/transport/pubsub"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqs"
@@ -26,6 +27,7 @@ type topologyJSON struct {
 	KafkaTopics []kafka.TopicPlan `json:"kafka_topics,omitempty"`
 	SQSQueues   []sqs.QueuePlan   `json:"sqs_queues,omitempty"`
 	PubSub      []pubsub.Resource `json:"pubsub,omitempty"`
+	NATS        []nats.ObjectPlan `json:"nats,omitempty"`
 }
 
 // verifyJSON is the --json output of 'lily topology verify'.
@@ -34,6 +36,7 @@ type verifyJSON struct {
 	KafkaDifferences  []kafka.Difference    `json:"kafka_differences,omitempty"`
 	SQSDifferences    []sqs.Difference      `json:"sqs_differences,omitempty"`
 	PubSubDifferences []pubsub.Difference   `json:"pubsub_differences,omitempty"`
+	NATSDifferences   []nats.Difference     `json:"nats_differences,omitempty"`
 	OK                bool                  `json:"ok"`
 }
 
