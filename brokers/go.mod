@@ -11,11 +11,11 @@ require github.com/lily-mq/lily/transport/sqs v0.0.0-00010101000000-000000000000
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/lily-mq/lily/transport/pubsub v0.0.0-00010101000000-000000000000
+	github.com/nats-io/nats.go v1.56.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 )
 
 require (
-	github.com/nats-io/nats.go v1.56.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 )

@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/brokers/livelint"
 	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
@@ -75,6 +78,16 @@ from its first enqueue (sqs-dlq-retention-short); the queue's VisibilityTimeout
 not longer than handler_timeout_millis (sqs-visibility-below-handler-timeout,
 also checked statically against sqs_visibility_timeout_seconds).
 
+--live, for queues with transport = "nats" and [[foreign_dlq]] kind =
+"jetstream": a missing stream or consumer (nats-consumer-missing); a queue's
+consumer with a MaxDeliver, which counts Lily's NakWithDelay retries
+(nats-max-deliver-counts-retries); a dead-letter stream with work-queue
+retention, which operators cannot peek (nats-dlq-workqueue); a foreign
+consumer with MaxDeliver -1, which never sends MAX_DELIVERIES
+(nats-max-deliver-unlimited), without its advisory stream
+(nats-advisory-stream-missing), or with more BackOff steps than MaxDeliver
+(nats-backoff-beyond-max-deliver).
+
 Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 (and on warnings with --strict), 2 on bad flags.`,
 		Example: `  lily lint --config lily.toml
@@ -142,6 +155,12 @@ func lintLive(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) ([]lin
 	if err != nil {
 		return nil, err
 	}
+	natsFindings, hasNATS, err := lintLiveNATS(cmd.Context(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	sqsFindings = append(sqsFindings, natsFindings...)
+	hasSQS = hasSQS || hasNATS
 	if hasSQS && len(livelint.RabbitMQSpecs(cfg)) == 0 {
 		return sqsFindings, nil
 	}
@@ -176,4 +195,30 @@ func lintLiveRabbit(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) 
 		return nil, fmt.Errorf("lint --live: %w", err)
 	}
 	return findings, nil
+}
+
+// lintLiveNATS runs the live checks of the nats queues and the
+// [[foreign_dlq]] kind = "jetstream" entries; has reports whether there
+// were any.
+func lintLiveNATS(ctx context.Context, cfg config.Config) (findings []lint.Finding, has bool, err error) {
+	for _, q := range cfg.Queues {
+		has = has || q.Transport == lily.TransportNATS
+	}
+	for _, f := range cfg.ForeignDLQs {
+		has = has || f.Kind == config.ForeignJetStream
+	}
+	if !has {
+		return nil, false, nil
+	}
+	b := brokers.New(cfg, brokers.Options{})
+	defer b.Close()
+	t, err := b.NATS(ctx)
+	if err != nil {
+		return nil, true, fmt.Errorf("lint --live: %w", err)
+	}
+	states, err := livelint.ReadNATS(ctx, cfg, t)
+	if err != nil {
+		return nil, true, fmt.Errorf("lint --live: nats: %w", err)
+	}
+	return livelint.CheckNATS(states), true, nil
 }
