@@ -27,6 +27,7 @@ var (
 	_ transport.InFlightCounter   = (*Transport)(nil)
 	_ transport.InFlightBreakdown = (*Transport)(nil)
 	_ transport.Featurer          = (*Transport)(nil)
+	_ transport.ConcurrentSettler = (*Transport)(nil)
 )
 
 // Defaults of Options.

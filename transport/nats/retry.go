@@ -61,21 +61,16 @@ func (t *Transport) readRetry(ctx context.Context, b Binding, seq uint64) (retry
 	return retryRecord{headers: h, base: base, seq: raw.Sequence}, true, nil
 }
 
-// writeRetry stores the retry record of rc's message, confirmed by the
-// retry stream, before the message is NAKed.
-func (t *Transport) writeRetry(ctx context.Context, rc *receipt, h transport.Headers) error {
+// retryMsg is the retry record of rc's message, published (and confirmed)
+// before the message is NAKed.
+func retryMsg(rc *receipt, h transport.Headers) (*natsgo.Msg, error) {
 	data, err := transport.MarshalHeaders(h)
 	if err != nil {
-		return fmt.Errorf("nats: retry record of %s: %w", rc.queue, err)
+		return nil, fmt.Errorf("nats: retry record of %s: %w", rc.queue, err)
 	}
 	m := &natsgo.Msg{Subject: retrySubject(rc.b, rc.seq), Header: natsgo.Header{}, Data: data}
 	m.Header.Set(headerRetryBase, strconv.FormatUint(rc.delivered, 10))
-	ack, err := t.js.PublishMsg(ctx, m)
-	if err != nil {
-		return fmt.Errorf("nats: write retry record %s: %w (message kept)", m.Subject, err)
-	}
-	rc.retrySeq = ack.Sequence
-	return nil
+	return m, nil
 }
 
 // dropRetry deletes rc's retry record once its message is settled for

@@ -9,35 +9,74 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
 
-// Settle applies the settlements, each in the safe order, in parallel:
-// Ack acknowledges the message; Retry writes its retry record (confirmed)
-// and then NAKs it with the delay (NakWithDelay); DeadLetter publishes a
-// copy with the evidence to the queue's dead-letter stream, confirmed by
-// its PubAck, and then terminates the original (AckTerm); Release NAKs it
-// (with the delay, if any). Acknowledgements are one-way in NATS: Settle
-// returns once the server has read them (a flush). A copy that was not
-// confirmed leaves the original leased; it comes back after AckWait. Under
-// p.FailRefused a dead-letter copy that the dead-letter stream refuses
-// (full at dlq_max_length, or over max_payload) fails with
+// Settle applies the settlements, each in the safe order: Ack
+// acknowledges the message; Retry writes its retry record (confirmed) and
+// then NAKs it with the delay (NakWithDelay); DeadLetter publishes a copy
+// with the evidence to the queue's dead-letter stream, confirmed by its
+// PubAck, and then terminates the original (AckTerm); Release NAKs it
+// (with the delay, if any). The copies of a batch are published together
+// and their PubAcks awaited together; acknowledgements are one-way in
+// NATS, so Settle returns once the server has read them (a flush). A copy
+// that was not confirmed leaves the original leased; it comes back after
+// AckWait. Under p.FailRefused a dead-letter copy that the dead-letter
+// stream refuses (full at dlq_max_length, or over max_payload) fails with
 // transport.ErrDeadLetterRefused.
 func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error {
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
-	errs := make([]error, len(p.Settlements))
-	sent := make([]bool, len(p.Settlements))
-	var wg sync.WaitGroup
+	n := len(p.Settlements)
+	errs := make([]error, n)
+	sent := make([]bool, n)
+	futures := make([]jetstream.PubAckFuture, n)
+	rcs := make([]*receipt, n)
 	for i := range p.Settlements {
-		wg.Go(func() {
-			sent[i], errs[i] = t.settle(ctx, &p.Settlements[i], p.FailRefused)
-		})
+		s := &p.Settlements[i]
+		rc, ok := s.Delivery.Receipt.(*receipt)
+		if !ok {
+			errs[i] = fmt.Errorf("nats: settle %s: delivery was not received from this transport", s.Delivery.EventID)
+			continue
+		}
+		rcs[i] = rc
+		var m *natsgo.Msg
+		switch s.Action {
+		case transport.Retry:
+			m, errs[i] = retryMsg(rc, s.Headers)
+		case transport.DeadLetter:
+			m, errs[i] = deadLetterMsg(rc, s.Delivery, s.Headers)
+		}
+		if m != nil && errs[i] == nil {
+			futures[i], errs[i] = t.js.PublishMsgAsync(m)
+			errs[i] = t.copyErr(s, rc, errs[i], p.FailRefused)
+		}
 	}
-	wg.Wait()
+	// Every copy is awaited, even when the caller is stopping: a copy
+	// stored but not known would be made again when its original comes
+	// back.
+	for i, f := range futures {
+		if f == nil || errs[i] != nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			if p.Settlements[i].Action == transport.Retry {
+				rcs[i].retrySeq = ack.Sequence
+			}
+		case err := <-f.Err():
+			errs[i] = t.copyErr(&p.Settlements[i], rcs[i], err, p.FailRefused)
+		}
+	}
+	for i := range p.Settlements {
+		if errs[i] == nil {
+			sent[i], errs[i] = t.finish(ctx, &p.Settlements[i], rcs[i])
+		}
+	}
 	// The acks are sent: confirm them even when the caller is stopping.
 	if err := t.confirm(context.WithoutCancel(ctx)); err != nil {
 		for i := range errs {
@@ -46,27 +85,37 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 			}
 		}
 	}
+	failed := false
 	for i, err := range errs {
 		if err == nil {
-			t.unhold(p.Settlements[i].Delivery.Receipt.(*receipt))
+			t.unhold(rcs[i])
+		} else {
+			failed = true
 		}
 	}
-	for _, err := range errs {
-		if err != nil {
-			return &transport.SettleError{Errs: errs}
-		}
+	if failed {
+		return &transport.SettleError{Errs: errs}
 	}
 	return nil
 }
 
-// settle applies one settlement; sent reports that an acknowledgement went
-// out, to be confirmed.
-func (t *Transport) settle(ctx context.Context, s *transport.Settlement, failRefused bool) (sent bool, err error) {
-	d := s.Delivery
-	rc, ok := d.Receipt.(*receipt)
-	if !ok {
-		return false, fmt.Errorf("nats: settle %s: delivery was not received from this transport", d.EventID)
+// copyErr names a failed copy of a Retry or DeadLetter (nil stays nil).
+func (t *Transport) copyErr(s *transport.Settlement, rc *receipt, err error, failRefused bool) error {
+	switch {
+	case err == nil:
+		return nil
+	case s.Action == transport.Retry:
+		return fmt.Errorf("nats: write retry record %s: %w (message kept)", retrySubject(rc.b, rc.seq), err)
+	case failRefused && isRefusal(err):
+		return fmt.Errorf("nats: dead-letter %s to %s: %w: %w (original kept)", s.Delivery.EventID, DeadLetterStream(rc.queue), transport.ErrDeadLetterRefused, err)
 	}
+	return fmt.Errorf("nats: dead-letter %s to %s: %w (original kept)", s.Delivery.EventID, DeadLetterStream(rc.queue), publishErr(err))
+}
+
+// finish sends a settlement's acknowledgement, its copy (if any) being
+// stored; sent reports that one went out, to be confirmed.
+func (t *Transport) finish(ctx context.Context, s *transport.Settlement, rc *receipt) (sent bool, err error) {
+	d := s.Delivery
 	switch s.Action {
 	case transport.Ack:
 		if err := t.ack(rc, ackAck); err != nil {
@@ -74,16 +123,10 @@ func (t *Transport) settle(ctx context.Context, s *transport.Settlement, failRef
 		}
 		t.dropRetry(ctx, rc)
 	case transport.Retry:
-		if err := t.writeRetry(ctx, rc, s.Headers); err != nil {
-			return false, err
-		}
 		if err := t.nak(rc, s.Delay); err != nil {
 			return false, fmt.Errorf("nats: nak %s on %s with delay %s: %w", d.EventID, rc.queue, s.Delay, err)
 		}
 	case transport.DeadLetter:
-		if err := t.deadLetter(ctx, rc, d, s.Headers, failRefused); err != nil {
-			return false, err
-		}
 		if err := t.ack(rc, ackTerm); err != nil {
 			return false, fmt.Errorf("nats: terminate %s on %s after its dead-letter copy was stored: %w", d.EventID, rc.queue, err)
 		}
@@ -98,22 +141,18 @@ func (t *Transport) settle(ctx context.Context, s *transport.Settlement, failRef
 	return true, nil
 }
 
-// deadLetter publishes d's dead-letter copy and waits for its PubAck.
-func (t *Transport) deadLetter(ctx context.Context, rc *receipt, d *transport.Delivery, h transport.Headers, failRefused bool) error {
-	target := DeadLetterSubject(rc.queue)
+// deadLetterMsg is d's dead-letter copy, with the evidence headers h.
+func deadLetterMsg(rc *receipt, d *transport.Delivery, h transport.Headers) (*natsgo.Msg, error) {
 	hdr, err := encodeHeaders(d.Message, h)
 	if err != nil {
-		return fmt.Errorf("nats: dead-letter %s: %w (original kept)", d.EventID, err)
+		return nil, fmt.Errorf("nats: dead-letter %s: %w (original kept)", d.EventID, err)
 	}
-	m := &natsgo.Msg{Subject: target, Header: hdr, Data: d.Body}
-	if _, err := t.js.PublishMsg(ctx, m); err != nil {
-		if failRefused && isRefusal(err) {
-			return fmt.Errorf("nats: dead-letter %s to %s: %w: %w (original kept)", d.EventID, DeadLetterStream(rc.queue), transport.ErrDeadLetterRefused, err)
-		}
-		return fmt.Errorf("nats: dead-letter %s to %s: %w (original kept)", d.EventID, DeadLetterStream(rc.queue), publishErr(err))
-	}
-	return nil
+	return &natsgo.Msg{Subject: DeadLetterSubject(rc.queue), Header: hdr, Data: d.Body}, nil
 }
+
+// SettleConcurrency lets the runtime keep several Settle calls in flight:
+// each publishes its copies and awaits its own PubAcks.
+func (t *Transport) SettleConcurrency() int { return 4 }
 
 func (t *Transport) unhold(rc *receipt) {
 	t.mu.Lock()
