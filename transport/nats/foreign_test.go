@@ -132,10 +132,12 @@ func foreignHarness(cat func(*testing.T) *catalog.Store) transporttest.ForeignHa
 // TestForeignProducers runs the foreign-producer scenarios with a SQLite
 // catalog.
 func TestForeignProducers(t *testing.T) {
+	t.Parallel()
 	transporttest.RunForeign(t, foreignHarness(openCatalog))
 }
 
 // TestForeignProducersPostgresCatalog runs them with a PostgreSQL catalog.
 func TestForeignProducersPostgresCatalog(t *testing.T) {
+	t.Parallel()
 	transporttest.RunForeign(t, foreignHarness(openPostgresCatalog))
 }

@@ -73,6 +73,7 @@ func harness() transporttest.Harness {
 
 // TestConformance runs the transport conformance suite on the NATS server.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	transporttest.Run(t, harness())
 }
 
@@ -80,5 +81,6 @@ func TestConformance(t *testing.T) {
 // handlers longer than AckWait, a hanging dependency, a graceful
 // hand-over) on the NATS server.
 func TestLoad(t *testing.T) {
+	// Not parallel: the load behaviours count the process's goroutines.
 	transporttest.RunLoad(t, harness())
 }
