@@ -2,11 +2,14 @@ package nats_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +29,7 @@ const (
 	childQueue = "LILY_NATS_CRASH_QUEUE"
 	childLog   = "LILY_NATS_CRASH_LOG"
 	childPause = "LILY_NATS_CRASH_PAUSE" // a duration: each handler call takes this long
+	childLimit = "LILY_NATS_CRASH_LIMIT" // the queue's delivery_limit, when not crashLimit
 	crashLimit = 3
 	// crashAckWait is the children's lease: what a dead child held comes
 	// back after it.
@@ -40,7 +44,11 @@ func TestMain(m *testing.M) {
 }
 
 func crashQueue(name string) lily.QueueConfig {
-	return lily.QueueConfig{Name: name, Transport: "nats", DeliveryLimit: new(crashLimit)}.WithDefaults()
+	limit := crashLimit
+	if n, err := strconv.Atoi(os.Getenv(childLimit)); err == nil {
+		limit = n
+	}
+	return lily.QueueConfig{Name: name, Transport: "nats", DeliveryLimit: new(limit)}.WithDefaults()
 }
 
 // crashConsumer consumes the queue until nothing is in flight, logging each
@@ -63,6 +71,9 @@ func crashConsumer(url, queue, logPath string) int {
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
 		if string(d.Body) == "poison" {
 			os.Exit(transporttest.CrashExitCode) // no recover sees it
+		}
+		if strings.HasSuffix(string(d.Body), "/permanent") {
+			return lily.Permanent(errors.New("bad order"))
 		}
 		time.Sleep(pause) // simulates the handler's work
 		mu.Lock()
