@@ -11,10 +11,18 @@ import (
 )
 
 // NATSOptions are the transport options of a configuration's nats queues:
-// nats_url, nats_ack_wait_seconds and nats_retention.
+// nats_url, nats_ack_wait_seconds, nats_retention and the streams and
+// consumers nats_queues adopts.
 func NATSOptions(c config.Config) nats.Options {
-	return nats.Options{URL: c.NATSURL, AckWait: c.NATSAckWait(), Retention: c.NATSRetention,
+	o := nats.Options{URL: c.NATSURL, AckWait: c.NATSAckWait(), Retention: c.NATSRetention,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if len(c.NATSQueues) > 0 {
+		o.Queues = map[string]nats.Binding{}
+		for q, b := range c.NATSQueues {
+			o.Queues[q] = nats.Binding{Stream: b.Stream, Consumer: b.Consumer, Subject: b.Subject}
+		}
+	}
+	return o
 }
 
 // NATS returns the set's NATS JetStream transport, connected on first use.

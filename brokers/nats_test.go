@@ -27,8 +27,12 @@ nats_retention = "limits"
 name = %q
 transport = "nats"
 `, url, name))
-	if o := NATSOptions(c); o.URL != url || o.AckWait != 45*time.Second || o.Retention != nats.RetentionLimits {
+	if o := NATSOptions(c); o.URL != url || o.AckWait != 45*time.Second || o.Retention != nats.RetentionLimits || o.Queues != nil {
 		t.Errorf("options %+v: want nats_url, a 45 s AckWait and limits retention", o)
+	}
+	adopt := parse(t, fmt.Sprintf("[nats_queues.%q]\nstream = \"ORDERS\"\nconsumer = \"svc\"\n[[queue]]\nname = %q\ntransport = \"nats\"\n", name, name))
+	if o := NATSOptions(adopt); o.Queues[name] != (nats.Binding{Stream: "ORDERS", Consumer: "svc"}) {
+		t.Errorf("nats_queues: options.Queues %+v", o.Queues)
 	}
 	s := New(c, Options{})
 	defer s.Close()

@@ -130,6 +130,9 @@ type Config struct {
 	// (it stays until the stream's limits remove it). Defaults to
 	// "workqueue".
 	NATSRetention string `toml:"nats_retention" json:"nats_retention,omitempty"`
+	// NATSQueues adopts an existing stream and consumer for a nats queue
+	// (Lily checks them instead of declaring its own). Defaults to none.
+	NATSQueues map[string]NATSBinding `toml:"nats_queues" json:"nats_queues,omitempty"`
 	// PubSubQueues maps a pubsub queue to its topic and subscription.
 	// Defaults to the queue's name for both.
 	PubSubQueues map[string]PubSubNames `toml:"pubsub_queues" json:"pubsub_queues,omitempty"`

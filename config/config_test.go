@@ -490,6 +490,8 @@ func TestNATSSettings(t *testing.T) {
 		{Config{NATSAckWaitSeconds: bad}, "nats_ack_wait_seconds = 0"},
 		{Config{NATSRetention: "interest"}, `nats_retention = "interest"`},
 		{Config{Queues: []lily.QueueConfig{{Name: "orders.", Transport: lily.TransportNATS}}}, "no empty token"},
+		{Config{NATSQueues: map[string]NATSBinding{"missing": {Stream: "ORDERS"}}}, `nats_queues: "missing": no [[queue]]`},
+		{Config{NATSQueues: map[string]NATSBinding{"q": {Stream: "OR.DERS"}}, Queues: []lily.QueueConfig{{Name: "q", Transport: lily.TransportNATS}}}, "no dots"},
 	} {
 		err := c.cfg.WithDefaults().Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

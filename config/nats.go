@@ -13,6 +13,20 @@ import (
 //	nats_url               server URL(s), comma-separated; defaults to nats://127.0.0.1:4222
 //	nats_ack_wait_seconds  the consumers' AckWait (the lease), 1..43200; defaults to 30
 //	nats_retention         "workqueue" (default) or "limits": the streams Lily declares
+//	[nats_queues.NAME]     stream = "...", consumer = "...", subject = "...": adopt existing ones
+
+// NATSBinding adopts an existing JetStream stream and durable pull
+// consumer for a nats queue ([nats_queues.NAME]); empty fields take Lily's
+// names (the stream is the queue's name with '.' made '_', the consumer
+// "lily", the subject the queue's name).
+type NATSBinding struct {
+	// Stream holds the queue's messages.
+	Stream string `toml:"stream" json:"stream,omitempty"`
+	// Consumer is the durable pull consumer Lily consumes with.
+	Consumer string `toml:"consumer" json:"consumer,omitempty"`
+	// Subject is where Lily publishes the queue's messages (and redrives).
+	Subject string `toml:"subject" json:"subject,omitempty"`
+}
 
 // DefaultNATSAckWaitSeconds is nats_ack_wait_seconds' default.
 const DefaultNATSAckWaitSeconds = 30
@@ -45,6 +59,21 @@ func (c Config) validateNATS() []error {
 	case "", "workqueue", "limits":
 	default:
 		bad(`nats_retention = %q: must be "workqueue" (acknowledged messages leave the stream) or "limits"`, c.NATSRetention)
+	}
+	for q, b := range c.NATSQueues {
+		qc, ok := c.Queue(q)
+		switch {
+		case !ok:
+			bad("nats_queues: %q: no [[queue]] has this name (add one with transport = \"nats\", or remove the entry)", q)
+		case qc.Transport != lily.TransportNATS:
+			bad("nats_queues: %q: the queue's transport is %q; only a queue with transport = \"nats\" has a stream and consumer", q, qc.Transport)
+		}
+		if strings.ContainsAny(b.Stream+b.Consumer, ".*> \t") {
+			bad("nats_queues: %q: stream %q, consumer %q: JetStream names have no dots, wildcards or blanks", q, b.Stream, b.Consumer)
+		}
+		if strings.ContainsAny(b.Subject, "*> \t") {
+			bad("nats_queues: %q: subject %q: Lily publishes to it, so it has no wildcards or blanks", q, b.Subject)
+		}
 	}
 	for _, q := range c.Queues {
 		if q.Transport == lily.TransportNATS && (strings.HasPrefix(q.Name, ".") || strings.HasSuffix(q.Name, ".") || strings.Contains(q.Name, "..")) {

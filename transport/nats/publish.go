@@ -13,14 +13,22 @@ import (
 )
 
 // Publish sends the messages to the queue's subject and returns once the
-// stream confirmed each (its PubAck). A queue's stream has Lily's consumer
-// as its only reader, so a Direct publish (a redrive) takes the same path.
-// A subject no stream captures is transport.ErrUnknownQueue.
+// stream confirmed each (its PubAck). A stream Lily declared has Lily's
+// consumer as its only reader, so a Direct publish (a redrive) takes the
+// same path; on an adopted stream a Direct publish first checks that the
+// subject reaches Lily's consumer alone, and refuses, naming the other
+// consumers, when it does not. A subject no stream captures is
+// transport.ErrUnknownQueue.
 func (t *Transport) Publish(ctx context.Context, p *transport.PublishParams) error {
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
 	b := t.QueueBinding(p.Queue)
+	if _, adopted := t.opts.Queues[p.Queue]; adopted && p.Direct {
+		if err := t.Foreign(b.Stream, b.Consumer, b.Subject).alone(ctx, b.Subject); err != nil {
+			return fmt.Errorf("nats: publish to %s for its consumer alone: %w", p.Queue, err)
+		}
+	}
 	msgs := make([]*natsgo.Msg, len(p.Messages))
 	for i, m := range p.Messages {
 		h, err := encodeHeaders(m, m.Headers)

@@ -1,0 +1,93 @@
+package nats_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/nats"
+	"github.com/lily-mq/lily/transport/transporttest"
+)
+
+// TestAdoptedStreamAndConsumer: a queue bound to a stream and consumer
+// that exist (nats.Options.Queues) is checked, not declared — a consumer
+// without explicit acks is refused as unsafe — and consumed like Lily's
+// own: one message acked, one dead-lettered to the dead-letter stream
+// Declare made. A redrive (Direct) reaches the consumer alone, and is
+// refused once another consumer of the stream reads the subject too.
+func TestAdoptedStreamAndConsumer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	id := fmt.Sprintf("%08x", rand.Uint32())
+	stream, queue := "ADOPT_"+id, "adopt"+id+".orders"
+	tr := open(t, func(o *nats.Options) {
+		o.Queues = map[string]nats.Binding{queue: {Stream: stream, Consumer: "svc"}, queue + ".unsafe": {Stream: stream, Consumer: "fire-and-forget"}}
+	})
+	js := tr.JetStream()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"adopt" + id + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { js.DeleteStream(context.Background(), stream) })
+	for _, c := range []jetstream.ConsumerConfig{
+		{Durable: "svc", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: queue},
+		{Durable: "fire-and-forget", AckPolicy: jetstream.AckNonePolicy, FilterSubject: queue + ".unsafe"},
+	} {
+		if _, err := js.CreateConsumer(ctx, stream, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qc := lily.QueueConfig{Name: queue, Transport: "nats", Breaker: new(bool)}.WithDefaults()
+	unsafe := lily.QueueConfig{Name: queue + ".unsafe", Transport: "nats"}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{unsafe.Spec()}}); !errors.Is(err, transport.ErrUnsafeQueue) {
+		t.Errorf("declare an AckNone consumer: %v, want ErrUnsafeQueue", err)
+	}
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.DeleteQueue(context.Background(), qc.Spec()) })
+	if s, err := js.Stream(ctx, stream); err != nil || s.CachedInfo().Config.Subjects[0] != "adopt"+id+".>" {
+		t.Fatalf("the adopted stream was changed: %v", err)
+	}
+	pub := []lily.Message{{Body: []byte("ok")}, {Body: []byte("bad")}}
+	if err := lily.Publish(ctx, tr, queue, pub); err != nil {
+		t.Fatal(err)
+	}
+	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
+		if string(d.Body) == "bad" {
+			return lily.Permanent(errors.New("bad order"))
+		}
+		return nil
+	}), lily.ConsumerOptions{Queue: qc, ReceiveWait: 100 * time.Millisecond, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := transporttest.Start(t, c)
+	transporttest.WaitForState(t, "one acked, one dead-lettered", func() (bool, string) {
+		n, err1 := tr.InFlight(ctx, queue)
+		dl, err2 := tr.DeadLetterDepth(ctx, queue)
+		return err1 == nil && err2 == nil && n == 0 && dl == 1, fmt.Sprintf("in flight %d (%v), dead letters %d (%v)", n, err1, dl, err2)
+	})
+	stop()
+	dls, err := tr.PeekDeadLetters(ctx, queue, 0)
+	if err != nil || len(dls) != 1 || dls[0].EventID != pub[1].EventID {
+		t.Fatalf("dead letters %v (%v), want %s", dls, err, pub[1].EventID)
+	}
+	redrive := &transport.PublishParams{Queue: queue, Messages: []transport.Message{dls[0].Message}, Redrive: true, Direct: true}
+	if err := tr.Publish(ctx, redrive); err != nil {
+		t.Fatalf("redrive to the adopted consumer: %v", err)
+	}
+	if _, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: "tap", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Publish(ctx, redrive); err == nil || !strings.Contains(err.Error(), "tap") {
+		t.Errorf("redrive with another reader of the subject: %v, want a refusal naming tap", err)
+	}
+}
