@@ -109,7 +109,7 @@ type Transport struct {
 	consumers map[string]jetstream.Consumer // queue -> its consumer
 	streams   map[string]jetstream.Stream   // stream name -> handle
 	held      map[string]map[*receipt]struct{}
-	stash     map[string][]*transport.Delivery
+	stash     transport.Stash
 	wary      map[string]bool
 	stashing  bool
 	closed    bool
@@ -172,7 +172,7 @@ func Open(o Options) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{opts: o, nc: o.Conn, consumers: map[string]jetstream.Consumer{}, streams: map[string]jetstream.Stream{},
-		held: map[string]map[*receipt]struct{}{}, stash: map[string][]*transport.Delivery{}, wary: map[string]bool{}}
+		held: map[string]map[*receipt]struct{}{}, wary: map[string]bool{}}
 	if t.nc == nil {
 		nc, err := natsgo.Connect(o.URL, natsgo.Name("lily"), natsgo.MaxReconnects(-1))
 		if err != nil {

@@ -34,8 +34,11 @@ type receipt struct {
 // does a new consumer instance (its predecessor may have died holding a
 // batch).
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
-	if ds := t.fromStash(p); len(ds) > 0 {
-		return ds, nil
+	t.mu.Lock()
+	kept := t.stash.Take(p)
+	t.mu.Unlock()
+	if len(kept) > 0 {
+		return kept, nil
 	}
 	_, b, err := t.consumer(ctx, p.Queue)
 	if err != nil {
@@ -91,15 +94,14 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		}
 	}
 	t.wary[p.Consumer] = redelivered
-	cut := isolate(ds)
+	cut := transport.Isolate(ds)
 	t.mu.Unlock()
 	if cut == len(ds) {
 		return ds, nil
 	}
 	if rest := t.giveBack(ctx, ds[cut:]); len(rest) > 0 {
 		t.mu.Lock()
-		k := stashKey(p.Consumer, p.Queue)
-		t.stash[k] = append(t.stash[k], rest...)
+		t.stash.Put(p.Consumer, p.Queue, rest)
 		if !t.stashing {
 			t.stashing = true
 			go t.keepStash()
@@ -166,47 +168,6 @@ func priorDeliveries(h transport.Headers) int {
 	return evidence.PriorDeliveries(v)
 }
 
-// isolate returns how many leading deliveries go together: a redelivery
-// alone, else the first deliveries before the first redelivery.
-func isolate(ds []*transport.Delivery) int {
-	if len(ds) == 0 {
-		return 0
-	}
-	if ds[0].DeliveryCount > 1 {
-		return 1
-	}
-	for i, d := range ds {
-		if d.DeliveryCount > 1 {
-			return i
-		}
-	}
-	return len(ds)
-}
-
-func stashKey(consumer, queue string) string { return consumer + "\x00" + queue }
-
-// fromStash hands out deliveries kept from an isolated batch.
-func (t *Transport) fromStash(p *transport.ReceiveParams) []*transport.Delivery {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	k := stashKey(p.Consumer, p.Queue)
-	ds := t.stash[k]
-	if len(ds) == 0 {
-		return nil
-	}
-	n := min(len(ds), max(p.Max, 1))
-	if p.IsolateRedeliveries {
-		n = min(isolate(ds), n)
-	}
-	out := ds[:n:n]
-	if rest := ds[n:]; len(rest) > 0 {
-		t.stash[k] = rest
-	} else {
-		delete(t.stash, k)
-	}
-	return out
-}
-
 // keepStash keeps the leases of the deliveries kept from isolated batches
 // (nobody else holds them) with InProgress every fifth of AckWait, until
 // none is kept or the transport is closed.
@@ -216,10 +177,8 @@ func (t *Transport) keepStash() {
 		time.Sleep(every) // the lease's own clock: no event to wait for
 		t.mu.Lock()
 		var rcs []*receipt
-		for _, ds := range t.stash {
-			for _, d := range ds {
-				rcs = append(rcs, d.Receipt.(*receipt))
-			}
+		for _, d := range t.stash.All() {
+			rcs = append(rcs, d.Receipt.(*receipt))
 		}
 		if len(rcs) == 0 || t.closed {
 			t.stashing = false

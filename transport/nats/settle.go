@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -204,11 +203,7 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 		rcs = append(rcs, rc)
 	}
 	delete(t.held, p.Consumer)
-	for k := range t.stash {
-		if strings.HasPrefix(k, p.Consumer+"\x00") {
-			delete(t.stash, k)
-		}
-	}
+	t.stash.RemoveConsumer(p.Consumer)
 	t.mu.Unlock()
 	n := 0
 	var errs []error
@@ -230,9 +225,7 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 // once. The server counted their delivery already; it cannot be undone.
 func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) error {
 	t.mu.Lock()
-	k := stashKey(p.Consumer, p.Queue)
-	ds := t.stash[k]
-	delete(t.stash, k)
+	ds := t.stash.Remove(p.Consumer, p.Queue)
 	delete(t.wary, p.Consumer)
 	t.mu.Unlock()
 	var errs []error

@@ -30,8 +30,11 @@ type receipt struct {
 // delivery comes again — and so does a new consumer instance (its
 // predecessor may have died holding a batch).
 func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]*transport.Delivery, error) {
-	if ds := t.fromStash(p); len(ds) > 0 {
-		return ds, nil
+	t.mu.Lock()
+	kept := t.stash.Take(p)
+	t.mu.Unlock()
+	if len(kept) > 0 {
+		return kept, nil
 	}
 	url, err := t.queueURL(ctx, p.Queue)
 	if err != nil {
@@ -95,7 +98,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		}
 	}
 	t.wary[p.Consumer] = redelivered
-	cut := isolate(ds)
+	cut := transport.Isolate(ds)
 	t.mu.Unlock()
 	if cut == len(ds) {
 		return ds, nil
@@ -103,8 +106,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	rest := t.giveBack(ctx, p.Queue, url, ds[cut:])
 	if len(rest) > 0 {
 		t.mu.Lock()
-		k := stashKey(p.Consumer, p.Queue)
-		t.stash[k] = append(t.stash[k], rest...)
+		t.stash.Put(p.Consumer, p.Queue, rest)
 		if !t.stashing {
 			t.stashing = true
 			go t.keepStash()
@@ -123,10 +125,8 @@ func (t *Transport) keepStash() {
 		time.Sleep(every)
 		t.mu.Lock()
 		var rcs []*receipt
-		for _, ds := range t.stash {
-			for _, d := range ds {
-				rcs = append(rcs, d.Receipt.(*receipt))
-			}
+		for _, d := range t.stash.All() {
+			rcs = append(rcs, d.Receipt.(*receipt))
 		}
 		if len(rcs) == 0 || t.closed {
 			t.stashing = false
@@ -140,47 +140,6 @@ func (t *Transport) keepStash() {
 			}
 		}
 	}
-}
-
-// isolate returns how many leading deliveries go together: a redelivery
-// alone, else the first deliveries before the first redelivery.
-func isolate(ds []*transport.Delivery) int {
-	if len(ds) == 0 {
-		return 0
-	}
-	if ds[0].DeliveryCount > 1 {
-		return 1
-	}
-	for i, d := range ds {
-		if d.DeliveryCount > 1 {
-			return i
-		}
-	}
-	return len(ds)
-}
-
-func stashKey(consumer, queue string) string { return consumer + "\x00" + queue }
-
-// fromStash hands out deliveries kept from an isolated batch.
-func (t *Transport) fromStash(p *transport.ReceiveParams) []*transport.Delivery {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	k := stashKey(p.Consumer, p.Queue)
-	ds := t.stash[k]
-	if len(ds) == 0 {
-		return nil
-	}
-	n := min(isolate(ds), max(p.Max, 1))
-	if !p.IsolateRedeliveries {
-		n = min(len(ds), max(p.Max, 1))
-	}
-	out := ds[:n:n]
-	if rest := ds[n:]; len(rest) > 0 {
-		t.stash[k] = rest
-	} else {
-		delete(t.stash, k)
-	}
-	return out
 }
 
 // delivery converts a received message.

@@ -157,11 +157,7 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 	for _, rc := range t.held[p.Consumer] {
 		rcs = append(rcs, rc)
 	}
-	for k := range t.stash {
-		if strings.HasPrefix(k, p.Consumer+"\x00") {
-			delete(t.stash, k)
-		}
-	}
+	t.stash.RemoveConsumer(p.Consumer)
 	t.mu.Unlock()
 	n := 0
 	var errs []error
@@ -184,9 +180,7 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 // counted their receive already; it cannot be undone.
 func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) error {
 	t.mu.Lock()
-	k := stashKey(p.Consumer, p.Queue)
-	ds := t.stash[k]
-	delete(t.stash, k)
+	ds := t.stash.Remove(p.Consumer, p.Queue)
 	delete(t.wary, p.Consumer)
 	t.mu.Unlock()
 	var errs []error

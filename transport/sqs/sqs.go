@@ -89,7 +89,7 @@ type Transport struct {
 	mu    sync.Mutex
 	urls  map[string]string
 	held  map[string]map[string]*receipt // consumer -> receipt handle -> receipt
-	stash map[string][]*transport.Delivery
+	stash transport.Stash
 	wary  map[string]bool // consumer saw a redelivery: receive one at a time
 	// stashing: keepStash runs.
 	stashing bool
@@ -137,7 +137,7 @@ func Open(o Options) (*Transport, error) {
 		opts = append([]func(*awssqs.Options){func(so *awssqs.Options) { so.BaseEndpoint = aws.String(o.Endpoint) }}, opts...)
 	}
 	t := &Transport{opts: o, client: awssqs.NewFromConfig(cfg, opts...), urls: map[string]string{}, httpTransport: own,
-		held: map[string]map[string]*receipt{}, stash: map[string][]*transport.Delivery{}, wary: map[string]bool{}}
+		held: map[string]map[string]*receipt{}, wary: map[string]bool{}}
 	for k, v := range o.QueueURLs {
 		t.urls[k] = v
 	}
