@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -28,7 +30,28 @@ func TestMain(m *testing.M) {
 	// them: a test that wants tokens sets LILY_TOKENS itself (t.Setenv,
 	// serially), so that the parallel 'lily serve' tests run without any.
 	os.Unsetenv("LILY_TOKENS")
+	parallelDefault()
 	os.Exit(m.Run())
+}
+
+// cliParallel is how many of this package's parallel tests run at once
+// unless -test.parallel says otherwise. Most of them wait on child
+// processes and brokers, not on the CPU: at the default (GOMAXPROCS, 2
+// here) the package took 153 s of wall for 136 s of CPU; at 6, 105 s for
+// the same CPU, and it is the longest package of the suite.
+const cliParallel = 6
+
+// parallelDefault raises -test.parallel to cliParallel when the command
+// line did not set it.
+func parallelDefault() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", fmt.Sprint(cliParallel)); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // run executes the CLI with args and returns the exit code and output.
