@@ -98,6 +98,11 @@ type Event struct {
 	// Abandoned is how many abandoned handlers are still running, for
 	// EventAbandoned and EventStalled.
 	Abandoned int
+	// RetryCount and DeliveryCount, for EventAcked, are the framework
+	// retries the message had taken (x-retry-count) and the broker's
+	// delivery count of the acked copy: where successes stop is where the
+	// retry limit belongs.
+	RetryCount, DeliveryCount int
 }
 
 // Hook observes the runtime. Observe is called synchronously from the

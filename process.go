@@ -118,7 +118,7 @@ func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint
 		c.recordOutcome(true, probe)
 		return settleReq{
 			s:  transport.Settlement{Delivery: d, Action: transport.Ack},
-			ev: Event{Kind: EventAcked, Queue: q.Name, EventID: d.EventID, HandlerDuration: took},
+			ev: Event{Kind: EventAcked, Queue: q.Name, EventID: d.EventID, HandlerDuration: took, RetryCount: rc, DeliveryCount: d.DeliveryCount},
 		}
 	}
 	if r.stack != "" {

@@ -38,6 +38,11 @@
 //	    retried, dead_lettered, held, released). Deliveries dead-lettered
 //	    without calling the handler (delivery_limit, invalid_retry_count) and
 //	    settlements that failed are not observed. Buckets: DurationBuckets.
+//	lily_retries_at_ack{queue}                  histogram
+//	    Framework retries (x-retry-count) a message had taken when its
+//	    handler succeeded, one observation per ack. Where successes stop is
+//	    where retry_attempts belongs: successes at the last retry mean the
+//	    limit cuts recoverable messages off. Buckets: RetryBuckets.
 //	lily_dlq_inflow_total{queue,reason}          counter
 //	    Messages this process dead-lettered, by reason: permanent,
 //	    retries_exhausted, delivery_limit, invalid_retry_count (exported at

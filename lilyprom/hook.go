@@ -32,6 +32,7 @@ type RedriveObserver interface {
 type Hook struct {
 	messages *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	retries  *prometheus.HistogramVec
 	inflow   *prometheus.CounterVec
 	refused  *prometheus.CounterVec
 	breaker  *prometheus.GaugeVec
@@ -52,6 +53,7 @@ var (
 type queueSeries struct {
 	outcomes map[string]prometheus.Counter
 	duration prometheus.Observer
+	retries  prometheus.Observer
 	breaker  prometheus.Gauge
 	abandon  prometheus.Gauge
 	inflow   sync.Map // reason -> prometheus.Counter
@@ -81,6 +83,11 @@ func NewHook(reg prometheus.Registerer) (*Hook, error) {
 			Help:    "How long the handler ran for one delivery, in seconds (immediate retries included).",
 			Buckets: slices.Clone(DurationBuckets),
 		}, []string{LabelQueue}),
+		retries: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    MetricRetriesAtAck,
+			Help:    "Framework retries (x-retry-count) a message had taken when its handler succeeded: where successes stop is where retry_attempts belongs.",
+			Buckets: slices.Clone(RetryBuckets),
+		}, []string{LabelQueue}),
 		inflow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricDLQInflow,
 			Help: "Messages dead-lettered by this process's consumers, by dead-letter reason; in 'lily serve', also the dead letters a broker made by itself, counted as they are ingested.",
@@ -103,7 +110,7 @@ func NewHook(reg prometheus.Registerer) (*Hook, error) {
 		}, []string{LabelQueue}),
 	}
 	h.inbox = newInboxMetrics()
-	if err := registerAll(reg, "runtime", h.messages, h.duration, h.inflow, h.refused, h.breaker, h.redrive, h.abandon,
+	if err := registerAll(reg, "runtime", h.messages, h.duration, h.retries, h.inflow, h.refused, h.breaker, h.redrive, h.abandon,
 		h.inbox.duplicates, h.inbox.stale, h.inbox.twins); err != nil {
 		return nil, err
 	}
@@ -133,6 +140,7 @@ func (h *Hook) series(queue string) *queueSeries {
 	s := &queueSeries{
 		outcomes: make(map[string]prometheus.Counter, len(MessageOutcomes)),
 		duration: h.duration.WithLabelValues(queue),
+		retries:  h.retries.WithLabelValues(queue),
 		breaker:  h.breaker.WithLabelValues(queue),
 		abandon:  h.abandon.WithLabelValues(queue),
 		refused:  h.refused.WithLabelValues(queue),
@@ -183,6 +191,8 @@ func (h *Hook) Observe(_ context.Context, e lily.Event) {
 		}
 	case lily.EventSettleFailed:
 		return // the handler's duration is not in the event
+	case lily.EventAcked:
+		s.retries.Observe(float64(e.RetryCount))
 	}
 	if e.HandlerDuration > 0 {
 		s.duration.Observe(e.HandlerDuration.Seconds())

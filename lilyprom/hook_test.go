@@ -176,6 +176,39 @@ lily_redrive_total{outcome="redriven",queue="payments.captured"} 0
 	if counts["orders.created"] != 11 || counts["payments.captured"] != 3 {
 		t.Errorf("handler duration observations = %v, want orders.created 11, payments.captured 3", counts)
 	}
+	// The 6 acks of orders: 5 at retry 0, the flaky one at retry 1.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP lily_retries_at_ack Framework retries (x-retry-count) a message had taken when its handler succeeded: where successes stop is where retry_attempts belongs.
+# TYPE lily_retries_at_ack histogram
+lily_retries_at_ack_bucket{queue="orders.created",le="0"} 5
+lily_retries_at_ack_bucket{queue="orders.created",le="1"} 6
+lily_retries_at_ack_bucket{queue="orders.created",le="2"} 6
+lily_retries_at_ack_bucket{queue="orders.created",le="3"} 6
+lily_retries_at_ack_bucket{queue="orders.created",le="4"} 6
+lily_retries_at_ack_bucket{queue="orders.created",le="5"} 6
+lily_retries_at_ack_bucket{queue="orders.created",le="8"} 6
+lily_retries_at_ack_bucket{queue="orders.created",le="10"} 6
+lily_retries_at_ack_bucket{queue="orders.created",le="15"} 6
+lily_retries_at_ack_bucket{queue="orders.created",le="20"} 6
+lily_retries_at_ack_bucket{queue="orders.created",le="+Inf"} 6
+lily_retries_at_ack_sum{queue="orders.created"} 1
+lily_retries_at_ack_count{queue="orders.created"} 6
+lily_retries_at_ack_bucket{queue="payments.captured",le="0"} 3
+lily_retries_at_ack_bucket{queue="payments.captured",le="1"} 3
+lily_retries_at_ack_bucket{queue="payments.captured",le="2"} 3
+lily_retries_at_ack_bucket{queue="payments.captured",le="3"} 3
+lily_retries_at_ack_bucket{queue="payments.captured",le="4"} 3
+lily_retries_at_ack_bucket{queue="payments.captured",le="5"} 3
+lily_retries_at_ack_bucket{queue="payments.captured",le="8"} 3
+lily_retries_at_ack_bucket{queue="payments.captured",le="10"} 3
+lily_retries_at_ack_bucket{queue="payments.captured",le="15"} 3
+lily_retries_at_ack_bucket{queue="payments.captured",le="20"} 3
+lily_retries_at_ack_bucket{queue="payments.captured",le="+Inf"} 3
+lily_retries_at_ack_sum{queue="payments.captured"} 0
+lily_retries_at_ack_count{queue="payments.captured"} 3
+`), lilyprom.MetricRetriesAtAck); err != nil {
+		t.Error(err)
+	}
 }
 
 // histogramCounts returns the sample count of a histogram per queue.
@@ -406,6 +439,42 @@ lily_dlq_refused_total{queue="orders"} 2
 lily_dlq_refused_total{queue="payments"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), lilyprom.MetricDLQRefused); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRetriesAtAck checks that each ack observes the retries its message
+// had taken, and that no other outcome does.
+func TestRetriesAtAck(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := lilyprom.NewHook(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, rc := range []int{0, 0, 2, 3} {
+		h.Observe(ctx, lily.Event{Kind: lily.EventAcked, Queue: "orders.created", RetryCount: rc, DeliveryCount: 1})
+	}
+	h.Observe(ctx, lily.Event{Kind: lily.EventRetried, Queue: "orders.created", RetryCount: 9})
+	h.Observe(ctx, lily.Event{Kind: lily.EventDeadLettered, Queue: "orders.created", Reason: "permanent"})
+	const want = `
+# HELP lily_retries_at_ack Framework retries (x-retry-count) a message had taken when its handler succeeded: where successes stop is where retry_attempts belongs.
+# TYPE lily_retries_at_ack histogram
+lily_retries_at_ack_bucket{queue="orders.created",le="0"} 2
+lily_retries_at_ack_bucket{queue="orders.created",le="1"} 2
+lily_retries_at_ack_bucket{queue="orders.created",le="2"} 3
+lily_retries_at_ack_bucket{queue="orders.created",le="3"} 4
+lily_retries_at_ack_bucket{queue="orders.created",le="4"} 4
+lily_retries_at_ack_bucket{queue="orders.created",le="5"} 4
+lily_retries_at_ack_bucket{queue="orders.created",le="8"} 4
+lily_retries_at_ack_bucket{queue="orders.created",le="10"} 4
+lily_retries_at_ack_bucket{queue="orders.created",le="15"} 4
+lily_retries_at_ack_bucket{queue="orders.created",le="20"} 4
+lily_retries_at_ack_bucket{queue="orders.created",le="+Inf"} 4
+lily_retries_at_ack_sum{queue="orders.created"} 5
+lily_retries_at_ack_count{queue="orders.created"} 4
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), lilyprom.MetricRetriesAtAck); err != nil {
 		t.Error(err)
 	}
 }

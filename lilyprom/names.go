@@ -12,6 +12,7 @@ import (
 const (
 	MetricMessages          = "lily_messages_total"
 	MetricHandlerDuration   = "lily_handler_duration_seconds"
+	MetricRetriesAtAck      = "lily_retries_at_ack"
 	MetricDLQInflow         = "lily_dlq_inflow_total"
 	MetricDLQRefused        = "lily_dlq_refused_total"
 	MetricBreakerState      = "lily_breaker_state"
@@ -90,6 +91,10 @@ const Other = "other"
 // DurationBuckets are the buckets of lily_handler_duration_seconds, in
 // seconds: from 1 ms to past the default handler timeout (30 s).
 var DurationBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// RetryBuckets are the buckets of lily_retries_at_ack: framework retries,
+// one bucket per count up to 5, then the usual backoff-ladder lengths.
+var RetryBuckets = []float64{0, 1, 2, 3, 4, 5, 8, 10, 15, 20}
 
 // Handler returns an HTTP handler serving the metrics of g in the
 // Prometheus exposition format (mount it at /metrics). A failing collector

@@ -18,7 +18,7 @@ func TestMetricNamesDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{MetricMessages, MetricHandlerDuration, MetricDLQInflow, MetricDLQRefused, MetricBreakerState, MetricAbandoned, MetricRedrive,
+	names := []string{MetricMessages, MetricHandlerDuration, MetricRetriesAtAck, MetricDLQInflow, MetricDLQRefused, MetricBreakerState, MetricAbandoned, MetricRedrive,
 		MetricDLQEntries, MetricDLQOldestAge, MetricLedgerUnaccounted, MetricCatalogUp,
 		MetricBrokerDLQMessages, MetricIngested, MetricIngestErrors, MetricIngestLeaseHeld, MetricIngestLastSuccess,
 		MetricInboxDuplicates, MetricInboxStale, MetricInboxTwins, MetricQueuePaused, MetricConsumerInstances}
