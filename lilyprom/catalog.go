@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -21,6 +23,11 @@ type CatalogOptions struct {
 	// queues, so that alerts see them. Defaults to none: the queues found
 	// in the catalog's entries and ledger.
 	Queues []string
+	// Retention is each queue's dlq_retention_hours (QueueConfig.Settings),
+	// exported as lily_dlq_retention_seconds so that a dashboard draws the
+	// oldest entry's age against its deadline. Queues not in it are not
+	// exported.
+	Retention map[string]time.Duration
 	// Timeout bounds the queries of one scrape. Defaults to 10s.
 	Timeout time.Duration
 	// Now returns the current time, for entry ages. Defaults to time.Now.
@@ -37,6 +44,7 @@ type CatalogCollector struct {
 	o       CatalogOptions
 
 	entries, oldest, unaccounted, held, up *prometheus.Desc
+	retention                              *prometheus.Desc
 	alarming                               *prometheus.Desc // triage.go
 	paused, instances                      *prometheus.Desc // presence.go
 }
@@ -60,6 +68,7 @@ func NewCatalogCollector(store *catalog.Store, counter transport.InFlightCounter
 		o.Now = time.Now
 	}
 	o.Queues = append([]string(nil), o.Queues...)
+	o.Retention = maps.Clone(o.Retention)
 	return &CatalogCollector{
 		store: store, counter: counter, o: o,
 		entries: prometheus.NewDesc(MetricDLQEntries,
@@ -70,6 +79,9 @@ func NewCatalogCollector(store *catalog.Store, counter transport.InFlightCounter
 			[]string{LabelQueue}, nil),
 		unaccounted: prometheus.NewDesc(MetricLedgerUnaccounted,
 			"Ledger: accepted - acked - dead_lettered - discarded - in_flight ('lily reconcile' lost); positive = messages unaccounted for.",
+			[]string{LabelQueue}, nil),
+		retention: prometheus.NewDesc(MetricDLQRetention,
+			"The queue's dlq_retention_hours in seconds: the deadline of lily_dlq_oldest_entry_age_seconds.",
 			[]string{LabelQueue}, nil),
 		held: prometheus.NewDesc(MetricHeldKeys,
 			"Keys held by ordering park or block: their later messages wait behind a dead-lettered head ('lily dlq parked').",
@@ -87,6 +99,7 @@ func (c *CatalogCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.oldest
 	ch <- c.unaccounted
 	ch <- c.held
+	ch <- c.retention
 	ch <- c.alarming
 	ch <- c.paused
 	ch <- c.instances
@@ -155,6 +168,9 @@ func (c *CatalogCollector) collect(ctx context.Context, ch chan<- prometheus.Met
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, q)
+	}
+	for _, q := range slices.Sorted(maps.Keys(c.o.Retention)) {
+		ch <- prometheus.MustNewConstMetric(c.retention, prometheus.GaugeValue, c.o.Retention[q].Seconds(), q)
 	}
 	if err := c.collectAlarming(ctx, ch, queues, counts); err != nil {
 		errs = append(errs, err)

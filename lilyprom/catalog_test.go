@@ -92,8 +92,9 @@ func TestCatalogCollector(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(lilyprom.NewCatalogCollector(s, inflight{"orders.created": 2}, lilyprom.CatalogOptions{
-		Queues: []string{"orders.created", "refunds.issued"},
-		Now:    func() time.Time { return testNow },
+		Queues:    []string{"orders.created", "refunds.issued"},
+		Retention: map[string]time.Duration{"orders.created": 2 * time.Hour, "refunds.issued": 336 * time.Hour},
+		Now:       func() time.Time { return testNow },
 	}))
 	want := `
 # HELP lily_dlq_alarming_entries Held dead-letter entries (pending, parked, needs_manual) not triaged known_issue (their own status, else their group's): what LilyDLQNotEmpty alarms on.
@@ -126,6 +127,10 @@ lily_dlq_entries{queue="refunds.issued",state="redriven"} 0
 lily_dlq_oldest_entry_age_seconds{queue="orders.created"} 36000
 lily_dlq_oldest_entry_age_seconds{queue="payments.captured"} 1800
 lily_dlq_oldest_entry_age_seconds{queue="refunds.issued"} 0
+# HELP lily_dlq_retention_seconds The queue's dlq_retention_hours in seconds: the deadline of lily_dlq_oldest_entry_age_seconds.
+# TYPE lily_dlq_retention_seconds gauge
+lily_dlq_retention_seconds{queue="orders.created"} 7200
+lily_dlq_retention_seconds{queue="refunds.issued"} 1.2096e+06
 # HELP lily_held_keys Keys held by ordering park or block: their later messages wait behind a dead-lettered head ('lily dlq parked').
 # TYPE lily_held_keys gauge
 lily_held_keys{queue="orders.created"} 0

@@ -100,6 +100,10 @@
 //	    Age of the queue's oldest held entry (pending, parked or
 //	    needs_manual) since it was dead-lettered; 0 when none is held.
 //	    Retention (dlq_retention_hours) counts from the same moment.
+//	lily_dlq_retention_seconds{queue}            gauge
+//	    The queue's dlq_retention_hours, in seconds, for the queues given
+//	    in CatalogOptions.Retention: the deadline the oldest entry's age is
+//	    drawn against ('lily dashboard').
 //	lily_dlq_alarming_entries{queue}             gauge
 //	    Held entries not triaged known_issue (their own triage status, else
 //	    their group's: 'lily dlq triage'). LilyDLQNotEmpty alarms on it, so

@@ -20,6 +20,7 @@ const (
 	MetricRedrive           = "lily_redrive_total"
 	MetricDLQEntries        = "lily_dlq_entries"
 	MetricDLQOldestAge      = "lily_dlq_oldest_entry_age_seconds"
+	MetricDLQRetention      = "lily_dlq_retention_seconds"
 	MetricLedgerUnaccounted = "lily_ledger_unaccounted"
 	MetricCatalogUp         = "lily_catalog_up"
 	MetricHeldKeys          = "lily_held_keys"

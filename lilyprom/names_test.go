@@ -19,7 +19,7 @@ func TestMetricNamesDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := []string{MetricMessages, MetricHandlerDuration, MetricRetriesAtAck, MetricDLQInflow, MetricDLQRefused, MetricBreakerState, MetricAbandoned, MetricRedrive,
-		MetricDLQEntries, MetricDLQOldestAge, MetricLedgerUnaccounted, MetricCatalogUp,
+		MetricDLQEntries, MetricDLQOldestAge, MetricDLQRetention, MetricLedgerUnaccounted, MetricCatalogUp,
 		MetricBrokerDLQMessages, MetricIngested, MetricIngestErrors, MetricIngestLeaseHeld, MetricIngestLastSuccess,
 		MetricInboxDuplicates, MetricInboxStale, MetricInboxTwins, MetricQueuePaused, MetricConsumerInstances}
 	for _, n := range names {

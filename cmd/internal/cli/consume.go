@@ -44,6 +44,7 @@ type consumeFlags struct {
 	exitWhenIdle        time.Duration
 	verbose, asJSON     bool
 	httpResponseMaxBody int64
+	metricsAddr         string
 }
 
 // consumeJSON is the --json summary 'lily consume' prints when it stops.
@@ -126,6 +127,7 @@ finished and settled. --exit-when-idle stops once nothing is in flight.`,
 	fl.StringVar(&f.instance, "instance", "", "consumer instance ID (default <host>-<pid>-<random>)")
 	fl.DurationVar(&f.exitWhenIdle, "exit-when-idle", 0, "stop gracefully once the queue has had nothing in flight for this long, at least twice its longest retry delay (0: run until SIGTERM)")
 	fl.Int64Var(&f.httpResponseMaxBody, "http-max-answer", 64<<10, "bytes of an HTTP answer read at most")
+	fl.StringVar(&f.metricsAddr, "metrics", "", "serve the runtime's Prometheus metrics (lily_messages_total, lily_retries_at_ack, ...) at http://ADDR/metrics, e.g. 127.0.0.1:9466")
 	fl.BoolVar(&f.verbose, "verbose", false, "log the runtime's decisions to stderr")
 	jsonFlag(fl, &f.asJSON, "print the counts as one JSON object when stopping")
 	return cmd
@@ -287,6 +289,14 @@ func runConsume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) e
 	}
 	if q.Ordering == lily.OrderingPark || q.Ordering == lily.OrderingBlock {
 		opts.Keys = redrive.NewKeys(b.cat)
+	}
+	if f.metricsAddr != "" {
+		hook, stopMetrics, err := serveConsumeMetrics(f.metricsAddr, q.Name, stderr, opts.Logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+		opts.Hooks = append(opts.Hooks, hook)
 	}
 	c, err := lily.NewConsumer(b.tr, h, opts)
 	if err != nil {

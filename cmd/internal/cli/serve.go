@@ -187,13 +187,15 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 		return err
 	}
 	var names, brokerQueues []string
+	retention := map[string]time.Duration{}
 	for _, q := range env.cfg.Queues {
 		names = append(names, q.Name)
+		retention[q.Name] = time.Duration(q.Settings().DLQRetentionHours) * time.Hour
 		if brokers.IsBroker(q.Transport) {
 			brokerQueues = append(brokerQueues, q.Name)
 		}
 	}
-	reg.MustRegister(lilyprom.NewCatalogCollector(env.cat, counters, lilyprom.CatalogOptions{Queues: names}))
+	reg.MustRegister(lilyprom.NewCatalogCollector(env.cat, counters, lilyprom.CatalogOptions{Queues: names, Retention: retention}))
 	if len(brokerQueues) > 0 {
 		reg.MustRegister(lilyprom.NewBrokerDLQCollector(counters, brokerQueues, 0))
 	}
