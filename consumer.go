@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/retry"
 	"github.com/lily-mq/lily/transport"
@@ -48,6 +50,12 @@ type ConsumerOptions struct {
 	Logger *slog.Logger
 	// Hooks observe every outcome. Defaults to none.
 	Hooks []Hook
+	// TracerProvider, when set, traces each handler attempt with
+	// OpenTelemetry: a consumer span per delivery, a child of the
+	// producer's W3C traceparent header, with the messaging semantic
+	// conventions, the delivery and retry counts and the outcome; the
+	// handler's context carries it. Defaults to nil: no spans.
+	TracerProvider trace.TracerProvider
 	// ReceiveWait is how long one Receive call waits for messages.
 	// Defaults to 1s.
 	ReceiveWait time.Duration
@@ -129,6 +137,10 @@ type Consumer struct {
 	policy retry.Policy
 	host   string
 	log    *slog.Logger
+	// tracer traces handler attempts when tracing (a TracerProvider
+	// was given).
+	tracer  trace.Tracer
+	tracing bool
 
 	br *breaker // nil when the queue has no circuit breaker
 
@@ -178,6 +190,7 @@ func NewConsumer(t transport.Transport, h Handler, o ConsumerOptions) (*Consumer
 		log: o.Logger.With("queue", o.Queue.Name, "consumer", o.Instance), keyQ: map[string][]*ticket{},
 		slots: make(chan struct{}, o.Concurrency)}
 	c.cond = sync.NewCond(&c.mu)
+	c.tracer, c.tracing = newTracer(o.TracerProvider), o.TracerProvider != nil
 	c.features = transport.FeaturesOf(t, o.Queue.Name)
 	if c.features.Leases {
 		c.lease = c.features.VisibilityTimeout

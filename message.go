@@ -68,12 +68,15 @@ func NewEventID() string {
 // a SchemaVersion (>= 1) carries it as the x-lily-schema-version header
 // (int32), set on a copy of its headers (the caller's map is not changed);
 // a message whose headers already name a different version is refused, as
-// is a version outside 1..evidence.MaxSchemaVersion.
+// is a version outside 1..evidence.MaxSchemaVersion. Published inside an
+// OpenTelemetry span (ctx), a message without a traceparent gets the
+// span's (InjectTraceContext): the consumer's spans become its children.
 func Publish(ctx context.Context, t transport.Transport, queue string, msgs []Message) error {
 	for i := range msgs {
 		if msgs[i].EventID == "" {
 			msgs[i].EventID = NewEventID()
 		}
+		msgs[i].Headers = InjectTraceContext(ctx, msgs[i].Headers)
 		if err := stampSchemaVersion(&msgs[i]); err != nil {
 			return fmt.Errorf("lily: publish to %s: message %d (%s): %w", queue, i, msgs[i].EventID, err)
 		}

@@ -150,7 +150,9 @@ func (c *Consumer) processKeyed(ctx context.Context, key string, j *ticket, sett
 			free, err := c.o.Keys.AdvanceKey(ctx, q.Name, key, c.t)
 			if err != nil {
 				c.log.Error("cannot move the key on; releasing the delivery, it will be processed again", "key", key, "event_id", d.EventID, "err", err)
+				span := r.span
 				r = c.releaseReq(d, err)
+				r.span = span // the attempt's span ends with the release
 				break
 			}
 			if free {
@@ -169,7 +171,9 @@ func (c *Consumer) holdKey(ctx context.Context, key string, d *transport.Deliver
 	q := c.o.Queue
 	if err := c.o.Keys.HoldKey(ctx, q.Name, key, q.Ordering, to, d.EventID); err != nil {
 		c.log.Error("cannot hold the key; releasing the delivery for redelivery", "key", key, "event_id", d.EventID, "err", err)
-		return c.releaseReq(d, err)
+		rel := c.releaseReq(d, err)
+		rel.span = r.span // the attempt's span ends with the release
+		return rel
 	}
 	if to == keyHeld && was != keyHeld {
 		fix := "lily dlq unpark --queue " + q.Name + " --key " + key

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
@@ -40,6 +42,7 @@ func (e *TimeoutError) Unwrap() error { return e.Err }
 // the hand-off may still fail).
 type settleReq struct {
 	t       *ticket
+	span    trace.Span // the handler attempt's span; nil when not tracing
 	s       transport.Settlement
 	ev      Event
 	done    chan error
@@ -65,8 +68,17 @@ func (c *Consumer) process(ctx context.Context, t *ticket) settleReq {
 }
 
 // decide decides d's settlement; probe is its breaker probe token (0: not
-// the probe).
+// the probe). When tracing, the attempt's span goes with the decision and
+// ends once its settlement is known (endAttempt).
 func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint64) settleReq {
+	ctx, span := c.startAttempt(ctx, d)
+	r := c.decideIn(ctx, d, probe)
+	r.span = span
+	return r
+}
+
+// decideIn is decide within the attempt's span.
+func (c *Consumer) decideIn(ctx context.Context, d *transport.Delivery, probe uint64) settleReq {
 	q := c.o.Queue
 	ld := &Delivery{Message: d.Message, Queue: d.Queue, DeliveryCount: d.DeliveryCount,
 		EnqueuedAt: d.EnqueuedAt, ContentID: d.ContentID, raw: d, RedriveCount: evidence.RedriveCount(d.Headers)}
@@ -92,6 +104,9 @@ func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint
 		earlier = append(earlier, c.record(d, "", r.err, r.stack, rc).Attempt(evidence.OutcomeImmediateRetry))
 	}
 	r.earlier = earlier
+	if len(earlier) > 0 {
+		trace.SpanFromContext(ctx).SetAttributes(AttrImmediateRetries.Int(len(earlier)))
+	}
 	took := c.o.Now().Sub(start)
 	switch {
 	case r.notStarted:

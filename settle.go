@@ -104,6 +104,7 @@ func (c *Consumer) settleBatch(ctx context.Context, batch []settleReq, ss []tran
 		if r.done != nil {
 			r.done <- errs[i]
 		}
+		endAttempt(r, errs[i])
 		if errs[i] == nil {
 			if r.s.Action == transport.DeadLetter && r.ev.Kind == EventDeadLettered {
 				// Logged once the hand-off is confirmed, never at decision time.

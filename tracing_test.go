@@ -1,0 +1,212 @@
+package lily_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/waittest"
+	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/redrive"
+	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/sqlite"
+)
+
+// tracedRun records what a traced consumer did.
+type tracedRun struct {
+	mu      sync.Mutex
+	acked   []string
+	dead    []string
+	handled map[string][]trace.SpanContext // event ID -> the span in the handler's context, per call
+}
+
+func (r *tracedRun) Observe(_ context.Context, e lily.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch e.Kind {
+	case lily.EventAcked:
+		r.acked = append(r.acked, e.EventID)
+	case lily.EventDeadLettered:
+		r.dead = append(r.dead, e.EventID)
+	}
+}
+
+func (r *tracedRun) has(list *[]string, id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(*list, id)
+}
+
+// attr returns a span attribute's value.
+func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
+	for _, kv := range s.Attributes() {
+		if kv.Key == k {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
+}
+
+// TestOneTraceForAPoisonMessagesPath publishes inside a producer span on
+// the SQLite store; the poison message fails twice, is dead-lettered,
+// redriven after the fix and acked: its three handler attempts are
+// children of the producer's span in one trace, with the retry, redrive
+// and outcome on each. A message published without a trace gets its
+// first attempt's context, so its retry copy stays in that trace.
+func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	defer tp.Shutdown(context.Background())
+
+	tr, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "lily.db"), sqlite.Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	off := false
+	q := lily.QueueConfig{Name: "orders.created", RetryAttempts: 1, RetryBackoffMillis: new(int64(10)), Breaker: &off}.WithDefaults()
+	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{q.Spec()}}); err != nil {
+		t.Fatal(err)
+	}
+	pctx, prod := tp.Tracer("shop").Start(ctx, "publish orders.created", trace.WithSpanKind(trace.SpanKindProducer))
+	if err := lily.Publish(pctx, tr, q.Name, []lily.Message{{EventID: "poison", Body: []byte(`{"sku":"retired"}`)}, {EventID: "fine", Body: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	prod.End()
+	if err := lily.Publish(ctx, tr, q.Name, []lily.Message{{EventID: "untraced", Body: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var fixed atomic.Bool
+	var untracedCalls atomic.Int64
+	run := &tracedRun{handled: map[string][]trace.SpanContext{}}
+	handler := lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
+		run.mu.Lock()
+		run.handled[d.EventID] = append(run.handled[d.EventID], trace.SpanContextFromContext(ctx))
+		run.mu.Unlock()
+		switch {
+		case d.EventID == "poison" && !fixed.Load():
+			return errors.New("inventory: unknown sku retired")
+		case d.EventID == "untraced" && untracedCalls.Add(1) == 1:
+			return errors.New("gateway timeout")
+		}
+		return nil
+	})
+	c, err := lily.NewConsumer(tr, handler, lily.ConsumerOptions{Queue: q, ReceiveWait: 20 * time.Millisecond,
+		Hooks: []lily.Hook{run}, TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	waittest.For(t, "the poison message dead-lettered, the others acked", func() bool {
+		return run.has(&run.dead, "poison") && run.has(&run.acked, "fine") && run.has(&run.acked, "untraced")
+	})
+
+	// The fix is deployed; the operator redrives the dead letter.
+	fixed.Store(true)
+	cat, err := catalog.New(ctx, tr.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := redrive.New(cat).Redrive(ctx, redrive.Params{Filter: catalog.Filter{Queue: q.Name, EventIDs: []string{"poison"}}, Actor: "test",
+		Target: func(context.Context, string) (redrive.Publisher, error) { return tr, nil }})
+	if err != nil || res.Redriven != 1 {
+		t.Fatalf("redrive: %+v %v", res, err)
+	}
+	waittest.For(t, "the redriven message acked", func() bool { return run.has(&run.acked, "poison") })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// The poison message's attempts: children of the producer's span.
+	byEvent := map[string][]sdktrace.ReadOnlySpan{}
+	for _, s := range sr.Ended() {
+		if s.Name() != "process "+q.Name {
+			continue
+		}
+		id := attr(s, "messaging.message.id").AsString()
+		byEvent[id] = append(byEvent[id], s)
+	}
+	type want struct {
+		retry, redrive   int64
+		outcome, errType string
+	}
+	wants := []want{{0, 0, "retried", "*errors.errorString"}, {1, 0, "dead_lettered", "*errors.errorString"}, {0, 1, "acked", ""}}
+	spans := byEvent["poison"]
+	if len(spans) != len(wants) {
+		t.Fatalf("%d spans of the poison message, want %d (two failed attempts, the attempt after the redrive)", len(spans), len(wants))
+	}
+	for i, w := range wants {
+		s := spans[i]
+		if s.SpanContext().TraceID() != prod.SpanContext().TraceID() || s.Parent().SpanID() != prod.SpanContext().SpanID() {
+			t.Errorf("attempt %d is in trace %s under %s, want trace %s under the producer's span %s", i+1,
+				s.SpanContext().TraceID(), s.Parent().SpanID(), prod.SpanContext().TraceID(), prod.SpanContext().SpanID())
+		}
+		if s.SpanKind() != trace.SpanKindConsumer {
+			t.Errorf("attempt %d: kind %s, want consumer", i+1, s.SpanKind())
+		}
+		got := want{attr(s, lily.AttrRetryCount).AsInt64(), attr(s, lily.AttrRedriveCount).AsInt64(),
+			attr(s, lily.AttrOutcome).AsString(), attr(s, "error.type").AsString()}
+		if got != w {
+			t.Errorf("attempt %d: %+v, want %+v", i+1, got, w)
+		}
+		if (w.errType != "") != (s.Status().Code == codes.Error) {
+			t.Errorf("attempt %d: status %v", i+1, s.Status())
+		}
+		for k, v := range map[attribute.Key]string{"messaging.system": "sqlite", "messaging.destination.name": q.Name, "messaging.operation.type": "process"} {
+			if attr(s, k).AsString() != v {
+				t.Errorf("attempt %d: %s = %q, want %q", i+1, k, attr(s, k).AsString(), v)
+			}
+		}
+	}
+	if r := attr(spans[1], lily.AttrDeadLetterReason).AsString(); r != "retries_exhausted" {
+		t.Errorf("the dead-lettering attempt has reason %q, want retries_exhausted", r)
+	}
+	// The handler ran inside each attempt's span.
+	for i, sc := range run.handled["poison"] {
+		if sc.SpanID() != spans[i].SpanContext().SpanID() {
+			t.Errorf("handler call %d ran in span %s, want its attempt's %s", i+1, sc.SpanID(), spans[i].SpanContext().SpanID())
+		}
+	}
+	// The untraced message: its retry copy carries its first attempt's
+	// context, so the second attempt is that span's child.
+	if u := byEvent["untraced"]; len(u) != 2 || u[1].SpanContext().TraceID() != u[0].SpanContext().TraceID() || u[1].Parent().SpanID() != u[0].SpanContext().SpanID() {
+		t.Errorf("the untraced message's attempts are not one trace: %d spans", len(u))
+	}
+	if f := byEvent["fine"]; len(f) != 1 || f[0].Parent().SpanID() != prod.SpanContext().SpanID() {
+		t.Errorf("the fine message's attempt is not the producer's child: %d spans", len(f))
+	}
+
+	// Conservation: every message acked, the dead letter redriven, the
+	// ledger balanced.
+	acked := slices.Sorted(slices.Values(run.acked))
+	if want := []string{"fine", "poison", "untraced"}; !slices.Equal(acked, want) {
+		t.Errorf("acked %v, want %v", acked, want)
+	}
+	rows, err := ledger.New(cat).Rows(ctx, tr)
+	if err != nil || len(rows) != 1 || rows[0].Lost != 0 || rows[0].Acked != 3 {
+		t.Errorf("ledger %+v %v, want 3 acked and nothing lost", rows, err)
+	}
+	if e, err := cat.List(ctx, catalog.Filter{Queue: q.Name}, 10); err != nil || len(e) != 1 || e[0].State != catalog.StateRedriven {
+		t.Errorf("catalog: %s", fmt.Sprint(e, err))
+	}
+}
