@@ -104,6 +104,11 @@ the connection) is treated like a consumer
 process that died: the delivery is released, the broker or store counts it,
 and past delivery_limit it is dead-lettered with reason delivery_limit.
 
+Traces: with the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT,
+OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...) each delivery's handler run
+is an OpenTelemetry span sent over OTLP/HTTP, a child of the message's
+traceparent; the HTTP handler gets the span as its traceparent header.
+
 SIGTERM or SIGINT stops gracefully: no new deliveries, the ones held are
 finished and settled. --exit-when-idle stops once nothing is in flight.`,
 		Args: cobra.NoArgs,
@@ -290,6 +295,12 @@ func runConsume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) e
 	if q.Ordering == lily.OrderingPark || q.Ordering == lily.OrderingBlock {
 		opts.Keys = redrive.NewKeys(b.cat)
 	}
+	tp, stopTraces, err := tracerFromEnv(ctx, "lily consume", cmp.Or(f.name, "lily-consume"), stderr)
+	if err != nil {
+		return err
+	}
+	defer stopTraces()
+	opts.TracerProvider = tp
 	if f.metricsAddr != "" {
 		hook, stopMetrics, err := serveConsumeMetrics(f.metricsAddr, q.Name, stderr, opts.Logger)
 		if err != nil {

@@ -18,6 +18,8 @@ import (
 	"time"
 	"unicode"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/evidence"
@@ -172,6 +174,8 @@ func (h *httpHandler) Handle(ctx context.Context, d *lily.Delivery) error {
 	for _, kv := range deliveryMeta(d) {
 		req.Header.Set("Lily-"+kv[0], kv[1])
 	}
+	// The attempt's span (when tracing) is the endpoint's parent.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := h.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -258,6 +262,13 @@ func (h *execHandler) Handle(ctx context.Context, d *lily.Delivery) error {
 	env := os.Environ()
 	for _, kv := range deliveryMeta(d) {
 		env = append(env, "LILY_"+strings.ToUpper(strings.ReplaceAll(kv[0], "-", "_"))+"="+kv[1])
+	}
+	// The attempt's span (when tracing) as TRACEPARENT and TRACESTATE,
+	// OpenTelemetry's environment carrier for child processes.
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	for k, v := range carrier {
+		env = append(env, strings.ToUpper(k)+"="+v)
 	}
 	cmd.Env = env
 	ownProcessGroup(cmd)
