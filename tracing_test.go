@@ -63,9 +63,10 @@ func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
 
 // TestOneTraceForAPoisonMessagesPath publishes inside a producer span on
 // the SQLite store; the poison message fails twice, is dead-lettered,
-// redriven after the fix and acked: its three handler attempts are
-// children of the producer's span in one trace, with the retry, redrive
-// and outcome on each. A message published without a trace gets its
+// redriven after the fix and acked: one trace holds the producer's span,
+// the two failed attempts under it, the redrive's span (linked to the
+// operator's) and the attempt after it, with the retry, redrive and
+// outcome on each. A message published without a trace gets its
 // first attempt's context, so its retry copy stays in that trace.
 func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -126,8 +127,12 @@ func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := redrive.New(cat).Redrive(ctx, redrive.Params{Filter: catalog.Filter{Queue: q.Name, EventIDs: []string{"poison"}}, Actor: "test",
+	rd := redrive.New(cat)
+	rd.TracerProvider = tp
+	octx, operator := tp.Tracer("ops").Start(ctx, "operator redrives the fixed sku")
+	res, err := rd.Redrive(octx, redrive.Params{Filter: catalog.Filter{Queue: q.Name, EventIDs: []string{"poison"}}, Actor: "test",
 		Target: func(context.Context, string) (redrive.Publisher, error) { return tr, nil }})
+	operator.End()
 	if err != nil || res.Redriven != 1 {
 		t.Fatalf("redrive: %+v %v", res, err)
 	}
@@ -137,9 +142,15 @@ func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The poison message's attempts: children of the producer's span.
+	// The poison message's path: two attempts under the producer's span,
+	// the redrive under it too (linked to the operator's span), the
+	// attempt after the redrive under the redrive.
 	byEvent := map[string][]sdktrace.ReadOnlySpan{}
+	var redrives []sdktrace.ReadOnlySpan
 	for _, s := range sr.Ended() {
+		if s.Name() == "redrive "+q.Name {
+			redrives = append(redrives, s)
+		}
 		if s.Name() != "process "+q.Name {
 			continue
 		}
@@ -155,11 +166,25 @@ func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 	if len(spans) != len(wants) {
 		t.Fatalf("%d spans of the poison message, want %d (two failed attempts, the attempt after the redrive)", len(spans), len(wants))
 	}
+	if len(redrives) != 1 {
+		t.Fatalf("%d redrive spans, want 1", len(redrives))
+	}
+	rs := redrives[0]
+	if rs.SpanContext().TraceID() != prod.SpanContext().TraceID() || rs.Parent().SpanID() != prod.SpanContext().SpanID() || rs.SpanKind() != trace.SpanKindProducer {
+		t.Errorf("the redrive span is in trace %s under %s (%s), want the producer's trace under its span", rs.SpanContext().TraceID(), rs.Parent().SpanID(), rs.SpanKind())
+	}
+	if l := rs.Links(); len(l) != 1 || l[0].SpanContext.SpanID() != operator.SpanContext().SpanID() {
+		t.Errorf("the redrive span links %v, want the operator's span", l)
+	}
+	if o := attr(rs, "lily.outcome").AsString(); o != "redriven" || attr(rs, "lily.redrive.actor").AsString() != "test" {
+		t.Errorf("the redrive span: outcome %q actor %q", o, attr(rs, "lily.redrive.actor").AsString())
+	}
+	parents := []trace.SpanID{prod.SpanContext().SpanID(), prod.SpanContext().SpanID(), rs.SpanContext().SpanID()}
 	for i, w := range wants {
 		s := spans[i]
-		if s.SpanContext().TraceID() != prod.SpanContext().TraceID() || s.Parent().SpanID() != prod.SpanContext().SpanID() {
-			t.Errorf("attempt %d is in trace %s under %s, want trace %s under the producer's span %s", i+1,
-				s.SpanContext().TraceID(), s.Parent().SpanID(), prod.SpanContext().TraceID(), prod.SpanContext().SpanID())
+		if s.SpanContext().TraceID() != prod.SpanContext().TraceID() || s.Parent().SpanID() != parents[i] {
+			t.Errorf("attempt %d is in trace %s under %s, want trace %s under %s", i+1,
+				s.SpanContext().TraceID(), s.Parent().SpanID(), prod.SpanContext().TraceID(), parents[i])
 		}
 		if s.SpanKind() != trace.SpanKindConsumer {
 			t.Errorf("attempt %d: kind %s, want consumer", i+1, s.SpanKind())

@@ -119,7 +119,7 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, p *princi
 				out.Truncated = true
 			}
 		}
-		res, err := redrive.New(s.o.Store).Redrive(r.Context(), params)
+		res, err := s.redriver().Redrive(r.Context(), params)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -245,7 +245,7 @@ func (s *Server) runJob(j *redrive.Job) {
 	if s.o.Redrives != nil {
 		p.OnEntry = func(e catalog.EntryRef, outcome string) { s.o.Redrives.Redrive(e.Queue, outcome) }
 	}
-	out, err := redrive.New(s.o.Store).RunJob(s.ctx, j, p)
+	out, err := s.redriver().RunJob(s.ctx, j, p)
 	if s.o.Redrives != nil && out.State == redrive.JobFailed {
 		q := out.Queue
 		if q == redrive.AllQueues {
@@ -317,4 +317,12 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, p *princip
 		return
 	}
 	writeJSON(w, http.StatusAccepted, toJobJSON(j))
+}
+
+// redriver is the redriver of the API's redrives, traced when
+// Options.TracerProvider is set.
+func (s *Server) redriver() *redrive.Redriver {
+	rd := redrive.New(s.o.Store)
+	rd.TracerProvider = s.o.TracerProvider
+	return rd
 }

@@ -29,6 +29,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
@@ -51,6 +53,10 @@ type Options struct {
 	// runs lasts unrenewed: when the server dies mid-job, another runner
 	// resumes the job after it. Defaults to redrive.DefaultJobLease.
 	JobLease time.Duration
+	// TracerProvider, when set, traces the redrives the API runs
+	// (redrive.Redriver.TracerProvider): each redriven message gets a
+	// producer span in its own trace, linked to the request's span.
+	TracerProvider trace.TracerProvider
 	// Config supplies each queue's owner, dlq_retention_hours and
 	// max_redrives; a queue not in it has the defaults. Defaults to an
 	// empty configuration.

@@ -501,7 +501,7 @@ func (rd *Redriver) refuse(ctx context.Context, d decision, queue string, es []*
 
 // redriveBatch publishes es to queue and, once confirmed, marks them
 // redriven with their audit record.
-func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher, queue string, es []*catalog.Entry, lim *rate.Limiter, p Params) (int, error) {
+func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher, queue string, es []*catalog.Entry, lim *rate.Limiter, p Params) (n int, err error) {
 	dest, sent := redirect(p, queue)
 	if p.DryRun {
 		why := "would be " + sent
@@ -542,6 +542,8 @@ func (rd *Redriver) redriveBatch(ctx context.Context, d decision, pub Publisher,
 	if err != nil {
 		return 0, err
 	}
+	endSpans := traceRedrive(ctx, rd.TracerProvider, d, dest, msgs)
+	defer func() { endSpans(err) }()
 	// A redirected message is new to its target queue: the target's
 	// ledger counts it accepted (Redrive false), the source's redirected.
 	// Direct: the failing consumer alone (or the redirect's target's), never

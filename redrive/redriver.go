@@ -20,6 +20,7 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/lily-mq/lily/catalog"
@@ -49,6 +50,11 @@ type Redriver struct {
 	// (nil: lim.WaitN); a test sets it to see what each batch asked of
 	// the bucket without timing it.
 	waitN func(ctx context.Context, lim *rate.Limiter, n int) error
+	// TracerProvider, when set, traces every redriven message with a
+	// producer span in the message's own trace (its traceparent becomes
+	// the span's), linked to the operator's or job's span in the context.
+	// Set it before the first redrive. Nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // New returns the redriver of store.

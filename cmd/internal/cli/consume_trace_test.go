@@ -20,6 +20,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/cmd/internal/demo"
+	"github.com/lily-mq/lily/internal/waittest"
 )
 
 // otlpReceiver is an OTLP/HTTP trace endpoint: it keeps the spans it is
@@ -159,5 +160,50 @@ func TestConsumeExportsTracesFromEnv(t *testing.T) {
 	var rec reconcileJSON
 	if code != 0 || json.Unmarshal([]byte(out), &rec) != nil || !rec.Balanced || len(rec.Queues) != 1 || rec.Queues[0].Acked != 1 || rec.Queues[0].Accepted != 1 {
 		t.Errorf("reconcile: exit %d %s %s", code, out, errOut)
+	}
+}
+
+// TestServeTracesRedriveJobs runs 'lily serve' with the OTEL_* variables
+// pointing at an OTLP receiver and redrives two dead letters through the
+// API: each redriven message is exported as a "redrive" producer span
+// with its outcome, under the service name lily-serve.
+func TestServeTracesRedriveJobs(t *testing.T) {
+	t.Setenv("LILY_TOKENS", "")
+	recv := &otlpReceiver{}
+	collector := httptest.NewServer(recv)
+	t.Cleanup(collector.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	t.Setenv("OTEL_TRACES_EXPORTER", "")
+	t.Setenv("OTEL_SDK_DISABLED", "")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // export within 50 ms rather than 5 s
+	db := seedDLQ(t)
+	base := startServe(t, "--db", db, "--listen", "127.0.0.1:0")
+	var job struct {
+		ID    int64
+		State string
+	}
+	if code := getJSON(t, "POST", base+"/api/redrives", `{"filter":{"reason":"retries_exhausted"}}`, &job); code != http.StatusAccepted {
+		t.Fatalf("redrive: %d %+v", code, job)
+	}
+	waittest.ForState(t, "two redrive spans exported", func() (bool, string) {
+		recv.mu.Lock()
+		defer recv.mu.Unlock()
+		n := 0
+		var names []string
+		for i, s := range recv.spans {
+			names = append(names, s.Name)
+			if s.Name == "redrive "+dlqQueue && spanAttr(s, "lily.outcome") == "redriven" && recv.names[i] == "lily-serve" &&
+				s.Kind == tracepb.Span_SPAN_KIND_PRODUCER && spanAttr(s, "lily.redrive.actor") == "local" {
+				n++
+			}
+		}
+		return n == 2, fmt.Sprint(names)
+	})
+	if st := entryStates(t, db); st["redriven"] != 2 || st["pending"] != 4 {
+		t.Errorf("states %v, want the 2 retries_exhausted entries redriven, 4 pending", st)
+	}
+	if code, out, stderr := run(t, "reconcile", "--db", db); code != 0 {
+		t.Errorf("reconcile: exit %d %s %s", code, out, stderr)
 	}
 }

@@ -181,6 +181,11 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	tp, stopTraces, err := tracerFromEnv(ctx, "lily serve", "lily-serve", cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer stopTraces()
 	reg := prometheus.NewRegistry()
 	hook, err := lilyprom.NewHook(reg)
 	if err != nil {
@@ -206,12 +211,12 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	}
 	srv, err := httpapi.New(httpapi.Options{Store: env.cat, Config: env.cfg, Tokens: tokens, Target: targets.target,
 		Tick: targets.ingest, InFlight: counters, Metrics: lilyprom.Handler(reg), Redrives: hook, Logger: logger,
-		SecureCookies: tlsCfg != nil, TrustProxy: o.trustProxy, JobLease: o.jobLease})
+		SecureCookies: tlsCfg != nil, TrustProxy: o.trustProxy, JobLease: o.jobLease, TracerProvider: tp})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	defer startJobRunner(ctx, env, targets, hook, logger, o.jobLease)()
+	defer startJobRunner(ctx, env, targets, hook, logger, o.jobLease, tp)()
 	defer startRuleLoop(ctx, env.cat, catalogRules(env.cfg), o.rulesEvery, logger)()
 	// The ledger's per-event rows past ledger_horizon_hours are folded
 	// away in the background (every replica may; each row goes once).

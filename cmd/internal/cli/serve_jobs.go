@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/httpapi"
 	"github.com/lily-mq/lily/redrive"
@@ -17,7 +19,7 @@ import (
 // after their last handled entry (redrive.Redriver.RunJobs). Several serve
 // replicas share the jobs; each runs one at a time. On stop the job in hand
 // is released, not cancelled, so that the next runner resumes it at once.
-func startJobRunner(ctx context.Context, env *dlqEnv, targets *redriveTargets, redrives httpapi.RedriveObserver, logger *slog.Logger, lease time.Duration) (stop func()) {
+func startJobRunner(ctx context.Context, env *dlqEnv, targets *redriveTargets, redrives httpapi.RedriveObserver, logger *slog.Logger, lease time.Duration, tp trace.TracerProvider) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -30,7 +32,9 @@ func startJobRunner(ctx context.Context, env *dlqEnv, targets *redriveTargets, r
 		if redrives != nil {
 			p.OnEntry = func(e catalog.EntryRef, outcome string) { redrives.Redrive(e.Queue, outcome) }
 		}
-		_ = redrive.New(env.cat).RunJobs(ctx, p)
+		rd := redrive.New(env.cat)
+		rd.TracerProvider = tp // nil: not traced
+		_ = rd.RunJobs(ctx, p)
 	}()
 	return func() {
 		cancel()
