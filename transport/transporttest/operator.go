@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
@@ -77,8 +79,8 @@ type opScenario struct {
 // redirect to another queue; a job's sample that proves the fix, and one
 // that stops the job; a rate-limited redrive, checked by its token bucket;
 // a job cancelled while it runs; a job whose runner dies mid-job and is
-// resumed by another; a full DLQ (FullDLQ) and an oversized dead letter
-// (Oversized). Each ends with conservation: every message acked once,
+// resumed by another; one message's whole path as one OpenTelemetry trace;
+// a full DLQ (FullDLQ) and an oversized dead letter (Oversized). Each ends with conservation: every message acked once,
 // dead-lettered (pending in the catalog), redirected or discarded with a
 // record, and the ledger balanced with nothing in flight.
 func OperatorPaths(t *testing.T, h OperatorHarness) {
@@ -94,6 +96,9 @@ func OperatorPaths(t *testing.T, h OperatorHarness) {
 		{name: "rate", run: opRate},
 		{name: "cancel", run: opCancel},
 		{name: "runner-dies", run: opRunnerDies},
+		{name: "trace", run: opTrace, queue: func(q *lily.QueueConfig) {
+			q.RetryAttempts, q.RetryBackoffMillis, q.MaxRetryBackoffMillis = 1, new(int64(20)), new(int64(40))
+		}},
 	}
 	if h.FanOut != nil {
 		scs = append(scs, opScenario{name: "redrive/failing-consumer-alone", run: opRedriveAlone})
@@ -133,6 +138,11 @@ type opEnv struct {
 	shared bool
 	// serial consumes one delivery, and hands off one copy, at a time.
 	serial bool
+	// transient makes the handler's failure before the fix transient
+	// (retried, then retries_exhausted) instead of permanent.
+	transient bool
+	// tp traces the consumers when set (the trace scenario).
+	tp trace.TracerProvider
 
 	mu        sync.Mutex
 	published []string
@@ -217,6 +227,9 @@ func (e *opEnv) handle(_ context.Context, d *lily.Delivery) error {
 	e.redrives[d.EventID] = d.RedriveCount
 	e.mu.Unlock()
 	if !e.fixed.Load() {
+		if e.transient {
+			return errNotFixed
+		}
 		if e.errText != "" {
 			return lily.Permanent(errors.New(e.errText))
 		}
@@ -249,7 +262,8 @@ func (e *opEnv) consume(qc lily.QueueConfig) (stop func()) {
 	o := lily.ConsumerOptions{
 		Queue: qc, Concurrency: 4, Prefetch: 16, Name: "operator", Version: "v-test",
 		Hooks: []lily.Hook{lily.HookFunc(e.observe)}, ReceiveWait: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(newTestWriter(e.t), nil)),
+		Logger:         slog.New(slog.NewTextHandler(newTestWriter(e.t), nil)),
+		TracerProvider: e.tp,
 	}
 	if e.serial {
 		o.Concurrency, o.Prefetch, o.SettleBatch = 1, 1, 1
