@@ -271,7 +271,14 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 	}
 	var restAt time.Time
 	restFrom := 0
-	job, runErr := redrive.New(env.cat).RunJob(ctx, job, redrive.JobRunParams{Holder: holder, Lease: f.lease, Target: targets.target,
+	tp, stopTraces, err := tracerFromEnv(ctx, "lily dlq redrive", "lily-dlq-redrive", cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer stopTraces()
+	rd := redrive.New(env.cat)
+	rd.TracerProvider = tp // nil without OTEL_*: not traced
+	job, runErr := rd.RunJob(ctx, job, redrive.JobRunParams{Holder: holder, Lease: f.lease, Target: targets.target,
 		MaxRedrives: env.maxRedrives, Tick: targets.ingest, Progress: bar.update, CancelOnStop: true,
 		OnStage: func(stage string, sampled []string) {
 			switch stage {
