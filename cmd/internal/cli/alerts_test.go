@@ -33,14 +33,23 @@ ordering = "park"
 // skips loudly.
 func needPromtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
+	return needPrometheusBin(t, "promtool", "to validate 'lily alerts' output", "the alerting rules are NOT validated")
+}
+
+// needPrometheusBin returns the path of bin, a program of Debian's
+// prometheus package, needed for why; under CI=true it must be there
+// (.ci/run installs the package), elsewhere the test skips loudly saying
+// what is not checked (unchecked).
+func needPrometheusBin(t *testing.T, bin, why, unchecked string) string {
+	t.Helper()
+	p, err := exec.LookPath(bin)
 	if err != nil {
-		const how = "apt-get install -y --no-install-recommends prometheus (Debian's package ships /usr/bin/promtool)"
+		how := "apt-get install -y --no-install-recommends prometheus (Debian's package ships /usr/bin/" + bin + ")"
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("promtool is required under CI=true to validate 'lily alerts' output and is not on PATH: %s", how)
+			t.Fatalf("%s is required under CI=true %s and is not on PATH: %s", bin, why, how)
 		}
-		fmt.Fprintf(os.Stderr, "SKIPPING %s: promtool not found — the alerting rules are NOT validated; %s\n", t.Name(), how)
-		t.Skipf("SKIPPING: promtool not found — %s", how)
+		fmt.Fprintf(os.Stderr, "SKIPPING %s: %s not found — %s; %s\n", t.Name(), bin, unchecked, how)
+		t.Skipf("SKIPPING: %s not found — %s", bin, how)
 	}
 	return p
 }

@@ -62,6 +62,20 @@ func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
+// startOTLPReceiver starts an OTLP receiver and points the OTEL_*
+// variables of the test at it, with OTEL_SERVICE_NAME service.
+func startOTLPReceiver(t *testing.T, service string) *otlpReceiver {
+	t.Helper()
+	recv := &otlpReceiver{}
+	collector := httptest.NewServer(recv)
+	t.Cleanup(collector.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_SERVICE_NAME", service)
+	t.Setenv("OTEL_TRACES_EXPORTER", "")
+	t.Setenv("OTEL_SDK_DISABLED", "")
+	return recv
+}
+
 // spanAttr returns a string or int attribute of s as text.
 func spanAttr(s *tracepb.Span, key string) string {
 	for _, kv := range s.Attributes {
@@ -81,13 +95,7 @@ func spanAttr(s *tracepb.Span, key string) string {
 // exported as children of that traceparent, under OTEL_SERVICE_NAME, and
 // the endpoint receives each attempt's span as its traceparent header.
 func TestConsumeExportsTracesFromEnv(t *testing.T) {
-	recv := &otlpReceiver{}
-	collector := httptest.NewServer(recv)
-	t.Cleanup(collector.Close)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	t.Setenv("OTEL_SERVICE_NAME", "checkout-sidecar")
-	t.Setenv("OTEL_TRACES_EXPORTER", "")
-	t.Setenv("OTEL_SDK_DISABLED", "")
+	recv := startOTLPReceiver(t, "checkout-sidecar")
 
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	var mu sync.Mutex
@@ -169,13 +177,7 @@ func TestConsumeExportsTracesFromEnv(t *testing.T) {
 // with its outcome, under the service name lily-serve.
 func TestServeTracesRedriveJobs(t *testing.T) {
 	t.Setenv("LILY_TOKENS", "")
-	recv := &otlpReceiver{}
-	collector := httptest.NewServer(recv)
-	t.Cleanup(collector.Close)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	t.Setenv("OTEL_SERVICE_NAME", "")
-	t.Setenv("OTEL_TRACES_EXPORTER", "")
-	t.Setenv("OTEL_SDK_DISABLED", "")
+	recv := startOTLPReceiver(t, "")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // export within 50 ms rather than 5 s
 	db := seedDLQ(t)
 	base := startServe(t, "--db", db, "--listen", "127.0.0.1:0")

@@ -82,16 +82,7 @@ func TestDashboardCommand(t *testing.T) {
 // elsewhere the test skips loudly.
 func needPrometheus(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("prometheus")
-	if err != nil {
-		const how = "apt-get install -y --no-install-recommends prometheus (Debian's package ships /usr/bin/prometheus)"
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the prometheus server is required under CI=true to run the dashboard's queries and is not on PATH: %s", how)
-		}
-		fmt.Fprintf(os.Stderr, "SKIPPING %s: prometheus not found — the dashboard's queries are NOT run; %s\n", t.Name(), how)
-		t.Skipf("SKIPPING: prometheus not found — %s", how)
-	}
-	return p
+	return needPrometheusBin(t, "prometheus", "to run the dashboard's queries", "the dashboard's queries are NOT run")
 }
 
 // freePort returns a loopback port nothing listens on now.
