@@ -73,6 +73,12 @@ lily_broker_dlq_messages: what is still in the broker (alert
 LilyBrokerDLQNotIngested of 'lily alerts'). --no-ingest turns the loop off
 (the gauge stays).
 
+Traces: with the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT,
+OTEL_SERVICE_NAME, ...) every message a redrive sends — from the API or a
+redrive job — is an OpenTelemetry "redrive <queue>" span sent over
+OTLP/HTTP, in the message's own trace (linked to a span it runs under);
+the consumer's attempt after the redrive is its child.
+
 Access: named tokens with a role — viewer (read; bodies masked unless
 show_bodies), operator (also redrive, discard, unpark), admin (also erase,
 expire) — from the config's [[token]] entries (secret or secret_env) and
