@@ -72,6 +72,19 @@ const (
 // larger value, or one that is not an integer, is not Lily's and is ignored.
 const MaxPriorDeliveries = 100
 
+// TakePriorDeliveries removes HeaderPriorDeliveries from h and returns
+// its count (PriorDeliveries): the hand-outs a give-back copy carries, else
+// 0. Transports whose copies arrive as new messages add it to the
+// broker's count.
+func TakePriorDeliveries(h map[string]any) int {
+	v, ok := h[HeaderPriorDeliveries]
+	if !ok {
+		return 0
+	}
+	delete(h, HeaderPriorDeliveries)
+	return PriorDeliveries(v)
+}
+
 // PriorDeliveries reads a HeaderPriorDeliveries value: a signed integer in
 // 1..MaxPriorDeliveries, else 0 (absent, another type, out of range: not a
 // count Lily wrote, ignored).

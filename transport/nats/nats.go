@@ -97,13 +97,11 @@ type Options struct {
 
 // Transport is the NATS JetStream transport. It is safe for concurrent use.
 type Transport struct {
-	opts Options
-	nc   *natsgo.Conn
-	own  bool
-	js   jetstream.JetStream
-	// apiPrefix is JetStream's API subject prefix.
-	apiPrefix string
-	specs     transport.Specs
+	opts  Options
+	nc    *natsgo.Conn
+	own   bool
+	js    jetstream.JetStream
+	specs transport.Specs
 
 	mu        sync.Mutex
 	consumers map[string]jetstream.Consumer // queue -> its consumer
@@ -180,12 +178,14 @@ func Open(o Options) (*Transport, error) {
 		}
 		t.nc, t.own = nc, true
 	}
-	js, err := jetstream.New(t.nc)
+	// A PubAck that never comes (a leader change without a disconnect)
+	// fails its future after AckWait instead of holding a settle forever.
+	js, err := jetstream.New(t.nc, jetstream.WithPublishAsyncTimeout(o.AckWait))
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("nats: JetStream context: %w", err)
 	}
-	t.js, t.apiPrefix = js, jetstream.DefaultAPIPrefix
+	t.js = js
 	return t, nil
 }
 

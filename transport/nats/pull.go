@@ -8,6 +8,7 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // pullRequest is JetStream's CONSUMER.MSG.NEXT request.
@@ -40,7 +41,7 @@ func (t *Transport) pull(b Binding, n int, wait time.Duration) ([]*natsgo.Msg, e
 		return nil, err
 	}
 	req, _ := json.Marshal(pullRequest{Batch: n, NoWait: true, Expires: expires})
-	if err := t.nc.PublishRequest(t.apiPrefix+"CONSUMER.MSG.NEXT."+b.Stream+"."+b.Consumer, inbox, req); err != nil {
+	if err := t.nc.PublishRequest(jetstream.DefaultAPIPrefix+"CONSUMER.MSG.NEXT."+b.Stream+"."+b.Consumer, inbox, req); err != nil {
 		return nil, err
 	}
 	// The server answers by its expiry at the latest; the margin covers a

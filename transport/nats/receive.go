@@ -62,14 +62,21 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	msgs, err := t.pull(b, n, min(p.Wait, t.opts.MaxWait))
 	if err != nil {
 		t.forget(p.Queue)
-		return nil, fmt.Errorf("nats: receive from %s (stream %s, consumer %s): %w", p.Queue, b.Stream, b.Consumer, err)
+		err = fmt.Errorf("nats: receive from %s (stream %s, consumer %s): %w", p.Queue, b.Stream, b.Consumer, err)
+		if len(msgs) == 0 {
+			return nil, err
+		}
+		// What came before the error is handed out: dropped, it would be
+		// leased to nobody until AckWait, its count raised.
+		t.opts.Logger.Warn("nats: a pull ended early; handing out what it brought", "queue", p.Queue, "received", len(msgs), "err", err)
 	}
 	ds := make([]*transport.Delivery, 0, len(msgs))
 	for _, m := range msgs {
 		d, err := t.delivery(ctx, p.Queue, p.Consumer, b, m)
 		if err != nil {
-			// The message stays leased and comes back after AckWait.
-			t.opts.Logger.Warn("nats: could not read a delivery's retry record; it comes back after AckWait", "queue", p.Queue, "err", err)
+			// Without its metadata the message cannot be settled by
+			// sequence: it stays leased and comes back after AckWait.
+			t.opts.Logger.Warn("nats: a delivery without JetStream metadata; it comes back after AckWait", "queue", p.Queue, "err", err)
 			continue
 		}
 		ds = append(ds, d)
@@ -87,14 +94,9 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		t.mu.Unlock()
 		return ds, nil
 	}
-	redelivered := false
-	for _, d := range ds {
-		if d.DeliveryCount > 1 {
-			redelivered = true
-		}
-	}
-	t.wary[p.Consumer] = redelivered
 	cut := transport.Isolate(ds)
+	// The batch held a redelivery: it starts with one, or Isolate cut before one.
+	t.wary[p.Consumer] = cut < len(ds) || ds[0].DeliveryCount > 1
 	t.mu.Unlock()
 	if cut == len(ds) {
 		return ds, nil
@@ -124,7 +126,12 @@ func (t *Transport) delivery(ctx context.Context, queue, consumer string, b Bind
 	if meta.NumDelivered > 1 {
 		rec, ok, err := t.readRetry(ctx, b, rc.seq)
 		if err != nil {
-			return nil, err
+			// Handed out with the server's whole count rather than skipped:
+			// skipped, it would come back forever (MaxDeliver is -1) with
+			// no record; counted high, the delivery limit dead-letters it
+			// with its evidence at worst.
+			t.opts.Logger.Warn("nats: could not read a redelivery's retry record; its delivery count is the server's, retries included",
+				"queue", queue, "stream_seq", rc.seq, "num_delivered", meta.NumDelivered, "err", err)
 		}
 		if ok {
 			// Retried: the headers of the retry (x-retry-count, the
@@ -133,7 +140,7 @@ func (t *Transport) delivery(ctx context.Context, queue, consumer string, b Bind
 			count = int(meta.NumDelivered - min(rec.base, meta.NumDelivered-1))
 		}
 	}
-	count += priorDeliveries(dec.Headers)
+	count += evidence.TakePriorDeliveries(dec.Headers)
 	id := dec.EventID
 	if id == "" {
 		id = messageID(dec.Headers, b.Stream, rc.seq)
@@ -155,17 +162,6 @@ func messageID(h transport.Headers, stream string, seq uint64) string {
 		return id
 	}
 	return fmt.Sprintf("%s:%d", stream, seq)
-}
-
-// priorDeliveries removes evidence.HeaderPriorDeliveries from h and
-// returns it: the hand-outs a give-back copy carries, else 0.
-func priorDeliveries(h transport.Headers) int {
-	v, ok := h[evidence.HeaderPriorDeliveries]
-	if !ok {
-		return 0
-	}
-	delete(h, evidence.HeaderPriorDeliveries)
-	return evidence.PriorDeliveries(v)
 }
 
 // keepStash keeps the leases of the deliveries kept from isolated batches

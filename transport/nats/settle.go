@@ -279,7 +279,9 @@ func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery) (kep
 				// the message once the original is acknowledged.
 				pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				defer cancel()
-				_, err = t.js.PublishMsg(pctx, &natsgo.Msg{Subject: rc.b.Subject, Header: hdr, Data: d.Body})
+				// The message's own subject: the binding's may be a
+				// filter with wildcards (an adopted consumer).
+				_, err = t.js.PublishMsg(pctx, &natsgo.Msg{Subject: rc.msg.Subject, Header: hdr, Data: d.Body})
 			}
 			if err != nil {
 				t.opts.Logger.Warn("nats: could not give back a redelivery pulled beside one that runs alone; it stays received and runs alone later",

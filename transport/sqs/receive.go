@@ -91,14 +91,9 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		t.mu.Unlock()
 		return ds, nil
 	}
-	redelivered := false
-	for _, d := range ds {
-		if d.DeliveryCount > 1 {
-			redelivered = true
-		}
-	}
-	t.wary[p.Consumer] = redelivered
 	cut := transport.Isolate(ds)
+	// The batch held a redelivery: it starts with one, or Isolate cut before one.
+	t.wary[p.Consumer] = cut < len(ds) || ds[0].DeliveryCount > 1
 	t.mu.Unlock()
 	if cut == len(ds) {
 		return ds, nil
@@ -167,7 +162,7 @@ func (t *Transport) delivery(queue, url, consumer string, m types.Message) *tran
 			key = g
 		}
 	}
-	count := max(sysInt(m, string(types.MessageSystemAttributeNameApproximateReceiveCount)), 1) + priorDeliveries(dec.Headers)
+	count := max(sysInt(m, string(types.MessageSystemAttributeNameApproximateReceiveCount)), 1) + evidence.TakePriorDeliveries(dec.Headers)
 	return &transport.Delivery{
 		Message:       transport.Message{EventID: id, Key: key, Type: dec.Type, Body: dec.Body, Headers: dec.Headers},
 		Queue:         queue,
