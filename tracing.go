@@ -36,14 +36,15 @@ const (
 var traceContext = propagation.TraceContext{}
 
 // HeaderCarrier adapts message headers to OpenTelemetry's propagation:
-// values are read as strings (other types are not trace context).
+// values are read as text (evidence.Text: a string or the []byte another
+// producer's client sends); other types are not trace context.
 type HeaderCarrier transport.Headers
 
 var _ propagation.TextMapCarrier = HeaderCarrier(nil)
 
 // Get returns the string value of key.
 func (h HeaderCarrier) Get(key string) string {
-	s, _ := h[key].(string)
+	s, _ := evidence.Text(h[key])
 	return s
 }
 

@@ -235,3 +235,20 @@ func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 		t.Errorf("catalog: %s", fmt.Sprint(e, err))
 	}
 }
+
+// TestTraceContextFromForeignHeaderTypes reads a traceparent as another
+// producer's client sends it: Kafka clients carry header values as bytes,
+// and a carrier that read strings only started a new root trace for every
+// attempt of such a message, and a redrive replaced its trace.
+func TestTraceContextFromForeignHeaderTypes(t *testing.T) {
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for name, v := range map[string]any{"string": tp, "bytes": []byte(tp)} {
+		sc := trace.SpanContextFromContext(lily.ExtractTraceContext(context.Background(), transport.Headers{"traceparent": v}))
+		if !sc.IsValid() || sc.TraceID().String() != "0af7651916cd43dd8448eb211c80319c" {
+			t.Errorf("traceparent as %s: span context %v, want trace 0af7651916cd43dd8448eb211c80319c", name, sc)
+		}
+	}
+	if sc := trace.SpanContextFromContext(lily.ExtractTraceContext(context.Background(), transport.Headers{"traceparent": 42})); sc.IsValid() {
+		t.Errorf("a traceparent of another type is not trace context, got %v", sc)
+	}
+}

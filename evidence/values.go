@@ -32,6 +32,10 @@ func textOf(v any) (string, bool) {
 	return "", false
 }
 
+// Text reads a header value as text: a string, a []byte (how Kafka and
+// AMQP clients other than Lily carry text) or a named string type.
+func Text(v any) (string, bool) { return textOf(v) }
+
 // Int reads an integer header value the way Decode reads Lily's numeric headers
 // (x-lily-delivery-count, x-lily-source-partition, ...): any Go integer type, an
 // integral float, a json.Number or decimal text (string or []byte, surrounding spaces

@@ -43,14 +43,14 @@ func traceRedrive(ctx context.Context, tp trace.TracerProvider, d decision, dest
 		m := &msgs[i]
 		in := propagation.MapCarrier{}
 		for _, k := range traceHeaders {
-			if v, ok := m.Headers[k].(string); ok {
+			if v, ok := evidence.Text(m.Headers[k]); ok { // []byte from a foreign producer too
 				in[k] = v
 			}
 		}
 		// The parent is the message's trace only: the operator's context
 		// is a link, so that a redrive of many messages does not fold
 		// every trace into the operator's.
-		parent := tc.Extract(trace.ContextWithSpanContext(context.Background(), trace.SpanContext{}), in)
+		parent := tc.Extract(context.Background(), in)
 		sctx, span := tracer.Start(parent, "redrive "+dest, trace.WithSpanKind(trace.SpanKindProducer), trace.WithLinks(links...),
 			trace.WithAttributes(
 				attribute.String("messaging.destination.name", dest),
