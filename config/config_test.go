@@ -489,9 +489,11 @@ func TestNATSSettings(t *testing.T) {
 		{Config{NATSURL: "http://127.0.0.1:4222"}, "nats_url"},
 		{Config{NATSAckWaitSeconds: bad}, "nats_ack_wait_seconds = 0"},
 		{Config{NATSRetention: "interest"}, `nats_retention = "interest"`},
-		{Config{Queues: []lily.QueueConfig{{Name: "orders.", Transport: lily.TransportNATS}}}, "no empty token"},
+		{Config{Queues: []lily.QueueConfig{{Name: "orders.", Transport: lily.TransportNATS}}}, "empty tokens"},
+		{Config{Queues: []lily.QueueConfig{{Name: "orders created", Transport: lily.TransportNATS}}}, `queue "orders created": a nats queue's name`},
+		{Config{Queues: []lily.QueueConfig{{Name: "orders.>", Transport: lily.TransportNATS}}}, `queue "orders.>": a nats queue's name`},
 		{Config{NATSQueues: map[string]NATSBinding{"missing": {Stream: "ORDERS"}}}, `nats_queues: "missing": no [[queue]]`},
-		{Config{NATSQueues: map[string]NATSBinding{"q": {Stream: "OR.DERS"}}, Queues: []lily.QueueConfig{{Name: "q", Transport: lily.TransportNATS}}}, "no dots"},
+		{Config{NATSQueues: map[string]NATSBinding{"q": {Stream: "OR.DERS"}}, Queues: []lily.QueueConfig{{Name: "q", Transport: lily.TransportNATS}}}, `stream = "OR.DERS": a JetStream name`},
 	} {
 		err := c.cfg.WithDefaults().Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

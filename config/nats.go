@@ -68,16 +68,21 @@ func (c Config) validateNATS() []error {
 		case qc.Transport != lily.TransportNATS:
 			bad("nats_queues: %q: the queue's transport is %q; only a queue with transport = \"nats\" has a stream and consumer", q, qc.Transport)
 		}
-		if strings.ContainsAny(b.Stream+b.Consumer, ".*> \t") {
-			bad("nats_queues: %q: stream %q, consumer %q: JetStream names have no dots, wildcards or blanks", q, b.Stream, b.Consumer)
+		for _, f := range [][2]string{{"stream", b.Stream}, {"consumer", b.Consumer}} {
+			if strings.ContainsAny(f[1], ".*> \t") {
+				bad("nats_queues: %q: %s = %q: a JetStream name has no '.', '*', '>' or blanks", q, f[0], f[1])
+			}
 		}
 		if strings.ContainsAny(b.Subject, "*> \t") {
 			bad("nats_queues: %q: subject %q: Lily publishes to it, so it has no wildcards or blanks", q, b.Subject)
 		}
 	}
 	for _, q := range c.Queues {
-		if q.Transport == lily.TransportNATS && (strings.HasPrefix(q.Name, ".") || strings.HasSuffix(q.Name, ".") || strings.Contains(q.Name, "..")) {
-			bad("queue %q: a nats queue's name is its subject: no empty token (a dot at either end, or two dots in a row)", q.Name)
+		// The rule of nats.CheckQueueName (another module), checked here so
+		// that lily lint and the config check refuse what apply would.
+		if q.Transport == lily.TransportNATS && (strings.ContainsAny(q.Name, " \t\r\n*>/\\") ||
+			strings.HasPrefix(q.Name, ".") || strings.HasSuffix(q.Name, ".") || strings.Contains(q.Name, "..")) {
+			bad("queue %q: a nats queue's name is its subject and stream name: use letters, digits, '-', '_' and single dots between them (no blanks, '*', '>', slashes or empty tokens)", q.Name)
 		}
 	}
 	return errs
