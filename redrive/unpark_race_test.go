@@ -58,6 +58,19 @@ func TestUnparkNeverRecreatesAFreedKey(t *testing.T) {
 			if len(pub.ids) != sentBefore {
 				t.Errorf("%s: unpark sent %v, want nothing: the head was dealt with", c.name, pub.ids[sentBefore:])
 			}
+			// Conservation: the head's one entry is as the redrive (or
+			// nothing) left it, sent at most once, and no other entry exists.
+			es, err := s.List(ctx, catalog.Filter{Queue: q}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := catalog.StatePending
+			if c.redriven {
+				want = catalog.StateRedriven
+			}
+			if len(es) != 1 || es[0].EventID != head.EventID || es[0].State != want || len(pub.ids) > 1 {
+				t.Errorf("%s: entries %v, sent %v: want the head alone, %s, sent at most once", c.name, es, pub.ids, want)
+			}
 		}
 	})
 }

@@ -197,9 +197,9 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 
 // refreshMetadata replaces the client's cached metadata of topics just
 // created. The probe above, made before they existed, is cached as
-// "unknown topic" for MetadataMinAge (5 s), and every admin request that
-// reads the cache (end offsets, depth) would fail with
-// UNKNOWN_TOPIC_OR_PARTITION until it expires.
+// "unknown topic" for MetadataMinAge (250 ms here, 5 s by default), and
+// every admin request that reads the cache (end offsets, depth) would
+// fail with UNKNOWN_TOPIC_OR_PARTITION until it expires.
 func (t *Transport) refreshMetadata(ctx context.Context, topics []string) error {
 	if len(topics) == 0 {
 		return nil
