@@ -2,10 +2,12 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
@@ -74,9 +76,8 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	for _, m := range msgs {
 		d, err := t.delivery(ctx, p.Queue, p.Consumer, b, m)
 		if err != nil {
-			// Without its metadata the message cannot be settled by
-			// sequence: it stays leased and comes back after AckWait.
-			t.opts.Logger.Warn("nats: a delivery without JetStream metadata; it comes back after AckWait", "queue", p.Queue, "err", err)
+			// It stays leased and comes back after AckWait.
+			t.opts.Logger.Warn("nats: a delivery could not be read (its metadata or retry record); it comes back after AckWait", "queue", p.Queue, "err", err)
 			continue
 		}
 		ds = append(ds, d)
@@ -125,13 +126,18 @@ func (t *Transport) delivery(ctx context.Context, queue, consumer string, b Bind
 	count := int(meta.NumDelivered)
 	if meta.NumDelivered > 1 {
 		rec, ok, err := t.readRetry(ctx, b, rc.seq)
-		if err != nil {
-			// Handed out with the server's whole count rather than skipped:
-			// skipped, it would come back forever (MaxDeliver is -1) with
-			// no record; counted high, the delivery limit dead-letters it
-			// with its evidence at worst.
-			t.opts.Logger.Warn("nats: could not read a redelivery's retry record; its delivery count is the server's, retries included",
+		switch {
+		case errors.Is(err, errUnreadableRecord) || errors.Is(err, jetstream.ErrStreamNotFound):
+			// A record no retry can read: handed out with the server's
+			// whole count rather than skipped — skipped, it would come back
+			// forever (MaxDeliver is -1) with no record; counted high, the
+			// delivery limit dead-letters it with its evidence at worst.
+			t.opts.Logger.Warn("nats: a redelivery's retry record cannot be read; its delivery count is the server's, retries included",
 				"queue", queue, "stream_seq", rc.seq, "num_delivered", meta.NumDelivered, "err", err)
+		case err != nil:
+			// A failed request (a timeout under load): the message comes
+			// back after AckWait and its record is read then.
+			return nil, err
 		}
 		if ok {
 			// Retried: the headers of the retry (x-retry-count, the

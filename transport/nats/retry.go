@@ -38,6 +38,10 @@ type retryRecord struct {
 }
 
 // readRetry reads the retry record of the message at seq of b's stream.
+// errUnreadableRecord marks a retry record that will never be read (not
+// Lily's, malformed): unlike a failed request, trying again cannot help.
+var errUnreadableRecord = errors.New("unreadable retry record")
+
 func (t *Transport) readRetry(ctx context.Context, b Binding, seq uint64) (retryRecord, bool, error) {
 	rs, err := t.stream(ctx, t.opts.RetryStream)
 	if err != nil {
@@ -52,11 +56,11 @@ func (t *Transport) readRetry(ctx context.Context, b Binding, seq uint64) (retry
 	}
 	base, err := strconv.ParseUint(raw.Header.Get(headerRetryBase), 10, 64)
 	if err != nil {
-		return retryRecord{}, false, fmt.Errorf("nats: retry record %s: %s %q: %w", retrySubject(b, seq), headerRetryBase, raw.Header.Get(headerRetryBase), err)
+		return retryRecord{}, false, fmt.Errorf("nats: retry record %s: %s %q: %w: %w", retrySubject(b, seq), headerRetryBase, raw.Header.Get(headerRetryBase), errUnreadableRecord, err)
 	}
 	h, err := transport.UnmarshalHeaders(raw.Data)
 	if err != nil {
-		return retryRecord{}, false, fmt.Errorf("nats: retry record %s: headers: %w", retrySubject(b, seq), err)
+		return retryRecord{}, false, fmt.Errorf("nats: retry record %s: headers: %w: %w", retrySubject(b, seq), errUnreadableRecord, err)
 	}
 	return retryRecord{headers: h, base: base, seq: raw.Sequence}, true, nil
 }
