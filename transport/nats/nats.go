@@ -179,8 +179,10 @@ func Open(o Options) (*Transport, error) {
 		t.nc, t.own = nc, true
 	}
 	// A PubAck that never comes (a leader change without a disconnect)
-	// fails its future after AckWait instead of holding a settle forever.
-	js, err := jetstream.New(t.nc, jetstream.WithPublishAsyncTimeout(o.AckWait))
+	// fails its future instead of holding a settle forever. Not AckWait:
+	// a short lease (2 s in tests) failed confirmed copies on a loaded
+	// machine, and a failed copy is a redelivery with its count raised.
+	js, err := jetstream.New(t.nc, jetstream.WithPublishAsyncTimeout(max(o.AckWait, time.Minute)))
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("nats: JetStream context: %w", err)
