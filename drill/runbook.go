@@ -68,7 +68,7 @@ func Runbook(q lily.QueueConfig, n Names, o Options) string {
 	if q.Ordering == lily.OrderingPark {
 		line("- release a parked key after the fix: lily dlq unpark --config %s --queue %s --key KEY --dry-run", cf, q.Name)
 	}
-	line("- the consumers are failing on everything: lily queue pause --config %s %s --reason TEXT, then lily queue resume", cf, q.Name)
+	line("- the consumers fail on everything: lily queue pause --config %s --queue %s --reason TEXT; after the fix lily queue resume --config %s --queue %s", cf, q.Name, cf, q.Name)
 	line("- check nothing was lost: lily reconcile --config %s", cf)
 	line("")
 	line("## Rehearse")

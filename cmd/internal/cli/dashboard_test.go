@@ -100,13 +100,21 @@ func freePort(t *testing.T) int {
 type promServer struct{ base string }
 
 // startPrometheus runs the Prometheus server on a free loopback port,
-// scraping targets (host:port, /metrics) every second into a temporary
-// storage directory, until the test ends.
-func startPrometheus(t *testing.T, bin string, targets map[string]string) promServer {
+// scraping targets (host:port, /metrics) and evaluating the rule files
+// rules every second into a temporary storage directory, until the test
+// ends.
+func startPrometheus(t *testing.T, bin string, targets map[string]string, rules ...string) promServer {
 	t.Helper()
 	dir := t.TempDir()
 	var cfg strings.Builder
-	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n")
+	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n")
+	if len(rules) > 0 {
+		cfg.WriteString("rule_files:\n")
+		for _, r := range rules {
+			fmt.Fprintf(&cfg, "  - %q\n", r)
+		}
+	}
+	cfg.WriteString("scrape_configs:\n")
 	for _, job := range slices.Sorted(func(yield func(string) bool) {
 		for j := range targets {
 			if !yield(j) {
