@@ -202,7 +202,7 @@ func (o *Options) defaults() error {
 // AllowOrdered. Run calls it first; the CLI calls it before it connects.
 func Check(q lily.QueueConfig, o Options) error {
 	if (q.Ordering == lily.OrderingPark || q.Ordering == lily.OrderingBlock) && !o.AllowOrdered {
-		return &OrderedError{Queue: q.Name, Ordering: string(q.Ordering)}
+		return &OrderedError{Queue: q.Name, Ordering: q.Ordering}
 	}
 	return nil
 }

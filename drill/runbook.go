@@ -40,7 +40,7 @@ func Runbook(q lily.QueueConfig, n Names, o Options) string {
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	line("# Runbook: dead letters of %s", q.Name)
 	line("")
-	line("- queue: %s (transport %s, ordering %s), owner: %s", q.Name, q.Transport, orDefault(string(q.Ordering), "reorder"), owner)
+	line("- queue: %s (transport %s, ordering %s), owner: %s", q.Name, q.Transport, orDefault(q.Ordering, lily.OrderingReorder), owner)
 	line("- retries: %d, delays %s; delivery_limit %d; max_redrives %d; dead letters kept %dh (dlq_retention_hours)",
 		q.RetryAttempts, delays(q.Policy()), s.DeliveryLimit, s.MaxRedrives, s.DLQRetentionHours)
 	for _, r := range n.Retry {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -367,4 +368,31 @@ func TestDrillFinishDiscard(t *testing.T) {
 		t.Errorf("steps %v, want discard in place of redrive", names)
 	}
 	s.checkDrillConservation(t, rep, false)
+}
+
+// TestDrillRunbookNamesRealCommands: every 'lily …' command of a
+// runbook skeleton — for each ordering, with every option the drill
+// repeats — names commands and flags the CLI has.
+func TestDrillRunbookNamesRealCommands(t *testing.T) {
+	root := newRoot()
+	cmdRe := regexp.MustCompile(`lily [^;()\n]*`)
+	checked := 0
+	for _, ordering := range []string{lily.OrderingReorder, lily.OrderingPark, lily.OrderingBlock} {
+		q := lily.QueueConfig{Name: "orders.created", Ordering: ordering, RetryAttempts: 3}.WithDefaults()
+		o := drill.Options{Prometheus: "http://p:9090", Console: "http://c:8080", Finish: drill.FinishDiscard}
+		rb := drill.Runbook(q, drillNames(&dlqEnv{}, q, "lily.toml"), o)
+		for _, m := range cmdRe.FindAllString(rb, -1) {
+			m, _, _ = strings.Cut(m, ", then")
+			m, _, _ = strings.Cut(m, " then ")
+			m, _, _ = strings.Cut(m, " after the fix")
+			words := strings.Fields(strings.TrimPrefix(m, "lily "))
+			checked++
+			if why := checkHint(root, words); why != "" {
+				t.Errorf("ordering %s: runbook command %q: %s", ordering, m, why)
+			}
+		}
+	}
+	if checked < 30 {
+		t.Errorf("checked %d runbook commands, want every one of three runbooks", checked)
+	}
 }
