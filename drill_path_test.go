@@ -3,7 +3,6 @@ package lily_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
-	"github.com/lily-mq/lily/transport/sqlite"
 )
 
 // TestDrillMessageNeverReachesTheHandler: a drill message (x-lily-drill,
@@ -27,15 +25,8 @@ import (
 func TestDrillMessageNeverReachesTheHandler(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tr, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "lily.db"), sqlite.Options{PollInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
 	q := lily.QueueConfig{Name: "orders.created", RetryAttempts: 1}.WithDefaults()
-	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{q.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
+	tr := openSQLite(t, q, time.Minute)
 	msgs := []lily.Message{
 		{EventID: "drill", Body: []byte(`{}`), Headers: transport.Headers{evidence.HeaderDrill: "drill-1", evidence.HeaderRetryCount: "drill"}},
 		{EventID: "not-a-drill", Body: []byte(`{}`), Headers: transport.Headers{evidence.HeaderDrill: ""}},
