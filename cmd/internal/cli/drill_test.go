@@ -176,42 +176,58 @@ func (s drillSetup) checkDrillConservation(t *testing.T, rep drill.Report, acked
 	}
 }
 
-// drillPrometheus starts Prometheus scraping serve and evaluating the
-// rules of 'lily alerts' (with args) for the setup's queue.
-func (s drillSetup) drillPrometheus(t *testing.T, serve string, args ...string) promServer {
+// serve starts 'lily serve' on the setup's configuration (after its
+// consumer, which creates the catalog) and returns its base URL.
+func (s drillSetup) serve(t *testing.T, args ...string) string {
 	t.Helper()
-	bin := needPrometheus(t)
+	return startServe(t, append([]string{"--config", s.cfg, "--listen", "127.0.0.1:0"}, args...)...)
+}
+
+// rules writes the rules of 'lily alerts' (with args) for the setup's
+// queue into a file and returns its path.
+func (s drillSetup) rules(t *testing.T, args ...string) string {
+	t.Helper()
 	rules := filepath.Join(t.TempDir(), "rules.yml")
 	if code, out, errOut := run(t, append([]string{"alerts", "--config", s.cfg, "--out", rules}, args...)...); code != 0 {
 		t.Fatalf("lily alerts: exit %d %s %s", code, out, errOut)
 	}
-	prom := startPrometheus(t, bin, map[string]string{"lily-serve": strings.TrimPrefix(serve, "http://")}, rules)
+	return rules
+}
+
+// awaitAlertData waits until Prometheus evaluates rules and has the
+// catalog metrics of 'lily serve' for every queue of setups: a rule
+// that does not fire then does not fire on data.
+func awaitAlertData(t *testing.T, prom promServer, setups ...drillSetup) {
+	t.Helper()
 	waittest.ForState(t, "prometheus to load the rules and have lily serve's catalog metrics", func() (bool, string) {
-		r, err := prom.query(fmt.Sprintf(`lily_dlq_alarming_entries{queue=%q}`, s.queue))
 		var groups struct {
 			Groups []struct{ Name string } `json:"groups"`
 		}
-		gerr := prom.get("/api/v1/rules", url.Values{}, &groups)
-		return err == nil && gerr == nil && len(r) > 0 && len(groups.Groups) > 0, fmt.Sprintf("%v %v %v %+v", r, err, gerr, groups)
+		if err := prom.get("/api/v1/rules", url.Values{}, &groups); err != nil || len(groups.Groups) < len(setups) {
+			return false, fmt.Sprintf("rules %+v %v", groups, err)
+		}
+		for _, s := range setups {
+			r, err := prom.query(fmt.Sprintf(`lily_dlq_alarming_entries{queue=%q}`, s.queue))
+			if err != nil || len(r) == 0 {
+				return false, fmt.Sprintf("%s: %v %v", s.queue, r, err)
+			}
+		}
+		return true, ""
 	})
-	return prom
 }
 
-// drillEndToEnd drills a queue of kind with everything running: a
-// consumer, 'lily serve' (console and ingest), Prometheus evaluating the
-// rules of 'lily alerts'.
-func drillEndToEnd(t *testing.T, kind, url string, serveArgs ...string) {
-	s := newDrillSetup(t, kind, url, "")
-	s.consume(t) // first: it creates the catalog that serve reads
-	serve := startServe(t, append([]string{"--config", s.cfg, "--listen", "127.0.0.1:0"}, serveArgs...)...)
-	prom := s.drillPrometheus(t, serve)
-	code, rep, errOut := s.drill(t, "--prometheus", prom.base, "--console", serve, "--alert-timeout", "30s")
+// endToEnd drills the setup's queue with everything running — its
+// consumer, 'lily serve' at serve (console, ingest), the alert asked with
+// alertArgs — and checks that every step passed and nothing is left.
+func (s drillSetup) endToEnd(t *testing.T, kind, serve, wantAlert string, alertArgs ...string) {
+	t.Helper()
+	code, rep, errOut := s.drill(t, append([]string{"--console", serve, "--alert-timeout", "30s"}, alertArgs...)...)
 	if code != 0 || !rep.Passed {
 		t.Errorf("drill: exit %d, passed %v: %s\n%+v", code, rep.Passed, errOut, rep.Steps)
 	}
 	wantSteps(t, rep, nil)
-	if d := step(t, rep, drill.StepAlert).Detail; !strings.Contains(d, "LilyDLQNotEmpty") || !strings.Contains(d, "firing") {
-		t.Errorf("alert step %q, want LilyDLQNotEmpty firing", d)
+	if d := step(t, rep, drill.StepAlert).Detail; !strings.Contains(d, "LilyDLQNotEmpty") || !strings.Contains(d, "firing") || !strings.Contains(d, wantAlert) {
+		t.Errorf("alert step %q, want LilyDLQNotEmpty firing at %s", d, wantAlert)
 	}
 	if d := step(t, rep, drill.StepDeadLettered).Detail; !strings.Contains(d, "invalid_retry_count") {
 		t.Errorf("dead_lettered step %q, want its reason", d)
@@ -228,18 +244,72 @@ func drillEndToEnd(t *testing.T, kind, url string, serveArgs ...string) {
 	s.checkDrillConservation(t, rep, true)
 }
 
-// TestDrillSQLiteEndToEnd: against SQLite, every step passes with a real
-// Prometheus evaluating Lily's alert rules, the console of 'lily serve',
-// 'lily dlq show', and the consumer's drill path acking the redrive.
-func TestDrillSQLiteEndToEnd(t *testing.T) {
-	drillEndToEnd(t, lily.TransportSQLite, "")
+// TestDrillSQLiteWithPrometheus: against SQLite, with one real
+// Prometheus (its first scrape takes 5 s, so the cases share it)
+// evaluating the rules of 'lily alerts' for three queues, each with its
+// consumer and 'lily serve':
+//   - end to end: every step passes, the alert asked of Prometheus;
+//   - a rule that never fires (--dlq-floor 1000): the alert step fails
+//     with a timeout and the drill exits 1, the rest passes;
+//   - Alertmanager: Prometheus sends its alerts to a real Alertmanager,
+//     which the alert step asks.
+func TestDrillSQLiteWithPrometheus(t *testing.T) {
+	bin := needPrometheus(t)
+	fires := newDrillSetup(t, lily.TransportSQLite, "", "")
+	never := newDrillSetup(t, lily.TransportSQLite, "", "")
+	viaAM := newDrillSetup(t, lily.TransportSQLite, "", "")
+	am, amHost := maybeAlertmanager(t)
+	targets := map[string]string{}
+	serves := map[string]string{}
+	var rules []string
+	for name, s := range map[string]drillSetup{"fires": fires, "never": never, "am": viaAM} {
+		s.consume(t)
+		serves[name] = s.serve(t)
+		targets[name] = strings.TrimPrefix(serves[name], "http://")
+		if name == "never" {
+			rules = append(rules, s.rules(t, "--dlq-floor", "1000"))
+		} else {
+			rules = append(rules, s.rules(t))
+		}
+	}
+	prom := startPrometheusAlerting(t, bin, targets, amHost, rules...)
+	awaitAlertData(t, prom, fires, never, viaAM)
+
+	t.Run("end to end", func(t *testing.T) {
+		fires.endToEnd(t, lily.TransportSQLite, serves["fires"], "Prometheus at "+prom.base, "--prometheus", prom.base)
+	})
+	t.Run("a rule that never fires", func(t *testing.T) {
+		s := never
+		code, rep, errOut := s.drill(t, "--prometheus", prom.base, "--alert-timeout", "3s")
+		if code != 1 || rep.Passed {
+			t.Errorf("drill: exit %d, passed %v, want exit 1: %s", code, rep.Passed, errOut)
+		}
+		wantSteps(t, rep, map[string]string{drill.StepAlert: drill.Failed, drill.StepConsole: drill.NotChecked})
+		if d := step(t, rep, drill.StepAlert).Detail; !strings.Contains(d, "timed out after 3s awaiting LilyDLQNotEmpty{queue=\""+s.queue+"\"} firing at Prometheus at "+prom.base) {
+			t.Errorf("alert detail %q, want the timeout naming the alert and Prometheus", d)
+		}
+		s.checkDrillConservation(t, rep, true)
+	})
+	t.Run("alertmanager", func(t *testing.T) {
+		if am == "" {
+			needPrometheusBin(t, alertmanagerBin, "to receive the drill's alert", "the drill's Alertmanager check is NOT run")
+		}
+		viaAM.endToEnd(t, lily.TransportSQLite, serves["am"], "Alertmanager at "+am, "--alertmanager", am)
+	})
 }
 
-// TestDrillRabbitMQEndToEnd: the same against RabbitMQ, where the dead
-// letter reaches the catalog through the ingest of 'lily serve'.
+// TestDrillRabbitMQEndToEnd: every step passes against RabbitMQ, where
+// the dead letter reaches the catalog through the ingest of 'lily serve',
+// with a real Prometheus evaluating Lily's rules.
 func TestDrillRabbitMQEndToEnd(t *testing.T) {
 	url := needRabbit(t)
-	drillEndToEnd(t, lily.TransportRabbitMQ, url, "--ingest-interval", "200ms")
+	bin := needPrometheus(t)
+	s := newDrillSetup(t, lily.TransportRabbitMQ, url, "")
+	s.consume(t)
+	serve := s.serve(t, "--ingest-interval", "200ms")
+	prom := startPrometheus(t, bin, map[string]string{"lily-serve": strings.TrimPrefix(serve, "http://")}, s.rules(t))
+	awaitAlertData(t, prom, s)
+	s.endToEnd(t, lily.TransportRabbitMQ, serve, "Prometheus at "+prom.base, "--prometheus", prom.base)
 }
 
 // TestDrillFailsWithoutConsumer: with no consumer nothing dead-letters;
@@ -305,26 +375,6 @@ func TestDrillWithoutPrometheusSaysNotChecked(t *testing.T) {
 	if s.h.saw(rep.EventID) {
 		t.Errorf("the handler was given the drill message")
 	}
-}
-
-// TestDrillAlertThatNeverFires: rules whose LilyDLQNotEmpty needs more
-// than the drill's one dead letter never fire: the alert step fails with
-// a timeout and the drill exits 1, while the rest passes and nothing is
-// left behind.
-func TestDrillAlertThatNeverFires(t *testing.T) {
-	s := newDrillSetup(t, lily.TransportSQLite, "", "")
-	serve := startServe(t, "--config", s.cfg, "--listen", "127.0.0.1:0")
-	s.consume(t)
-	prom := s.drillPrometheus(t, serve, "--dlq-floor", "1000")
-	code, rep, errOut := s.drill(t, "--prometheus", prom.base, "--alert-timeout", "3s")
-	if code != 1 || rep.Passed {
-		t.Errorf("drill: exit %d, passed %v, want exit 1: %s", code, rep.Passed, errOut)
-	}
-	wantSteps(t, rep, map[string]string{drill.StepAlert: drill.Failed, drill.StepConsole: drill.NotChecked})
-	if d := step(t, rep, drill.StepAlert).Detail; !strings.Contains(d, "timed out after 3s awaiting LilyDLQNotEmpty{queue=\""+s.queue+"\"} firing at Prometheus at "+prom.base) {
-		t.Errorf("alert detail %q, want the timeout naming the alert and Prometheus", d)
-	}
-	s.checkDrillConservation(t, rep, true)
 }
 
 // TestDrillRefusesOrderedQueue: a queue with ordering park or block is

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/drill"
+)
+
+// alertmanagerBin is Alertmanager's program in Debian's package.
+const alertmanagerBin = "prometheus-alertmanager"
+
+// maybeAlertmanager runs Debian's Alertmanager on a free loopback port,
+// routing every alert to a receiver that sends nothing, until the test
+// ends; it returns its base URL and host:port, or "" when the program is
+// missing (the case that needs it then skips loudly, or fails under CI).
+func maybeAlertmanager(t *testing.T) (base, host string) {
+	t.Helper()
+	bin, err := exec.LookPath(alertmanagerBin)
+	if err != nil {
+		return "", ""
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "alertmanager.yml")
+	// group_wait 0s: the API lists an alert as soon as Prometheus sent it
+	// either way; no notification waits on a group.
+	if err := os.WriteFile(cfg, []byte("route:\n  receiver: quiet\n  group_wait: 0s\nreceivers:\n  - name: quiet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base = startDaemon(t, "alertmanager", bin, func(addr string) []string {
+		// An empty cluster address: no gossip port, no peers.
+		return []string{"--config.file=" + cfg, "--storage.path=" + filepath.Join(dir, "data"), "--web.listen-address=" + addr,
+			"--cluster.listen-address=", "--log.level=warn"}
+	})
+	return base, strings.TrimPrefix(base, "http://")
+}
+
+// TestDrillKafka: the drill on another transport, Kafka (kfake in the
+// test's process): the dead letter goes to the queue's dead-letter topic
+// and reaches the catalog through the ingest of 'lily serve'; the
+// redriven drill message comes back on the queue's return topic and is
+// acked by the drill path. No Prometheus: the alert step is not checked.
+func TestDrillKafka(t *testing.T) {
+	_, brokers := newKafka(t)
+	s := newDrillSetup(t, lily.TransportKafka, brokers, "")
+	s.consume(t)
+	serve := startServe(t, "--config", s.cfg, "--listen", "127.0.0.1:0", "--ingest-interval", "200ms")
+	code, rep, errOut := s.drill(t, "--console", serve)
+	if code != 0 || !rep.Passed {
+		t.Errorf("drill: exit %d, passed %v: %s\n%+v", code, rep.Passed, errOut, rep.Steps)
+	}
+	wantSteps(t, rep, map[string]string{drill.StepAlert: drill.NotChecked})
+	s.checkDrillConservation(t, rep, true)
+}
