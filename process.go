@@ -94,6 +94,8 @@ func (c *Consumer) decideIn(ctx context.Context, d *transport.Delivery, probe ui
 		// above, before any handler. What comes here is its redrive (the
 		// count reset to 0): acked without the handler, which must never
 		// see a synthetic message. Counted by the ledger as an ack.
+		c.log.Info("a message of lily drill came back redriven: acked without running the handler",
+			"event_id", d.EventID, "drill", d.Headers[evidence.HeaderDrill])
 		return settleReq{
 			s:  transport.Settlement{Delivery: d, Action: transport.Ack},
 			ev: Event{Kind: EventDrillAcked, Queue: q.Name, EventID: d.EventID, RetryCount: rc, DeliveryCount: d.DeliveryCount},
