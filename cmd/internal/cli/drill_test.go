@@ -379,7 +379,8 @@ func TestDrillWithoutPrometheusSaysNotChecked(t *testing.T) {
 
 // TestDrillRefusesOrderedQueue: a queue with ordering park or block is
 // refused (exit 2, naming the queue, the value and the fix) before
-// anything is published, unless --allow-ordered.
+// anything is published; with --allow-ordered the drill runs and holds
+// no key.
 func TestDrillRefusesOrderedQueue(t *testing.T) {
 	for _, mode := range []string{"park", "block"} {
 		s := newDrillSetup(t, lily.TransportSQLite, "", fmt.Sprintf("ordering = %q\n", mode))
@@ -394,6 +395,16 @@ func TestDrillRefusesOrderedQueue(t *testing.T) {
 		}
 		if row, balanced := s.ledgerOf(t); row.Accepted != 0 || !balanced {
 			t.Errorf("%s: the refused drill published: %+v", mode, row)
+		}
+		// Told, it runs: the drill message has no key, so it holds none.
+		s.consume(t)
+		code, rep, errOut := s.drill(t, "--allow-ordered")
+		if code != 0 {
+			t.Errorf("%s --allow-ordered: exit %d: %s %+v", mode, code, errOut, rep.Steps)
+		}
+		s.checkDrillConservation(t, rep, true)
+		if code, out, _ := run(t, "dlq", "parked", "--config", s.cfg, "--json"); code != 0 || strings.Contains(out, s.queue) {
+			t.Errorf("%s: a key is held after the drill: exit %d %s", mode, code, out)
 		}
 	}
 }
