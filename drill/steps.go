@@ -27,6 +27,11 @@ type run struct {
 	// acked and discarded: how the drill message left the work list.
 	acked, discarded bool
 	before           *ledger.Row // the queue's ledger before the publish (nil: none yet)
+	// dlqBefore is the broker's dead-letter queue depth before the publish
+	// (-1: the transport cannot count it); inBrokerDLQ is set when the
+	// drill's dead letter is taken to wait there, never ingested.
+	dlqBefore   int64
+	inBrokerDLQ bool
 }
 
 // add records a step.
@@ -48,6 +53,7 @@ func (r *run) steps(ctx context.Context) {
 		r.add(StepPublish, Failed, 0, "read the catalog before publishing: %v", err)
 		return
 	}
+	r.dlqBefore = r.dlqDepth(ctx)
 	alert := r.alertBaseline(ctx)
 	if !r.publish(ctx) {
 		return
@@ -128,8 +134,7 @@ func (r *run) awaitDeadLetter(ctx context.Context) bool {
 			return false
 		}
 		if !r.o.Now().Before(deadline) || ctx.Err() != nil {
-			r.add(StepDeadLettered, Failed, r.o.Now().Sub(r.published), "%s", r.notDeadLettered(ctx))
-			r.add(StepCatalog, NotChecked, 0, "not checked: no dead letter of the drill message was seen")
+			r.timedOut(ctx)
 			return false
 		}
 		select {
@@ -160,6 +165,41 @@ func (r *run) deadLettered(e *catalog.Entry, seen time.Time) {
 	r.add(StepCatalog, Passed, seen.Sub(r.published), "catalog entry %d (state %s, reason %s)", e.ID, e.State, e.Reason)
 }
 
+// dlqDepth is the broker's dead-letter queue depth of the queue, -1 when
+// the transport cannot count it.
+func (r *run) dlqDepth(ctx context.Context) int64 {
+	dc, ok := r.env.Publisher.(transport.DeadLetterCounter)
+	if !ok {
+		return -1
+	}
+	n, err := dc.DeadLetterDepth(context.WithoutCancel(ctx), r.env.Queue.Name)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// timedOut records the steps dead_lettered and catalog when the drill's
+// dead letter never reached the catalog. On a broker whose dead-letter
+// queue grew since the publish, the consumer most likely did its part and
+// the ingest did not: the catalog step fails, and the dead-lettering,
+// whose reason only the catalog shows, is not checked.
+func (r *run) timedOut(ctx context.Context) {
+	q := r.env.Queue
+	took := r.o.Now().Sub(r.published)
+	if now := r.dlqDepth(ctx); r.dlqBefore >= 0 && now > r.dlqBefore {
+		r.inBrokerDLQ = true
+		r.add(StepDeadLettered, NotChecked, took, "not checked: the %s dead-letter queue of %s grew from %d to %d messages since the publish, "+
+			"likely with the drill's dead letter, but its reason shows only once it is in the catalog", q.Transport, q.Name, r.dlqBefore, now)
+		r.add(StepCatalog, Failed, took, "timed out after %s awaiting the drill's dead letter (event %s) in the catalog: it waits in the broker's "+
+			"dead-letter queue, not ingested. Is 'lily serve' running on this catalog without --no-ingest? (or run 'lily dlq ingest --queue %s')",
+			r.o.Timeout, r.rep.EventID, q.Name)
+		return
+	}
+	r.add(StepDeadLettered, Failed, took, "%s", r.notDeadLettered(ctx))
+	r.add(StepCatalog, NotChecked, 0, "not checked: no dead letter of the drill message was seen")
+}
+
 // notDeadLettered says what was awaited and what the queue shows instead.
 func (r *run) notDeadLettered(ctx context.Context) string {
 	q := r.env.Queue
@@ -180,10 +220,8 @@ func (r *run) notDeadLettered(ctx context.Context) string {
 	}
 	fmt.Fprintf(&b, "; is a consumer of %s running? On %s a dead letter reaches the catalog through the ingest of 'lily serve' (not --no-ingest) "+
 		"or 'lily dlq ingest --queue %s'", q.Name, q.Transport, q.Name)
-	if dc, ok := r.env.Publisher.(transport.DeadLetterCounter); ok {
-		if n, err := dc.DeadLetterDepth(context.WithoutCancel(ctx), q.Name); err == nil {
-			fmt.Fprintf(&b, "; the broker's dead-letter queue holds %d messages not ingested", n)
-		}
+	if r.dlqBefore >= 0 {
+		fmt.Fprintf(&b, "; the broker's dead-letter queue did not grow (%d messages)", r.dlqBefore)
 	}
 	return b.String()
 }
@@ -290,7 +328,11 @@ func (r *run) ledgerStep(ctx context.Context) {
 		}
 		if !r.acked && !r.discarded {
 			problems = append(problems, fmt.Sprintf("the drill message %s was neither acked nor discarded", r.rep.EventID))
-			if r.entry == nil {
+			switch {
+			case r.inBrokerDLQ:
+				r.leave(fmt.Sprintf("message %s waits in the broker's dead-letter queue of %s: lily dlq ingest --queue %s, then lily dlq discard --queue %s --event-ids %s --reason \"lily drill\"",
+					r.rep.EventID, q, q, q, r.rep.EventID))
+			case r.entry == nil:
 				r.leave(fmt.Sprintf("message %s waits in %s: a Lily consumer will dead-letter it (reason %s); then discard it: lily dlq discard --queue %s --event-ids %s --reason \"lily drill\"",
 					r.rep.EventID, q, ExpectedReason, q, r.rep.EventID))
 			}

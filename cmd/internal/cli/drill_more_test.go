@@ -56,3 +56,38 @@ func TestDrillKafka(t *testing.T) {
 	wantSteps(t, rep, map[string]string{drill.StepAlert: drill.NotChecked})
 	s.checkDrillConservation(t, rep, true)
 }
+
+// TestDrillRabbitMQWithoutIngest: a consumer dead-letters the drill
+// message into RabbitMQ's dead-letter queue, but no 'lily serve' ingests
+// it: the catalog step fails saying so, the dead-lettering is not checked
+// (its reason shows only in the catalog), and left_behind says how to
+// finish; done that way, the ledger balances.
+func TestDrillRabbitMQWithoutIngest(t *testing.T) {
+	url := needRabbit(t)
+	s := newDrillSetup(t, lily.TransportRabbitMQ, url, "")
+	s.consume(t)
+	code, rep, errOut := s.drill(t, "--timeout", "2s")
+	if code != 1 || rep.Passed {
+		t.Errorf("drill: exit %d, passed %v, want exit 1: %s", code, rep.Passed, errOut)
+	}
+	wantSteps(t, rep, map[string]string{drill.StepDeadLettered: drill.NotChecked, drill.StepCatalog: drill.Failed, drill.StepAlert: drill.NotChecked,
+		drill.StepConsole: drill.NotChecked, drill.StepDLQShow: drill.NotChecked, drill.StepRedrive: drill.NotChecked, drill.StepLedger: drill.Failed})
+	if d := step(t, rep, drill.StepCatalog).Detail; !strings.Contains(d, "not ingested") || !strings.Contains(d, "lily serve") {
+		t.Errorf("catalog detail %q, want the missing ingest named", d)
+	}
+	if d := step(t, rep, drill.StepDeadLettered).Detail; !strings.Contains(d, "grew from 0 to 1") {
+		t.Errorf("dead_lettered detail %q, want the dead-letter queue's growth", d)
+	}
+	if !strings.Contains(rep.LeftBehind, "lily dlq ingest --queue "+s.queue) {
+		t.Errorf("left_behind %q, want the ingest and discard", rep.LeftBehind)
+	}
+	for _, args := range [][]string{
+		{"dlq", "ingest", "--config", s.cfg, "--queue", s.queue},
+		{"dlq", "discard", "--config", s.cfg, "--queue", s.queue, "--event-ids", rep.EventID, "--reason", "lily drill"},
+	} {
+		if code, out, errOut := run(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d %s %s", args, code, out, errOut)
+		}
+	}
+	s.checkDrillConservation(t, rep, false)
+}
