@@ -268,11 +268,20 @@ func printDrill(w io.Writer, rep *drill.Report) error {
 	if rep.LeftBehind != "" {
 		fmt.Fprintf(&b, "left behind: %s\n", rep.LeftBehind)
 	}
-	if rep.Passed {
-		b.WriteString("drill passed\n")
-	} else {
-		b.WriteString("drill FAILED\n")
+	var unchecked []string
+	for _, s := range rep.Steps {
+		if s.Status == drill.NotChecked {
+			unchecked = append(unchecked, s.Name)
+		}
 	}
+	verdict := "drill passed"
+	if !rep.Passed {
+		verdict = "drill FAILED"
+	}
+	if len(unchecked) > 0 {
+		verdict += fmt.Sprintf("; %d steps NOT checked: %s", len(unchecked), strings.Join(unchecked, ", "))
+	}
+	b.WriteString(verdict + "\n")
 	b.WriteString("\n")
 	b.WriteString(rep.Runbook)
 	_, err := w.Write(b.Bytes())
