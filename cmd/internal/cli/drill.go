@@ -82,7 +82,9 @@ for CI). Queues with ordering = "park" or "block" are refused unless
 	fl.StringVar(&f.o.Alertmanager, "alertmanager", "", "base URL of the Alertmanager the alerts go to, e.g. http://127.0.0.1:9093 (instead of --prometheus)")
 	fl.StringVar(&f.o.Alert, "alert", drill.DefaultAlert, "the alert to wait for (its label queue is the drilled queue)")
 	fl.StringVar(&f.o.Console, "console", "", "base URL of 'lily serve' (its API and console), e.g. http://127.0.0.1:8080")
-	fl.StringVar(&f.o.Token, "console-token", os.Getenv("LILY_CONSOLE_TOKEN"), "API token for --console, if 'lily serve' has tokens (default $LILY_CONSOLE_TOKEN)")
+	// The environment is read at run time, never as the flag's default:
+	// --help would print the token.
+	fl.StringVar(&f.o.Token, "console-token", "", "API token for --console, if 'lily serve' has tokens (default: $LILY_CONSOLE_TOKEN)")
 	fl.StringVar(&f.o.Finish, "finish", drill.FinishRedrive, "what becomes of the drill's dead letter: redrive (the consumers' drill path acks it) or discard (with a record; for consumers that cannot recognise a drill message)")
 	fl.BoolVar(&f.o.AllowOrdered, "allow-ordered", false, "drill a queue with ordering park or block (the drill's dead letter holds its key until the drill redrives or discards it)")
 	fl.DurationVar(&f.o.Timeout, "timeout", time.Minute, "how long to wait for the dead letter to reach the catalog")
@@ -126,6 +128,9 @@ func runDrill(cmd *cobra.Command, f drillFlags) error {
 		return usagef("--queue %s: not a [[queue]] of --config %s (its queues: %s)", f.queue, f.sf.config, strings.Join(configuredQueues(cfg), ", "))
 	}
 	f.o.Actor = actorOr(f.actor)
+	if f.o.Token == "" {
+		f.o.Token = os.Getenv("LILY_CONSOLE_TOKEN")
+	}
 	if err := drill.Check(q, f.o); err != nil {
 		return &UsageError{Msg: err.Error()}
 	}

@@ -91,3 +91,34 @@ func TestDrillRabbitMQWithoutIngest(t *testing.T) {
 	}
 	s.checkDrillConservation(t, rep, false)
 }
+
+// TestDrillConsoleToken: against a 'lily serve' with tokens, the console
+// step fails without one (the console does not show the entry to the
+// drill) and passes with $LILY_CONSOLE_TOKEN, a viewer's.
+func TestDrillConsoleToken(t *testing.T) {
+	s := newDrillSetup(t, lily.TransportSQLite, "", "")
+	s.consume(t)
+	t.Setenv("LILY_TOKENS", "drill:viewer:s3cret-drill-token")
+	serve := s.serve(t)
+	code, rep, _ := s.drill(t, "--console", serve)
+	if code != 1 {
+		t.Errorf("drill without a token: exit %d, want 1", code)
+	}
+	wantSteps(t, rep, map[string]string{drill.StepAlert: drill.NotChecked, drill.StepConsole: drill.Failed})
+	if d := step(t, rep, drill.StepConsole).Detail; !strings.Contains(d, "401") {
+		t.Errorf("console detail %q, want the API's 401", d)
+	}
+	s.checkDrillConservation(t, rep, true)
+	t.Setenv("LILY_CONSOLE_TOKEN", "s3cret-drill-token")
+	code, rep, errOut := s.drill(t, "--console", serve)
+	if code != 0 {
+		t.Errorf("drill with a token: exit %d: %s %+v", code, errOut, rep.Steps)
+	}
+	wantSteps(t, rep, map[string]string{drill.StepAlert: drill.NotChecked})
+	if row, balanced := s.ledgerOf(t); !balanced || row.Accepted != 2 || row.Acked != 2 || row.InFlight != 0 || s.h.saw(rep.EventID) {
+		t.Errorf("after two drills: ledger %+v (balanced %v), handler saw the drill %v; want 2 accepted and acked", row, balanced, s.h.saw(rep.EventID))
+	}
+	if code, out, _ := run(t, "drill", "--help"); code != 0 || strings.Contains(out, "s3cret") {
+		t.Errorf("lily drill --help: exit %d, shows the token: %s", code, out)
+	}
+}
