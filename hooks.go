@@ -71,6 +71,11 @@ const (
 	// the delivery is acked as a no-op, never dead-lettered (Event.Key is
 	// the entity).
 	EventStale EventKind = "stale"
+	// EventDrillAcked: a message of 'lily drill' (evidence.HeaderDrill)
+	// came back redriven and was acked without running the handler: the
+	// drill's redrive went through (docs/design.md §4.2). The ledger counts
+	// it acked like any other ack.
+	EventDrillAcked EventKind = "drill_acked"
 )
 
 // Event is one observation of the runtime, for metrics and alerting.

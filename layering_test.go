@@ -95,3 +95,10 @@ func TestToolsLinkNoBrokerSDK(t *testing.T) {
 		forbid(t, pkg, "publish targets are passed in; the broker factory is the brokers module's", brokerClients, transportImpls)
 	}
 }
+
+// TestDrillLinksNoTransport: package drill runs on the transport and
+// catalog its caller opens (the CLI wires them): it links no transport
+// implementation and no broker SDK, so a drill runs on any transport.
+func TestDrillLinksNoTransport(t *testing.T) {
+	forbid(t, "./drill", "the drill's transport is passed in (drill.Env)", transportImpls, brokerClients)
+}

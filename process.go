@@ -88,6 +88,19 @@ func (c *Consumer) decideIn(ctx context.Context, d *transport.Delivery, probe ui
 		return c.deadLetter(d, evidence.ReasonInvalidRetryCount, err, "", 0, 0)
 	}
 	ld.RetryCount = rc
+	if evidence.IsDrill(d.Headers) {
+		// A drill message (lily drill) is poison by construction: its first
+		// copy carries a non-canonical x-retry-count and was dead-lettered
+		// above, before any handler. What comes here is its redrive (the
+		// count reset to 0): acked without the handler, which must never
+		// see a synthetic message. Counted by the ledger as an ack.
+		c.log.Info("a message of lily drill came back redriven: acked without running the handler",
+			"event_id", d.EventID, "drill", d.Headers[evidence.HeaderDrill])
+		return settleReq{
+			s:  transport.Settlement{Delivery: d, Action: transport.Ack},
+			ev: Event{Kind: EventDrillAcked, Queue: q.Name, EventID: d.EventID, RetryCount: rc, DeliveryCount: d.DeliveryCount},
+		}
+	}
 	if d.DeliveryCount > q.Settings().DeliveryLimit {
 		err := fmt.Errorf("delivered %d times, over delivery_limit %d: the message likely kills or stalls its consumer", d.DeliveryCount, q.Settings().DeliveryLimit)
 		return c.deadLetter(d, evidence.ReasonDeliveryLimit, err, "", rc, 0)

@@ -66,7 +66,19 @@ const (
 	// there, so the give-back neither raises it nor resets it. Retry, dead-letter and
 	// redrive copies leave it out.
 	HeaderPriorDeliveries = "x-lily-prior-deliveries"
+	// HeaderDrill marks a synthetic message of 'lily drill' (its value: the
+	// drill's ID). The message's own header, never evidence: it travels with
+	// every copy and through a redrive, and a Lily consumer acks a redriven
+	// drill message without running its handler (docs/design.md §4.2).
+	HeaderDrill = "x-lily-drill"
 )
+
+// IsDrill reports whether h marks a message of 'lily drill' (HeaderDrill
+// present with a non-empty string value).
+func IsDrill(h map[string]any) bool {
+	v, ok := h[HeaderDrill].(string)
+	return ok && v != ""
+}
 
 // MaxPriorDeliveries bounds HeaderPriorDeliveries (delivery_limit is at most 100); a
 // larger value, or one that is not an integer, is not Lily's and is ignored.

@@ -34,14 +34,15 @@ func TestHeaderNames(t *testing.T) {
 		HeaderKey:             "x-lily-key",
 		HeaderType:            "x-lily-type",
 		HeaderAttempts:        "x-lily-attempts",
+		HeaderDrill:           "x-lily-drill",
 	}
 	for got, w := range want {
 		if got != w {
 			t.Errorf("header constant = %q, want %q", got, w)
 		}
 	}
-	if len(want) != 26 {
-		t.Errorf("duplicate header constants: %d distinct of 26", len(want))
+	if len(want) != 27 {
+		t.Errorf("duplicate header constants: %d distinct of 27", len(want))
 	}
 }
 

@@ -309,7 +309,7 @@ type consumeCounts struct {
 // Observe implements lily.Hook.
 func (c *consumeCounts) Observe(_ context.Context, e lily.Event) {
 	switch e.Kind {
-	case lily.EventAcked:
+	case lily.EventAcked, lily.EventDrillAcked: // a drill's redrive is an ack too, as the ledger counts it
 		c.acked.Add(1)
 	case lily.EventRetried:
 		c.retried.Add(1)

@@ -100,13 +100,31 @@ func freePort(t *testing.T) int {
 type promServer struct{ base string }
 
 // startPrometheus runs the Prometheus server on a free loopback port,
-// scraping targets (host:port, /metrics) every second into a temporary
-// storage directory, until the test ends.
-func startPrometheus(t *testing.T, bin string, targets map[string]string) promServer {
+// scraping targets (host:port, /metrics) and evaluating the rule files
+// rules every second into a temporary storage directory, until the test
+// ends.
+func startPrometheus(t *testing.T, bin string, targets map[string]string, rules ...string) promServer {
+	t.Helper()
+	return startPrometheusAlerting(t, bin, targets, "", rules...)
+}
+
+// startPrometheusAlerting is startPrometheus sending its alerts to the
+// Alertmanager at host:port am (none when empty).
+func startPrometheusAlerting(t *testing.T, bin string, targets map[string]string, am string, rules ...string) promServer {
 	t.Helper()
 	dir := t.TempDir()
 	var cfg strings.Builder
-	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n")
+	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n")
+	if len(rules) > 0 {
+		cfg.WriteString("rule_files:\n")
+		for _, r := range rules {
+			fmt.Fprintf(&cfg, "  - %q\n", r)
+		}
+	}
+	if am != "" {
+		fmt.Fprintf(&cfg, "alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [%q]\n", am)
+	}
+	cfg.WriteString("scrape_configs:\n")
 	for _, job := range slices.Sorted(func(yield func(string) bool) {
 		for j := range targets {
 			if !yield(j) {
@@ -120,10 +138,21 @@ func startPrometheus(t *testing.T, bin string, targets map[string]string) promSe
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	base := startDaemon(t, "prometheus", bin, func(addr string) []string {
+		return []string{"--config.file=" + cfgPath, "--storage.tsdb.path=" + filepath.Join(dir, "data"), "--web.listen-address=" + addr, "--log.level=warn"}
+	})
+	return promServer{base: base}
+}
+
+// startDaemon runs a server of Debian's prometheus packages (Prometheus,
+// Alertmanager) on a free loopback port — args gives its flags for the
+// listen address — until the test ends, and returns its base URL once it
+// answers /-/ready.
+func startDaemon(t *testing.T, name, bin string, args func(addr string) []string) string {
+	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	var logs transporttest.SyncBuffer
-	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
+	cmd := exec.Command(bin, args(addr)...)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -134,25 +163,25 @@ func startPrometheus(t *testing.T, bin string, targets map[string]string) promSe
 		cmd.Process.Signal(os.Interrupt)
 		<-exited
 		if t.Failed() {
-			t.Logf("prometheus log:\n%s", logs.String())
+			t.Logf("%s log:\n%s", name, logs.String())
 		}
 	})
-	p := promServer{base: "http://" + addr}
-	waittest.ForState(t, "prometheus to answer /-/ready", func() (bool, string) {
+	base := "http://" + addr
+	waittest.ForState(t, name+" to answer /-/ready", func() (bool, string) {
 		select {
 		case err := <-exited:
 			exited <- err
-			t.Fatalf("prometheus exited before it was ready: %v\n%s", err, logs.String())
+			t.Fatalf("%s exited before it was ready: %v\n%s", name, err, logs.String())
 		default:
 		}
-		resp, err := http.Get(p.base + "/-/ready")
+		resp, err := http.Get(base + "/-/ready")
 		if err != nil {
 			return false, err.Error()
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
-	return p
+	return base
 }
 
 // get reads one answer of Prometheus's HTTP API into data.

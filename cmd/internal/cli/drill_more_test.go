@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/drill"
+)
+
+// alertmanagerBin is Alertmanager's program in Debian's package.
+const alertmanagerBin = "prometheus-alertmanager"
+
+// maybeAlertmanager runs Debian's Alertmanager on a free loopback port,
+// routing every alert to a receiver that sends nothing, until the test
+// ends; it returns its base URL and host:port, or "" when the program is
+// missing (the case that needs it then skips loudly, or fails under CI).
+func maybeAlertmanager(t *testing.T) (base, host string) {
+	t.Helper()
+	bin, err := exec.LookPath(alertmanagerBin)
+	if err != nil {
+		return "", ""
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "alertmanager.yml")
+	// group_wait 0s: the API lists an alert as soon as Prometheus sent it
+	// either way; no notification waits on a group.
+	if err := os.WriteFile(cfg, []byte("route:\n  receiver: quiet\n  group_wait: 0s\nreceivers:\n  - name: quiet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base = startDaemon(t, "alertmanager", bin, func(addr string) []string {
+		// An empty cluster address: no gossip port, no peers.
+		return []string{"--config.file=" + cfg, "--storage.path=" + filepath.Join(dir, "data"), "--web.listen-address=" + addr,
+			"--cluster.listen-address=", "--log.level=warn"}
+	})
+	return base, strings.TrimPrefix(base, "http://")
+}
+
+// TestDrillKafka: the drill on another transport, Kafka (kfake in the
+// test's process): the dead letter goes to the queue's dead-letter topic
+// and reaches the catalog through the ingest of 'lily serve'; the
+// redriven drill message comes back on the queue's return topic and is
+// acked by the drill path. No Prometheus: the alert step is not checked.
+func TestDrillKafka(t *testing.T) {
+	_, brokers := newKafka(t)
+	s := newDrillSetup(t, lily.TransportKafka, brokers, "")
+	s.consume(t)
+	serve := startServe(t, "--config", s.cfg, "--listen", "127.0.0.1:0", "--ingest-interval", "200ms")
+	code, rep, errOut := s.drill(t, "--console", serve)
+	if code != 0 || !rep.Passed {
+		t.Errorf("drill: exit %d, passed %v: %s\n%+v", code, rep.Passed, errOut, rep.Steps)
+	}
+	wantSteps(t, rep, map[string]string{drill.StepAlert: drill.NotChecked})
+	s.checkDrillConservation(t, rep, true)
+}
+
+// TestDrillRabbitMQWithoutIngest: a consumer dead-letters the drill
+// message into RabbitMQ's dead-letter queue, but no 'lily serve' ingests
+// it: the catalog step fails saying so, the dead-lettering is not checked
+// (its reason shows only in the catalog), and left_behind says how to
+// finish; done that way, the ledger balances.
+func TestDrillRabbitMQWithoutIngest(t *testing.T) {
+	url := needRabbit(t)
+	s := newDrillSetup(t, lily.TransportRabbitMQ, url, "")
+	s.consume(t)
+	code, rep, errOut := s.drill(t, "--timeout", "2s")
+	if code != 1 || rep.Passed {
+		t.Errorf("drill: exit %d, passed %v, want exit 1: %s", code, rep.Passed, errOut)
+	}
+	wantSteps(t, rep, map[string]string{drill.StepDeadLettered: drill.NotChecked, drill.StepCatalog: drill.Failed, drill.StepAlert: drill.NotChecked,
+		drill.StepConsole: drill.NotChecked, drill.StepDLQShow: drill.NotChecked, drill.StepRedrive: drill.NotChecked, drill.StepLedger: drill.Failed})
+	if d := step(t, rep, drill.StepCatalog).Detail; !strings.Contains(d, "not ingested") || !strings.Contains(d, "lily serve") {
+		t.Errorf("catalog detail %q, want the missing ingest named", d)
+	}
+	if d := step(t, rep, drill.StepDeadLettered).Detail; !strings.Contains(d, "grew from 0 to 1") {
+		t.Errorf("dead_lettered detail %q, want the dead-letter queue's growth", d)
+	}
+	if !strings.Contains(rep.LeftBehind, "lily dlq ingest --queue "+s.queue) {
+		t.Errorf("left_behind %q, want the ingest and discard", rep.LeftBehind)
+	}
+	for _, args := range [][]string{
+		{"dlq", "ingest", "--config", s.cfg, "--queue", s.queue},
+		{"dlq", "discard", "--config", s.cfg, "--queue", s.queue, "--event-ids", rep.EventID, "--reason", "lily drill"},
+	} {
+		if code, out, errOut := run(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d %s %s", args, code, out, errOut)
+		}
+	}
+	s.checkDrillConservation(t, rep, false)
+}
+
+// TestDrillConsoleToken: against a 'lily serve' with tokens, the console
+// step fails without one (the console does not show the entry to the
+// drill) and passes with $LILY_CONSOLE_TOKEN, a viewer's.
+func TestDrillConsoleToken(t *testing.T) {
+	s := newDrillSetup(t, lily.TransportSQLite, "", "")
+	s.consume(t)
+	t.Setenv("LILY_TOKENS", "drill:viewer:s3cret-drill-token")
+	serve := s.serve(t)
+	code, rep, _ := s.drill(t, "--console", serve)
+	if code != 1 {
+		t.Errorf("drill without a token: exit %d, want 1", code)
+	}
+	wantSteps(t, rep, map[string]string{drill.StepAlert: drill.NotChecked, drill.StepConsole: drill.Failed})
+	if d := step(t, rep, drill.StepConsole).Detail; !strings.Contains(d, "401") {
+		t.Errorf("console detail %q, want the API's 401", d)
+	}
+	s.checkDrillConservation(t, rep, true)
+	t.Setenv("LILY_CONSOLE_TOKEN", "s3cret-drill-token")
+	code, rep, errOut := s.drill(t, "--console", serve)
+	if code != 0 {
+		t.Errorf("drill with a token: exit %d: %s %+v", code, errOut, rep.Steps)
+	}
+	wantSteps(t, rep, map[string]string{drill.StepAlert: drill.NotChecked})
+	if row, balanced := s.ledgerOf(t); !balanced || row.Accepted != 2 || row.Acked != 2 || row.InFlight != 0 || s.h.saw(rep.EventID) {
+		t.Errorf("after two drills: ledger %+v (balanced %v), handler saw the drill %v; want 2 accepted and acked", row, balanced, s.h.saw(rep.EventID))
+	}
+	if code, out, _ := run(t, "drill", "--help"); code != 0 || strings.Contains(out, "s3cret") {
+		t.Errorf("lily drill --help: exit %d, shows the token: %s", code, out)
+	}
+}
