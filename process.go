@@ -88,12 +88,15 @@ func (c *Consumer) decideIn(ctx context.Context, d *transport.Delivery, probe ui
 		return c.deadLetter(d, evidence.ReasonInvalidRetryCount, err, "", 0, 0)
 	}
 	ld.RetryCount = rc
-	if evidence.IsDrill(d.Headers) {
+	if ld.RedriveCount > 0 && evidence.IsDrillOf(d.Headers, d.EventID) {
 		// A drill message (lily drill) is poison by construction: its first
 		// copy carries a non-canonical x-retry-count and was dead-lettered
 		// above, before any handler. What comes here is its redrive (the
 		// count reset to 0): acked without the handler, which must never
-		// see a synthetic message. Counted by the ledger as an ack.
+		// see a synthetic message. Counted by the ledger as an ack. Only a
+		// redriven copy whose mark names its own event ID counts: a
+		// producer's message that merely carries the header runs its
+		// handler as any other.
 		c.log.Info("a message of lily drill came back redriven: acked without running the handler",
 			"event_id", d.EventID, "drill", d.Headers[evidence.HeaderDrill])
 		return settleReq{

@@ -91,7 +91,7 @@ func (r *run) steps(ctx context.Context) {
 // before running a handler) marked with x-lily-drill.
 func (r *run) publish(ctx context.Context) bool {
 	id := lily.NewEventID()
-	r.rep.EventID, r.rep.Drill = id, "drill-"+id
+	r.rep.EventID, r.rep.Drill = id, evidence.DrillMark(id)
 	body := fmt.Sprintf(`{"lily_drill":%q,"note":"a synthetic poison message of 'lily drill': Lily consumers dead-letter it before any handler, and ack its redrive without running the handler"}`, r.rep.Drill)
 	msg := lily.Message{EventID: id, Type: "lily.drill", Body: []byte(body), Headers: transport.Headers{
 		evidence.HeaderDrill:      r.rep.Drill,

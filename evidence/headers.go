@@ -80,6 +80,18 @@ func IsDrill(h map[string]any) bool {
 	return ok && v != ""
 }
 
+// DrillMark is the HeaderDrill value 'lily drill' gives the message with
+// event ID id.
+func DrillMark(id string) string { return "drill-" + id }
+
+// IsDrillOf reports whether h marks the drill message with event ID id:
+// HeaderDrill is DrillMark(id), so that a mark copied onto another message
+// does not make that message a drill.
+func IsDrillOf(h map[string]any, id string) bool {
+	v, ok := h[HeaderDrill].(string)
+	return ok && id != "" && v == DrillMark(id)
+}
+
 // MaxPriorDeliveries bounds HeaderPriorDeliveries (delivery_limit is at most 100); a
 // larger value, or one that is not an integer, is not Lily's and is ignored.
 const MaxPriorDeliveries = 100
