@@ -15,6 +15,8 @@ import (
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/transporttest"
+
+	"github.com/lily-mq/lily/internal/testparallel"
 )
 
 // The crash test re-executes this test binary as a consumer process that
@@ -30,6 +32,8 @@ func TestMain(m *testing.M) {
 	if q := os.Getenv(crashChildQueue); q != "" {
 		os.Exit(crashChild(os.Getenv(crashChildBrokers), q, os.Getenv(crashChildLog)))
 	}
+	// The tests wait on the broker far more than they compute (docs/testing.md).
+	testparallel.Default(4)
 	os.Exit(m.Run())
 }
 

@@ -20,6 +20,8 @@ import (
 	"github.com/lily-mq/lily/transport/nats"
 	"github.com/lily-mq/lily/transport/nats/natstest"
 	"github.com/lily-mq/lily/transport/transporttest"
+
+	"github.com/lily-mq/lily/internal/testparallel"
 )
 
 // The crash tests re-execute this test binary as consumer processes that
@@ -40,6 +42,8 @@ func TestMain(m *testing.M) {
 	if u := os.Getenv(childURL); u != "" {
 		os.Exit(crashConsumer(u, os.Getenv(childQueue), os.Getenv(childLog)))
 	}
+	// The tests wait on the broker far more than they compute (docs/testing.md).
+	testparallel.Default(4)
 	os.Exit(m.Run())
 }
 

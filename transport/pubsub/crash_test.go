@@ -17,6 +17,8 @@ import (
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/pubsub"
 	"github.com/lily-mq/lily/transport/transporttest"
+
+	"github.com/lily-mq/lily/internal/testparallel"
 )
 
 // The crash test re-executes this test binary as a consumer process that
@@ -36,6 +38,8 @@ func TestMain(m *testing.M) {
 		total, _ := strconv.Atoi(os.Getenv(crashChildTotal))
 		os.Exit(crashChild(os.Getenv(crashChildAddr), q, os.Getenv(crashChildLog), total))
 	}
+	// The tests wait on the broker far more than they compute (docs/testing.md).
+	testparallel.Default(4)
 	os.Exit(m.Run())
 }
 

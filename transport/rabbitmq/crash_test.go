@@ -21,6 +21,8 @@ import (
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/transporttest"
+
+	"github.com/lily-mq/lily/internal/testparallel"
 )
 
 // The crash test re-executes this test binary as a consumer process that
@@ -42,6 +44,8 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(fleetRole); role != "" { // fleet_test.go
 		os.Exit(fleetChild(role, os.Getenv(fleetQueue), os.Getenv(fleetCatalog), os.Getenv(fleetDir)))
 	}
+	// The tests wait on the broker far more than they compute (docs/testing.md).
+	testparallel.Default(4)
 	os.Exit(m.Run())
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/lily-mq/lily/transport/sqs"
 	"github.com/lily-mq/lily/transport/sqs/sqstest"
 	"github.com/lily-mq/lily/transport/transporttest"
+
+	"github.com/lily-mq/lily/internal/testparallel"
 )
 
 // testLease is the visibility timeout of the tests' transports: SQS counts
@@ -26,6 +28,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "start the SQS emulator:", err)
 		os.Exit(1)
 	}
+	// The tests wait on the broker far more than they compute (docs/testing.md).
+	testparallel.Default(4)
 	os.Exit(m.Run())
 }
 

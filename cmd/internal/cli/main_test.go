@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"os"
 	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/lily-mq/lily/transport/transporttest"
+
+	"github.com/lily-mq/lily/internal/testparallel"
 )
 
 // childEnv marks a test binary started as a lily child process (the demo's
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	// them: a test that wants tokens sets LILY_TOKENS itself (t.Setenv,
 	// serially), so that the parallel 'lily serve' tests run without any.
 	os.Unsetenv("LILY_TOKENS")
-	parallelDefault()
+	testparallel.Default(cliParallel)
 	os.Exit(m.Run())
 }
 
@@ -40,19 +40,6 @@ func TestMain(m *testing.M) {
 // here) the package took 153 s of wall for 136 s of CPU; at 6, 105 s for
 // the same CPU, and it is the longest package of the suite.
 const cliParallel = 6
-
-// parallelDefault raises -test.parallel to cliParallel when the command
-// line did not set it.
-func parallelDefault() {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		if err := flag.Set("test.parallel", fmt.Sprint(cliParallel)); err != nil {
-			panic(err)
-		}
-	}
-}
 
 // run executes the CLI with args and returns the exit code and output.
 func run(t *testing.T, args ...string) (int, string, string) {

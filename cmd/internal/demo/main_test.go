@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/lily-mq/lily/cmd/internal/cli"
+
+	"github.com/lily-mq/lily/internal/testparallel"
 )
 
 // The tests run the demo as users do, through 'lily demo' (package cli,
@@ -24,6 +26,8 @@ func TestMain(m *testing.M) {
 		os.Exit(cli.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Setenv(childEnv, "1") // inherited by the workers the demo starts
+	// The tests wait on the broker far more than they compute (docs/testing.md).
+	testparallel.Default(4)
 	os.Exit(m.Run())
 }
 
