@@ -260,7 +260,7 @@ var metricName = regexp.MustCompile(`\blily_[a-z_]+\b`)
 // metrics Prometheus has.
 func TestDashboardPanelsQueryPrometheus(t *testing.T) {
 	bin := needPrometheus(t)
-	t.Setenv("LILY_TOKENS", "")
+	t.Parallel() // without API tokens: TestMain unsets LILY_TOKENS
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "lily.db")
 	queue := fmt.Sprintf("dash%08x.created", rand.Uint32())

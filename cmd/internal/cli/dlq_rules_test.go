@@ -112,7 +112,7 @@ func TestDLQRulesDryRun(t *testing.T) {
 // retries_exhausted entries into the queue — nothing permanent, nothing
 // crash-type. The queue is then consumed and acked: reconcile balances.
 func TestServeFiresRuleOnce(t *testing.T) {
-	t.Setenv("LILY_TOKENS", "")
+	t.Parallel() // without API tokens: TestMain unsets LILY_TOKENS
 	db := seedDLQ(t)
 	cfg := rulesConfig(t, fmt.Sprintf("db = %q\n", db))
 	now := time.Now()

@@ -45,6 +45,7 @@ func maybeAlertmanager(t *testing.T) (base, host string) {
 // redriven drill message comes back on the queue's return topic and is
 // acked by the drill path. No Prometheus: the alert step is not checked.
 func TestDrillKafka(t *testing.T) {
+	t.Parallel()
 	_, brokers := newKafka(t)
 	s := newDrillSetup(t, lily.TransportKafka, brokers, "")
 	s.consume(t)
@@ -63,6 +64,7 @@ func TestDrillKafka(t *testing.T) {
 // (its reason shows only in the catalog), and left_behind says how to
 // finish; done that way, the ledger balances.
 func TestDrillRabbitMQWithoutIngest(t *testing.T) {
+	t.Parallel()
 	url := needRabbit(t)
 	s := newDrillSetup(t, lily.TransportRabbitMQ, url, "")
 	s.consume(t)

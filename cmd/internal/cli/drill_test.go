@@ -59,7 +59,6 @@ type drillSetup struct {
 // added to its [[queue]] entry) and declares the queue.
 func newDrillSetup(t *testing.T, kind, url, extra string) drillSetup {
 	t.Helper()
-	t.Setenv("LILY_TOKENS", "")
 	db := filepath.Join(t.TempDir(), "lily.db")
 	queue := fmt.Sprintf("drill%08x.created", rand.Uint32())
 	cfg := sidecarConfig(t, kind, url, "", db, queue)
@@ -254,6 +253,7 @@ func (s drillSetup) endToEnd(t *testing.T, kind, serve, wantAlert string, alertA
 //   - Alertmanager: Prometheus sends its alerts to a real Alertmanager,
 //     which the alert step asks.
 func TestDrillSQLiteWithPrometheus(t *testing.T) {
+	t.Parallel()
 	bin := needPrometheus(t)
 	fires := newDrillSetup(t, lily.TransportSQLite, "", "")
 	never := newDrillSetup(t, lily.TransportSQLite, "", "")
@@ -302,6 +302,7 @@ func TestDrillSQLiteWithPrometheus(t *testing.T) {
 // the dead letter reaches the catalog through the ingest of 'lily serve',
 // with a real Prometheus evaluating Lily's rules.
 func TestDrillRabbitMQEndToEnd(t *testing.T) {
+	t.Parallel()
 	url := needRabbit(t)
 	bin := needPrometheus(t)
 	s := newDrillSetup(t, lily.TransportRabbitMQ, url, "")
@@ -316,6 +317,7 @@ func TestDrillRabbitMQEndToEnd(t *testing.T) {
 // the drill fails at dead_lettered with a timeout that names what it
 // awaited, checks nothing after it and says what it left behind.
 func TestDrillFailsWithoutConsumer(t *testing.T) {
+	t.Parallel()
 	s := newDrillSetup(t, lily.TransportSQLite, "", "")
 	code, rep, errOut := s.drill(t, "--timeout", "1s")
 	if code != 1 || rep.Passed {
@@ -350,6 +352,7 @@ func TestDrillFailsWithoutConsumer(t *testing.T) {
 // Alertmanager the alert step is "not_checked", never passed, and the
 // text report says so plainly; the other steps pass.
 func TestDrillWithoutPrometheusSaysNotChecked(t *testing.T) {
+	t.Parallel()
 	s := newDrillSetup(t, lily.TransportSQLite, "", "")
 	s.consume(t)
 	code, out, errOut := run(t, "drill", "--config", s.cfg, "--queue", s.queue, "--timeout", "30s", "--ack-timeout", "30s")
@@ -382,6 +385,7 @@ func TestDrillWithoutPrometheusSaysNotChecked(t *testing.T) {
 // anything is published; with --allow-ordered the drill runs and holds
 // no key.
 func TestDrillRefusesOrderedQueue(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"park", "block"} {
 		s := newDrillSetup(t, lily.TransportSQLite, "", fmt.Sprintf("ordering = %q\n", mode))
 		code, out, errOut := run(t, "drill", "--config", s.cfg, "--queue", s.queue)
@@ -412,6 +416,7 @@ func TestDrillRefusesOrderedQueue(t *testing.T) {
 // TestDrillFinishDiscard: --finish discard discards the drill's dead
 // letter with a record instead of redriving it.
 func TestDrillFinishDiscard(t *testing.T) {
+	t.Parallel()
 	s := newDrillSetup(t, lily.TransportSQLite, "", "")
 	s.consume(t)
 	code, rep, errOut := s.drill(t, "--finish", "discard")
@@ -435,6 +440,7 @@ func TestDrillFinishDiscard(t *testing.T) {
 // runbook skeleton — for each ordering, with every option the drill
 // repeats — names commands and flags the CLI has.
 func TestDrillRunbookNamesRealCommands(t *testing.T) {
+	t.Parallel()
 	root := newRoot()
 	cmdRe := regexp.MustCompile(`lily [^;()\n]*`)
 	checked := 0

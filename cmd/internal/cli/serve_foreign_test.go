@@ -14,7 +14,7 @@ import (
 // foreign queue's ledger counting them accepted, and the broker queue
 // ends empty.
 func TestServeIngestsForeignDLQs(t *testing.T) {
-	t.Setenv("LILY_TOKENS", "")
+	t.Parallel() // without API tokens: TestMain unsets LILY_TOKENS
 	url := needRabbit(t)
 	_, cfg, _ := brokerQueue(t, url)
 	b := newForeignBroker(t, url)

@@ -17,7 +17,7 @@ import (
 // topic's end offsets past the drain group's) while nobody ingests, and
 // reach the catalog once 'lily serve' ingests; the gauge falls to 0.
 func TestServeIngestsKafkaDeadLetterTopic(t *testing.T) {
-	t.Setenv("LILY_TOKENS", "")
+	t.Parallel() // without API tokens: TestMain unsets LILY_TOKENS
 	ctx := context.Background()
 	cluster, brokers := newKafka(t)
 	db, cat := newCatalogFile(t)

@@ -215,7 +215,7 @@ func waitEntries(t *testing.T, cat *catalog.Store, queue string, want int) {
 // (delivery limit) reach the catalog, the inflow metric and the entries
 // gauge while 'lily serve' runs, without 'lily dlq ingest'.
 func TestServeIngestsBrokerDeadLetters(t *testing.T) {
-	t.Setenv("LILY_TOKENS", "")
+	t.Parallel() // without API tokens: TestMain unsets LILY_TOKENS
 	url := needRabbit(t)
 	qc, cfg, tr := brokerQueue(t, url)
 	db, cat := newCatalogFile(t)
@@ -274,7 +274,7 @@ func TestServeIngestsBrokerDeadLetters(t *testing.T) {
 // the holder stops, the other takes over. Every dead letter is in the
 // catalog once, and the two servers drained as many as were made.
 func TestServeReplicasDrainOneAtATime(t *testing.T) {
-	t.Setenv("LILY_TOKENS", "")
+	t.Parallel() // without API tokens: TestMain unsets LILY_TOKENS
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) { replicasDrainOneAtATime(t, kind) })
 	}
@@ -359,7 +359,7 @@ func TestServeTakesOverADeadReplicasLease(t *testing.T) {
 }
 
 func TestServeIngestFlags(t *testing.T) {
-	t.Setenv("LILY_TOKENS", "")
+	t.Parallel() // without API tokens: TestMain unsets LILY_TOKENS
 	db := seedDLQ(t)
 	for _, c := range []struct {
 		args []string
