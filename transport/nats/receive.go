@@ -42,11 +42,19 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	if len(kept) > 0 {
 		return kept, nil
 	}
-	_, b, err := t.consumer(ctx, p.Queue)
+	c, b, err := t.consumer(ctx, p.Queue)
 	if err != nil {
 		return nil, err
 	}
 	n := min(max(p.Max, 1), t.opts.MaxBatch)
+	if mp := c.CachedInfo().Config.MaxAckPending; mp > 0 {
+		// The server refuses a pull for more than MaxAckPending (409): an
+		// ordered queue's consumer hands out one message at a time.
+		n = min(n, mp)
+	}
+	if p.KeyOrder {
+		n = 1 // per-key order: the consumer's MaxAckPending is 1 (Declare)
+	}
 	t.mu.Lock()
 	if wary, seen := t.wary[p.Consumer]; p.IsolateRedeliveries && (wary || !seen) {
 		// After a crash the dead consumer's messages come back together,
