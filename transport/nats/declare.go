@@ -43,7 +43,6 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 		if err := t.declareDeadLetters(ctx, q); err != nil {
 			return err
 		}
-		t.specs.Register(q)
 	}
 	return nil
 }
@@ -163,7 +162,3 @@ func (t *Transport) DeleteQueue(ctx context.Context, spec transport.QueueSpec) e
 	}
 	return errors.Join(errs...)
 }
-
-// Register remembers queue specs for a transport that did not declare
-// them itself (the brokers of a configuration).
-func (t *Transport) Register(specs ...transport.QueueSpec) { t.specs.Register(specs...) }
