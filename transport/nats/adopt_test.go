@@ -91,3 +91,98 @@ func TestAdoptedStreamAndConsumer(t *testing.T) {
 		t.Errorf("redrive with another reader of the subject: %v, want a refusal naming tap", err)
 	}
 }
+
+// TestAdoptedGiveBackOnlyWhenAlone: two redeliveries pulled together, the
+// first runs alone and the second is given back — as a copy on its
+// subject only when that subject reaches Lily's consumer alone. With
+// another consumer of the subject ("tap") no copy is made: the redelivery
+// stays received and is handed out next. Either way each message is
+// acknowledged once and nothing stays in flight.
+func TestAdoptedGiveBackOnlyWhenAlone(t *testing.T) {
+	t.Parallel()
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			id := fmt.Sprintf("%08x", rand.Uint32())
+			stream, queue := "GIVEBACK_"+id, "giveback"+id+".orders"
+			tr := open(t, func(o *nats.Options) { o.Queues = map[string]nats.Binding{queue: {Stream: stream, Consumer: "svc"}} })
+			js := tr.JetStream()
+			s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{queue}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { js.DeleteStream(context.Background(), stream) })
+			consumers := []string{"svc"}
+			if shared {
+				consumers = append(consumers, "tap")
+			}
+			for _, name := range consumers {
+				if _, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			qc := lily.QueueConfig{Name: queue, Transport: "nats"}.WithDefaults()
+			if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { tr.DeleteQueue(context.Background(), qc.Spec()) })
+			pub := []lily.Message{{Body: []byte("one")}, {Body: []byte("two")}}
+			if err := lily.Publish(ctx, tr, queue, pub); err != nil {
+				t.Fatal(err)
+			}
+			recv := func(max int) []*transport.Delivery {
+				t.Helper()
+				ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: queue, Max: max, Wait: time.Second, Consumer: "c1", IsolateRedeliveries: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ds
+			}
+			settle := func(a transport.Action, ds ...*transport.Delivery) {
+				t.Helper()
+				var ss []transport.Settlement
+				for _, d := range ds {
+					ss = append(ss, transport.Settlement{Delivery: d, Action: a})
+				}
+				if err := tr.Settle(ctx, &transport.SettleParams{Settlements: ss}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A new consumer instance pulls one at a time; then a batch.
+			first := append(recv(2), recv(2)...)
+			if len(first) != 2 {
+				t.Fatalf("first deliveries: %d, want 2", len(first))
+			}
+			settle(transport.Release, first...) // both come back, counted twice
+			alone := recv(2)
+			if len(alone) != 1 || alone[0].DeliveryCount != 2 {
+				t.Fatalf("a batch of two redeliveries handed out %d, want the first alone", len(alone))
+			}
+			info, err := s.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantMsgs := uint64(3) // the two, and the give-back copy of the second
+			if shared {
+				wantMsgs = 2 // no copy: tap would get it as a new message
+			}
+			if info.State.Msgs != wantMsgs {
+				t.Errorf("stream holds %d messages, want %d", info.State.Msgs, wantMsgs)
+			}
+			settle(transport.Ack, alone...)
+			next := recv(2)
+			if len(next) != 1 || next[0].EventID == alone[0].EventID || next[0].DeliveryCount != 2 {
+				t.Fatalf("after the one alone: %d deliveries (%v), want the other message, counted twice", len(next), next)
+			}
+			settle(transport.Ack, next...)
+			if n, err := tr.InFlight(ctx, queue); err != nil || n != 0 {
+				t.Errorf("in flight %d (%v), want 0", n, err)
+			}
+			got := []string{alone[0].EventID, next[0].EventID}
+			if !(got[0] == pub[0].EventID && got[1] == pub[1].EventID) && !(got[0] == pub[1].EventID && got[1] == pub[0].EventID) {
+				t.Errorf("acknowledged %v, want each of %s, %s once", got, pub[0].EventID, pub[1].EventID)
+			}
+		})
+	}
+}
