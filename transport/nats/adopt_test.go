@@ -32,18 +32,9 @@ func TestAdoptedStreamAndConsumer(t *testing.T) {
 		o.Queues = map[string]nats.Binding{queue: {Stream: stream, Consumer: "svc"}, queue + ".unsafe": {Stream: stream, Consumer: "fire-and-forget"}}
 	})
 	js := tr.JetStream()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"adopt" + id + ".>"}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { js.DeleteStream(context.Background(), stream) })
-	for _, c := range []jetstream.ConsumerConfig{
-		{Durable: "svc", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: queue},
-		{Durable: "fire-and-forget", AckPolicy: jetstream.AckNonePolicy, FilterSubject: queue + ".unsafe"},
-	} {
-		if _, err := js.CreateConsumer(ctx, stream, c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	adoptStream(t, js, stream, "adopt"+id+".>",
+		jetstream.ConsumerConfig{Durable: "svc", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: queue},
+		jetstream.ConsumerConfig{Durable: "fire-and-forget", AckPolicy: jetstream.AckNonePolicy, FilterSubject: queue + ".unsafe"})
 	qc := lily.QueueConfig{Name: queue, Transport: "nats", Breaker: new(bool)}.WithDefaults()
 	unsafe := lily.QueueConfig{Name: queue + ".unsafe", Transport: "nats"}.WithDefaults()
 	if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{unsafe.Spec()}}); !errors.Is(err, transport.ErrUnsafeQueue) {
@@ -107,21 +98,11 @@ func TestAdoptedGiveBackOnlyWhenAlone(t *testing.T) {
 			id := fmt.Sprintf("%08x", rand.Uint32())
 			stream, queue := "GIVEBACK_"+id, "giveback"+id+".orders"
 			tr := open(t, func(o *nats.Options) { o.Queues = map[string]nats.Binding{queue: {Stream: stream, Consumer: "svc"}} })
-			js := tr.JetStream()
-			s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{queue}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { js.DeleteStream(context.Background(), stream) })
-			consumers := []string{"svc"}
+			consumers := []jetstream.ConsumerConfig{{Durable: "svc", AckPolicy: jetstream.AckExplicitPolicy}}
 			if shared {
-				consumers = append(consumers, "tap")
+				consumers = append(consumers, jetstream.ConsumerConfig{Durable: "tap", AckPolicy: jetstream.AckExplicitPolicy})
 			}
-			for _, name := range consumers {
-				if _, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s := adoptStream(t, tr.JetStream(), stream, queue, consumers...)
 			qc := lily.QueueConfig{Name: queue, Transport: "nats"}.WithDefaults()
 			if err := tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
 				t.Fatal(err)
@@ -185,4 +166,22 @@ func TestAdoptedGiveBackOnlyWhenAlone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// adoptStream creates a stream on subject with consumers, as an
+// application that is not Lily would, deleted when the test ends.
+func adoptStream(t *testing.T, js jetstream.JetStream, stream, subject string, consumers ...jetstream.ConsumerConfig) jetstream.Stream {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { js.DeleteStream(context.Background(), stream) })
+	for _, c := range consumers {
+		if _, err := js.CreateConsumer(ctx, stream, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }

@@ -47,13 +47,7 @@ func TestOrderedQueueConsumer(t *testing.T) {
 	}
 
 	js := tr.JetStream()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{adopted}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { js.DeleteStream(context.Background(), stream) })
-	if _, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: "svc", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
-		t.Fatal(err)
-	}
+	adoptStream(t, js, stream, adopted, jetstream.ConsumerConfig{Durable: "svc", AckPolicy: jetstream.AckExplicitPolicy})
 	block := lily.QueueConfig{Name: adopted, Transport: "nats", Ordering: lily.OrderingBlock}.WithDefaults().Spec()
 	err = tr.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{block}})
 	if !errors.Is(err, transport.ErrUnsafeQueue) || !strings.Contains(err.Error(), "--max-pending=1") {
