@@ -108,7 +108,6 @@ type Transport struct {
 	held      map[string]map[*receipt]struct{}
 	stash     transport.Stash
 	wary      map[string]bool
-	inboxes   map[inboxKey]*inbox
 	closed    bool
 }
 
@@ -169,7 +168,7 @@ func Open(o Options) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{opts: o, nc: o.Conn, consumers: map[string]jetstream.Consumer{}, streams: map[string]jetstream.Stream{},
-		held: map[string]map[*receipt]struct{}{}, wary: map[string]bool{}, inboxes: map[inboxKey]*inbox{}}
+		held: map[string]map[*receipt]struct{}{}, wary: map[string]bool{}}
 	if t.nc == nil {
 		nc, err := natsgo.Connect(o.URL, natsgo.Name("lily"), natsgo.MaxReconnects(-1))
 		if err != nil {

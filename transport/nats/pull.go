@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -22,118 +21,25 @@ type pullRequest struct {
 // minExpiry bounds every pull request on the server's side.
 const minExpiry = 10 * time.Millisecond
 
-// inbox is the reply subject of one consumer instance's pulls on one
-// queue, subscribed once and kept for the instance's life (as jetstream's
-// Messages iterator keeps one), not subscribed and unsubscribed for each
-// pull: a subscription change costs the server a sublist update, and a
-// message that reaches a kept inbox after its pull gave up is not lost.
-type inbox struct {
-	mu  sync.Mutex // one pull at a time
-	sub *natsgo.Subscription
-}
-
-type inboxKey struct{ queue, consumer string }
-
-// inboxFor returns the inbox of consumer on queue, made on first use.
-func (t *Transport) inboxFor(queue, consumer string) *inbox {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	k := inboxKey{queue, consumer}
-	ib := t.inboxes[k]
-	if ib == nil {
-		ib = &inbox{}
-		t.inboxes[k] = ib
-	}
-	return ib
-}
-
-// dropInboxes unsubscribes the inboxes of consumer (on queue, or on every
-// queue when queue is ""). A message still queued in one reached this
-// instance after its pull gave up: it is NAKed, handed out again at once
-// (its delivery is counted; it cannot be undone).
-func (t *Transport) dropInboxes(consumer, queue string) (naked int, err error) {
-	t.mu.Lock()
-	var ibs []*inbox
-	for k, ib := range t.inboxes {
-		if k.consumer == consumer && (queue == "" || k.queue == queue) {
-			ibs = append(ibs, ib)
-			delete(t.inboxes, k)
-		}
-	}
-	t.mu.Unlock()
-	var errs []error
-	for _, ib := range ibs {
-		ib.mu.Lock() // a pull running ends first
-		if ib.sub != nil {
-			for _, m := range queued(ib.sub, -1) {
-				if err := m.Nak(); err != nil {
-					errs = append(errs, fmt.Errorf("nats: give back a message that reached a closed pull: %w", err))
-				} else {
-					naked++
-				}
-			}
-			if err := ib.sub.Unsubscribe(); err != nil && !errors.Is(err, natsgo.ErrConnectionClosed) && !errors.Is(err, natsgo.ErrBadSubscription) {
-				errs = append(errs, fmt.Errorf("nats: unsubscribe a pull inbox: %w", err))
-			}
-			ib.sub = nil
-		}
-		ib.mu.Unlock()
-	}
-	return naked, errors.Join(errs...)
-}
-
-// queued returns up to limit (-1: all) messages already queued on sub
-// without waiting, status messages left out.
-func queued(sub *natsgo.Subscription, limit int) []*natsgo.Msg {
-	var out []*natsgo.Msg
-	n, _, err := sub.Pending()
-	for ; err == nil && n > 0 && (limit < 0 || len(out) < limit); n-- {
-		m, err := sub.NextMsg(time.Second) // queued: returns at once
-		if err != nil {
-			break
-		}
-		if !isStatus(m) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // isStatus reports a JetStream status message (no message of the stream).
 func isStatus(m *natsgo.Msg) bool { return len(m.Data) == 0 && m.Header.Get("Status") != "" }
 
-// pull asks b's consumer for up to n messages for consumer (an instance)
-// on queue: those it has at once, else the first to come within wait,
-// through the instance's inbox. Messages an earlier pull of the instance
-// gave up on (no answer within its margin) come first. A second pull of
-// the same instance at the same time gets a reply subject of its own.
-func (t *Transport) pull(queue, consumer string, b Binding, n int, wait time.Duration) ([]*natsgo.Msg, error) {
-	ib := t.inboxFor(queue, consumer)
-	if !ib.mu.TryLock() {
-		sub, err := t.nc.SubscribeSync(t.nc.NewInbox())
-		if err != nil {
-			return nil, err
-		}
-		defer sub.Unsubscribe()
-		return t.pullWith(sub, b, nil, n, wait)
+// pull asks b's consumer for up to n messages: those it has at once, else
+// the first to come within wait. Each pull has a reply subscription of its
+// own, as jetstream's Fetch has: one kept per consumer instance (as its
+// Messages iterator keeps one) was tried, and under load pulls then went
+// without an answer for the whole margin (docs/nats.md).
+func (t *Transport) pull(b Binding, n int, wait time.Duration) ([]*natsgo.Msg, error) {
+	sub, err := t.nc.SubscribeSync(t.nc.NewInbox())
+	if err != nil {
+		return nil, err
 	}
-	defer ib.mu.Unlock()
-	if ib.sub == nil || !ib.sub.IsValid() {
-		sub, err := t.nc.SubscribeSync(t.nc.NewInbox())
-		if err != nil {
-			return nil, err
-		}
-		ib.sub = sub
-	}
-	early := queued(ib.sub, n)
-	if len(early) == n {
-		return early, nil
-	}
-	return t.pullWith(ib.sub, b, early, n, wait)
+	defer sub.Unsubscribe()
+	return t.pullWith(sub, b, n, wait)
 }
 
-// pullWith sends one pull request for n − len(out) messages with sub's
-// subject as its reply subject and collects the answer after out. The
+// pullWith sends one pull request for n messages with sub's subject as
+// its reply subject and collects the answer. The
 // request is no_wait with an expiry, which the server ends itself (408)
 // once it has handed out what it had, or at the expiry. jetstream's
 // FetchNoWait sends no expiry, and a server (2.9) that counts messages it
@@ -141,15 +47,16 @@ func (t *Transport) pull(queue, consumer string, b Binding, n int, wait time.Dur
 // after the client stopped listening: the next message it hands out goes
 // to nobody, leased for AckWait with its count raised — seen as a retried
 // message missing for a minute under load.
-func (t *Transport) pullWith(sub *natsgo.Subscription, b Binding, out []*natsgo.Msg, n int, wait time.Duration) ([]*natsgo.Msg, error) {
+func (t *Transport) pullWith(sub *natsgo.Subscription, b Binding, n int, wait time.Duration) ([]*natsgo.Msg, error) {
 	expires := max(wait, minExpiry)
 	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		return out, err
+		return nil, err
 	}
-	req, _ := json.Marshal(pullRequest{Batch: n - len(out), NoWait: true, Expires: expires})
+	req, _ := json.Marshal(pullRequest{Batch: n, NoWait: true, Expires: expires})
 	if err := t.nc.PublishRequest(jetstream.DefaultAPIPrefix+"CONSUMER.MSG.NEXT."+b.Stream+"."+b.Consumer, sub.Subject, req); err != nil {
-		return out, err
+		return nil, err
 	}
+	var out []*natsgo.Msg
 	// The server answers by its expiry at the latest; the margin covers a
 	// loaded server and network, not the normal case.
 	deadline := time.Now().Add(expires + 10*time.Second)

@@ -69,7 +69,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	// A pull is never cut short by the caller's context: a message the
 	// server sent to a pull whose reader left would be leased to nobody
 	// until AckWait, its count raised.
-	msgs, err := t.pull(p.Queue, p.Consumer, b, n, min(p.Wait, t.opts.MaxWait))
+	msgs, err := t.pull(b, n, min(p.Wait, t.opts.MaxWait))
 	if err != nil {
 		t.forget(p.Queue)
 		err = fmt.Errorf("nats: receive from %s (stream %s, consumer %s): %w", p.Queue, b.Stream, b.Consumer, err)

@@ -217,11 +217,6 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 		}
 		n++
 	}
-	naked, err := t.dropInboxes(p.Consumer, "")
-	if err != nil {
-		errs = append(errs, err)
-	}
-	n += naked
 	if err := t.confirm(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -244,11 +239,7 @@ func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) e
 		}
 		t.unhold(rc)
 	}
-	naked, err := t.dropInboxes(p.Consumer, p.Queue)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if len(ds) > 0 || naked > 0 {
+	if len(ds) > 0 {
 		if err := t.confirm(ctx); err != nil {
 			errs = append(errs, err)
 		}
