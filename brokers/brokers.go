@@ -136,11 +136,12 @@ func (s *Set) ForQueue(ctx context.Context, q lily.QueueConfig) (Transport, erro
 		ps.Register(q.Spec())
 		return ps, nil
 	case lily.TransportNATS:
+		// No spec to register: the NATS transport reads what it needs
+		// (the consumer's MaxAckPending) from the server.
 		nt, err := s.NATS(ctx)
 		if err != nil {
 			return nil, err
 		}
-		nt.Register(q.Spec())
 		return nt, nil
 	}
 	return nil, nil

@@ -22,7 +22,7 @@
 // delivery-limit-one, retry-span-short, dlq-retention-below-source,
 // dlq-retention-below-triage, jitter-without-retries, buckets-near-limit,
 // topology-buckets-near-limit, retries-share-cap, park-needs-keys,
-// block-holds-partition, no-owner, handler-timeout-over-lease,
+// block-holds-partition, nats-ordered-one-in-flight, no-owner, handler-timeout-over-lease,
 // retry-capacity-short, breaker-without-retries; for transport "pubsub"
 // (lint/pubsub.go): pubsub-max-attempts, pubsub-retry-retention,
 // pubsub-retry-hops, pubsub-retry-rounded, pubsub-retry-needs-consumer;

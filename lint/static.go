@@ -45,6 +45,9 @@ const (
 	CodeParkNeedsKeys = "park-needs-keys"
 	// CodeBlockHoldsPartition (info): ordering = "block" on Kafka.
 	CodeBlockHoldsPartition = "block-holds-partition"
+	// CodeNATSOrderedOneInFlight (info): ordering = "park" or "block" on
+	// NATS JetStream.
+	CodeNATSOrderedOneInFlight = "nats-ordered-one-in-flight"
 	// CodeNoOwner (warning): owner is empty.
 	CodeNoOwner = "no-owner"
 )
@@ -103,6 +106,11 @@ const (
 //     (Message.Key), not per queue, so the configuration cannot show
 //     whether the queue's messages carry them; the finding reminds that
 //     park only orders messages that do.
+//   - block-holds-partition (info): ordering = "block" on Kafka holds the
+//     head's whole partition.
+//   - nats-ordered-one-in-flight (info): ordering = "park" or "block" on
+//     NATS: the consumer hands out one message at a time (MaxAckPending
+//     1), and a retry waits out its delay at the head of the queue.
 //   - no-owner (warning): owner is empty.
 //   - handler-timeout-over-lease (warning): handler_timeout_millis plus
 //     AbandonGrace (1 s) does not end inside the transport's lease
@@ -254,6 +262,15 @@ func staticQueue(q lily.QueueConfig) []Finding {
 				"discarded; one poison record delays a share of all keys (1 / the partition count)",
 			`keep it where the partition's order matters (change data capture, event sourcing); where only each key's `+
 				`order matters, use ordering = "park", which holds the key alone`)
+	}
+
+	if q.Ordering != lily.OrderingReorder && q.Transport == lily.TransportNATS {
+		add(Info, CodeNATSOrderedOneInFlight, `ordering = "`+q.Ordering+`" on NATS: one message in flight, and a retry's delay holds the queue`,
+			"the consumer is declared with MaxAckPending 1, so the server hands out the stream in order, one message at a "+
+				"time across every instance; a retry is a NAK with its delay, and the message waits it out at the head of the "+
+				"queue, every key behind it (as a consumer that died holding a message holds it for AckWait)",
+			`keep retry delays short on this queue (retry_backoff_millis, max_retry_backoff_millis), or use ordering = "reorder" `+
+				`where the order of a key's messages does not matter`)
 	}
 
 	if strings.TrimSpace(q.Owner) == "" {

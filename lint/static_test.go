@@ -78,6 +78,8 @@ func TestStaticRules(t *testing.T) {
 		{"park", `ordering = "park"`, "info park-needs-keys"},
 		{"block", `ordering = "block"`, ""},
 		{"block on kafka", "ordering = \"block\"\ntransport = \"kafka\"", "info block-holds-partition"},
+		{"block on nats", "ordering = \"block\"\ntransport = \"nats\"", "info nats-ordered-one-in-flight"},
+		{"park on nats", "ordering = \"park\"\ntransport = \"nats\"", "info park-needs-keys,info nats-ordered-one-in-flight"},
 		{"no owner", `owner = " "`, "warning no-owner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

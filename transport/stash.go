@@ -1,5 +1,10 @@
 package transport
 
+import (
+	"sync"
+	"time"
+)
+
 // Stash keeps, per consumer instance and queue, deliveries that a receive
 // took from the broker but did not hand out: the rest of a batch cut
 // before its first redelivery (ReceiveParams.IsolateRedeliveries). The
@@ -9,7 +14,10 @@ package transport
 //
 // The zero value is ready. A Stash is not safe for concurrent use: the
 // transport guards it with the lock that guards the receipts it holds.
-type Stash struct{ m map[stashKey][]*Delivery }
+type Stash struct {
+	m       map[stashKey][]*Delivery
+	keeping bool // a KeepLeases goroutine runs
+}
 
 type stashKey struct{ consumer, queue string }
 
@@ -89,4 +97,32 @@ func (s *Stash) All() []*Delivery {
 		out = append(out, ds...)
 	}
 	return out
+}
+
+// KeepLeases starts, unless one runs already, a goroutine that extends
+// the leases of what s keeps (nobody else holds them) with extend, every
+// interval, until nothing is kept or closed reports true. The caller
+// holds mu, the lock that guards s and what closed reads; the goroutine
+// takes mu to look and calls extend without it.
+func (s *Stash) KeepLeases(mu sync.Locker, every time.Duration, closed func() bool, extend func(*Delivery)) {
+	if s.keeping {
+		return
+	}
+	s.keeping = true
+	go func() {
+		for {
+			time.Sleep(every) // the lease's own clock: no event to wait for
+			mu.Lock()
+			ds := s.All()
+			if len(ds) == 0 || closed() {
+				s.keeping = false
+				mu.Unlock()
+				return
+			}
+			mu.Unlock()
+			for _, d := range ds {
+				extend(d)
+			}
+		}
+	}()
 }

@@ -2,7 +2,9 @@ package transport
 
 import (
 	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 func deliveries(counts ...int) []*Delivery {
@@ -61,4 +63,71 @@ func TestStash(t *testing.T) {
 	if got := ids(s.Remove("c2", "q")); !slices.Equal(got, []string{"a"}) || len(s.All()) != 0 {
 		t.Fatalf("Remove(c2) = %v, left %d: want [a], nothing left", got, len(s.All()))
 	}
+}
+
+// TestStashKeepLeases: KeepLeases extends every kept delivery until none
+// is kept, then its goroutine ends, and a later call starts a new one.
+func TestStashKeepLeases(t *testing.T) {
+	var mu sync.Mutex
+	var s Stash
+	extended := make(chan string, 64)
+	keep := func() {
+		s.KeepLeases(&mu, time.Millisecond, func() bool { return false }, func(d *Delivery) {
+			select {
+			case extended <- d.EventID:
+			default: // the test has seen enough
+			}
+		})
+	}
+	waitExtended := func(want ...string) {
+		t.Helper()
+		seen := map[string]int{}
+		deadline := time.After(30 * time.Second)
+		for _, id := range want {
+			for seen[id] < 2 {
+				select {
+				case got := <-extended:
+					seen[got]++
+				case <-deadline:
+					t.Fatalf("extended %v, want each of %v twice", seen, want)
+				}
+			}
+		}
+	}
+	waitStopped := func() {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			mu.Lock()
+			keeping := s.keeping
+			mu.Unlock()
+			if !keeping {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("KeepLeases still runs with nothing kept")
+			}
+			time.Sleep(time.Millisecond) // polling the goroutine's end: no event to wait on
+		}
+	}
+	mu.Lock()
+	s.Put("c", "q", deliveries(1, 1))
+	keep()
+	mu.Unlock()
+	waitExtended("a", "b")
+	mu.Lock()
+	s.Remove("c", "q")
+	mu.Unlock()
+	waitStopped()
+	for len(extended) > 0 {
+		<-extended
+	}
+	mu.Lock()
+	s.Put("c", "q", deliveries(3))
+	keep()
+	mu.Unlock()
+	waitExtended("a")
+	mu.Lock()
+	s.RemoveConsumer("c")
+	mu.Unlock()
+	waitStopped()
 }

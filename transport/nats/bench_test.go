@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,4 +235,81 @@ func BenchmarkDeadLetter(b *testing.B) {
 		b.StopTimer()
 		wantEmpty(b, tr, qc.Name, b.N)
 	})
+}
+
+// BenchmarkDrain: DrainDeadLetters of N dead letters (published straight
+// to the dead-letter subject with evidence headers) into a store that
+// keeps nothing: the reads, and the removal after each batch's store.
+func BenchmarkDrain(b *testing.B) {
+	if os.Getenv("LILY_NATS_BENCH") == "" {
+		b.Skip("SKIPPING: set LILY_NATS_BENCH=1 to run against the NATS server")
+	}
+	tr := open(b, func(o *nats.Options) { o.AckWait = 30 * time.Second })
+	qc := benchQueue(b, tr, 0)
+	js := tr.JetStream()
+	rec := evidence.Record{Reason: evidence.ReasonPermanent, ErrorType: "*errors.errorString", ErrorMessage: "permanent: bad order",
+		Source: "nats/" + qc.Name, Consumer: "bench", Host: "bench-host", DeliveryCount: 1, DeadLetteredAt: time.Now()}
+	h := map[string]any{}
+	rec.Apply(h)
+	var fs []jetstream.PubAckFuture
+	for range b.N {
+		m := natsgo.NewMsg(nats.DeadLetterSubject(qc.Name))
+		for k, v := range h {
+			m.Header.Set(k, fmt.Sprint(v))
+		}
+		m.Data = benchBody
+		f, err := js.PublishMsgAsync(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fs = append(fs, f)
+	}
+	for _, f := range fs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			b.Fatal(err)
+		}
+	}
+	stored := 0
+	b.ResetTimer()
+	n, err := tr.DrainDeadLetters(context.Background(), &transport.DrainParams{Queue: qc.Name}, func(_ context.Context, ds []*transport.Delivery) error {
+		stored += len(ds)
+		return nil
+	})
+	b.StopTimer()
+	if err != nil || n != b.N || stored != b.N {
+		b.Fatalf("conservation: drained %d, stored %d (%v), want %d", n, stored, err, b.N)
+	}
+	wantEmpty(b, tr, qc.Name, 0)
+}
+
+// BenchmarkRetryRound: the Lily consumer on N messages that each fail once
+// (retried after 1 ms: a retry record, then NakWithDelay) and succeed on
+// their redelivery (the record read, the ack, the record deleted).
+func BenchmarkRetryRound(b *testing.B) {
+	if os.Getenv("LILY_NATS_BENCH") == "" {
+		b.Skip("SKIPPING: set LILY_NATS_BENCH=1 to run against the NATS server")
+	}
+	tr := open(b, func(o *nats.Options) { o.AckWait = 30 * time.Second })
+	qc := benchQueue(b, tr, b.N)
+	qc.RetryAttempts, qc.RetryBackoffMillis, qc.MaxRetryBackoffMillis = 1, new(int64(1)), new(int64(1))
+	var failed, acked atomic.Int64
+	b.ResetTimer()
+	lilyRun(b, tr, qc, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
+		if d.Headers["x-retry-count"] == nil {
+			failed.Add(1)
+			return errors.New("inventory service timed out")
+		}
+		acked.Add(1)
+		return nil
+	}), func() bool {
+		n, err := tr.InFlight(context.Background(), qc.Name)
+		return err == nil && n == 0 && acked.Load() >= int64(b.N)
+	})
+	b.StopTimer()
+	if failed.Load() != int64(b.N) || acked.Load() != int64(b.N) {
+		b.Fatalf("conservation: %d failed, %d acked, want %d each", failed.Load(), acked.Load(), b.N)
+	}
+	wantEmpty(b, tr, qc.Name, 0)
 }

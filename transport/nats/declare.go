@@ -34,7 +34,7 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 		}
 		b := t.QueueBinding(q.Name)
 		if _, adopted := t.opts.Queues[q.Name]; adopted {
-			if err := t.checkAdopted(ctx, q.Name, b); err != nil {
+			if err := t.checkAdopted(ctx, q, b); err != nil {
 				return err
 			}
 		} else if err := t.declareQueue(ctx, q, b); err != nil {
@@ -43,7 +43,6 @@ func (t *Transport) Declare(ctx context.Context, p *transport.DeclareParams) err
 		if err := t.declareDeadLetters(ctx, q); err != nil {
 			return err
 		}
-		t.specs.Register(q)
 	}
 	return nil
 }
@@ -59,7 +58,7 @@ func (t *Transport) declareQueue(ctx context.Context, q transport.QueueSpec, b B
 		return fmt.Errorf("nats: declare stream %s of queue %s (subject %s, retention %s): %w", b.Stream, q.Name, b.Subject, t.opts.Retention, err)
 	}
 	_, err = t.js.CreateOrUpdateConsumer(ctx, b.Stream, jetstream.ConsumerConfig{Durable: b.Consumer,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: t.opts.AckWait, MaxDeliver: -1, MaxAckPending: t.opts.MaxAckPending,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: t.opts.AckWait, MaxDeliver: -1, MaxAckPending: t.maxAckPending(q),
 		DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return fmt.Errorf("nats: declare consumer %s on stream %s of queue %s: %w", b.Consumer, b.Stream, q.Name, err)
@@ -67,9 +66,26 @@ func (t *Transport) declareQueue(ctx context.Context, q transport.QueueSpec, b B
 	return nil
 }
 
+// maxAckPending is the MaxAckPending of q's consumer: 1 for a queue that
+// keeps per-key order (ordering park or block, QueueSpec.SingleActiveConsumer),
+// else Options.MaxAckPending. With 1 the server hands the consumer's next
+// message out only once the previous one is settled, whichever process
+// holds it: the stream is consumed in order across every instance, and a
+// message whose holder died comes back (after AckWait) before anything
+// behind it — what RabbitMQ's single active consumer with prefetch 1 gives
+// (docs/design.md §4.9, §8.8).
+func (t *Transport) maxAckPending(q transport.QueueSpec) int {
+	if q.SingleActiveConsumer {
+		return 1
+	}
+	return t.opts.MaxAckPending
+}
+
 // checkAdopted checks an existing stream and consumer: the consumer must
-// be a pull consumer with explicit acks (Lily settles each message).
-func (t *Transport) checkAdopted(ctx context.Context, queue string, b Binding) error {
+// be a pull consumer with explicit acks (Lily settles each message), and
+// for an ordered queue hand out one message at a time (MaxAckPending 1).
+func (t *Transport) checkAdopted(ctx context.Context, q transport.QueueSpec, b Binding) error {
+	queue := q.Name
 	c, err := t.js.Consumer(ctx, b.Stream, b.Consumer)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -86,6 +102,10 @@ func (t *Transport) checkAdopted(ctx context.Context, queue string, b Binding) e
 	if cfg.DeliverSubject != "" {
 		return fmt.Errorf("nats: queue %s: consumer %s of stream %s is a push consumer (deliver subject %s): %w: Lily pulls; create a pull consumer",
 			queue, b.Consumer, b.Stream, cfg.DeliverSubject, transport.ErrUnsafeQueue)
+	}
+	if q.SingleActiveConsumer && cfg.MaxAckPending != 1 {
+		return fmt.Errorf("nats: queue %s: consumer %s of stream %s has MaxAckPending %d: %w: ordering park and block need MaxAckPending 1 (one message handed out at a time, in stream order); set it with 'nats consumer edit %s %s --max-pending=1', or use ordering \"reorder\"",
+			queue, b.Consumer, b.Stream, cfg.MaxAckPending, transport.ErrUnsafeQueue, b.Stream, b.Consumer)
 	}
 	if cfg.MaxDeliver > 0 {
 		t.opts.Logger.Warn("nats: adopted consumer has MaxDeliver: the server stops delivering a message at it, retries included, and only its MAX_DELIVERIES advisory tells",
@@ -142,7 +162,3 @@ func (t *Transport) DeleteQueue(ctx context.Context, spec transport.QueueSpec) e
 	}
 	return errors.Join(errs...)
 }
-
-// Register remembers queue specs for a transport that did not declare
-// them itself (the brokers of a configuration).
-func (t *Transport) Register(specs ...transport.QueueSpec) { t.specs.Register(specs...) }

@@ -71,47 +71,24 @@ func (t *Transport) PeekDeadLetters(ctx context.Context, queue string, limit int
 }
 
 // DrainDeadLetters hands queue's dead letters to store in batches and
-// deletes a batch from the dead-letter stream only after store returned
+// removes a batch from the dead-letter stream only after store returned
 // nil for it (catalog commit, then removal).
 func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainParams, store func(context.Context, []*transport.Delivery) error) (int, error) {
 	if err := t.checkOpen(); err != nil {
 		return 0, err
 	}
-	batch := p.Batch
-	if batch <= 0 {
-		batch = 256
-	}
 	s, err := t.stream(ctx, DeadLetterStream(p.Queue))
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	from := uint64(1)
-	for p.Limit == 0 || n < p.Limit {
-		want := batch
-		if p.Limit > 0 {
-			want = min(want, p.Limit-n)
-		}
+	return drainStream(ctx, s, DeadLetterSubject(p.Queue), p, func(ctx context.Context, from uint64, want int) ([]held, error) {
 		ds, err := t.readDeadLetters(ctx, p.Queue, from, want)
-		if err != nil {
-			return n, err
+		hs := make([]held, len(ds))
+		for i, d := range ds {
+			hs[i] = held{seq: d.Receipt.(*dlqReceipt).seq, d: d}
 		}
-		if len(ds) == 0 {
-			return n, nil
-		}
-		if err := store(ctx, ds); err != nil {
-			return n, fmt.Errorf("nats: store dead letters of %s: %w (left in %s)", p.Queue, err, DeadLetterStream(p.Queue))
-		}
-		for _, d := range ds {
-			rc := d.Receipt.(*dlqReceipt)
-			if err := s.DeleteMsg(ctx, rc.seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-				return n, fmt.Errorf("nats: remove drained dead letter %s (sequence %d) from %s: %w (stored; it would be drained again)", d.EventID, rc.seq, rc.stream, err)
-			}
-			from = rc.seq + 1
-			n++
-		}
-	}
-	return n, nil
+		return hs, err
+	}, store)
 }
 
 // DeadLetterDepth counts queue's dead letters not drained yet.

@@ -111,10 +111,6 @@ func (f *ForeignConsumer) DeadLetterDepth(ctx context.Context, _ string) (int64,
 // removed, never skipped. A batch's advisories are deleted only after
 // store returned nil for it.
 func (f *ForeignConsumer) DrainDeadLetters(ctx context.Context, p *transport.DrainParams, store func(context.Context, []*transport.Delivery) error) (int, error) {
-	batch := p.Batch
-	if batch <= 0 {
-		batch = 256
-	}
 	adv, err := f.t.stream(ctx, AdvisoryStream(f.stream, f.consumer))
 	if err != nil {
 		return 0, err
@@ -123,44 +119,26 @@ func (f *ForeignConsumer) DrainDeadLetters(ctx context.Context, p *transport.Dra
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	from := uint64(1)
-	for p.Limit == 0 || n < p.Limit {
-		want := batch
-		if p.Limit > 0 {
-			want = min(want, p.Limit-n)
-		}
-		var ds []*transport.Delivery
-		var seqs []uint64
-		for len(ds) < want {
-			raw, err := adv.GetMsg(ctx, from, jetstream.WithGetMsgSubject("$JS.EVENT.ADVISORY.CONSUMER.*."+f.stream+"."+f.consumer))
+	subject := "$JS.EVENT.ADVISORY.CONSUMER.*." + f.stream + "." + f.consumer
+	return drainStream(ctx, adv, subject, p, func(ctx context.Context, from uint64, want int) ([]held, error) {
+		var hs []held
+		for len(hs) < want {
+			raw, err := adv.GetMsg(ctx, from, jetstream.WithGetMsgSubject(subject))
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				break
 			}
 			if err != nil {
-				return n, fmt.Errorf("nats: read advisory stream %s at %d: %w", AdvisoryStream(f.stream, f.consumer), from, err)
+				return nil, fmt.Errorf("nats: read advisory stream %s at %d: %w", AdvisoryStream(f.stream, f.consumer), from, err)
 			}
 			from = raw.Sequence + 1
 			d, err := f.deadLetter(ctx, src, p.Queue, raw)
 			if err != nil {
-				return n, err
+				return nil, err
 			}
-			ds, seqs = append(ds, d), append(seqs, raw.Sequence)
+			hs = append(hs, held{seq: raw.Sequence, d: d})
 		}
-		if len(ds) == 0 {
-			return n, nil
-		}
-		if err := store(ctx, ds); err != nil {
-			return n, fmt.Errorf("nats: store the dead letters of consumer %s on %s: %w (advisories kept)", f.consumer, f.stream, err)
-		}
-		for _, seq := range seqs {
-			if err := adv.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-				return n, fmt.Errorf("nats: delete ingested advisory %d from %s: %w (stored; it would be ingested again, into the same entry)", seq, AdvisoryStream(f.stream, f.consumer), err)
-			}
-			n++
-		}
-	}
-	return n, nil
+		return hs, nil
+	}, store)
 }
 
 // deadLetter builds the dead letter of one advisory.

@@ -97,11 +97,10 @@ type Options struct {
 
 // Transport is the NATS JetStream transport. It is safe for concurrent use.
 type Transport struct {
-	opts  Options
-	nc    *natsgo.Conn
-	own   bool
-	js    jetstream.JetStream
-	specs transport.Specs
+	opts Options
+	nc   *natsgo.Conn
+	own  bool
+	js   jetstream.JetStream
 
 	mu        sync.Mutex
 	consumers map[string]jetstream.Consumer // queue -> its consumer
@@ -109,7 +108,6 @@ type Transport struct {
 	held      map[string]map[*receipt]struct{}
 	stash     transport.Stash
 	wary      map[string]bool
-	stashing  bool
 	closed    bool
 }
 

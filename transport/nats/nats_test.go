@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/nats"
@@ -83,4 +84,21 @@ func TestConformance(t *testing.T) {
 func TestLoad(t *testing.T) {
 	// Not parallel: the load behaviours count the process's goroutines.
 	transporttest.RunLoad(t, harness())
+}
+
+// openAccounted returns a transport on the test server wrapped with
+// ledger.Account (catalog parking) and its catalog, closed at the end of
+// the test.
+func openAccounted(t *testing.T) (transport.Transport, *catalog.Store) {
+	t.Helper()
+	cat := openCatalog(t)
+	return ledger.Account(open(t), ledger.New(cat)), cat
+}
+
+// TestOrdering runs the park and block scenarios on the NATS server: an
+// ordered queue's consumer has MaxAckPending 1, so the stream is handed
+// out one message at a time, in order, across every instance.
+func TestOrdering(t *testing.T) {
+	t.Parallel()
+	transporttest.RunOrdering(t, transporttest.OrderingHarness{Name: "nats", Open: openAccounted, Teardown: teardown})
 }

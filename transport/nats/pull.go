@@ -21,33 +21,45 @@ type pullRequest struct {
 // minExpiry bounds every pull request on the server's side.
 const minExpiry = 10 * time.Millisecond
 
+// isStatus reports a JetStream status message (no message of the stream).
+func isStatus(m *natsgo.Msg) bool { return len(m.Data) == 0 && m.Header.Get("Status") != "" }
+
 // pull asks b's consumer for up to n messages: those it has at once, else
-// the first to come within wait. The request is no_wait with an expiry,
-// which the server ends itself (408) once it has handed out what it had,
-// or at the expiry. jetstream's FetchNoWait sends no expiry, and a server
-// (2.9) that counts messages it cannot hand out yet (a NAK delay running)
-// keeps such a request open after the client stopped listening: the next
-// message it hands out goes to nobody, leased for AckWait with its count
-// raised — seen as a retried message missing for a minute under load.
+// the first to come within wait. Each pull has a reply subscription of its
+// own, as jetstream's Fetch has: one kept per consumer instance (as its
+// Messages iterator keeps one) was tried, and under load pulls then went
+// without an answer for the whole margin (docs/nats.md).
 func (t *Transport) pull(b Binding, n int, wait time.Duration) ([]*natsgo.Msg, error) {
-	expires := max(wait, minExpiry)
-	inbox := t.nc.NewInbox()
-	sub, err := t.nc.SubscribeSync(inbox)
+	sub, err := t.nc.SubscribeSync(t.nc.NewInbox())
 	if err != nil {
 		return nil, err
 	}
 	defer sub.Unsubscribe()
+	return t.pullWith(sub, b, n, wait)
+}
+
+// pullWith sends one pull request for n messages with sub's subject as
+// its reply subject and collects the answer. The
+// request is no_wait with an expiry, which the server ends itself (408)
+// once it has handed out what it had, or at the expiry. jetstream's
+// FetchNoWait sends no expiry, and a server (2.9) that counts messages it
+// cannot hand out yet (a NAK delay running) keeps such a request open
+// after the client stopped listening: the next message it hands out goes
+// to nobody, leased for AckWait with its count raised — seen as a retried
+// message missing for a minute under load.
+func (t *Transport) pullWith(sub *natsgo.Subscription, b Binding, n int, wait time.Duration) ([]*natsgo.Msg, error) {
+	expires := max(wait, minExpiry)
 	if err := sub.SetPendingLimits(-1, -1); err != nil {
 		return nil, err
 	}
 	req, _ := json.Marshal(pullRequest{Batch: n, NoWait: true, Expires: expires})
-	if err := t.nc.PublishRequest(jetstream.DefaultAPIPrefix+"CONSUMER.MSG.NEXT."+b.Stream+"."+b.Consumer, inbox, req); err != nil {
+	if err := t.nc.PublishRequest(jetstream.DefaultAPIPrefix+"CONSUMER.MSG.NEXT."+b.Stream+"."+b.Consumer, sub.Subject, req); err != nil {
 		return nil, err
 	}
+	var out []*natsgo.Msg
 	// The server answers by its expiry at the latest; the margin covers a
 	// loaded server and network, not the normal case.
 	deadline := time.Now().Add(expires + 10*time.Second)
-	var out []*natsgo.Msg
 	for len(out) < n {
 		m, err := sub.NextMsg(time.Until(deadline))
 		if err != nil {
@@ -56,7 +68,7 @@ func (t *Transport) pull(b Binding, n int, wait time.Duration) ([]*natsgo.Msg, e
 			}
 			return out, err
 		}
-		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+		if isStatus(m) {
 			switch code := m.Header.Get("Status"); code {
 			case "404", "408":
 				return out, nil // no (more) messages, or expired

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"sync"
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,11 +42,19 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	if len(kept) > 0 {
 		return kept, nil
 	}
-	_, b, err := t.consumer(ctx, p.Queue)
+	c, b, err := t.consumer(ctx, p.Queue)
 	if err != nil {
 		return nil, err
 	}
 	n := min(max(p.Max, 1), t.opts.MaxBatch)
+	if mp := c.CachedInfo().Config.MaxAckPending; mp > 0 {
+		// The server refuses a pull for more than MaxAckPending (409): an
+		// ordered queue's consumer hands out one message at a time.
+		n = min(n, mp)
+	}
+	if p.KeyOrder {
+		n = 1 // per-key order: the consumer's MaxAckPending is 1 (Declare)
+	}
 	t.mu.Lock()
 	if wary, seen := t.wary[p.Consumer]; p.IsolateRedeliveries && (wary || !seen) {
 		// After a crash the dead consumer's messages come back together,
@@ -72,16 +80,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 		// leased to nobody until AckWait, its count raised.
 		t.opts.Logger.Warn("nats: a pull ended early; handing out what it brought", "queue", p.Queue, "received", len(msgs), "err", err)
 	}
-	ds := make([]*transport.Delivery, 0, len(msgs))
-	for _, m := range msgs {
-		d, err := t.delivery(ctx, p.Queue, p.Consumer, b, m)
-		if err != nil {
-			// It stays leased and comes back after AckWait.
-			t.opts.Logger.Warn("nats: a delivery could not be read (its metadata or retry record); it comes back after AckWait", "queue", p.Queue, "err", err)
-			continue
-		}
-		ds = append(ds, d)
-	}
+	ds := t.deliveries(ctx, p.Queue, p.Consumer, b, msgs)
 	t.mu.Lock()
 	h := t.held[p.Consumer]
 	if h == nil {
@@ -105,13 +104,48 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	if rest := t.giveBack(ctx, ds[cut:]); len(rest) > 0 {
 		t.mu.Lock()
 		t.stash.Put(p.Consumer, p.Queue, rest)
-		if !t.stashing {
-			t.stashing = true
-			go t.keepStash()
-		}
+		// InProgress every fifth of AckWait, until none is kept.
+		t.stash.KeepLeases(&t.mu, t.opts.AckWait/5, func() bool { return t.closed }, func(d *transport.Delivery) {
+			rc := d.Receipt.(*receipt)
+			if err := t.ack(rc, ackProgress); err != nil {
+				t.opts.Logger.Warn("nats: extending the lease of a delivery kept from an isolated batch failed", "queue", rc.queue, "err", err)
+			}
+		})
 		t.mu.Unlock()
 	}
 	return ds[:cut], nil
+}
+
+// deliveries converts a pull's messages, in order. The retry records of
+// its redeliveries are read together (a request each, all in flight at
+// once), not one round trip after another. A message that cannot be read
+// is left out: it stays leased and comes back after AckWait.
+func (t *Transport) deliveries(ctx context.Context, queue, consumer string, b Binding, msgs []*natsgo.Msg) []*transport.Delivery {
+	out := make([]*transport.Delivery, len(msgs))
+	errs := make([]error, len(msgs))
+	inFlight := make(chan struct{}, maxPipelined)
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		if meta, err := m.Metadata(); err != nil || meta.NumDelivered <= 1 || len(msgs) == 1 {
+			out[i], errs[i] = t.delivery(ctx, queue, consumer, b, m) // no record to read, or one alone
+			continue
+		}
+		inFlight <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-inFlight }()
+			out[i], errs[i] = t.delivery(ctx, queue, consumer, b, m)
+		})
+	}
+	wg.Wait()
+	ds := make([]*transport.Delivery, 0, len(msgs))
+	for i, d := range out {
+		if errs[i] != nil {
+			t.opts.Logger.Warn("nats: a delivery could not be read (its metadata or retry record); it comes back after AckWait", "queue", queue, "err", errs[i])
+			continue
+		}
+		ds = append(ds, d)
+	}
+	return ds
 }
 
 // delivery converts a pulled message, reading its retry record when the
@@ -168,30 +202,4 @@ func messageID(h transport.Headers, stream string, seq uint64) string {
 		return id
 	}
 	return fmt.Sprintf("%s:%d", stream, seq)
-}
-
-// keepStash keeps the leases of the deliveries kept from isolated batches
-// (nobody else holds them) with InProgress every fifth of AckWait, until
-// none is kept or the transport is closed.
-func (t *Transport) keepStash() {
-	every := t.opts.AckWait / 5
-	for {
-		time.Sleep(every) // the lease's own clock: no event to wait for
-		t.mu.Lock()
-		var rcs []*receipt
-		for _, d := range t.stash.All() {
-			rcs = append(rcs, d.Receipt.(*receipt))
-		}
-		if len(rcs) == 0 || t.closed {
-			t.stashing = false
-			t.mu.Unlock()
-			return
-		}
-		t.mu.Unlock()
-		for _, rc := range rcs {
-			if err := t.ack(rc, ackProgress); err != nil {
-				t.opts.Logger.Warn("nats: extending the lease of a delivery kept from an isolated batch failed", "queue", rc.queue, "err", err)
-			}
-		}
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -77,18 +78,42 @@ func retryMsg(rc *receipt, h transport.Headers) (*natsgo.Msg, error) {
 	return m, nil
 }
 
-// dropRetry deletes rc's retry record once its message is settled for
-// good. A failure leaves an orphan record, which does no harm (no message
-// has that sequence any more) and is logged.
-func (t *Transport) dropRetry(ctx context.Context, rc *receipt) {
-	if rc.retrySeq == 0 {
+// dropRetries deletes the retry records of rcs, whose messages are
+// settled for good (their acknowledgements confirmed: a record deleted
+// before would leave a message that comes back counted with its retries).
+// The deletions are requests of their own, sent together and awaited
+// together: one round trip for a batch, not one per record. A failure
+// leaves an orphan record, which does no harm (no message has that
+// sequence any more) and is logged.
+func (t *Transport) dropRetries(ctx context.Context, rcs []*receipt) {
+	var drop []*receipt
+	for _, rc := range rcs {
+		if rc.retrySeq != 0 {
+			drop = append(drop, rc)
+		}
+	}
+	if len(drop) == 0 {
 		return
 	}
 	rs, err := t.stream(ctx, t.opts.RetryStream)
-	if err == nil {
-		err = rs.DeleteMsg(ctx, rc.retrySeq)
+	if err != nil {
+		t.opts.Logger.Warn("nats: could not delete settled messages' retry records", "records", len(drop), "err", err)
+		return
 	}
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		t.opts.Logger.Warn("nats: could not delete a settled message's retry record", "queue", rc.queue, "record", retrySubject(rc.b, rc.seq), "err", err)
+	inFlight := make(chan struct{}, maxPipelined)
+	var wg sync.WaitGroup
+	for _, rc := range drop {
+		inFlight <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-inFlight }()
+			if err := rs.DeleteMsg(ctx, rc.retrySeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				t.opts.Logger.Warn("nats: could not delete a settled message's retry record", "queue", rc.queue, "record", retrySubject(rc.b, rc.seq), "err", err)
+			}
+		})
 	}
+	wg.Wait()
 }
+
+// maxPipelined caps the requests to the server one call keeps in flight
+// (record deletions, record reads).
+const maxPipelined = 64

@@ -85,13 +85,18 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 		}
 	}
 	failed := false
+	var settled []*receipt // for good: their retry records go
 	for i, err := range errs {
-		if err == nil {
-			t.unhold(rcs[i])
-		} else {
+		if err != nil {
 			failed = true
+			continue
+		}
+		t.unhold(rcs[i])
+		if a := p.Settlements[i].Action; a == transport.Ack || a == transport.DeadLetter {
+			settled = append(settled, rcs[i])
 		}
 	}
+	t.dropRetries(context.WithoutCancel(ctx), settled)
 	if failed {
 		return &transport.SettleError{Errs: errs}
 	}
@@ -120,7 +125,6 @@ func (t *Transport) finish(ctx context.Context, s *transport.Settlement, rc *rec
 		if err := t.ack(rc, ackAck); err != nil {
 			return false, fmt.Errorf("nats: ack %s on %s: %w", d.EventID, rc.queue, err)
 		}
-		t.dropRetry(ctx, rc)
 	case transport.Retry:
 		if err := t.nak(rc, s.Delay); err != nil {
 			return false, fmt.Errorf("nats: nak %s on %s with delay %s: %w", d.EventID, rc.queue, s.Delay, err)
@@ -129,7 +133,6 @@ func (t *Transport) finish(ctx context.Context, s *transport.Settlement, rc *rec
 		if err := t.ack(rc, ackTerm); err != nil {
 			return false, fmt.Errorf("nats: terminate %s on %s after its dead-letter copy was stored: %w", d.EventID, rc.queue, err)
 		}
-		t.dropRetry(ctx, rc)
 	case transport.Release:
 		if err := t.nak(rc, s.Delay); err != nil {
 			return false, fmt.Errorf("nats: release %s on %s: %w", d.EventID, rc.queue, err)
@@ -253,15 +256,34 @@ func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) e
 // would count their next delivery too. So each is published again to its
 // subject as a copy carrying its hand-outs so far in
 // evidence.HeaderPriorDeliveries (less this one, which no handler saw),
-// and the original is acknowledged once the copy is stored.
+// and the original is acknowledged once the copy is stored. On an adopted
+// stream a copy is made only when its subject reaches Lily's consumer
+// alone (as a Direct publish checks): another consumer of the subject
+// would get the copy as a new message. A redelivery whose subject does not
+// stays received, to run alone later.
 func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery) (kept []*transport.Delivery) {
 	var back []*transport.Delivery
+	alone := map[string]error{} // subject -> why a copy to it would not reach Lily's consumer alone
 	for _, d := range ds {
-		if d.DeliveryCount > 1 {
-			back = append(back, d)
-		} else {
+		rc := d.Receipt.(*receipt)
+		if d.DeliveryCount <= 1 {
 			kept = append(kept, d)
+			continue
 		}
+		if _, adopted := t.opts.Queues[rc.queue]; adopted {
+			err, checked := alone[rc.msg.Subject]
+			if !checked {
+				err = t.Foreign(rc.b.Stream, rc.b.Consumer, "").alone(ctx, rc.msg.Subject)
+				alone[rc.msg.Subject] = err
+			}
+			if err != nil {
+				t.opts.Logger.Warn("nats: a redelivery pulled beside one that runs alone is not given back: a copy would reach other consumers too; it stays received and runs alone later",
+					"queue", rc.queue, "event_id", d.EventID, "err", err)
+				kept = append(kept, d)
+				continue
+			}
+		}
+		back = append(back, d)
 	}
 	if len(back) == 0 {
 		return kept
@@ -292,7 +314,7 @@ func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery) (kep
 				t.opts.Logger.Warn("nats: a given-back redelivery's original could not be acknowledged; it may come back beside its copy (same event ID)",
 					"queue", rc.queue, "event_id", d.EventID, "err", err)
 			}
-			t.dropRetry(context.WithoutCancel(ctx), rc)
+			t.dropRetries(context.WithoutCancel(ctx), []*receipt{rc})
 			acked[i] = true
 		})
 	}

@@ -42,15 +42,19 @@ func (t *Transport) Plan(specs []transport.QueueSpec) []ObjectPlan {
 	for _, q := range specs {
 		b := t.QueueBinding(q.Name)
 		if _, adopted := t.opts.Queues[q.Name]; adopted {
+			checked := map[string]string{"ack_policy": "explicit", "pull": "true"}
+			if q.SingleActiveConsumer {
+				checked["max_ack_pending"] = "1"
+			}
 			out = append(out, ObjectPlan{Kind: "consumer", Name: b.Consumer, Stream: b.Stream, Role: "consumer (adopted: checked, not created)", Queue: q.Name,
-				Settings: map[string]string{"ack_policy": "explicit", "pull": "true"}})
+				Settings: checked})
 		} else {
 			out = append(out,
 				ObjectPlan{Kind: "stream", Name: b.Stream, Role: "queue", Queue: q.Name,
 					Settings: map[string]string{"subjects": b.Subject, "retention": t.opts.Retention, "storage": "file", "replicas": strconv.Itoa(t.opts.Replicas)}},
 				ObjectPlan{Kind: "consumer", Name: b.Consumer, Stream: b.Stream, Role: "consumer", Queue: q.Name,
 					Settings: map[string]string{"ack_policy": "explicit", "pull": "true", "ack_wait": t.opts.AckWait.String(), "max_deliver": "-1",
-						"max_ack_pending": strconv.Itoa(t.opts.MaxAckPending)}})
+						"max_ack_pending": strconv.Itoa(t.maxAckPending(q))}})
 		}
 		dlq := map[string]string{"subjects": DeadLetterSubject(q.Name), "retention": RetentionLimits, "storage": "file", "replicas": strconv.Itoa(t.opts.Replicas)}
 		if q.DLQMaxLength > 0 {

@@ -102,39 +102,16 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	if len(rest) > 0 {
 		t.mu.Lock()
 		t.stash.Put(p.Consumer, p.Queue, rest)
-		if !t.stashing {
-			t.stashing = true
-			go t.keepStash()
-		}
-		t.mu.Unlock()
-	}
-	return ds[:cut], nil
-}
-
-// keepStash extends the leases of the deliveries kept from isolated
-// batches (nobody else holds them) every fifth of the visibility timeout,
-// until none is kept or the transport is closed.
-func (t *Transport) keepStash() {
-	every := t.opts.VisibilityTimeout / 5
-	for {
-		time.Sleep(every)
-		t.mu.Lock()
-		var rcs []*receipt
-		for _, d := range t.stash.All() {
-			rcs = append(rcs, d.Receipt.(*receipt))
-		}
-		if len(rcs) == 0 || t.closed {
-			t.stashing = false
-			t.mu.Unlock()
-			return
-		}
-		t.mu.Unlock()
-		for _, rc := range rcs {
+		// Every fifth of the visibility timeout, until none is kept.
+		t.stash.KeepLeases(&t.mu, t.opts.VisibilityTimeout/5, func() bool { return t.closed }, func(d *transport.Delivery) {
+			rc := d.Receipt.(*receipt)
 			if err := t.visibility(context.Background(), rc, seconds(t.opts.VisibilityTimeout)); err != nil {
 				t.opts.Logger.Warn("sqs: extending the lease of a delivery kept from an isolated batch failed", "queue", rc.queue, "err", err)
 			}
-		}
+		})
+		t.mu.Unlock()
 	}
+	return ds[:cut], nil
 }
 
 // delivery converts a received message.

@@ -86,14 +86,12 @@ type Transport struct {
 	client *awssqs.Client
 	specs  transport.Specs
 
-	mu    sync.Mutex
-	urls  map[string]string
-	held  map[string]map[string]*receipt // consumer -> receipt handle -> receipt
-	stash transport.Stash
-	wary  map[string]bool // consumer saw a redelivery: receive one at a time
-	// stashing: keepStash runs.
-	stashing bool
-	closed   bool
+	mu     sync.Mutex
+	urls   map[string]string
+	held   map[string]map[string]*receipt // consumer -> receipt handle -> receipt
+	stash  transport.Stash
+	wary   map[string]bool // consumer saw a redelivery: receive one at a time
+	closed bool
 
 	httpTransport *http.Transport // nil when the caller gave the HTTP client
 }

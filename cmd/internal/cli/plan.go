@@ -22,7 +22,7 @@ func init() { register(newPlanCmd) }
 func newPlanCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan",
-		Short: "Plan retry limits: outage, independent failures, poison cost, partition stalls, thresholds",
+		Short: "Plan retry limits: outage, independent failures, poison cost, partition stalls, thresholds, JetStream",
 		Long: `Work out what a retry policy costs before an incident does (docs/design.md §10).
 
 "Attempts" always means total attempts: the first processing plus the retries
@@ -42,11 +42,12 @@ with --json, and can draw an SVG chart with --chart FILE.svg.`,
   lily plan independent --rate 2000 --failure-prob 0.01 --attempts 5
   lily plan poison --rate 2000 --poison-fraction 1e-5 --crash-after 2s --redelivery 60s --attempts 5 --handler-time 50ms
   lily plan partition --delays 1s,2s,4s,8s,16s --handler-time 50ms --partition-rate 20 --poison-per-day 1728 --partitions 100
-  lily plan threshold --distribution 1:9,3:5,5:4,never:2 --thresholds 1,2,3,5,8`,
+  lily plan threshold --distribution 1:9,3:5,5:4,never:2 --thresholds 1,2,3,5,8
+  lily plan jetstream --max-deliver 5 --backoff 1s,5s,30s --handler-time 50ms`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("plan: unknown mode %q; use outage, independent, poison, partition or threshold (see 'lily plan --help')", args[0])
+				return usagef("plan: unknown mode %q; use outage, independent, poison, partition, threshold or jetstream (see 'lily plan --help')", args[0])
 			}
 			return cmd.Help()
 		},
@@ -59,7 +60,7 @@ with --json, and can draw an SVG chart with --chart FILE.svg.`,
 		return &UsageError{Msg: fmt.Sprintf("%s: %v (see 'lily %s --help')", name, err, name)}
 	})
 	cmd.AddCommand(newPlanOutageCmd(), newPlanIndependentCmd(), newPlanPoisonCmd(),
-		newPlanPartitionCmd(), newPlanThresholdCmd())
+		newPlanPartitionCmd(), newPlanThresholdCmd(), newPlanJetStreamCmd())
 	return cmd
 }
 

@@ -136,6 +136,33 @@ func TestPlanPoisonExample(t *testing.T) {
 	}
 }
 
+// TestPlanJetStreamExamples: the examples of 'lily plan jetstream --help'
+// (plan.JetStream has the rules; docs/nats.md the worked numbers).
+func TestPlanJetStreamExamples(t *testing.T) {
+	m := planJSON(t, "jetstream", "--max-deliver", "5", "--backoff", "1s,5s,30s", "--handler-time", "50ms")
+	wantExact(t, m, "lease_s", 1)
+	wantExact(t, m, "poison_dead_lettered_after_s", 96)
+	if m["backoff_refused"] != false || m["handler_outlives_lease"] != false {
+		t.Errorf("MaxDeliver 5 over 3 BackOff entries, 50 ms handler: %v", m)
+	}
+	m = planJSON(t, "jetstream", "--rate", "2000", "--outage", "10m", "--attempts", "5", "--backoff-millis", "30000",
+		"--max-backoff-millis", "240000", "--max-ack-pending", "20000")
+	wantExact(t, m, "ack_pending_needed", 900000)
+	wantExact(t, m, "ack_pending_full_after_s", 10)
+	m = planJSON(t, "jetstream", "--dead-letter-rate", "0.02", "--message-bytes", "2048", "--dlq-subject", "lily.dlq.orders.created",
+		"--dlq-max-msgs", "10000", "--dlq-max-age", "168h")
+	wantExact(t, m, "dlq_stored_bytes", 2105)
+	wantExact(t, m, "dlq_full_after_s", 500000)
+	wantExact(t, m, "dead_letter_stays_s", 604800)
+	if m["dlq_refuses_new"] != true || m["dlq_limited_by"] != "max_age" {
+		t.Errorf("discard new with max_msgs and max_age: %v", m)
+	}
+	m = planJSON(t, "jetstream", "--max-deliver", "3", "--backoff", "1s,2s,3s")
+	if m["backoff_refused"] != true {
+		t.Errorf("MaxDeliver 3 with 3 BackOff entries: %v, want refused", m)
+	}
+}
+
 func TestPlanPartitionExample(t *testing.T) {
 	m := planJSON(t, "partition", "--delays", "1s,2s,4s,8s,16s", "--handler-time", "50ms",
 		"--partition-rate", "20", "--poison-per-day", "1728", "--partitions", "100")
@@ -376,6 +403,12 @@ func TestPlanBadInputExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"plan", "partition", "--delays", "1s"}, "--handler-time, --partition-rate, --poison-per-day, --partitions"},
 		{[]string{"plan", "nonsense"}, "unknown mode"},
 		{with(ind, "--failure-prob", "0.1", "--chart", "out.png"), "--chart"},
+		// jetstream
+		{[]string{"plan", "jetstream", "--max-deliver", "-3"}, "--max-deliver"},
+		{[]string{"plan", "jetstream", "--backoff", "1s,0s"}, "--backoff"},
+		{[]string{"plan", "jetstream", "--outage", "10m"}, "--outage"},
+		{[]string{"plan", "jetstream", "--dlq-discard", "oldest"}, "--dlq-discard"},
+		{[]string{"plan", "jetstream", "--dead-letter-rate=-1"}, "--dead-letter-rate"},
 	}
 	for _, tc := range tests {
 		code, out, errs := run(t, tc.args...)
