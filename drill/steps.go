@@ -338,36 +338,27 @@ func (r *run) ledgerStep(ctx context.Context) {
 			}
 		}
 	}
-	after, err := r.ledgerRow(ctx)
-	if err != nil {
-		problems = append(problems, fmt.Sprintf("the ledger could not be read: %v", err))
+	// A broker's counts lag its settlements (RabbitMQ's management
+	// statistics by seconds): the balance is looked at until it holds or
+	// the drill's timeout passes, and the last look is reported (one look
+	// when the step has failed already).
+	deadline := time.Now().Add(r.o.Timeout)
+	if len(problems) > 0 {
+		deadline = time.Now()
 	}
 	var counts string
-	if after != nil {
-		counts = fmt.Sprintf("accepted %d, acked %d, dead-lettered %d, discarded %d, redirected %d, in flight %d, lost %d",
-			after.Accepted, after.Acked, after.DeadLettered, after.Discarded, after.Redirected, after.InFlight, after.Lost)
-		var b ledger.Row
-		if r.before != nil {
-			b = *r.before
+	var balance []string
+	for {
+		counts, balance = r.ledgerBalance(ctx)
+		if len(balance) == 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+			break
 		}
-		switch {
-		case r.env.InFlight == nil:
-			problems = append(problems, "the transport's in-flight count was not given: the balance cannot be read")
-		case !after.Balanced():
-			problems = append(problems, fmt.Sprintf("the ledger of %s does not balance (lost %d, unknown %d: %s)", q, after.Lost, after.Unknown, after.UnknownWhy))
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(r.o.Poll, time.Until(deadline))):
 		}
-		if r.published.IsZero() {
-			// nothing was published: nothing to count
-		} else if after.Accepted <= b.Accepted {
-			problems = append(problems, fmt.Sprintf("accepted did not rise with the drill message (%d before, %d after)", b.Accepted, after.Accepted))
-		} else if r.acked && after.Acked <= b.Acked {
-			problems = append(problems, fmt.Sprintf("acked did not rise with the drill's ack (%d before, %d after)", b.Acked, after.Acked))
-		} else if r.discarded && !r.acked && after.Discarded <= b.Discarded {
-			problems = append(problems, fmt.Sprintf("discarded did not rise with the drill's discard (%d before, %d after)", b.Discarded, after.Discarded))
-		}
-	} else if err == nil {
-		problems = append(problems, fmt.Sprintf("the ledger has no row of %s", q))
 	}
+	problems = append(problems, balance...)
 	took := r.o.Now().Sub(start)
 	if len(problems) > 0 {
 		r.add(StepLedger, Failed, took, "%s; ledger of %s: %s", strings.Join(problems, "; "), q, orNone(counts))
@@ -378,6 +369,42 @@ func (r *run) ledgerStep(ctx context.Context) {
 		end = "discarded with a record"
 	}
 	r.add(StepLedger, Passed, took, "nothing left behind: the drill message was counted accepted and %s; the ledger of %s balances (%s)", end, q, counts)
+}
+
+// ledgerBalance reads the queue's ledger row: its counts and what is
+// wrong with them (not balanced, or not counting the drill message).
+func (r *run) ledgerBalance(ctx context.Context) (counts string, problems []string) {
+	q := r.env.Queue.Name
+	after, err := r.ledgerRow(ctx)
+	if err != nil {
+		return "", []string{fmt.Sprintf("the ledger could not be read: %v", err)}
+	}
+	if after == nil {
+		return "", []string{fmt.Sprintf("the ledger has no row of %s", q)}
+	}
+	counts = fmt.Sprintf("accepted %d, acked %d, dead-lettered %d, discarded %d, redirected %d, in flight %d, lost %d",
+		after.Accepted, after.Acked, after.DeadLettered, after.Discarded, after.Redirected, after.InFlight, after.Lost)
+	var b ledger.Row
+	if r.before != nil {
+		b = *r.before
+	}
+	switch {
+	case r.env.InFlight == nil:
+		problems = append(problems, "the transport's in-flight count was not given: the balance cannot be read")
+	case !after.Balanced():
+		problems = append(problems, fmt.Sprintf("the ledger of %s does not balance (lost %d, unknown %d: %s)", q, after.Lost, after.Unknown, after.UnknownWhy))
+	}
+	switch {
+	case r.published.IsZero():
+		// nothing was published: nothing to count
+	case after.Accepted <= b.Accepted:
+		problems = append(problems, fmt.Sprintf("accepted did not rise with the drill message (%d before, %d after)", b.Accepted, after.Accepted))
+	case r.acked && after.Acked <= b.Acked:
+		problems = append(problems, fmt.Sprintf("acked did not rise with the drill's ack (%d before, %d after)", b.Acked, after.Acked))
+	case r.discarded && !r.acked && after.Discarded <= b.Discarded:
+		problems = append(problems, fmt.Sprintf("discarded did not rise with the drill's discard (%d before, %d after)", b.Discarded, after.Discarded))
+	}
+	return counts, problems
 }
 
 // leave adds to what the drill left behind.
