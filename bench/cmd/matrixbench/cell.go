@@ -165,30 +165,15 @@ func runLily(ctx context.Context, o *options, tr, cat string, procs int) (res re
 			return res
 		}
 	}
-	specs := make([]spec, procs)
+	specs := c.specs(roleConsumer)
 	for i := range specs {
-		specs[i] = c.s
-		specs[i].Role, specs[i].Index = roleConsumer, i
 		specs[i].IDs = filepath.Join(c.dir, fmt.Sprintf("ids.%d", i))
 	}
-	cpu0 := fleet.ReadCPU(nil, c.brokerCPU())
-	start := time.Now()
-	g, err := startGroup(specs)
+	g, err := measure(ctx, o, specs, c.brokerCPU(), &res)
 	if err != nil {
 		res.err = err
 		return res
 	}
-	defer g.stop()
-	werr := g.wait(ctx, int64(o.n), o.timeout)
-	elapsed := time.Since(start)
-	cpu1 := fleet.ReadCPU(g.cmds, c.brokerCPU())
-	serr := g.stop()
-	if werr != nil || serr != nil {
-		res.err = errors.Join(werr, serr)
-		return res
-	}
-	res.rate = float64(o.n) / elapsed.Seconds()
-	res.client, res.pg, res.broker = cpu1.PerMessage(cpu0, o.n)
 	res.err = checkLily(ctx, b, c.s, g, specs)
 	return res
 }
@@ -277,29 +262,42 @@ func runCeiling(ctx context.Context, o *options, cat string, procs int) (res res
 		res.err = err
 		return res
 	}
-	specs := make([]spec, procs)
-	for i := range specs {
-		specs[i] = c.s
-		specs[i].Role, specs[i].Index = roleCeiling, i
-	}
-	cpu0 := fleet.ReadCPU(nil, nil)
-	start := time.Now()
-	g, err := startGroup(specs)
-	if err != nil {
+	if _, err := measure(ctx, o, c.specs(roleCeiling), nil, &res); err != nil {
 		res.err = err
 		return res
 	}
-	defer g.stop()
-	werr := g.wait(ctx, int64(o.n), o.timeout)
-	elapsed := time.Since(start)
-	cpu1 := fleet.ReadCPU(g.cmds, nil)
-	serr := g.stop()
-	if werr != nil || serr != nil {
-		res.err = errors.Join(werr, serr)
-		return res
-	}
-	res.rate = float64(o.n) / elapsed.Seconds()
-	res.client, res.pg, _ = cpu1.PerMessage(cpu0, o.n)
 	res.err = checkCeiling(ctx, store, c.s)
 	return res
+}
+
+// specs are the cell's process specs: procs of them in role, numbered.
+func (c *cell) specs(role string) []spec {
+	specs := make([]spec, c.s.Procs)
+	for i := range specs {
+		specs[i] = c.s
+		specs[i].Role, specs[i].Index = role, i
+	}
+	return specs
+}
+
+// measure starts the processes of specs, waits until they acked every
+// message and stops them; it fills res's rate (from their start to the
+// last ack) and CPU per message (read before their start and at the last
+// ack, while they still run), and returns the stopped group.
+func measure(ctx context.Context, o *options, specs []spec, broker fleet.Broker, res *result) (*group, error) {
+	cpu0 := fleet.ReadCPU(nil, broker)
+	start := time.Now()
+	g, err := startGroup(specs)
+	if err != nil {
+		return nil, err
+	}
+	werr := g.wait(ctx, int64(o.n), o.timeout)
+	elapsed := time.Since(start)
+	cpu1 := fleet.ReadCPU(g.cmds, broker)
+	if err := errors.Join(werr, g.stop()); err != nil {
+		return nil, err
+	}
+	res.rate = float64(o.n) / elapsed.Seconds()
+	res.client, res.pg, res.broker = cpu1.PerMessage(cpu0, o.n)
+	return g, nil
 }
