@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -40,7 +39,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/lily-mq/lily"
-	"github.com/lily-mq/lily/bench/internal/proccpu"
+	"github.com/lily-mq/lily/bench/internal/fleet"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/ledger"
@@ -202,14 +201,9 @@ func newBench(o options) (*bench, error) {
 	if b.admin, err = sql.Open("pgx", o.pg); err != nil {
 		return nil, err
 	}
-	if _, err := b.admin.ExecContext(ctx, `CREATE SCHEMA `+b.schema); err != nil {
-		return nil, fmt.Errorf("create schema (is PostgreSQL running at %s?): %w", o.pg, err)
+	if b.catURL, err = fleet.CreateSchema(ctx, b.admin, o.pg, b.schema); err != nil {
+		return nil, err
 	}
-	u, _ := url.Parse(o.pg)
-	q := u.Query()
-	q.Set("search_path", b.schema)
-	u.RawQuery = q.Encode()
-	b.catURL = u.String()
 	b.cfgPath = filepath.Join(dir, "lily.toml")
 	cfg := fmt.Sprintf(`rabbitmq_url = %q
 catalog_url = %q
@@ -274,19 +268,20 @@ func (b *bench) cleanup() {
 		b.cat.Close()
 	}
 	if b.admin != nil {
-		b.admin.ExecContext(ctx, `DROP SCHEMA IF EXISTS `+b.schema+` CASCADE`)
+		fleet.DropSchema(ctx, b.admin, b.schema)
 		b.admin.Close()
 	}
 	os.RemoveAll(b.dir)
 }
 
 func (b *bench) startConsumer() *exec.Cmd {
-	exe, _ := os.Executable()
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), roleEnv+"=consumer", configEnv+"="+b.cfgPath, queueEnv+"="+b.queue, fixedEnv+"="+filepath.Join(b.dir, "fixed"))
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	cmd, err := fleet.Start(roleEnv+"=consumer", configEnv+"="+b.cfgPath, queueEnv+"="+b.queue, fixedEnv+"="+filepath.Join(b.dir, "fixed"))
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
 		b.fail("start consumer: %v", err)
+		return cmd
 	}
 	b.procs = append(b.procs, cmd)
 	return cmd
@@ -367,7 +362,7 @@ func (b *bench) run() error {
 	}
 	acc := ledger.Account(b.tr, ledger.New(b.cat))
 	start := time.Now()
-	cpu0 := b.cpu(consumers)
+	cpu0 := fleet.ReadCPU(consumers, fleet.RabbitMQ)
 	killed := false
 	for i := 0; i < n; i += 500 {
 		var msgs []lily.Message
@@ -392,13 +387,13 @@ func (b *bench) run() error {
 		// The first pass is timed from the consumers' start: their
 		// processes' start-up is in it, the publishing is not.
 		start = time.Now()
-		cpu0 = b.cpu(consumers)
+		cpu0 = fleet.ReadCPU(consumers, fleet.RabbitMQ)
 		startConsumers()
 	}
 	wantDead := int64((n + permanentEvery - 1) / permanentEvery)
 	first, _ := b.settled(ctx, "first pass", func(r ledger.Row) bool { return r.Acked+r.DeadLettered >= int64(n) })
 	consumed := time.Since(start)
-	cpu1 := b.cpu(consumers)
+	cpu1 := fleet.ReadCPU(consumers, fleet.RabbitMQ)
 	// The dead letters are counted while still in the broker's DLQ; the
 	// replicas' continuous ingest brings them into the catalog.
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
@@ -462,13 +457,9 @@ func (b *bench) run() error {
 		n, b.o.consumers, b.o.replicas, kill, published.Seconds(), float64(n)/published.Seconds(), consumed.Seconds(), float64(n)/consumed.Seconds(),
 		ingested.Seconds(), first.DeadLettered, entries, entries-distinct, job.ID, job.State, job.Done(), orDash(jobs, func(j *redrive.Job) string { return j.Actor }),
 		final.Acked, redriveTook.Seconds(), final.Lost, map[bool]string{true: "OK", false: "FAILED"}[recErr == nil])
-	perMsg := func(of func(cpuReading) map[int]time.Duration) float64 {
-		return float64(proccpu.Since(of(cpu0), of(cpu1)).Microseconds()) / float64(n)
-	}
+	cpuConsumers, cpuPG, cpuBroker := cpu1.PerMessage(cpu0, n)
 	fmt.Printf("\nfirst pass CPU per message: consumer processes %.1f µs, PostgreSQL %.1f µs, RabbitMQ %.1f µs (/proc, over the first pass)\n",
-		perMsg(func(c cpuReading) map[int]time.Duration { return c.consumers }),
-		perMsg(func(c cpuReading) map[int]time.Duration { return c.postgres }),
-		perMsg(func(c cpuReading) map[int]time.Duration { return c.broker }))
+		cpuConsumers, cpuPG, cpuBroker)
 	fmt.Printf("entry states: %v; handler: every %dth message fails permanently until the fix, every %dth once transiently\n", st, permanentEvery, transientEvery)
 	if d, _ := time.ParseDuration(os.Getenv("FLEETBENCH_HOLD")); d > 0 {
 		fmt.Fprintf(os.Stderr, "holding %s before cleanup (queue %s)\n", d, b.queue)
@@ -478,23 +469,6 @@ func (b *bench) run() error {
 		return fmt.Errorf("%d checks failed: %s", len(b.failed), strings.Join(b.failed, "; "))
 	}
 	return nil
-}
-
-// cpuReading is the CPU time, by PID, of the consumer processes, of every
-// PostgreSQL process and of the RabbitMQ node at one moment.
-type cpuReading struct{ consumers, postgres, broker map[int]time.Duration }
-
-func (b *bench) cpu(consumers []*exec.Cmd) cpuReading {
-	r := cpuReading{consumers: map[int]time.Duration{}, postgres: proccpu.Named("postgres", ""), broker: proccpu.Named("beam.smp", "rabbit")}
-	for _, c := range consumers {
-		if c.Process == nil {
-			continue
-		}
-		if t, ok := proccpu.Of(c.Process.Pid); ok {
-			r.consumers[c.Process.Pid] = t
-		}
-	}
-	return r
 }
 
 func orDash(js []*redrive.Job, f func(*redrive.Job) string) string {
