@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,12 +17,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/cmd/internal/demo"
 	"github.com/lily-mq/lily/internal/pgtest"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive/rules"
 	"github.com/lily-mq/lily/transport"
@@ -220,8 +223,48 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 	if err := lily.Publish(ctx, pub, queue, msgs); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"consume", "--config", cfg, "--queue", queue, "--concurrency", "4", "--exit-when-idle", "300ms", "--version", "sidecar-1.2", "--json"}, handler...)
-	code, out, errOut := run(t, args...)
+	open, where := catalog.Open, db
+	if catalogURL != "" {
+		open, where = catalog.OpenPostgres, catalogURL
+	}
+	cat, err := open(ctx, where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	// The sidecar runs until the ledger counts every message of the
+	// workload ended (acked or dead-lettered), and is then stopped as
+	// SIGTERM stops it: an event to wait on, where --exit-when-idle
+	// infers the end from the broker's counts, which can miss a message
+	// for a moment under load (the flag has tests of its own).
+	args := append([]string{"consume", "--config", cfg, "--queue", queue, "--concurrency", "4", "--version", "sidecar-1.2", "--json"}, handler...)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var exited atomic.Bool
+	type ended struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan ended, 1)
+	go func() {
+		var o, e bytes.Buffer
+		code := Run(runCtx, args, &o, &e)
+		exited.Store(true)
+		done <- ended{code, o.String(), e.String()}
+	}()
+	waittest.ForState(t, "the sidecar to end every message of the workload", func() (bool, string) {
+		if exited.Load() {
+			return true, "consume exited by itself"
+		}
+		rows, err := ledger.New(cat).Rows(ctx, pub)
+		if err != nil || len(rows) != 1 {
+			return false, fmt.Sprintf("ledger %+v (%v)", rows, err)
+		}
+		return rows[0].Acked+rows[0].DeadLettered == int64(len(msgs)), fmt.Sprintf("ledger %+v", rows[0])
+	})
+	stop()
+	res := <-done
+	code, out, errOut := res.code, res.out, res.errOut
 	if code != 0 {
 		t.Fatalf("consume exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -243,15 +286,6 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 		t.Fatalf("reconcile after consume: %v %s", err, out)
 	}
 	r.ledger = rec.Queues[0]
-	open, where := catalog.Open, db
-	if catalogURL != "" {
-		open, where = catalog.OpenPostgres, catalogURL
-	}
-	cat, err := open(ctx, where)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
 	r.byReason, err = cat.CountBy(ctx, "reason", catalog.Filter{Queue: queue})
 	if err != nil {
 		t.Fatal(err)
