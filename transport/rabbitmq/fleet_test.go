@@ -500,9 +500,18 @@ func TestFleetCompetingConsumers(t *testing.T) {
 
 	// Midway, one host dies; its deliveries go back to the queue with
 	// their counts raised, and a new process takes its place.
-	transporttest.WaitWithin(t, 40*time.Second, "a third of the messages handled", func() (bool, string) {
-		n := len(f.handled())
-		return n >= 2*half/3, fmt.Sprintf("%d handler calls", n)
+	// The process to kill must be consuming (a window of deliveries held),
+	// not still starting: wait for its own handler calls too.
+	victim := strconv.Itoa(procs[0].cmd.Process.Pid)
+	transporttest.WaitWithin(t, 40*time.Second, "a third of the messages handled, some by the process to kill", func() (bool, string) {
+		ls := f.handled()
+		mine := 0
+		for _, l := range ls {
+			if len(l) > 0 && l[0] == victim {
+				mine++
+			}
+		}
+		return len(ls) >= 2*half/3 && mine > 0, fmt.Sprintf("%d handler calls, %d by process %s", len(ls), mine, victim)
 	})
 	f.kill(procs[0])
 	killedAt := time.Since(began)
