@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // alertState is what Prometheus or Alertmanager says of the drill's alert
@@ -93,10 +92,7 @@ func (r *run) alertStep(ctx context.Context, base alertState) {
 				r.o.AlertTimeout, r.o.Alert, r.env.Queue.Name, r.alertSource(), last)
 			return
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(min(r.o.Poll, time.Until(deadline))):
-		}
+		r.pause(ctx, deadline)
 	}
 }
 

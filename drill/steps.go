@@ -137,10 +137,16 @@ func (r *run) awaitDeadLetter(ctx context.Context) bool {
 			r.timedOut(ctx)
 			return false
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(min(r.o.Poll, time.Until(deadline))):
-		}
+		r.pause(ctx, deadline)
+	}
+}
+
+// pause waits one poll interval between looks, less when deadline or the
+// end of ctx comes first.
+func (r *run) pause(ctx context.Context, deadline time.Time) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(min(r.o.Poll, time.Until(deadline))):
 	}
 }
 
@@ -342,21 +348,18 @@ func (r *run) ledgerStep(ctx context.Context) {
 	// statistics by seconds): the balance is looked at until it holds or
 	// the drill's timeout passes, and the last look is reported (one look
 	// when the step has failed already).
-	deadline := time.Now().Add(r.o.Timeout)
+	deadline := r.o.Now().Add(r.o.Timeout)
 	if len(problems) > 0 {
-		deadline = time.Now()
+		deadline = r.o.Now()
 	}
 	var counts string
 	var balance []string
 	for {
 		counts, balance = r.ledgerBalance(ctx)
-		if len(balance) == 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+		if len(balance) == 0 || !r.o.Now().Before(deadline) || ctx.Err() != nil {
 			break
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(min(r.o.Poll, time.Until(deadline))):
-		}
+		r.pause(ctx, deadline)
 	}
 	problems = append(problems, balance...)
 	took := r.o.Now().Sub(start)

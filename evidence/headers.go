@@ -73,13 +73,6 @@ const (
 	HeaderDrill = "x-lily-drill"
 )
 
-// IsDrill reports whether h marks a message of 'lily drill' (HeaderDrill
-// present with a non-empty string value).
-func IsDrill(h map[string]any) bool {
-	v, ok := h[HeaderDrill].(string)
-	return ok && v != ""
-}
-
 // DrillMark is the HeaderDrill value 'lily drill' gives the message with
 // event ID id.
 func DrillMark(id string) string { return "drill-" + id }
