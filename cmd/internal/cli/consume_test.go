@@ -17,7 +17,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/lily-mq/lily"
@@ -240,7 +239,6 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 	args := append([]string{"consume", "--config", cfg, "--queue", queue, "--concurrency", "4", "--version", "sidecar-1.2", "--json"}, handler...)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	var exited atomic.Bool
 	type ended struct {
 		code        int
 		out, errOut string
@@ -249,12 +247,15 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 	go func() {
 		var o, e bytes.Buffer
 		code := Run(runCtx, args, &o, &e)
-		exited.Store(true)
 		done <- ended{code, o.String(), e.String()}
 	}()
+	var res *ended
 	waittest.ForState(t, "the sidecar to end every message of the workload", func() (bool, string) {
-		if exited.Load() {
+		select {
+		case r := <-done:
+			res = &r
 			return true, "consume exited by itself"
+		default:
 		}
 		rows, err := ledger.New(cat).Rows(ctx, pub)
 		if err != nil || len(rows) != 1 {
@@ -263,7 +264,10 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 		return rows[0].Acked+rows[0].DeadLettered == int64(len(msgs)), fmt.Sprintf("ledger %+v", rows[0])
 	})
 	stop()
-	res := <-done
+	if res == nil {
+		r := <-done
+		res = &r
+	}
 	code, out, errOut := res.code, res.out, res.errOut
 	if code != 0 {
 		t.Fatalf("consume exit %d\n%s\n%s", code, out, errOut)
