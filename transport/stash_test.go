@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lily-mq/lily/internal/waittest"
 )
 
 func deliveries(counts ...int) []*Delivery {
@@ -96,18 +98,11 @@ func TestStashKeepLeases(t *testing.T) {
 	}
 	waitStopped := func() {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; {
+		waittest.For(t, "KeepLeases to stop with nothing kept", func() bool {
 			mu.Lock()
-			keeping := s.keeping
-			mu.Unlock()
-			if !keeping {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("KeepLeases still runs with nothing kept")
-			}
-			time.Sleep(time.Millisecond) // polling the goroutine's end: no event to wait on
-		}
+			defer mu.Unlock()
+			return !s.keeping
+		})
 	}
 	mu.Lock()
 	s.Put("c", "q", deliveries(1, 1))
