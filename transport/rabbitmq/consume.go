@@ -713,7 +713,6 @@ func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) e
 		c.stop()
 	}
 	c.mu.Unlock()
-	sleepCtx(ctx, c.quietWait()) // see quiet.go
-	c.invalidate()
+	c.closeSettled(ctx) // see fence.go
 	return nil
 }

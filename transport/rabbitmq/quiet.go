@@ -16,8 +16,11 @@ import (
 // it: 8 to 21 of 80 messages handled twice in 3 of 100 runs, every
 // acknowledgement written without error before the close.
 //
-// The stash empties within milliseconds on a healthy queue, and nothing
-// an AMQP client can ask tells when it did. So a consumer channel that
+// A consumer's channel is fenced before it closes (fence.go); the quiet
+// wait below remains for what cannot be fenced (a per-key order queue, a
+// fence that failed). The stash empties within milliseconds on a healthy
+// queue, and without a fence nothing an AMQP client can ask tells when it
+// did. So a consumer channel that
 // settled a burst (settleBurst frames, each less than settleQuiet after the
 // one before) is closed no sooner than settleQuiet after the last of them:
 // a graceful stop of a busy consumer takes up to settleQuiet longer. A
@@ -49,10 +52,14 @@ const settleQuietLong = 2 * time.Second
 type settleClock struct {
 	last   time.Time
 	recent int
+	// unfenced counts the settlement frames sent since the channel opened
+	// or its last fence (see fence.go).
+	unfenced int
 }
 
 // note records n settlement frames sent now.
 func (s *settleClock) note(n int) {
+	s.unfenced += n
 	now := time.Now()
 	if now.Sub(s.last) > settleQuiet {
 		s.recent = 0

@@ -235,15 +235,13 @@ func (t *Transport) Close() error {
 	t.mgmtHTTP.CloseIdleConnections()
 	// Without t.mu: invalidate takes a consumer's lock, which Receive
 	// holds while it opens a channel (and that takes t.mu).
-	cs := t.consumersOf(func(consumerKey) bool { return true })
-	var wait time.Duration
-	for _, c := range cs {
-		wait = max(wait, c.quietWait())
+	// Acknowledgements just sent must reach their queues before the close
+	// (fence.go); the consumers' fences run side by side.
+	var wg sync.WaitGroup
+	for _, c := range t.consumersOf(func(consumerKey) bool { return true }) {
+		wg.Go(func() { c.closeSettled(context.Background()) })
 	}
-	time.Sleep(wait) // acknowledgements just sent must reach their queues: see quiet.go
-	for _, c := range cs {
-		c.invalidate()
-	}
+	wg.Wait()
 	if conn != nil {
 		return conn.Close()
 	}

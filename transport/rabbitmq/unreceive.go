@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 )
@@ -63,14 +65,10 @@ func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery) []er
 			errs[i] = err
 			continue
 		}
-		redelivery := d.DeliveryCount > 1 || rc.raw.Redelivered
-		pub, err := publishing(d.Message, rc.raw)
+		pub, err := giveBackPublishing(d, rc.raw)
 		if err != nil {
 			errs[i] = err
 			continue
-		}
-		if prior := evidence.CarriedDeliveries(deliveryCount(rc.raw)); redelivery && prior > 0 {
-			pub.Headers[headerPriorDeliveries] = prior
 		}
 		copies = append(copies, outMsg{exchange: "", key: d.Queue, pub: pub})
 		copyOf = append(copyOf, i)
@@ -83,4 +81,19 @@ func (t *Transport) giveBack(ctx context.Context, ds []*transport.Delivery) []er
 	}
 	settleOriginals(ss, rcs, errs)
 	return errs
+}
+
+// giveBackPublishing is the copy that gives d (raw as received) back: the
+// message as it came, and for a redelivery its count so far less this
+// hand-out in headerPriorDeliveries.
+func giveBackPublishing(d *transport.Delivery, raw *amqp.Delivery) (amqp.Publishing, error) {
+	pub, err := publishing(d.Message, raw)
+	if err != nil {
+		return pub, err
+	}
+	redelivery := d.DeliveryCount > 1 || raw.Redelivered
+	if prior := evidence.CarriedDeliveries(deliveryCount(raw)); redelivery && prior > 0 {
+		pub.Headers[headerPriorDeliveries] = prior
+	}
+	return pub, nil
 }
