@@ -26,11 +26,21 @@ import (
 func TestOrderedKeyOutlivesADeadConsumer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "lily.db"), sqlite.Options{VisibilityTimeout: 300 * time.Millisecond, PollInterval: 5 * time.Millisecond})
+	// Two transports on one file: the dying consumer's lease runs out
+	// after 300 ms; the live consumer's are the default 30 s, so that a
+	// starved machine never takes one of its messages back mid-handler (a
+	// stress run saw K/1 handled twice with 300 ms for everyone).
+	path := filepath.Join(t.TempDir(), "lily.db")
+	tr, err := sqlite.Open(ctx, path, sqlite.Options{PollInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
+	dying, err := sqlite.Open(ctx, path, sqlite.Options{VisibilityTimeout: 300 * time.Millisecond, PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dying.Close()
 	cat, err := catalog.New(ctx, tr.DB())
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +54,7 @@ func TestOrderedKeyOutlivesADeadConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The consumer that dies: it leased K/0 and never settles it.
-	if ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: q.Name, Max: 1, Consumer: "dead"}); err != nil || len(ds) != 1 || string(ds[0].Body) != "K/0" {
+	if ds, err := dying.Receive(ctx, &transport.ReceiveParams{Queue: q.Name, Max: 1, Consumer: "dead"}); err != nil || len(ds) != 1 || string(ds[0].Body) != "K/0" {
 		t.Fatalf("the dying consumer's receive = %v, %v", ds, err)
 	}
 	log := &transporttest.BodyLog{}
