@@ -105,17 +105,18 @@ func messagingSystem(t string) string {
 	return t
 }
 
-// startAttempt starts the span of one handler attempt of d, a child of the
-// producer's context (d's traceparent). A message without a traceparent
-// gets this span's, so that its retry copy, its dead-letter copy and a
-// redrive of it stay in the same trace (copies keep every header).
-func (c *Consumer) startAttempt(ctx context.Context, d *transport.Delivery) (context.Context, trace.Span) {
+// startAttempt starts the span of one handler attempt of t's delivery, a
+// child of the producer's context (its traceparent), and makes it t's
+// (ticket.span); n are the delivery's counts. A message without a
+// traceparent gets this span's, so that its retry copy, its dead-letter
+// copy and a redrive of it stay in the same trace (copies keep every
+// header).
+func (c *Consumer) startAttempt(ctx context.Context, t *ticket, n counts) context.Context {
 	if !c.tracing {
-		return ctx, nil
+		return ctx
 	}
-	q := c.o.Queue
+	q, d := c.o.Queue, t.d
 	ctx = ExtractTraceContext(ctx, d.Headers)
-	rc, _ := evidence.RetryCount(d.Headers)
 	ctx, span := c.tracer.Start(ctx, "process "+q.Name, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", messagingSystem(q.Transport)),
@@ -125,39 +126,43 @@ func (c *Consumer) startAttempt(ctx context.Context, d *transport.Delivery) (con
 			attribute.String("messaging.message.id", d.EventID),
 			attribute.Int("messaging.message.body.size", len(d.Body)),
 			AttrDeliveryCount.Int(d.DeliveryCount),
-			AttrRetryCount.Int(rc),
-			AttrRedriveCount.Int(evidence.RedriveCount(d.Headers)),
+			AttrRetryCount.Int(n.retry),
+			AttrRedriveCount.Int(n.redrive),
 		))
 	if _, ok := d.Headers[evidence.HeaderTraceparent]; !ok {
 		d.Headers = InjectTraceContext(ctx, d.Headers)
 	}
-	return ctx, span
+	t.span = span
+	return ctx
 }
 
-// endAttempt ends the span of r's attempt once its settlement is known:
-// err is the hand-off's error (nil: confirmed).
+// endAttempt ends the span of r's ticket, if it has one, once r — the
+// decision that settles it — is confirmed or not: err is the hand-off's
+// error (nil: confirmed). The span leaves the ticket, so it is ended once.
 func endAttempt(r settleReq, err error) {
-	if r.span == nil {
+	if r.t == nil || r.t.span == nil {
 		return
 	}
+	span := r.t.span
+	r.t.span = nil
 	outcome := string(r.ev.Kind)
 	if err != nil {
 		outcome = string(EventSettleFailed)
 	}
-	r.span.SetAttributes(AttrOutcome.String(outcome))
+	span.SetAttributes(AttrOutcome.String(outcome))
 	if r.ev.Reason != "" {
-		r.span.SetAttributes(AttrDeadLetterReason.String(r.ev.Reason))
+		span.SetAttributes(AttrDeadLetterReason.String(r.ev.Reason))
 	}
 	switch {
 	case err != nil:
-		r.span.SetAttributes(attribute.String("error.type", "settle_failed"))
-		r.span.RecordError(err)
-		r.span.SetStatus(codes.Error, "settlement not confirmed: "+err.Error())
+		span.SetAttributes(attribute.String("error.type", "settle_failed"))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "settlement not confirmed: "+err.Error())
 	case r.ev.Err != nil:
-		r.span.SetAttributes(attribute.String("error.type", errorType(r.ev.Err)))
-		r.span.SetStatus(codes.Error, outcome)
+		span.SetAttributes(attribute.String("error.type", errorType(r.ev.Err)))
+		span.SetStatus(codes.Error, outcome)
 	}
-	r.span.End()
+	span.End()
 }
 
 // errorType is the error.type of a handler error: Lily's own failure

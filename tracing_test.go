@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -24,6 +26,7 @@ import (
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // tracedRun records what a traced consumer did.
@@ -250,5 +253,77 @@ func TestTraceContextFromForeignHeaderTypes(t *testing.T) {
 	}
 	if sc := trace.SpanContextFromContext(lily.ExtractTraceContext(context.Background(), transport.Headers{"traceparent": 42})); sc.IsValid() {
 		t.Errorf("a traceparent of another type is not trace context, got %v", sc)
+	}
+}
+
+// swapKeys is a KeyStore for the ordering swaps: the key of event
+// "waiting" waits with that event allowed through and cannot be moved on
+// (AdvanceKey fails); every other key is free and cannot be held
+// (HoldKey fails).
+type swapKeys struct{}
+
+func (swapKeys) KeyState(_ context.Context, _, key string) (string, string, string, error) {
+	if key == "k-waiting" {
+		return "waiting", "waiting", "waiting", nil
+	}
+	return "", "", "", nil
+}
+func (swapKeys) HoldKey(context.Context, string, string, string, string, string) error {
+	return errors.New("catalog unreachable")
+}
+func (swapKeys) AdvanceKey(context.Context, string, string, transport.Transport) (bool, error) {
+	return false, errors.New("catalog unreachable")
+}
+func (swapKeys) ResumeKeys(context.Context, string, transport.Transport) (int, error) { return 0, nil }
+
+// TestOrderingSwapEndsTheAttemptSpan: on an ordered queue a decision the
+// key store cannot record is replaced by a release — a failed attempt
+// whose key cannot be held, a success whose key cannot be moved on. The
+// attempt's span belongs to the delivery's ticket, so it ends once, with
+// the release: the in-memory recorder holds no span left open, and each
+// attempt's span says released.
+func TestOrderingSwapEndsTheAttemptSpan(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	defer tp.Shutdown(context.Background())
+	q := &memQueue{}
+	q.push(&transport.Delivery{Message: transport.Message{EventID: "failing", Key: "k-free"}, DeliveryCount: 1})
+	q.push(&transport.Delivery{Message: transport.Message{EventID: "waiting", Key: "k-waiting"}, DeliveryCount: 1})
+	off := false
+	qc := lily.QueueConfig{Name: "swap.q", RetryAttempts: 1, Breaker: &off, Ordering: lily.OrderingPark}
+	c, err := lily.NewConsumer(q, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
+		if d.EventID == "failing" {
+			return errors.New("dependency down")
+		}
+		return nil
+	}), lily.ConsumerOptions{Queue: qc, ReceiveWait: 5 * time.Millisecond, Keys: swapKeys{}, KeyPoll: time.Hour,
+		TracerProvider: tp, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := transporttest.Start(t, c)
+	waittest.For(t, "both deliveries settled", func() bool {
+		return q.action("failing") != 0 && q.action("waiting") != 0
+	})
+	stop()
+	// Conservation: both deliveries were given back, none lost.
+	for _, id := range []string{"failing", "waiting"} {
+		if a := q.action(id); a != transport.Release {
+			t.Errorf("%s settled as %s, want released (the key store failed)", id, a)
+		}
+	}
+	started, ended := sr.Started(), sr.Ended()
+	for _, s := range started {
+		if s.EndTime().IsZero() {
+			t.Errorf("span %q of %s left open", s.Name(), attr(s, "messaging.message.id").AsString())
+		}
+	}
+	if len(started) != 2 || len(ended) != 2 {
+		t.Fatalf("%d spans started, %d ended, want one attempt each of 2 deliveries", len(started), len(ended))
+	}
+	for _, s := range ended {
+		if o := attr(s, lily.AttrOutcome).AsString(); o != string(lily.EventReleased) {
+			t.Errorf("the attempt of %s ended with outcome %q, want released", attr(s, "messaging.message.id").AsString(), o)
+		}
 	}
 }
