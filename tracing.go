@@ -29,6 +29,12 @@ const (
 	AttrOutcome          = attribute.Key("lily.outcome")
 	AttrDeadLetterReason = attribute.Key("lily.dead_letter.reason")
 	AttrImmediateRetries = attribute.Key("lily.immediate_retries")
+	// AttrDeadLetterStore is where a dead letter's hand-off put it:
+	// "catalog" (SQLite, or a copy the broker refused) or "broker" (its
+	// dead-letter queue, ingested into the catalog later).
+	AttrDeadLetterStore = attribute.Key("lily.dead_letter.store")
+	// AttrDeadLetterRefused is why the broker refused a dead-letter copy.
+	AttrDeadLetterRefused = attribute.Key("lily.dead_letter.refused")
 )
 
 // traceContext is W3C Trace Context: the traceparent and tracestate
@@ -163,6 +169,71 @@ func endAttempt(r settleReq, err error) {
 		span.SetStatus(codes.Error, outcome)
 	}
 	span.End()
+}
+
+// startHandOffs starts the span of each traced dead letter's hand-off in
+// batch, "dead-letter <queue>", a child of its attempt's span; nil when
+// none is traced. On SQLite the hand-off is the catalog write: the
+// transport inserts the entry in the settlement's transaction. On a
+// broker it is the dead-letter copy's publish (the catalog write is the
+// ingest's span, catalog.Store.WithTracerProvider), or the catalog write
+// when the broker refuses the copy (lily.dead_letter.store = catalog).
+func (c *Consumer) startHandOffs(batch []settleReq) []trace.Span {
+	if !c.tracing {
+		return nil
+	}
+	var spans []trace.Span
+	q := c.o.Queue
+	system := messagingSystem(q.Transport)
+	for i, r := range batch {
+		if r.t == nil || r.t.span == nil || r.s.Action != transport.DeadLetter || r.ev.Kind != EventDeadLettered {
+			continue
+		}
+		if spans == nil {
+			spans = make([]trace.Span, len(batch))
+		}
+		attrs := []attribute.KeyValue{
+			attribute.String("messaging.system", system),
+			attribute.String("messaging.destination.name", q.Name),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.operation.name", "dead_letter"),
+			attribute.String("messaging.message.id", r.s.Delivery.EventID),
+			AttrDeadLetterReason.String(r.s.Reason),
+		}
+		if system == TransportSQLite {
+			attrs = append(attrs, attribute.String("db.system.name", "sqlite"),
+				attribute.String("db.collection.name", "lily_dlq_entries"), attribute.String("db.operation.name", "INSERT"))
+		}
+		_, spans[i] = c.tracer.Start(trace.ContextWithSpan(context.Background(), r.t.span), "dead-letter "+q.Name,
+			trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	}
+	return spans
+}
+
+// endHandOffs ends the spans of startHandOffs with the batch's results:
+// errs by position, refused the dead letters the broker refused and the
+// catalog stored.
+func (c *Consumer) endHandOffs(spans []trace.Span, errs []error, refused map[int]string) {
+	store := "broker"
+	if messagingSystem(c.o.Queue.Transport) == TransportSQLite {
+		store = "catalog"
+	}
+	for i, s := range spans {
+		if s == nil {
+			continue
+		}
+		if why, ok := refused[i]; ok {
+			s.SetAttributes(AttrDeadLetterStore.String("catalog"), AttrDeadLetterRefused.String(why))
+		} else if errs[i] == nil {
+			s.SetAttributes(AttrDeadLetterStore.String(store))
+		}
+		if errs[i] != nil {
+			s.SetAttributes(attribute.String("error.type", "settle_failed"))
+			s.RecordError(errs[i])
+			s.SetStatus(codes.Error, "dead letter not handed off")
+		}
+		s.End()
+	}
 }
 
 // errorType is the error.type of a handler error: Lily's own failure

@@ -13,6 +13,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
@@ -207,11 +209,16 @@ func (s *Store) TriageEntries(ctx context.Context, p TriageParams) (TriageResult
 			n = min(n, p.Limit-res.Count)
 		}
 		var refs []EntryRef
+		var traces map[int64]trace.SpanContext
+		start := time.Now()
 		err := s.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
 			f := p.Filter
 			f.AfterID = last
 			var err error
 			if refs, err = pageRefs(ctx, tx, f, "", n, true); err != nil || len(refs) == 0 {
+				return err
+			}
+			if traces, err = s.messageTraces(ctx, tx, refs); err != nil {
 				return err
 			}
 			now := d.Now().UnixMilli()
@@ -230,6 +237,9 @@ func (s *Store) TriageEntries(ctx context.Context, p TriageParams) (TriageResult
 			}
 			return catalogdb.AppendAudit(ctx, tx, d.Record(ActionTriage, OutcomeTriaged, false, ids, detail))
 		})
+		if s.tracer != nil && len(refs) > 0 {
+			s.emitSpans(ctx, start, decisionSpans(d, ActionTriage, OutcomeTriaged, false, refs, traces), err)
+		}
 		if err != nil {
 			return res, err
 		}
