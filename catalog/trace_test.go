@@ -1,0 +1,125 @@
+package catalog
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lily-mq/lily/evidence"
+)
+
+func spanAttr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
+	for _, kv := range s.Attributes() {
+		if kv.Key == k {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
+}
+
+// TestDecisionSpans: with a traced view of the store, each entry an
+// operator decides about — discarded, erased, edited, triaged; a dry run
+// too — is one span in the operator's context, linked to the message's
+// trace from the traceparent stored with the entry, carrying the
+// decision, the actor, the operation ID, the outcome and the event ID. A
+// store without a TracerProvider makes none, and every span ends.
+func TestDecisionSpans(t *testing.T) {
+	eachStore(t, func(t *testing.T, plain *Store) {
+		ctx := context.Background()
+		sr := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+		defer tp.Shutdown(ctx)
+		es := []*Entry{entry("q.decide", "d-discard", evidence.ReasonPermanent, StatePending, "bad"),
+			entry("q.decide", "d-erase", evidence.ReasonPermanent, StatePending, "bad"),
+			entry("q.decide", "d-edit", evidence.ReasonPermanent, StatePending, "bad")}
+		if err := plain.Insert(ctx, es...); err != nil {
+			t.Fatal(err)
+		}
+		// Untraced: no span.
+		if _, err := plain.TriageEntries(ctx, TriageParams{Filter: Filter{Queue: "q.decide"}, Change: TriageChange{Note: "seen"}, Actor: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(sr.Started()); n != 0 {
+			t.Fatalf("a store without a TracerProvider started %d spans", n)
+		}
+		s := plain.WithTracerProvider(tp)
+		octx, op := tp.Tracer("ops").Start(ctx, "operator")
+		status := TriageNeedsFix
+		if _, err := s.TriageEntries(octx, TriageParams{Filter: Filter{EventIDs: []string{"d-discard"}}, Change: TriageChange{Status: &status}, Actor: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Discard(octx, DecideParams{Filter: Filter{EventIDs: []string{"d-discard"}}, Reason: "dry", DryRun: true, Actor: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Discard(octx, DecideParams{Filter: Filter{EventIDs: []string{"d-discard"}}, Reason: "obsolete order", Actor: "alice", Op: "op-discard"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Erase(octx, DecideParams{Filter: Filter{EventIDs: []string{"d-erase"}}, Reason: "data subject request", Actor: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Edit(octx, EditParams{ID: es[2].ID, Body: []byte(`{"id":"fixed"}`), Reason: "fix the sku", ContentType: "application/json", Actor: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		op.End()
+
+		msgTrace := "0af7651916cd43dd8448eb211c80319c" // evidenceHeaders' traceparent
+		type want struct{ name, event, decision, outcome string }
+		wants := []want{
+			{"triage q.decide", "d-discard", ActionTriage, OutcomeTriaged},
+			{"discard q.decide", "d-discard", ActionDiscard, OutcomeWouldDiscard},
+			{"discard q.decide", "d-discard", ActionDiscard, OutcomeDiscarded},
+			{"erase q.decide", "d-erase", ActionErase, OutcomeErased},
+			{"edit q.decide", "d-edit", ActionEdit, OutcomeEdited},
+		}
+		var got []sdktrace.ReadOnlySpan
+		for _, sp := range sr.Ended() {
+			if sp.Name() != "operator" {
+				got = append(got, sp)
+			}
+		}
+		if len(got) != len(wants) {
+			t.Fatalf("%d decision spans, want %d", len(got), len(wants))
+		}
+		for i, w := range wants {
+			sp := got[i]
+			g := want{sp.Name(), spanAttr(sp, "messaging.message.id").AsString(), spanAttr(sp, AttrDecision).AsString(), spanAttr(sp, AttrOutcome).AsString()}
+			if g != w {
+				t.Errorf("span %d: %+v, want %+v", i, g, w)
+			}
+			if sp.Parent().SpanID() != op.SpanContext().SpanID() || sp.SpanContext().TraceID() != op.SpanContext().TraceID() {
+				t.Errorf("%s: under %s, want the operator's span %s", sp.Name(), sp.Parent().SpanID(), op.SpanContext().SpanID())
+			}
+			if l := sp.Links(); len(l) != 1 || l[0].SpanContext.TraceID().String() != msgTrace {
+				t.Errorf("%s: links %v, want one to the message's trace %s", sp.Name(), l, msgTrace)
+			}
+			if spanAttr(sp, AttrActor).AsString() != "alice" || spanAttr(sp, AttrOp).AsString() == "" || spanAttr(sp, AttrEntryID).AsInt64() == 0 ||
+				spanAttr(sp, "db.system.name").AsString() != plain.dbSystem() || spanAttr(sp, "db.collection.name").AsString() != entriesTable {
+				t.Errorf("%s: attributes %v", sp.Name(), sp.Attributes())
+			}
+			if sp.SpanKind() != trace.SpanKindInternal {
+				t.Errorf("%s: kind %s, want internal", sp.Name(), sp.SpanKind())
+			}
+		}
+		if o := spanAttr(got[2], AttrOp).AsString(); o != "op-discard" {
+			t.Errorf("the discard's span has op %q, want op-discard", o)
+		}
+		for _, sp := range sr.Started() {
+			if sp.EndTime().IsZero() {
+				t.Errorf("span %q left open", sp.Name())
+			}
+		}
+		// Conservation: the three entries decided, none lost.
+		for _, c := range []struct {
+			id    int64
+			state State
+		}{{es[0].ID, StateDiscarded}, {es[1].ID, StateErased}, {es[2].ID, StatePending}} {
+			if e, err := plain.Get(ctx, c.id); err != nil || e.State != c.state {
+				t.Errorf("entry %d: %v %v, want %s", c.id, e, err, c.state)
+			}
+		}
+	})
+}
