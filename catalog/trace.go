@@ -40,6 +40,8 @@ const (
 	AttrDryRun = attribute.Key("lily.dry_run")
 	// AttrReason is the dead letter's reason.
 	AttrReason = attribute.Key("lily.dead_letter.reason")
+	// AttrFingerprint is the error fingerprint of a group's triage.
+	AttrFingerprint = attribute.Key("lily.triage.fingerprint")
 )
 
 // entriesTable is the db.collection.name of the catalog's entries.
@@ -86,15 +88,21 @@ type writeSpan struct {
 	// link from a span in the caller's context (a decision).
 	msg      trace.SpanContext
 	asParent bool
-	attrs    []attribute.KeyValue
+	// table is the db.collection.name written; "" is the entries'.
+	table string
+	attrs []attribute.KeyValue
 }
 
 // emitSpans records ws, started at start and ending now, with err (nil:
 // committed).
 func (s *Store) emitSpans(ctx context.Context, start time.Time, ws []writeSpan, err error) {
 	for _, w := range ws {
+		table := w.table
+		if table == "" {
+			table = entriesTable
+		}
 		opts := []trace.SpanStartOption{trace.WithTimestamp(start), trace.WithSpanKind(w.kind), trace.WithAttributes(w.attrs...),
-			trace.WithAttributes(attribute.String("db.system.name", s.dbSystem()), attribute.String("db.collection.name", entriesTable))}
+			trace.WithAttributes(attribute.String("db.system.name", s.dbSystem()), attribute.String("db.collection.name", table))}
 		parent := ctx
 		switch {
 		case w.asParent:
@@ -195,4 +203,17 @@ func decisionSpans(d catalogdb.Decision, action, outcome string, dryRun bool, re
 			}}
 	}
 	return ws
+}
+
+// groupSpan is the span of the triage of a group (queue, fingerprint):
+// one span, without a link — the group's record covers messages
+// dead-lettered later as well, which no trace holds yet.
+func groupSpan(d catalogdb.Decision, queue, fingerprint string) writeSpan {
+	return writeSpan{name: ActionTriage + " " + queue, kind: trace.SpanKindInternal, table: "lily_triage_groups",
+		attrs: []attribute.KeyValue{
+			AttrDecision.String(ActionTriage), AttrActor.String(d.Actor), AttrOp.String(d.Op),
+			AttrOutcome.String(OutcomeTriaged), AttrDryRun.Bool(false), AttrFingerprint.String(fingerprint),
+			attribute.String("messaging.destination.name", queue),
+			attribute.String("db.operation.name", "UPSERT"),
+		}}
 }

@@ -238,7 +238,11 @@ func (s *Store) TriageEntries(ctx context.Context, p TriageParams) (TriageResult
 			return catalogdb.AppendAudit(ctx, tx, d.Record(ActionTriage, OutcomeTriaged, false, ids, detail))
 		})
 		if s.tracer != nil && len(refs) > 0 {
-			s.emitSpans(ctx, start, decisionSpans(d, ActionTriage, OutcomeTriaged, false, refs, traces), err)
+			ws := decisionSpans(d, ActionTriage, OutcomeTriaged, false, refs, traces)
+			for i := range ws {
+				ws[i].table = "lily_triage_entries"
+			}
+			s.emitSpans(ctx, start, ws, err)
 		}
 		if err != nil {
 			return res, err
@@ -319,6 +323,7 @@ func (s *Store) TriageGroup(ctx context.Context, p TriageGroupParams) (TriageRes
 		sel, _ := json.Marshal(map[string]any{"group": GroupKey{Queue: q, Fingerprint: p.Fingerprint}})
 		gd := d
 		gd.Selector = string(sel)
+		start := time.Now()
 		err := s.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
 			now := gd.Now().UnixMilli()
 			if _, err := tx.ExecContext(ctx, upsert, append([]any{q, p.Fingerprint}, p.Change.changeArgs(now, gd.Actor)...)...); err != nil {
@@ -340,6 +345,9 @@ func (s *Store) TriageGroup(ctx context.Context, p TriageGroupParams) (TriageRes
 			res.Count += n
 			return catalogdb.AppendAudit(ctx, tx, r)
 		})
+		if s.tracer != nil {
+			s.emitSpans(ctx, start, []writeSpan{groupSpan(gd, q, p.Fingerprint)}, err)
+		}
 		if err != nil {
 			return res, err
 		}
