@@ -67,9 +67,10 @@ func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
 // TestOneTraceForAPoisonMessagesPath publishes inside a producer span on
 // the SQLite store; the poison message fails twice, is dead-lettered,
 // redriven after the fix and acked: one trace holds the producer's span,
-// the two failed attempts under it, the redrive's span (linked to the
+// the two failed attempts under it, the dead letter's hand-off (the
+// catalog write) under the second, the redrive's span (linked to the
 // operator's) and the attempt after it, with the retry, redrive and
-// outcome on each. A message published without a trace gets its
+// outcome on each; no span is left open. A message published without a trace gets its
 // first attempt's context, so its retry copy stays in that trace.
 func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -149,10 +150,13 @@ func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 	// the redrive under it too (linked to the operator's span), the
 	// attempt after the redrive under the redrive.
 	byEvent := map[string][]sdktrace.ReadOnlySpan{}
-	var redrives []sdktrace.ReadOnlySpan
+	var redrives, handOffs []sdktrace.ReadOnlySpan
 	for _, s := range sr.Ended() {
 		if s.Name() == "redrive "+q.Name {
 			redrives = append(redrives, s)
+		}
+		if s.Name() == "dead-letter "+q.Name {
+			handOffs = append(handOffs, s)
 		}
 		if s.Name() != "process "+q.Name {
 			continue
@@ -208,6 +212,22 @@ func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 	}
 	if r := attr(spans[1], lily.AttrDeadLetterReason).AsString(); r != "retries_exhausted" {
 		t.Errorf("the dead-lettering attempt has reason %q, want retries_exhausted", r)
+	}
+	// The dead letter's hand-off — on SQLite the catalog write — under the
+	// attempt that dead-lettered it.
+	if len(handOffs) != 1 {
+		t.Fatalf("%d dead-letter spans, want 1", len(handOffs))
+	}
+	h := handOffs[0]
+	if h.Parent().SpanID() != spans[1].SpanContext().SpanID() || attr(h, lily.AttrDeadLetterStore).AsString() != "catalog" ||
+		attr(h, "db.system.name").AsString() != "sqlite" || attr(h, "messaging.message.id").AsString() != "poison" || h.SpanKind() != trace.SpanKindProducer {
+		t.Errorf("the hand-off span: under %s, %v; want under the dead-lettering attempt %s, stored in the sqlite catalog",
+			h.Parent().SpanID(), h.Attributes(), spans[1].SpanContext().SpanID())
+	}
+	for _, s := range sr.Started() {
+		if s.EndTime().IsZero() {
+			t.Errorf("span %q left open", s.Name())
+		}
 	}
 	// The handler ran inside each attempt's span.
 	for i, sc := range run.handled["poison"] {
