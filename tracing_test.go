@@ -21,6 +21,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/spantest"
 	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive"
@@ -55,14 +56,7 @@ func (r *tracedRun) has(list *[]string, id string) bool {
 }
 
 // attr returns a span attribute's value.
-func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
-	for _, kv := range s.Attributes() {
-		if kv.Key == k {
-			return kv.Value
-		}
-	}
-	return attribute.Value{}
-}
+var attr = spantest.Attr
 
 // TestOneTraceForAPoisonMessagesPath publishes inside a producer span on
 // the SQLite store; the poison message fails twice, is dead-lettered,
@@ -224,10 +218,8 @@ func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 		t.Errorf("the hand-off span: under %s, %v; want under the dead-lettering attempt %s, stored in the sqlite catalog",
 			h.Parent().SpanID(), h.Attributes(), spans[1].SpanContext().SpanID())
 	}
-	for _, s := range sr.Started() {
-		if s.EndTime().IsZero() {
-			t.Errorf("span %q left open", s.Name())
-		}
+	if open := spantest.Open(sr); len(open) > 0 {
+		t.Errorf("spans left open: %v", open)
 	}
 	// The handler ran inside each attempt's span.
 	for i, sc := range run.handled["poison"] {
@@ -333,10 +325,8 @@ func TestOrderingSwapEndsTheAttemptSpan(t *testing.T) {
 		}
 	}
 	started, ended := sr.Started(), sr.Ended()
-	for _, s := range started {
-		if s.EndTime().IsZero() {
-			t.Errorf("span %q of %s left open", s.Name(), attr(s, "messaging.message.id").AsString())
-		}
+	if open := spantest.Open(sr); len(open) > 0 {
+		t.Errorf("spans left open: %v", open)
 	}
 	if len(started) != 2 || len(ended) != 2 {
 		t.Fatalf("%d spans started, %d ended, want one attempt each of 2 deliveries", len(started), len(ended))

@@ -4,22 +4,15 @@ import (
 	"context"
 	"testing"
 
-	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lily-mq/lily/evidence"
+	"github.com/lily-mq/lily/internal/spantest"
 )
 
-func spanAttr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
-	for _, kv := range s.Attributes() {
-		if kv.Key == k {
-			return kv.Value
-		}
-	}
-	return attribute.Value{}
-}
+var spanAttr = spantest.Attr
 
 // TestDecisionSpans: with a traced view of the store, each entry an
 // operator decides about — discarded, erased, edited, triaged; a dry run
@@ -125,10 +118,8 @@ func TestDecisionSpans(t *testing.T) {
 		if o := spanAttr(got[2], AttrOp).AsString(); o != "op-discard" {
 			t.Errorf("the discard's span has op %q, want op-discard", o)
 		}
-		for _, sp := range sr.Started() {
-			if sp.EndTime().IsZero() {
-				t.Errorf("span %q left open", sp.Name())
-			}
+		if open := spantest.Open(sr); len(open) > 0 {
+			t.Errorf("spans left open: %v", open)
 		}
 		// Conservation: the three entries decided, none lost.
 		for _, c := range []struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/spantest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive"
 )
@@ -108,10 +109,8 @@ func opTrace(t *testing.T, e *opEnv) {
 		}
 		checkCatalogSpans(t, e.qc.Name, id, spans, deadAttempt, want, operator.SpanContext())
 	}
-	for _, s := range sr.Started() {
-		if s.EndTime().IsZero() {
-			t.Errorf("span %q of %s left open", s.Name(), spanString(s, "messaging.message.id"))
-		}
+	if open := spantest.Open(sr); len(open) > 0 {
+		t.Errorf("spans left open: %v", open)
 	}
 	e.conserve(ledger.Row{Queue: e.qc.Name, Accepted: n, Acked: n})
 }
