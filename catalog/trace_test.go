@@ -10,6 +10,7 @@ import (
 
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/spantest"
+	"github.com/lily-mq/lily/transport"
 )
 
 var spanAttr = spantest.Attr
@@ -129,6 +130,59 @@ func TestDecisionSpans(t *testing.T) {
 			if e, err := plain.Get(ctx, c.id); err != nil || e.State != c.state {
 				t.Errorf("entry %d: %v %v, want %s", c.id, e, err, c.state)
 			}
+		}
+	})
+}
+
+// TestIngestSpans: each dead letter a traced view ingests is one span in
+// the message's trace, a child of its traceparent, with the reason and
+// whether it was added; drained again (a crash before the broker's ack)
+// it is a span with added false. An untraced dead letter is a root span.
+func TestIngestSpans(t *testing.T) {
+	eachStore(t, func(t *testing.T, plain *Store) {
+		ctx := context.Background()
+		sr := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+		defer tp.Shutdown(ctx)
+		s := plain.WithTracerProvider(tp)
+		traced := delivery("q.ingest", "i-traced", `{}`)
+		traced.Headers = evidenceHeaders(evidence.ReasonRetriesExhausted, "*errors.errorString", "down", "v1", 1, 3, 0)
+		bare := delivery("q.ingest", "i-bare", `{}`)
+		for round := range 2 {
+			if n, err := s.Ingest(ctx, &fakeDrainer{waiting: []*transport.Delivery{traced, bare}, batch: 2}, "q.ingest"); err != nil || n != 2 {
+				t.Fatalf("ingest round %d: %d %v", round, n, err)
+			}
+		}
+		spans := sr.Ended()
+		if len(spans) != 4 {
+			t.Fatalf("%d spans, want 4 (2 dead letters, drained twice)", len(spans))
+		}
+		for i, sp := range spans {
+			id := spanAttr(sp, "messaging.message.id").AsString()
+			added := spanAttr(sp, AttrAdded).AsBool()
+			if sp.Name() != "ingest q.ingest" || sp.SpanKind() != trace.SpanKindConsumer || added != (i < 2) ||
+				spanAttr(sp, "db.operation.name").AsString() != "INSERT" || spanAttr(sp, "db.system.name").AsString() != plain.dbSystem() {
+				t.Errorf("span %d (%s): %s %s %v, want ingest q.ingest, consumer, added %v", i, id, sp.Name(), sp.SpanKind(), sp.Attributes(), i < 2)
+			}
+			switch id {
+			case "i-traced":
+				if sp.SpanContext().TraceID().String() != "0af7651916cd43dd8448eb211c80319c" || sp.Parent().SpanID().String() != "b7ad6b7169203331" ||
+					spanAttr(sp, AttrReason).AsString() != string(evidence.ReasonRetriesExhausted) {
+					t.Errorf("the traced dead letter's span: trace %s under %s, reason %q; want the message's trace under its traceparent",
+						sp.SpanContext().TraceID(), sp.Parent().SpanID(), spanAttr(sp, AttrReason).AsString())
+				}
+			case "i-bare":
+				if sp.Parent().IsValid() {
+					t.Errorf("the dead letter without trace context has parent %s, want a root span", sp.Parent().SpanID())
+				}
+			}
+		}
+		if open := spantest.Open(sr); len(open) > 0 {
+			t.Errorf("spans left open: %v", open)
+		}
+		// Conservation: each dead letter is one entry, however often drained.
+		if n, err := plain.CountBy(ctx, "state", Filter{Queue: "q.ingest"}); err != nil || n[string(StatePending)] != 2 || len(n) != 1 {
+			t.Errorf("entries by state %v %v, want 2 pending", n, err)
 		}
 	})
 }
