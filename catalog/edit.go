@@ -166,7 +166,7 @@ func (s *Store) Edit(ctx context.Context, p EditParams) (EditResult, error) {
 		if err != nil {
 			return err
 		}
-		msg = trace.SpanContextFromContext(MessageTraceContext(ctx, e.Headers))
+		msg = messageSpan(e.Headers) // not ctx: an entry without trace context links nowhere
 		res.Entry = ref(e)
 		if (e.State != StatePending && e.State != StateNeedsManual) || !e.ErasedAt.IsZero() {
 			return fmt.Errorf("%w: entry %d is %s: only pending or needs_manual entries with their data can be edited (a parked entry is released as it is: unpark it first)", ErrNotEditable, e.ID, e.State)

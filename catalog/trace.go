@@ -78,6 +78,12 @@ func MessageTraceContext(ctx context.Context, h transport.Headers) context.Conte
 	return propagation.TraceContext{}.Extract(ctx, in)
 }
 
+// messageSpan is the span context of the trace context in h; invalid
+// when h has none. It never falls back on a caller's span.
+func messageSpan(h transport.Headers) trace.SpanContext {
+	return trace.SpanContextFromContext(MessageTraceContext(context.Background(), h))
+}
+
 // writeSpan is one span of a catalog write, made once the write's
 // outcome is known: the spans of a transaction that is retried are made
 // once, for the attempt that counted, and none is ever left open.
@@ -134,7 +140,7 @@ func (s *Store) ingestSpans(queue string, ds []*transport.Delivery, entries []*E
 	ws := make([]writeSpan, len(ds))
 	for i, d := range ds {
 		ws[i] = writeSpan{name: "ingest " + queue, kind: trace.SpanKindConsumer, asParent: true,
-			msg: trace.SpanContextFromContext(MessageTraceContext(context.Background(), d.Headers)),
+			msg: messageSpan(d.Headers),
 			attrs: []attribute.KeyValue{
 				attribute.String("messaging.destination.name", queue),
 				attribute.String("messaging.operation.type", "process"),
@@ -176,7 +182,7 @@ func (s *Store) messageTraces(ctx context.Context, tx *catalogdb.Tx, refs []Entr
 		if err != nil {
 			continue // headers that do not decode carry no trace context; the span has no link
 		}
-		if sc := trace.SpanContextFromContext(MessageTraceContext(context.Background(), h)); sc.IsValid() {
+		if sc := messageSpan(h); sc.IsValid() {
 			out[id] = sc
 		}
 	}

@@ -119,6 +119,19 @@ func TestDecisionSpans(t *testing.T) {
 		if o := spanAttr(got[2], AttrOp).AsString(); o != "op-discard" {
 			t.Errorf("the discard's span has op %q, want op-discard", o)
 		}
+		// An entry stored without trace context: the span links nowhere
+		// (never to the operator's own span).
+		bare := entry("q.decide", "d-bare", evidence.ReasonPermanent, StatePending, "bad")
+		delete(bare.Headers, "traceparent")
+		if err := plain.Insert(ctx, bare); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Edit(octx, EditParams{ID: bare.ID, Body: []byte(`{"id":"fixed"}`), Reason: "fix", ContentType: "application/json", Actor: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		if ended := sr.Ended(); len(ended[len(ended)-1].Links()) != 0 || ended[len(ended)-1].Name() != "edit q.decide" {
+			t.Errorf("the edit of an entry without trace context: %s links %v, want none", ended[len(ended)-1].Name(), ended[len(ended)-1].Links())
+		}
 		if open := spantest.Open(sr); len(open) > 0 {
 			t.Errorf("spans left open: %v", open)
 		}
