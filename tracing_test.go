@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lily-mq/lily"
@@ -69,9 +68,7 @@ var attr = spantest.Attr
 func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	defer tp.Shutdown(context.Background())
+	sr, tp := spantest.Recorder(t)
 
 	tr, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "lily.db"), sqlite.Options{PollInterval: 5 * time.Millisecond})
 	if err != nil {
@@ -295,9 +292,7 @@ func (swapKeys) ResumeKeys(context.Context, string, transport.Transport) (int, e
 // the release: the in-memory recorder holds no span left open, and each
 // attempt's span says released.
 func TestOrderingSwapEndsTheAttemptSpan(t *testing.T) {
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	defer tp.Shutdown(context.Background())
+	sr, tp := spantest.Recorder(t)
 	q := &memQueue{}
 	q.push(&transport.Delivery{Message: transport.Message{EventID: "failing", Key: "k-free"}, DeliveryCount: 1})
 	q.push(&transport.Delivery{Message: transport.Message{EventID: "waiting", Key: "k-waiting"}, DeliveryCount: 1})

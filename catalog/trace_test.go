@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lily-mq/lily/evidence"
@@ -25,9 +24,7 @@ var spanAttr = spantest.Attr
 func TestDecisionSpans(t *testing.T) {
 	eachStore(t, func(t *testing.T, plain *Store) {
 		ctx := context.Background()
-		sr := tracetest.NewSpanRecorder()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-		defer tp.Shutdown(ctx)
+		sr, tp := spantest.Recorder(t)
 		es := []*Entry{entry("q.decide", "d-discard", evidence.ReasonPermanent, StatePending, "bad"),
 			entry("q.decide", "d-erase", evidence.ReasonPermanent, StatePending, "bad"),
 			entry("q.decide", "d-edit", evidence.ReasonPermanent, StatePending, "bad")}
@@ -154,9 +151,7 @@ func TestDecisionSpans(t *testing.T) {
 func TestIngestSpans(t *testing.T) {
 	eachStore(t, func(t *testing.T, plain *Store) {
 		ctx := context.Background()
-		sr := tracetest.NewSpanRecorder()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-		defer tp.Shutdown(ctx)
+		sr, tp := spantest.Recorder(t)
 		s := plain.WithTracerProvider(tp)
 		traced := delivery("q.ingest", "i-traced", `{}`)
 		traced.Headers = evidenceHeaders(evidence.ReasonRetriesExhausted, "*errors.errorString", "down", "v1", 1, 3, 0)

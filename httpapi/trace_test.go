@@ -3,9 +3,6 @@ package httpapi
 import (
 	"testing"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/spantest"
 )
@@ -15,9 +12,7 @@ import (
 // the actor, linked to the message's trace (the seed's traceparent); no
 // span is left open. The decision's records stay as without tracing.
 func TestDecisionsTraced(t *testing.T) {
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	defer tp.Shutdown(t.Context())
+	sr, tp := spantest.Recorder(t)
 	f := newFixture(t, allTokens, func(o *Options) { o.TracerProvider = tp })
 	var ans decideAnswer
 	sel := map[string]any{"queue": "orders.created", "reason": "permanent"}

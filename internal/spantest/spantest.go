@@ -1,12 +1,25 @@
-// Package spantest reads the spans of OpenTelemetry's in-memory recorder
-// in tests: an attribute's value, and the spans left open.
+// Package spantest records the spans of OpenTelemetry's SDK in memory for
+// tests and reads them: an attribute's value, and the spans left open.
 package spantest
 
 import (
+	"context"
+	"testing"
+
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
+
+// Recorder returns an in-memory span recorder and a TracerProvider that
+// records into it, shut down when the test ends.
+func Recorder(t testing.TB) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	t.Helper()
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	return sr, tp
+}
 
 // Attr returns the value of s's attribute k; the zero value when s has
 // none.

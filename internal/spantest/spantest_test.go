@@ -6,17 +6,13 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
 // TestOpenAndAttr: a span started and not ended is reported open, by name
 // and message ID; an ended one is not; Attr reads a span's attribute.
 func TestOpenAndAttr(t *testing.T) {
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	defer tp.Shutdown(context.Background())
+	sr, tp := Recorder(t)
 	tr := tp.Tracer("spantest")
 	_, done := tr.Start(context.Background(), "done")
 	done.End()

@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lily-mq/lily"
@@ -32,9 +31,7 @@ import (
 // left open.
 func opTrace(t *testing.T, e *opEnv) {
 	const n = 2
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	t.Cleanup(func() { tp.Shutdown(e.ctx) })
+	sr, tp := spantest.Recorder(t)
 	e.tp, e.rd.TracerProvider, e.transient = tp, tp, true
 	e.cat = e.cat.WithTracerProvider(tp) // the ingest and the triage traced
 
