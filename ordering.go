@@ -137,7 +137,7 @@ func (c *Consumer) processKeyed(ctx context.Context, key string, j *ticket, sett
 		}
 		state, allowed, head = keyWaiting, d.EventID, d.EventID
 	}
-	r := c.decide(ctx, d, j.probe)
+	r := c.decide(ctx, j)
 	switch r.s.Action {
 	case transport.DeadLetter:
 		r = c.holdKey(ctx, key, d, keyHeld, state, r)
@@ -150,9 +150,7 @@ func (c *Consumer) processKeyed(ctx context.Context, key string, j *ticket, sett
 			free, err := c.o.Keys.AdvanceKey(ctx, q.Name, key, c.t)
 			if err != nil {
 				c.log.Error("cannot move the key on; releasing the delivery, it will be processed again", "key", key, "event_id", d.EventID, "err", err)
-				span := r.span
-				r = c.releaseReq(d, err)
-				r.span = span // the attempt's span ends with the release
+				r = c.releaseReq(d, err) // the attempt's span is the ticket's: it ends with the release
 				break
 			}
 			if free {
@@ -171,9 +169,7 @@ func (c *Consumer) holdKey(ctx context.Context, key string, d *transport.Deliver
 	q := c.o.Queue
 	if err := c.o.Keys.HoldKey(ctx, q.Name, key, q.Ordering, to, d.EventID); err != nil {
 		c.log.Error("cannot hold the key; releasing the delivery for redelivery", "key", key, "event_id", d.EventID, "err", err)
-		rel := c.releaseReq(d, err)
-		rel.span = r.span // the attempt's span ends with the release
-		return rel
+		return c.releaseReq(d, err) // the attempt's span is the ticket's: it ends with the release
 	}
 	if to == keyHeld && was != keyHeld {
 		fix := "lily dlq unpark --queue " + q.Name + " --key " + key

@@ -42,7 +42,6 @@ func (e *TimeoutError) Unwrap() error { return e.Err }
 // the hand-off may still fail).
 type settleReq struct {
 	t       *ticket
-	span    trace.Span // the handler attempt's span; nil when not tracing
 	s       transport.Settlement
 	ev      Event
 	done    chan error
@@ -62,31 +61,44 @@ type callResult struct {
 
 // process decides the fate of one delivery (docs/design.md §4).
 func (c *Consumer) process(ctx context.Context, t *ticket) settleReq {
-	r := c.decide(ctx, t.d, t.probe)
+	r := c.decide(ctx, t)
 	r.t = t
 	return r
 }
 
-// decide decides d's settlement; probe is its breaker probe token (0: not
-// the probe). When tracing, the attempt's span goes with the decision and
-// ends once its settlement is known (endAttempt).
-func (c *Consumer) decide(ctx context.Context, d *transport.Delivery, probe uint64) settleReq {
-	ctx, span := c.startAttempt(ctx, d)
-	r := c.decideIn(ctx, d, probe)
-	r.span = span
-	return r
+// counts are a delivery's retry and redrive counts, parsed from its
+// headers once per delivery for both the attempt's span and the decision.
+type counts struct {
+	retry    int
+	retryErr error // x-retry-count is not canonical: the delivery is dead-lettered
+	redrive  int
+}
+
+func countsOf(d *transport.Delivery) counts {
+	rc, err := evidence.RetryCount(d.Headers)
+	return counts{retry: rc, retryErr: err, redrive: evidence.RedriveCount(d.Headers)}
+}
+
+// decide decides the settlement of t's delivery. When tracing, the
+// attempt's span is t's: whatever decision finally settles t — this one,
+// or a release that ordering puts in its place — ends it, once, in the
+// settler (endAttempt).
+func (c *Consumer) decide(ctx context.Context, t *ticket) settleReq {
+	n := countsOf(t.d)
+	ctx = c.startAttempt(ctx, t, n)
+	return c.decideIn(ctx, t.d, t.probe, n)
 }
 
 // decideIn is decide within the attempt's span.
-func (c *Consumer) decideIn(ctx context.Context, d *transport.Delivery, probe uint64) settleReq {
+func (c *Consumer) decideIn(ctx context.Context, d *transport.Delivery, probe uint64, n counts) settleReq {
 	q := c.o.Queue
 	ld := &Delivery{Message: d.Message, Queue: d.Queue, DeliveryCount: d.DeliveryCount,
-		EnqueuedAt: d.EnqueuedAt, ContentID: d.ContentID, raw: d, RedriveCount: evidence.RedriveCount(d.Headers)}
+		EnqueuedAt: d.EnqueuedAt, ContentID: d.ContentID, raw: d, RedriveCount: n.redrive}
 	ld.SchemaVersion, _ = evidence.SchemaVersion(d.Headers)
-	rc, err := evidence.RetryCount(d.Headers)
-	if err != nil {
-		return c.deadLetter(d, evidence.ReasonInvalidRetryCount, err, "", 0, 0)
+	if n.retryErr != nil {
+		return c.deadLetter(d, evidence.ReasonInvalidRetryCount, n.retryErr, "", 0, 0)
 	}
+	rc := n.retry
 	ld.RetryCount = rc
 	if ld.RedriveCount > 0 && evidence.IsDrillOf(d.Headers, d.EventID) {
 		// A drill message (lily drill) is poison by construction: its first

@@ -98,7 +98,9 @@ func (c *Consumer) settleBatch(ctx context.Context, batch []settleReq, ss []tran
 		}
 		refused[i] = why
 	}
+	handOffs := c.startHandOffs(batch)
 	errs := transport.SettleErrors(c.t.Settle(ctx, &transport.SettleParams{Settlements: ss, OnStored: onStored}), len(ss))
+	c.endHandOffs(handOffs, errs, refused)
 	var releases []transport.Settlement
 	for i, r := range batch {
 		if r.done != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -19,6 +21,12 @@ import (
 type ticket struct {
 	d     *transport.Delivery
 	probe uint64 // the breaker's probe token; 0: not the probe
+	// span is the handler attempt's span while tracing, from decide until
+	// the settler ends it with the decision that settled the ticket
+	// (endAttempt): a decision replaced by another (ordering's release)
+	// needs no hand-over. Set by the worker before it hands the decision
+	// to the settler, read by the settler after: the channel orders them.
+	span trace.Span
 
 	// Under Consumer.mu.
 	leased time.Time // when its lease was taken or last extended

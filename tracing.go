@@ -29,6 +29,12 @@ const (
 	AttrOutcome          = attribute.Key("lily.outcome")
 	AttrDeadLetterReason = attribute.Key("lily.dead_letter.reason")
 	AttrImmediateRetries = attribute.Key("lily.immediate_retries")
+	// AttrDeadLetterStore is where a dead letter's hand-off put it:
+	// "catalog" (SQLite, or a copy the broker refused) or "broker" (its
+	// dead-letter queue, ingested into the catalog later).
+	AttrDeadLetterStore = attribute.Key("lily.dead_letter.store")
+	// AttrDeadLetterRefused is why the broker refused a dead-letter copy.
+	AttrDeadLetterRefused = attribute.Key("lily.dead_letter.refused")
 )
 
 // traceContext is W3C Trace Context: the traceparent and tracestate
@@ -105,17 +111,18 @@ func messagingSystem(t string) string {
 	return t
 }
 
-// startAttempt starts the span of one handler attempt of d, a child of the
-// producer's context (d's traceparent). A message without a traceparent
-// gets this span's, so that its retry copy, its dead-letter copy and a
-// redrive of it stay in the same trace (copies keep every header).
-func (c *Consumer) startAttempt(ctx context.Context, d *transport.Delivery) (context.Context, trace.Span) {
+// startAttempt starts the span of one handler attempt of t's delivery, a
+// child of the producer's context (its traceparent), and makes it t's
+// (ticket.span); n are the delivery's counts. A message without a
+// traceparent gets this span's, so that its retry copy, its dead-letter
+// copy and a redrive of it stay in the same trace (copies keep every
+// header).
+func (c *Consumer) startAttempt(ctx context.Context, t *ticket, n counts) context.Context {
 	if !c.tracing {
-		return ctx, nil
+		return ctx
 	}
-	q := c.o.Queue
+	q, d := c.o.Queue, t.d
 	ctx = ExtractTraceContext(ctx, d.Headers)
-	rc, _ := evidence.RetryCount(d.Headers)
 	ctx, span := c.tracer.Start(ctx, "process "+q.Name, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", messagingSystem(q.Transport)),
@@ -125,39 +132,108 @@ func (c *Consumer) startAttempt(ctx context.Context, d *transport.Delivery) (con
 			attribute.String("messaging.message.id", d.EventID),
 			attribute.Int("messaging.message.body.size", len(d.Body)),
 			AttrDeliveryCount.Int(d.DeliveryCount),
-			AttrRetryCount.Int(rc),
-			AttrRedriveCount.Int(evidence.RedriveCount(d.Headers)),
+			AttrRetryCount.Int(n.retry),
+			AttrRedriveCount.Int(n.redrive),
 		))
 	if _, ok := d.Headers[evidence.HeaderTraceparent]; !ok {
 		d.Headers = InjectTraceContext(ctx, d.Headers)
 	}
-	return ctx, span
+	t.span = span
+	return ctx
 }
 
-// endAttempt ends the span of r's attempt once its settlement is known:
-// err is the hand-off's error (nil: confirmed).
+// endAttempt ends the span of r's ticket, if it has one, once r — the
+// decision that settles it — is confirmed or not: err is the hand-off's
+// error (nil: confirmed). The span leaves the ticket, so it is ended once.
 func endAttempt(r settleReq, err error) {
-	if r.span == nil {
+	if r.t == nil || r.t.span == nil {
 		return
 	}
+	span := r.t.span
+	r.t.span = nil
 	outcome := string(r.ev.Kind)
 	if err != nil {
 		outcome = string(EventSettleFailed)
 	}
-	r.span.SetAttributes(AttrOutcome.String(outcome))
+	span.SetAttributes(AttrOutcome.String(outcome))
 	if r.ev.Reason != "" {
-		r.span.SetAttributes(AttrDeadLetterReason.String(r.ev.Reason))
+		span.SetAttributes(AttrDeadLetterReason.String(r.ev.Reason))
 	}
 	switch {
 	case err != nil:
-		r.span.SetAttributes(attribute.String("error.type", "settle_failed"))
-		r.span.RecordError(err)
-		r.span.SetStatus(codes.Error, "settlement not confirmed: "+err.Error())
+		span.SetAttributes(attribute.String("error.type", "settle_failed"))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "settlement not confirmed: "+err.Error())
 	case r.ev.Err != nil:
-		r.span.SetAttributes(attribute.String("error.type", errorType(r.ev.Err)))
-		r.span.SetStatus(codes.Error, outcome)
+		span.SetAttributes(attribute.String("error.type", errorType(r.ev.Err)))
+		span.SetStatus(codes.Error, outcome)
 	}
-	r.span.End()
+	span.End()
+}
+
+// startHandOffs starts the span of each traced dead letter's hand-off in
+// batch, "dead-letter <queue>", a child of its attempt's span; nil when
+// none is traced. On SQLite the hand-off is the catalog write: the
+// transport inserts the entry in the settlement's transaction. On a
+// broker it is the dead-letter copy's publish (the catalog write is the
+// ingest's span, catalog.Store.WithTracerProvider), or the catalog write
+// when the broker refuses the copy (lily.dead_letter.store = catalog).
+func (c *Consumer) startHandOffs(batch []settleReq) []trace.Span {
+	if !c.tracing {
+		return nil
+	}
+	var spans []trace.Span
+	q := c.o.Queue
+	system := messagingSystem(q.Transport)
+	for i, r := range batch {
+		if r.t == nil || r.t.span == nil || r.s.Action != transport.DeadLetter || r.ev.Kind != EventDeadLettered {
+			continue
+		}
+		if spans == nil {
+			spans = make([]trace.Span, len(batch))
+		}
+		attrs := []attribute.KeyValue{
+			attribute.String("messaging.system", system),
+			attribute.String("messaging.destination.name", q.Name),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.operation.name", "dead_letter"),
+			attribute.String("messaging.message.id", r.s.Delivery.EventID),
+			AttrDeadLetterReason.String(r.s.Reason),
+		}
+		if system == TransportSQLite {
+			attrs = append(attrs, attribute.String("db.system.name", "sqlite"),
+				attribute.String("db.collection.name", "lily_dlq_entries"), attribute.String("db.operation.name", "INSERT"))
+		}
+		_, spans[i] = c.tracer.Start(trace.ContextWithSpan(context.Background(), r.t.span), "dead-letter "+q.Name,
+			trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	}
+	return spans
+}
+
+// endHandOffs ends the spans of startHandOffs with the batch's results:
+// errs by position, refused the dead letters the broker refused and the
+// catalog stored.
+func (c *Consumer) endHandOffs(spans []trace.Span, errs []error, refused map[int]string) {
+	store := "broker"
+	if messagingSystem(c.o.Queue.Transport) == TransportSQLite {
+		store = "catalog"
+	}
+	for i, s := range spans {
+		if s == nil {
+			continue
+		}
+		if why, ok := refused[i]; ok {
+			s.SetAttributes(AttrDeadLetterStore.String("catalog"), AttrDeadLetterRefused.String(why))
+		} else if errs[i] == nil {
+			s.SetAttributes(AttrDeadLetterStore.String(store))
+		}
+		if errs[i] != nil {
+			s.SetAttributes(attribute.String("error.type", "settle_failed"))
+			s.RecordError(errs[i])
+			s.SetStatus(codes.Error, "dead letter not handed off")
+		}
+		s.End()
+	}
 }
 
 // errorType is the error.type of a handler error: Lily's own failure

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -14,16 +16,17 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/spantest"
 	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqlite"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // tracedRun records what a traced consumer did.
@@ -52,28 +55,20 @@ func (r *tracedRun) has(list *[]string, id string) bool {
 }
 
 // attr returns a span attribute's value.
-func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
-	for _, kv := range s.Attributes() {
-		if kv.Key == k {
-			return kv.Value
-		}
-	}
-	return attribute.Value{}
-}
+var attr = spantest.Attr
 
 // TestOneTraceForAPoisonMessagesPath publishes inside a producer span on
 // the SQLite store; the poison message fails twice, is dead-lettered,
 // redriven after the fix and acked: one trace holds the producer's span,
-// the two failed attempts under it, the redrive's span (linked to the
+// the two failed attempts under it, the dead letter's hand-off (the
+// catalog write) under the second, the redrive's span (linked to the
 // operator's) and the attempt after it, with the retry, redrive and
-// outcome on each. A message published without a trace gets its
+// outcome on each; no span is left open. A message published without a trace gets its
 // first attempt's context, so its retry copy stays in that trace.
 func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	defer tp.Shutdown(context.Background())
+	sr, tp := spantest.Recorder(t)
 
 	tr, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "lily.db"), sqlite.Options{PollInterval: 5 * time.Millisecond})
 	if err != nil {
@@ -146,10 +141,13 @@ func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 	// the redrive under it too (linked to the operator's span), the
 	// attempt after the redrive under the redrive.
 	byEvent := map[string][]sdktrace.ReadOnlySpan{}
-	var redrives []sdktrace.ReadOnlySpan
+	var redrives, handOffs []sdktrace.ReadOnlySpan
 	for _, s := range sr.Ended() {
 		if s.Name() == "redrive "+q.Name {
 			redrives = append(redrives, s)
+		}
+		if s.Name() == "dead-letter "+q.Name {
+			handOffs = append(handOffs, s)
 		}
 		if s.Name() != "process "+q.Name {
 			continue
@@ -206,6 +204,20 @@ func TestOneTraceForAPoisonMessagesPath(t *testing.T) {
 	if r := attr(spans[1], lily.AttrDeadLetterReason).AsString(); r != "retries_exhausted" {
 		t.Errorf("the dead-lettering attempt has reason %q, want retries_exhausted", r)
 	}
+	// The dead letter's hand-off — on SQLite the catalog write — under the
+	// attempt that dead-lettered it.
+	if len(handOffs) != 1 {
+		t.Fatalf("%d dead-letter spans, want 1", len(handOffs))
+	}
+	h := handOffs[0]
+	if h.Parent().SpanID() != spans[1].SpanContext().SpanID() || attr(h, lily.AttrDeadLetterStore).AsString() != "catalog" ||
+		attr(h, "db.system.name").AsString() != "sqlite" || attr(h, "messaging.message.id").AsString() != "poison" || h.SpanKind() != trace.SpanKindProducer {
+		t.Errorf("the hand-off span: under %s, %v; want under the dead-lettering attempt %s, stored in the sqlite catalog",
+			h.Parent().SpanID(), h.Attributes(), spans[1].SpanContext().SpanID())
+	}
+	if open := spantest.Open(sr); len(open) > 0 {
+		t.Errorf("spans left open: %v", open)
+	}
 	// The handler ran inside each attempt's span.
 	for i, sc := range run.handled["poison"] {
 		if sc.SpanID() != spans[i].SpanContext().SpanID() {
@@ -250,5 +262,73 @@ func TestTraceContextFromForeignHeaderTypes(t *testing.T) {
 	}
 	if sc := trace.SpanContextFromContext(lily.ExtractTraceContext(context.Background(), transport.Headers{"traceparent": 42})); sc.IsValid() {
 		t.Errorf("a traceparent of another type is not trace context, got %v", sc)
+	}
+}
+
+// swapKeys is a KeyStore for the ordering swaps: the key of event
+// "waiting" waits with that event allowed through and cannot be moved on
+// (AdvanceKey fails); every other key is free and cannot be held
+// (HoldKey fails).
+type swapKeys struct{}
+
+func (swapKeys) KeyState(_ context.Context, _, key string) (string, string, string, error) {
+	if key == "k-waiting" {
+		return "waiting", "waiting", "waiting", nil
+	}
+	return "", "", "", nil
+}
+func (swapKeys) HoldKey(context.Context, string, string, string, string, string) error {
+	return errors.New("catalog unreachable")
+}
+func (swapKeys) AdvanceKey(context.Context, string, string, transport.Transport) (bool, error) {
+	return false, errors.New("catalog unreachable")
+}
+func (swapKeys) ResumeKeys(context.Context, string, transport.Transport) (int, error) { return 0, nil }
+
+// TestOrderingSwapEndsTheAttemptSpan: on an ordered queue a decision the
+// key store cannot record is replaced by a release — a failed attempt
+// whose key cannot be held, a success whose key cannot be moved on. The
+// attempt's span belongs to the delivery's ticket, so it ends once, with
+// the release: the in-memory recorder holds no span left open, and each
+// attempt's span says released.
+func TestOrderingSwapEndsTheAttemptSpan(t *testing.T) {
+	sr, tp := spantest.Recorder(t)
+	q := &memQueue{}
+	q.push(&transport.Delivery{Message: transport.Message{EventID: "failing", Key: "k-free"}, DeliveryCount: 1})
+	q.push(&transport.Delivery{Message: transport.Message{EventID: "waiting", Key: "k-waiting"}, DeliveryCount: 1})
+	off := false
+	qc := lily.QueueConfig{Name: "swap.q", RetryAttempts: 1, Breaker: &off, Ordering: lily.OrderingPark}
+	c, err := lily.NewConsumer(q, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
+		if d.EventID == "failing" {
+			return errors.New("dependency down")
+		}
+		return nil
+	}), lily.ConsumerOptions{Queue: qc, ReceiveWait: 5 * time.Millisecond, Keys: swapKeys{}, KeyPoll: time.Hour,
+		TracerProvider: tp, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := transporttest.Start(t, c)
+	waittest.For(t, "both deliveries settled", func() bool {
+		return q.action("failing") != 0 && q.action("waiting") != 0
+	})
+	stop()
+	// Conservation: both deliveries were given back, none lost.
+	for _, id := range []string{"failing", "waiting"} {
+		if a := q.action(id); a != transport.Release {
+			t.Errorf("%s settled as %s, want released (the key store failed)", id, a)
+		}
+	}
+	started, ended := sr.Started(), sr.Ended()
+	if open := spantest.Open(sr); len(open) > 0 {
+		t.Errorf("spans left open: %v", open)
+	}
+	if len(started) != 2 || len(ended) != 2 {
+		t.Fatalf("%d spans started, %d ended, want one attempt each of 2 deliveries", len(started), len(ended))
+	}
+	for _, s := range ended {
+		if o := attr(s, lily.AttrOutcome).AsString(); o != string(lily.EventReleased) {
+			t.Errorf("the attempt of %s ended with outcome %q, want released", attr(s, "messaging.message.id").AsString(), o)
+		}
 	}
 }

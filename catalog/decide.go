@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
@@ -197,11 +199,16 @@ func (s *Store) decidePass(ctx context.Context, d catalogdb.Decision, f Filter, 
 			n = min(n, p.Limit-res.Count)
 		}
 		var refs []EntryRef
+		var traces map[int64]trace.SpanContext
+		start := time.Now()
 		err := s.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
 			pf := f
 			pf.AfterID = last
 			var err error
 			if refs, err = pageRefs(ctx, tx, pf, extra, n, true); err != nil || len(refs) == 0 {
+				return err
+			}
+			if traces, err = s.messageTraces(ctx, tx, refs); err != nil {
 				return err
 			}
 			ids := make([]string, len(refs))
@@ -221,6 +228,13 @@ func (s *Store) decidePass(ctx context.Context, d catalogdb.Decision, f Filter, 
 			}
 			return catalogdb.AppendAudit(ctx, tx, d.Record(action, outcome, false, ids, why))
 		})
+		if s.tracer != nil && len(refs) > 0 {
+			o := outcome
+			if p.DryRun {
+				o = wouldOutcome
+			}
+			s.emitSpans(ctx, start, decisionSpans(d, action, o, p.DryRun, refs, traces), err)
+		}
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
@@ -150,6 +153,8 @@ func (s *Store) Edit(ctx context.Context, p EditParams) (EditResult, error) {
 	}
 	d := catalogdb.NewDecision(p.Op, p.Actor, "", p.Now)
 	var res EditResult
+	var msg trace.SpanContext // the edited message's trace, when tracing
+	start := time.Now()
 	// The entry's row is locked first: two edits of one entry number
 	// their versions one after the other, and a decision on it waits.
 	err := s.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
@@ -161,6 +166,8 @@ func (s *Store) Edit(ctx context.Context, p EditParams) (EditResult, error) {
 		if err != nil {
 			return err
 		}
+		msg = messageSpan(e.Headers) // not ctx: an entry without trace context links nowhere
+		res.Entry = ref(e)
 		if (e.State != StatePending && e.State != StateNeedsManual) || !e.ErasedAt.IsZero() {
 			return fmt.Errorf("%w: entry %d is %s: only pending or needs_manual entries with their data can be edited (a parked entry is released as it is: unpark it first)", ErrNotEditable, e.ID, e.State)
 		}
@@ -194,6 +201,16 @@ func (s *Store) Edit(ctx context.Context, p EditParams) (EditResult, error) {
 		res = EditResult{Op: d.Op, Entry: ref(e), Version: cur.Version, Previous: prev, Current: cur}
 		return nil
 	})
+	if s.tracer != nil && res.Entry.ID != 0 {
+		ws := decisionSpans(d, ActionEdit, OutcomeEdited, false, []EntryRef{res.Entry}, map[int64]trace.SpanContext{res.Entry.ID: msg})
+		if res.Version != 0 {
+			ws[0].attrs = append(ws[0].attrs, attribute.Int("lily.edit.version", res.Version))
+		}
+		s.emitSpans(ctx, start, ws, err)
+	}
+	if err != nil {
+		res.Entry = EntryRef{}
+	}
 	return res, err
 }
 

@@ -84,7 +84,12 @@ func (s *Store) IngestWith(ctx context.Context, d transport.DeadLetterDrainer, p
 				entries[i].Reason = p.Reason
 			}
 		}
-		if err := s.ingestBatch(ctx, p, now, entries); err != nil {
+		start := time.Now() // the spans' clock is the wall clock, not p.Now
+		err := s.ingestBatch(ctx, p, now, entries)
+		if s.tracer != nil {
+			s.emitSpans(ctx, start, s.ingestSpans(p.Queue, ds, entries), err)
+		}
+		if err != nil {
 			return err
 		}
 		if p.OnEntry != nil {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/internal/sqlitedb"
 )
@@ -18,6 +20,9 @@ import (
 type Store struct {
 	db    *catalogdb.DB
 	owned bool
+	// tracer traces the writes when set (WithTracerProvider); nil: no
+	// spans, and nothing read for them.
+	tracer trace.Tracer
 }
 
 // Open opens the catalog at where: a PostgreSQL URL ("postgres://…", see

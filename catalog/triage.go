@@ -13,6 +13,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
@@ -207,11 +209,16 @@ func (s *Store) TriageEntries(ctx context.Context, p TriageParams) (TriageResult
 			n = min(n, p.Limit-res.Count)
 		}
 		var refs []EntryRef
+		var traces map[int64]trace.SpanContext
+		start := time.Now()
 		err := s.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
 			f := p.Filter
 			f.AfterID = last
 			var err error
 			if refs, err = pageRefs(ctx, tx, f, "", n, true); err != nil || len(refs) == 0 {
+				return err
+			}
+			if traces, err = s.messageTraces(ctx, tx, refs); err != nil {
 				return err
 			}
 			now := d.Now().UnixMilli()
@@ -230,6 +237,13 @@ func (s *Store) TriageEntries(ctx context.Context, p TriageParams) (TriageResult
 			}
 			return catalogdb.AppendAudit(ctx, tx, d.Record(ActionTriage, OutcomeTriaged, false, ids, detail))
 		})
+		if s.tracer != nil && len(refs) > 0 {
+			ws := decisionSpans(d, ActionTriage, OutcomeTriaged, false, refs, traces)
+			for i := range ws {
+				ws[i].table = "lily_triage_entries"
+			}
+			s.emitSpans(ctx, start, ws, err)
+		}
 		if err != nil {
 			return res, err
 		}
@@ -309,6 +323,7 @@ func (s *Store) TriageGroup(ctx context.Context, p TriageGroupParams) (TriageRes
 		sel, _ := json.Marshal(map[string]any{"group": GroupKey{Queue: q, Fingerprint: p.Fingerprint}})
 		gd := d
 		gd.Selector = string(sel)
+		start := time.Now()
 		err := s.db.WithKeyed(ctx, nil, func(tx *catalogdb.Tx) error {
 			now := gd.Now().UnixMilli()
 			if _, err := tx.ExecContext(ctx, upsert, append([]any{q, p.Fingerprint}, p.Change.changeArgs(now, gd.Actor)...)...); err != nil {
@@ -330,6 +345,9 @@ func (s *Store) TriageGroup(ctx context.Context, p TriageGroupParams) (TriageRes
 			res.Count += n
 			return catalogdb.AppendAudit(ctx, tx, r)
 		})
+		if s.tracer != nil {
+			s.emitSpans(ctx, start, []writeSpan{groupSpan(gd, q, p.Fingerprint)}, err)
+		}
 		if err != nil {
 			return res, err
 		}

@@ -55,7 +55,10 @@ type Options struct {
 	JobLease time.Duration
 	// TracerProvider, when set, traces the redrives the API runs
 	// (redrive.Redriver.TracerProvider): each redriven message gets a
-	// producer span in its own trace, linked to the request's span.
+	// producer span in its own trace, linked to the request's span; and
+	// the other decisions (discard, erase, edit, triage): a span per entry
+	// in the request's context, linked to the message's trace
+	// (catalog.Store.WithTracerProvider).
 	TracerProvider trace.TracerProvider
 	// Config supplies each queue's owner, dlq_retention_hours and
 	// max_redrives; a queue not in it has the defaults. Defaults to an
@@ -135,6 +138,9 @@ func New(o Options) (*Server, error) {
 	}
 	if err := CheckTokens(o.Tokens); err != nil {
 		return nil, err
+	}
+	if o.TracerProvider != nil {
+		o.Store = o.Store.WithTracerProvider(o.TracerProvider)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -16,10 +16,6 @@ import (
 // TracerName is the instrumentation scope of the redrive's spans.
 const TracerName = "github.com/lily-mq/lily/redrive"
 
-// traceHeaders are the W3C trace context headers a redrive reads and
-// rewrites.
-var traceHeaders = []string{evidence.HeaderTraceparent, "tracestate"}
-
 // traceRedrive starts one producer span per message of a redrive batch,
 // "redrive <dest>": a child of the message's own trace (its traceparent,
 // from the producer that published it first) linked to the operator's or
@@ -41,16 +37,10 @@ func traceRedrive(ctx context.Context, tp trace.TracerProvider, d decision, dest
 	spans := make([]trace.Span, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		in := propagation.MapCarrier{}
-		for _, k := range traceHeaders {
-			if v, ok := evidence.Text(m.Headers[k]); ok { // []byte from a foreign producer too
-				in[k] = v
-			}
-		}
 		// The parent is the message's trace only: the operator's context
 		// is a link, so that a redrive of many messages does not fold
 		// every trace into the operator's.
-		parent := tc.Extract(context.Background(), in)
+		parent := catalog.MessageTraceContext(context.Background(), m.Headers)
 		sctx, span := tracer.Start(parent, "redrive "+dest, trace.WithSpanKind(trace.SpanKindProducer), trace.WithLinks(links...),
 			trace.WithAttributes(
 				attribute.String("messaging.destination.name", dest),

@@ -1,13 +1,8 @@
 package cli
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -26,18 +21,9 @@ func serveConsumeMetrics(addr, queue string, stderr io.Writer, logger *slog.Logg
 		return nil, nil, err
 	}
 	hook.Init(queue)
-	ln, err := net.Listen("tcp", addr)
+	stop, err := serveMetrics("lily consume", addr, reg, stderr, logger)
 	if err != nil {
-		return nil, nil, fmt.Errorf("consume: --metrics %s: %w (pass a free host:port, e.g. 127.0.0.1:9466)", addr, err)
+		return nil, nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", lilyprom.Handler(reg))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	go hs.Serve(ln)
-	fmt.Fprintf(stderr, "lily consume: metrics on http://%s/metrics\n", ln.Addr())
-	return hook, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-	}, nil
+	return hook, stop, nil
 }

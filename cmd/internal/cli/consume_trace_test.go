@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +21,9 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/cmd/internal/demo"
+	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/internal/waittest"
+	"github.com/lily-mq/lily/transport"
 )
 
 // otlpReceiver is an OTLP/HTTP trace endpoint: it keeps the spans it is
@@ -207,5 +210,55 @@ func TestServeTracesRedriveJobs(t *testing.T) {
 	}
 	if code, out, stderr := run(t, "reconcile", "--db", db); code != 0 {
 		t.Errorf("reconcile: exit %d %s %s", code, out, stderr)
+	}
+}
+
+// TestDLQDecisionsExportTraces runs 'lily dlq triage' and 'lily dlq
+// discard' with the standard OTEL_* variables: each entry decided is one
+// span, exported under the command's service name, with the decision, the
+// actor and the event ID, linked to the trace of the message (its stored
+// traceparent).
+func TestDLQDecisionsExportTraces(t *testing.T) {
+	recv := startOTLPReceiver(t, "")
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	db, tr := newSeedStore(t)
+	msgs := []transport.Message{
+		{EventID: "traced-1", Body: []byte(`{}`), Headers: transport.Headers{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}},
+		{EventID: "traced-2", Body: []byte(`{}`), Headers: transport.Headers{"traceparent": "00-" + traceID + "-00f067aa0ba902b8-01"}},
+	}
+	if err := tr.Publish(context.Background(), &transport.PublishParams{Queue: dlqQueue, Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	deadLetterAll(t, tr, len(msgs), func(int, transport.Headers) evidence.Reason { return evidence.ReasonPermanent })
+	tr.Close()
+	if code, out, stderr := run(t, "dlq", "triage", "--db", db, "--event-ids", "traced-1", "--assign", "bob", "--actor", "alice"); code != 0 {
+		t.Fatalf("triage: exit %d %s %s", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "dlq", "discard", "--db", db, "--event-ids", "traced-1,traced-2", "--reason", "obsolete", "--actor", "alice"); code != 0 {
+		t.Fatalf("discard: exit %d %s %s", code, out, stderr)
+	}
+	// The commands flush their spans before they exit.
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	got := map[string]int{}
+	for i, s := range recv.spans {
+		linked := len(s.Links) == 1 && hex.EncodeToString(s.Links[0].TraceId) == traceID
+		if !linked || spanAttr(s, "lily.actor") != "alice" || spanAttr(s, "lily.decision") == "" {
+			t.Errorf("span %q of %s: links %v, actor %q, decision %q: want one link to trace %s, actor alice, a decision",
+				s.Name, spanAttr(s, "messaging.message.id"), s.Links, spanAttr(s, "lily.actor"), spanAttr(s, "lily.decision"), traceID)
+		}
+		got[recv.names[i]+" "+s.Name+" "+spanAttr(s, "messaging.message.id")]++
+	}
+	want := map[string]int{
+		"lily-dlq-triage triage " + dlqQueue + " traced-1":   1,
+		"lily-dlq-discard discard " + dlqQueue + " traced-1": 1,
+		"lily-dlq-discard discard " + dlqQueue + " traced-2": 1,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("spans exported %v, want %v", got, want)
+	}
+	// Conservation: both dead letters discarded with a record.
+	if st := entryStates(t, db); st["discarded"] != 2 || len(st) != 1 {
+		t.Errorf("states %v, want both entries discarded", st)
 	}
 }

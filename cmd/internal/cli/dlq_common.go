@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
@@ -31,6 +32,9 @@ type dlqEnv struct {
 	cat    *catalog.Store
 	// ledger is cat's, with the configuration's ledger_horizon_hours.
 	ledger *ledger.Ledger
+	// opened is the store openDLQ opened, closed by Close, when cat is a
+	// traced view of it (traceWrites).
+	opened *catalog.Store
 }
 
 // openDLQ opens the existing database of sf and its configuration.
@@ -65,7 +69,38 @@ func openDLQ(ctx context.Context, sf storeFlags) (*dlqEnv, error) {
 }
 
 // Close releases the database.
-func (e *dlqEnv) Close() { closeStore(e.sq, e.cat) }
+func (e *dlqEnv) Close() {
+	cat := e.cat
+	if e.opened != nil {
+		cat = e.opened
+	}
+	closeStore(e.sq, cat)
+}
+
+// traceWrites traces the catalog's writes the command named cmd makes —
+// ingest, and the operator's decisions — with the OTEL_* environment
+// variables (tracerFromEnv); without them nothing changes. stop flushes
+// the spans.
+func (e *dlqEnv) traceWrites(c *cobra.Command, cmd string) (stop func(), err error) {
+	tp, stop, err := tracerFromEnv(c.Context(), cmd, strings.ReplaceAll(cmd, " ", "-"), c.ErrOrStderr())
+	if err != nil {
+		return nil, err
+	}
+	e.useTracer(tp)
+	return stop, nil
+}
+
+// useTracer makes cat a view of the opened store that traces its writes
+// with tp (catalog.Store.WithTracerProvider); nil tp: no change.
+func (e *dlqEnv) useTracer(tp trace.TracerProvider) {
+	if tp == nil {
+		return
+	}
+	if e.opened == nil {
+		e.opened = e.cat
+	}
+	e.cat = e.opened.WithTracerProvider(tp)
+}
 
 // queue returns a queue's configuration: the config's [[queue]], or the
 // defaults.

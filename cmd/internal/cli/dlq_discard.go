@@ -126,6 +126,11 @@ selection of nothing is not an error (exit 0; audited as nothing_selected).`,
 				return err
 			}
 			defer env.Close()
+			stopTraces, err := env.traceWrites(cmd, "lily dlq discard")
+			if err != nil {
+				return err
+			}
+			defer stopTraces()
 			if err := sel.checkNames(ctx, env); err != nil {
 				return err
 			}
@@ -176,6 +181,11 @@ record names the selector and the event IDs, not the payloads).`,
 				return err
 			}
 			defer env.Close()
+			stopTraces, err := env.traceWrites(cmd, "lily dlq erase")
+			if err != nil {
+				return err
+			}
+			defer stopTraces()
 			if err := sel.checkNames(ctx, env); err != nil {
 				return err
 			}

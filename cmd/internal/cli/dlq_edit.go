@@ -88,6 +88,11 @@ Discard, expire and erase remove the bodies of every version.`,
 				return err
 			}
 			defer env.Close()
+			stopTraces, err := env.traceWrites(cmd, "lily dlq edit")
+			if err != nil {
+				return err
+			}
+			defer stopTraces()
 			res, err := editEntry(ctx, env, id, body, reason, actor)
 			if err != nil {
 				return err

@@ -77,11 +77,17 @@ Ingesting the same dead letter twice adds one entry.`,
 			if len(sources) == 0 && len(c.ForeignDLQs) == 0 {
 				return usagef("--config %s: no [[queue]] has transport = \"rabbitmq\" or \"kafka\": nothing to ingest", sf.config)
 			}
-			cat, err := sf.openCatalog(ctx)
+			opened, err := sf.openCatalog(ctx)
 			if err != nil {
 				return err
 			}
-			defer cat.Close()
+			defer opened.Close()
+			tp, stopTraces, err := tracerFromEnv(ctx, "lily dlq ingest", "lily-dlq-ingest", cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer stopTraces()
+			cat := opened.WithTracerProvider(tp) // each dead letter's catalog write a span in its trace
 			out := ingestJSON{Queues: map[string]int{}}
 			names := make([]string, 0, len(sources))
 			for q := range sources {

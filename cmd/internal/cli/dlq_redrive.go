@@ -276,6 +276,7 @@ func runRedrive(cmd *cobra.Command, f redriveFlags) error {
 		return err
 	}
 	defer stopTraces()
+	env.useTracer(tp) // the ingest between the sample and the rest is traced too
 	rd := redrive.New(env.cat)
 	rd.TracerProvider = tp // nil without OTEL_*: not traced
 	job, runErr := rd.RunJob(ctx, job, redrive.JobRunParams{Holder: holder, Lease: f.lease, Target: targets.target,

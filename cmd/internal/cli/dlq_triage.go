@@ -95,6 +95,11 @@ and 'lily dlq list' show the triage.`,
 				return err
 			}
 			defer env.Close()
+			stopTraces, err := env.traceWrites(cmd, "lily dlq triage")
+			if err != nil {
+				return err
+			}
+			defer stopTraces()
 			if err := sel.checkNames(ctx, env); err != nil {
 				return err
 			}

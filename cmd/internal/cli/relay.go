@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -169,20 +167,7 @@ func serveRelayMetrics(cmd *cobra.Command, addr string, db *sql.DB, cfg config.C
 	m.Init(queues...)
 	reg.MustRegister(lilyprom.NewOutboxCollector(db, queues, 0))
 	ro.Observer = m
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("relay: --metrics %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", lilyprom.Handler(reg))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	go hs.Serve(ln)
-	fmt.Fprintf(cmd.OutOrStdout(), "lily relay: metrics on http://%s/metrics\n", ln.Addr())
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-	}, nil
+	return serveMetrics("lily relay", addr, reg, cmd.OutOrStdout(), logger)
 }
 
 // openOutboxDB opens the application database: PostgreSQL by URL, else a

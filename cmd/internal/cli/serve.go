@@ -192,6 +192,7 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 		return err
 	}
 	defer stopTraces()
+	env.useTracer(tp) // the ingest's catalog writes and the API's decisions
 	reg := prometheus.NewRegistry()
 	hook, err := lilyprom.NewHook(reg)
 	if err != nil {
