@@ -18,6 +18,9 @@ import (
 const testLease = 3 * time.Second
 
 func TestMain(m *testing.M) {
+	if crashChild() {
+		return
+	}
 	// The tests wait on the service far more than they compute (docs/testing.md).
 	testparallel.Default(4)
 	os.Exit(m.Run())

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/lily-mq/lily/transport"
@@ -14,10 +15,10 @@ import (
 // reader refuses (handles as foreign text) an envelope of another version.
 const EnvelopeVersion = 1
 
-// envelopePrefix starts every envelope this package writes: the version
-// field comes first, so that a reader tells an envelope from a foreign
-// message by its first bytes.
-const envelopePrefix = `{"lily_envelope":`
+// envelopeKey is the envelope's version field: a JSON object with it is
+// an envelope, whatever the order of its fields (another tool may write
+// one, docs/azqueue.md).
+const envelopeKey = `"lily_envelope"`
 
 // Envelope is the JSON text of a Lily message on a Storage queue
 // (docs/azqueue.md, "The envelope"). Storage queue messages carry one
@@ -88,24 +89,27 @@ func encode(eventID, key, typ string, body []byte, h transport.Headers, base int
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
+	enc.SetEscapeHTML(false) // the body's "<" and "&" stay as they are; XML escapes them on the wire
 	if err := enc.Encode(e); err != nil {
 		return "", err
 	}
 	return string(bytes.TrimRight(buf.Bytes(), "\n")), nil
 }
 
-// decode reads a message's text: an envelope of EnvelopeVersion, else
-// foreign text (its bytes are the body; ok false when it looked like an
-// envelope and was not a readable one, err says why).
+// decode reads a message's text: a JSON object with the "lily_envelope"
+// field of EnvelopeVersion is an envelope; anything else is foreign text
+// (its bytes are the body). err says why an envelope was not readable (its
+// text is then handled as foreign).
 func decode(text string) (decoded, error) {
 	foreign := decoded{Headers: transport.Headers{}, Body: []byte(text)}
-	if len(text) < len(envelopePrefix) || text[:len(envelopePrefix)] != envelopePrefix {
+	if t := strings.TrimLeft(text, " \t\r\n"); !strings.HasPrefix(t, "{") || !strings.Contains(t, envelopeKey) {
 		return foreign, nil
 	}
 	var e Envelope
 	if err := json.Unmarshal([]byte(text), &e); err != nil {
-		return foreign, fmt.Errorf("azqueue: envelope: %w", err)
+		// A JSON text that mentions the key without being an envelope
+		// is a foreign message like any other.
+		return foreign, nil
 	}
 	if e.Version != EnvelopeVersion {
 		return foreign, fmt.Errorf("azqueue: envelope version %d: this Lily reads version %d", e.Version, EnvelopeVersion)
