@@ -48,8 +48,10 @@ const (
 )
 
 // Azurite's well-known development account (published by Microsoft for
-// the emulator; it opens nothing on Azure).
+// the emulator; it opens nothing on Azure), and the queue endpoint of an
+// Azurite started with its defaults.
 const (
+	AzuriteURL     = "http://127.0.0.1:10001/" + DevAccountName
 	DevAccountName = "devstoreaccount1"
 	DevAccountKey  = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )

@@ -17,7 +17,7 @@ import (
 
 // DefaultURL is Azurite's queue endpoint for its development account, as
 // .ci/run starts it.
-const DefaultURL = "http://127.0.0.1:10001/" + azqueue.DevAccountName
+const DefaultURL = azqueue.AzuriteURL
 
 // URL is the service URL of the test Azurite: LILY_TEST_AZURITE_URL, or
 // DefaultURL.
