@@ -16,6 +16,10 @@ const (
 	// ForeignJetStream: the messages a NATS JetStream consumer gave up on
 	// (MaxDeliver reached, or terminated), from the server's advisories.
 	ForeignJetStream = "jetstream"
+	// ForeignAzureFunctions: the poison queue "<queue>-poison" that Azure
+	// Functions' queue trigger moves a message to after maxDequeueCount
+	// dequeues.
+	ForeignAzureFunctions = "azure-functions"
 )
 
 // ForeignDLQConfig is a [[foreign_dlq]] entry: a RabbitMQ dead-letter queue
@@ -25,7 +29,9 @@ const (
 type ForeignDLQConfig struct {
 	// Queue is the RabbitMQ queue's name, e.g. "orders_error"; for kind
 	// "jetstream", the name its dead letters have in the catalog, e.g.
-	// "orders.billing". Required.
+	// "orders.billing"; for kind "azure-functions", the Storage queue
+	// that triggers the function, e.g. "orders" (Lily drains
+	// "orders-poison"). Required.
 	Queue string `toml:"queue" json:"queue"`
 	// Kind is who fills it: "masstransit" (origin MT-Fault-InputAddress;
 	// a queue named *_skipped is ingested with reason "skipped"),
@@ -42,6 +48,11 @@ type ForeignDLQConfig struct {
 	// each message's own subject (a redrive refuses one that other
 	// consumers of the stream read too).
 	RedriveSubject string `toml:"redrive_subject" json:"redrive_subject,omitempty"`
+	// MaxDequeueCount, with kind "azure-functions", is the Functions app's
+	// maxDequeueCount (host.json extensions.queues): the evidence's
+	// delivery count, and what 'lily lint' weighs. Defaults to 5,
+	// Functions' own default.
+	MaxDequeueCount int `toml:"max_dequeue_count" json:"max_dequeue_count,omitempty"`
 	// Owner is the team that owns the queue's dead letters. Defaults to "".
 	Owner string `toml:"owner" json:"owner,omitempty"`
 }
@@ -90,6 +101,16 @@ func (c Config) validateForeign() []error {
 			if f.Stream != "" || f.Consumer != "" || f.RedriveSubject != "" {
 				errs = append(errs, fmt.Errorf("%w: %s: stream, consumer and redrive_subject are for kind = \"jetstream\" only", ErrInvalidConfig, where))
 			}
+		case ForeignAzureFunctions:
+			if f.Stream != "" || f.Consumer != "" || f.RedriveSubject != "" {
+				errs = append(errs, fmt.Errorf("%w: %s: stream, consumer and redrive_subject are for kind = \"jetstream\" only", ErrInvalidConfig, where))
+			}
+			if f.Queue != "" && !storageQueueName.MatchString(f.Queue+"-poison") {
+				errs = append(errs, fmt.Errorf("%w: %s: kind = \"azure-functions\" needs the Storage queue name the function's trigger reads: 3..56 lower-case letters, digits and single '-' (its poison queue %q must be a valid name too)", ErrInvalidConfig, where, f.Queue+"-poison"))
+			}
+			if f.MaxDequeueCount < 0 {
+				errs = append(errs, fmt.Errorf("%w: %s: max_dequeue_count = %d: must be >= 1 (the function app's host.json extensions.queues.maxDequeueCount; default 5)", ErrInvalidConfig, where, f.MaxDequeueCount))
+			}
 		case ForeignJetStream:
 			if strings.TrimSpace(f.Stream) == "" || strings.TrimSpace(f.Consumer) == "" {
 				errs = append(errs, fmt.Errorf("%w: %s: kind = \"jetstream\" needs stream and consumer: the JetStream stream and the durable consumer whose failed messages Lily takes in", ErrInvalidConfig, where))
@@ -97,9 +118,9 @@ func (c Config) validateForeign() []error {
 				errs = append(errs, fmt.Errorf("%w: %s: stream %q, consumer %q: JetStream names have no dots, wildcards or blanks", ErrInvalidConfig, where, f.Stream, f.Consumer))
 			}
 		case "":
-			errs = append(errs, fmt.Errorf("%w: %s: kind is required: \"masstransit\", \"x-death\", \"nservicebus\" or \"jetstream\"", ErrInvalidConfig, where))
+			errs = append(errs, fmt.Errorf("%w: %s: kind is required: \"masstransit\", \"x-death\", \"nservicebus\", \"jetstream\" or \"azure-functions\"", ErrInvalidConfig, where))
 		default:
-			errs = append(errs, fmt.Errorf("%w: %s: kind = %q: want \"masstransit\", \"x-death\", \"nservicebus\" or \"jetstream\"", ErrInvalidConfig, where, f.Kind))
+			errs = append(errs, fmt.Errorf("%w: %s: kind = %q: want \"masstransit\", \"x-death\", \"nservicebus\", \"jetstream\" or \"azure-functions\"", ErrInvalidConfig, where, f.Kind))
 		}
 	}
 	return errs
