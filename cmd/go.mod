@@ -14,6 +14,7 @@ require github.com/lily-mq/lily/transport/azqueue v0.0.0-00010101000000-00000000
 
 require (
 	cloud.google.com/go/pubsub/v2 v2.9.0
+	github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue v1.0.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/lily-mq/lily/transport/nats v0.0.0-00010101000000-000000000000
@@ -50,7 +51,6 @@ require (
 	github.com/Admiral-Piett/goaws v0.4.5 // indirect
 	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.18.0 // indirect
 	github.com/Azure/azure-sdk-for-go/sdk/internal v1.11.1 // indirect
-	github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue v1.0.1 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect

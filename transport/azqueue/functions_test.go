@@ -12,41 +12,8 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/azqueue/azuritetest"
 )
-
-// functionsRuntime does what the Azure Functions queue trigger does with a
-// message its function keeps failing: it dequeues it, the function fails,
-// and the message is made visible again, until its DequeueCount reaches
-// maxDequeueCount; then its text is put on "<queue>-poison" and the
-// original deleted. It returns when the trigger queue is empty.
-func functionsRuntime(ctx context.Context, t *testing.T, svc *azqueue.ServiceClient, queue string, maxDequeueCount int64) {
-	t.Helper()
-	q, poison := svc.NewQueueClient(queue), svc.NewQueueClient(queue+"-poison")
-	vis := int32(30)
-	for {
-		out, err := q.DequeueMessage(ctx, &azqueue.DequeueMessageOptions{VisibilityTimeout: &vis})
-		if err != nil {
-			t.Fatalf("functions runtime: dequeue: %v", err)
-		}
-		if len(out.Messages) == 0 {
-			return
-		}
-		m := out.Messages[0]
-		// The function throws; the runtime looks at the count.
-		if *m.DequeueCount >= maxDequeueCount {
-			if _, err := poison.EnqueueMessage(ctx, *m.MessageText, nil); err != nil {
-				t.Fatalf("functions runtime: move to poison: %v", err)
-			}
-			if _, err := q.DeleteMessage(ctx, *m.MessageID, *m.PopReceipt, nil); err != nil {
-				t.Fatalf("functions runtime: delete: %v", err)
-			}
-			continue
-		}
-		if _, err := q.UpdateMessage(ctx, *m.MessageID, *m.PopReceipt, *m.MessageText, nil); err != nil { // visible again at once
-			t.Fatalf("functions runtime: release: %v", err)
-		}
-	}
-}
 
 // TestFunctionsPoisonIngestAndRedrive: two messages a Functions-style
 // consumer failed five times each were moved to "<queue>-poison" without a
@@ -74,7 +41,7 @@ func TestFunctionsPoisonIngestAndRedrive(t *testing.T) {
 		}
 	}
 	before := time.Now().Add(-time.Minute)
-	functionsRuntime(ctx, t, svc, queue, 5)
+	azuritetest.FunctionsRuntime(ctx, t, svc, queue, 5)
 
 	cat := openCatalog(t)
 	fn := tr.Functions(queue, 5, "")

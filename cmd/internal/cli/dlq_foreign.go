@@ -40,9 +40,17 @@ func ingestForeign(ctx context.Context, brk *brokers.Set, cat *catalog.Store, c 
 }
 
 // foreignDrainer returns the drainer of a [[foreign_dlq]] entry: the
-// RabbitMQ queue of its kind, or a JetStream consumer's advisories (its
-// advisory stream declared first: advisories are kept from then on).
+// RabbitMQ queue of its kind, a JetStream consumer's advisories (its
+// advisory stream declared first: advisories are kept from then on), or
+// an Azure Functions trigger queue's "<queue>-poison".
 func foreignDrainer(ctx context.Context, brk *brokers.Set, f config.ForeignDLQConfig) (transport.DeadLetterDrainer, error) {
+	if f.Kind == config.ForeignAzureFunctions {
+		az, err := brk.AzQueue(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return az.Functions(f.Queue, f.MaxDequeueCountOrDefault(), ""), nil
+	}
 	if f.Kind == config.ForeignJetStream {
 		nt, err := brk.NATS(ctx)
 		if err != nil {
@@ -75,6 +83,14 @@ func (r *redriveTargets) foreignTarget(ctx context.Context, queue string) (pub r
 	brk, err := r.open()
 	if err != nil {
 		return nil, true, err
+	}
+	if f.Kind == config.ForeignAzureFunctions {
+		// The text alone, to the function's trigger queue (or --to).
+		az, err := brk.AzQueue(ctx)
+		if err != nil {
+			return nil, true, err
+		}
+		return az.Functions(f.Queue, f.MaxDequeueCountOrDefault(), r.to), true, nil
 	}
 	if f.Kind == config.ForeignJetStream {
 		// To the consumer alone: --to (or redrive_subject) must be a

@@ -6,11 +6,14 @@
 package azuritetest
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"os"
 	"testing"
 	"time"
+
+	sdk "github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/lily-mq/lily/transport/azqueue"
 )
@@ -56,4 +59,38 @@ func Options(t testing.TB, visibility time.Duration) azqueue.Options {
 	}
 	return azqueue.Options{ServiceURL: URL(), AccountName: azqueue.DevAccountName, AccountKey: azqueue.DevAccountKey,
 		VisibilityTimeout: visibility, PollInterval: 100 * time.Millisecond}
+}
+
+// FunctionsRuntime does what the Azure Functions queue trigger does with a
+// message its function keeps failing: it dequeues it, the function fails,
+// and the message is made visible again, until its DequeueCount reaches
+// maxDequeueCount; then its text is put on "<queue>-poison" and the
+// original deleted. It returns when the trigger queue is empty.
+func FunctionsRuntime(ctx context.Context, t *testing.T, svc *sdk.ServiceClient, queue string, maxDequeueCount int64) {
+	t.Helper()
+	q, poison := svc.NewQueueClient(queue), svc.NewQueueClient(queue+"-poison")
+	vis := int32(30)
+	for {
+		out, err := q.DequeueMessage(ctx, &sdk.DequeueMessageOptions{VisibilityTimeout: &vis})
+		if err != nil {
+			t.Fatalf("functions runtime: dequeue: %v", err)
+		}
+		if len(out.Messages) == 0 {
+			return
+		}
+		m := out.Messages[0]
+		// The function throws; the runtime looks at the count.
+		if *m.DequeueCount >= maxDequeueCount {
+			if _, err := poison.EnqueueMessage(ctx, *m.MessageText, nil); err != nil {
+				t.Fatalf("functions runtime: move to poison: %v", err)
+			}
+			if _, err := q.DeleteMessage(ctx, *m.MessageID, *m.PopReceipt, nil); err != nil {
+				t.Fatalf("functions runtime: delete: %v", err)
+			}
+			continue
+		}
+		if _, err := q.UpdateMessage(ctx, *m.MessageID, *m.PopReceipt, *m.MessageText, nil); err != nil { // visible again at once
+			t.Fatalf("functions runtime: release: %v", err)
+		}
+	}
 }
