@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Kinds of [[foreign_dlq]]: the framework that fills the queue.
@@ -53,6 +54,16 @@ type ForeignDLQConfig struct {
 	// delivery count, and what 'lily lint' weighs. Defaults to 5,
 	// Functions' own default.
 	MaxDequeueCount int `toml:"max_dequeue_count" json:"max_dequeue_count,omitempty"`
+	// VisibilityTimeoutSeconds, with kind "azure-functions", is the
+	// function app's visibilityTimeout (host.json extensions.queues): the
+	// wait before a failed message is tried again. Defaults to 0,
+	// Functions' default (at once). 'lily lint' weighs it.
+	VisibilityTimeoutSeconds int `toml:"visibility_timeout_seconds" json:"visibility_timeout_seconds,omitempty"`
+	// ExpectedOutage, with kind "azure-functions", is the longest
+	// dependency outage the function's retries must ride out, a Go
+	// duration ("10m"); 'lily lint' compares it with the retry span.
+	// Defaults to "" (not checked).
+	ExpectedOutage string `toml:"expected_outage" json:"expected_outage,omitempty"`
 	// Owner is the team that owns the queue's dead letters. Defaults to "".
 	Owner string `toml:"owner" json:"owner,omitempty"`
 }
@@ -107,6 +118,14 @@ func (c Config) validateForeign() []error {
 			}
 			if f.Queue != "" && !storageQueueName.MatchString(f.Queue+"-poison") {
 				errs = append(errs, fmt.Errorf("%w: %s: kind = \"azure-functions\" needs the Storage queue name the function's trigger reads: 3..56 lower-case letters, digits and single '-' (its poison queue %q must be a valid name too)", ErrInvalidConfig, where, f.Queue+"-poison"))
+			}
+			if f.VisibilityTimeoutSeconds < 0 || f.VisibilityTimeoutSeconds > 604800 {
+				errs = append(errs, fmt.Errorf("%w: %s: visibility_timeout_seconds = %d: must be 0..604800 (host.json visibilityTimeout, up to 7 days)", ErrInvalidConfig, where, f.VisibilityTimeoutSeconds))
+			}
+			if f.ExpectedOutage != "" {
+				if d, err := time.ParseDuration(f.ExpectedOutage); err != nil || d <= 0 {
+					errs = append(errs, fmt.Errorf("%w: %s: expected_outage = %q: want a positive Go duration such as \"10m\"", ErrInvalidConfig, where, f.ExpectedOutage))
+				}
 			}
 			if f.MaxDequeueCount < 0 {
 				errs = append(errs, fmt.Errorf("%w: %s: max_dequeue_count = %d: must be >= 1 (the function app's host.json extensions.queues.maxDequeueCount; default 5)", ErrInvalidConfig, where, f.MaxDequeueCount))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
+	"github.com/lily-mq/lily/lint"
 	lilyaz "github.com/lily-mq/lily/transport/azqueue"
 	"github.com/lily-mq/lily/transport/azqueue/azuritetest"
 )
@@ -43,8 +44,16 @@ func TestForeignDLQAzureFunctions(t *testing.T) {
 		}
 	}
 	azuritetest.FunctionsRuntime(ctx, t, svc, queue, 5)
+	// Nobody drains the poison queue yet: 'lily lint --live' says so.
+	bare := writeConfig(t, fmt.Sprintf("db = %q\nazqueue_url = %q\n", filepath.Join(t.TempDir(), "catalog.db"), azuritetest.URL()))
+	if !undrained(t, bare, queue) {
+		t.Errorf("lint --live: no %s finding for %s", lint.CodeFunctionsPoisonUndrained, queue)
+	}
 	cfg := writeConfig(t, fmt.Sprintf("db = %q\nazqueue_url = %q\n[[foreign_dlq]]\nqueue = %q\nkind = \"azure-functions\"\n",
 		filepath.Join(t.TempDir(), "catalog.db"), azuritetest.URL(), queue))
+	if undrained(t, cfg, queue) {
+		t.Errorf("lint --live: %s for %s, which the config drains", lint.CodeFunctionsPoisonUndrained, queue)
+	}
 	code, out, errOut := run(t, "dlq", "ingest", "--config", cfg, "--json")
 	var ing ingestJSON
 	if code != 0 || json.Unmarshal([]byte(out), &ing) != nil || ing.Total != 2 {
@@ -80,4 +89,17 @@ func TestForeignDLQAzureFunctions(t *testing.T) {
 			t.Errorf("ledger of %s: %+v, want accepted 2 = 2 redriven", queue, r)
 		}
 	}
+}
+
+// undrained reports whether 'lily lint --live' finds queue's poison queue
+// undrained under the config cfg (other tests' poison queues may be in the
+// account too: only queue's finding counts).
+func undrained(t *testing.T, cfg, queue string) bool {
+	t.Helper()
+	_, out, errOut := run(t, "lint", "--config", cfg, "--live", "--json")
+	var r lint.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("lint --live --json: %v\n%s\n%s", err, out, errOut)
+	}
+	return r.Has(lint.CodeFunctionsPoisonUndrained, queue)
 }
