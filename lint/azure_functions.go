@@ -87,7 +87,7 @@ func functionsSpanShort(f config.ForeignDLQConfig, attempts int) (Finding, bool)
 	}
 	need := int(outage/max(vis, time.Second)) + 1
 	fix := fmt.Sprintf("set visibilityTimeout (host.json) to at least %s with maxDequeueCount %d",
-		plan.FormatSeconds((outage/time.Duration(max(attempts-1, 1))).Seconds()), attempts)
+		plan.FormatSeconds((outage / time.Duration(max(attempts-1, 1))).Seconds()), attempts)
 	if vis > 0 && need <= MaxSensibleDeliveryLimit {
 		fix += fmt.Sprintf(", or maxDequeueCount to %d", need)
 	}
