@@ -176,6 +176,9 @@ type Config struct {
 	// queues other frameworks fill (MassTransit, a dead-letter exchange,
 	// NServiceBus), drained and redriven to their origin. Defaults to none.
 	ForeignDLQs []ForeignDLQConfig `toml:"foreign_dlq" json:"foreign_dlqs,omitempty"`
+	// Lambdas are the [[lambda]] entries: AWS Lambda functions' asynchronous
+	// invocation settings, for 'lily lint' (config/lambda.go).
+	Lambdas []LambdaConfig `toml:"lambda" json:"lambdas,omitempty"`
 }
 
 // WithDefaults returns c with defaults applied to it and every queue.
@@ -231,6 +234,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validatePubSub()...)
 	errs = append(errs, c.validateNATS()...)
 	errs = append(errs, c.validateAzQueue()...)
+	errs = append(errs, c.validateLambdas()...)
 	errs = append(errs, c.validateLedger()...)
 	for _, p := range c.RedactPatterns {
 		if _, err := evidence.NewRedactor(p); err != nil {

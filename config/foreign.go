@@ -21,6 +21,9 @@ const (
 	// Functions' queue trigger moves a message to after maxDequeueCount
 	// dequeues.
 	ForeignAzureFunctions = "azure-functions"
+	// ForeignLambdaDestination: an SQS queue that is the on-failure
+	// destination of a Lambda function's asynchronous invocations.
+	ForeignLambdaDestination = "lambda-destination"
 )
 
 // ForeignDLQConfig is a [[foreign_dlq]] entry: a RabbitMQ dead-letter queue
@@ -32,7 +35,8 @@ type ForeignDLQConfig struct {
 	// "jetstream", the name its dead letters have in the catalog, e.g.
 	// "orders.billing"; for kind "azure-functions", the Storage queue
 	// that triggers the function, e.g. "orders" (Lily drains
-	// "orders-poison"). Required.
+	// "orders-poison"); for kind "lambda-destination", the SQS queue
+	// that is a Lambda function's on-failure destination. Required.
 	Queue string `toml:"queue" json:"queue"`
 	// Kind is who fills it: "masstransit" (origin MT-Fault-InputAddress;
 	// a queue named *_skipped is ingested with reason "skipped"),
@@ -112,6 +116,10 @@ func (c Config) validateForeign() []error {
 			if f.Stream != "" || f.Consumer != "" || f.RedriveSubject != "" {
 				errs = append(errs, fmt.Errorf("%w: %s: stream, consumer and redrive_subject are for kind = \"jetstream\" only", ErrInvalidConfig, where))
 			}
+		case ForeignLambdaDestination:
+			if f.Stream != "" || f.Consumer != "" || f.RedriveSubject != "" || f.MaxDequeueCount != 0 || f.VisibilityTimeoutSeconds != 0 || f.ExpectedOutage != "" {
+				errs = append(errs, fmt.Errorf("%w: %s: kind = \"lambda-destination\" takes queue (the SQS queue's name) and owner only", ErrInvalidConfig, where))
+			}
 		case ForeignAzureFunctions:
 			if f.Stream != "" || f.Consumer != "" || f.RedriveSubject != "" {
 				errs = append(errs, fmt.Errorf("%w: %s: stream, consumer and redrive_subject are for kind = \"jetstream\" only", ErrInvalidConfig, where))
@@ -137,9 +145,9 @@ func (c Config) validateForeign() []error {
 				errs = append(errs, fmt.Errorf("%w: %s: stream %q, consumer %q: JetStream names have no dots, wildcards or blanks", ErrInvalidConfig, where, f.Stream, f.Consumer))
 			}
 		case "":
-			errs = append(errs, fmt.Errorf("%w: %s: kind is required: \"masstransit\", \"x-death\", \"nservicebus\", \"jetstream\" or \"azure-functions\"", ErrInvalidConfig, where))
+			errs = append(errs, fmt.Errorf("%w: %s: kind is required: \"masstransit\", \"x-death\", \"nservicebus\", \"jetstream\", \"azure-functions\" or \"lambda-destination\"", ErrInvalidConfig, where))
 		default:
-			errs = append(errs, fmt.Errorf("%w: %s: kind = %q: want \"masstransit\", \"x-death\", \"nservicebus\", \"jetstream\" or \"azure-functions\"", ErrInvalidConfig, where, f.Kind))
+			errs = append(errs, fmt.Errorf("%w: %s: kind = %q: want \"masstransit\", \"x-death\", \"nservicebus\", \"jetstream\", \"azure-functions\" or \"lambda-destination\"", ErrInvalidConfig, where, f.Kind))
 		}
 	}
 	return errs

@@ -31,7 +31,8 @@
 // for transport "sqs": sqs-visibility-below-handler-timeout (lint/sqs.go);
 // for [[foreign_dlq]] kind = "azure-functions" (lint/azure_functions.go):
 // functions-max-dequeue-one, functions-max-dequeue-high,
-// functions-retry-span-short.
+// functions-retry-span-short; for [[lambda]] (lint/lambda.go):
+// lambda-no-failure-destination, lambda-destination-undrained.
 // Live codes (constants here, findings from brokers/livelint):
 // topology-drift, dlx-missing, dlx-unbound,
 // at-least-once-without-reject-publish, delivery-limit-without-dlx,
