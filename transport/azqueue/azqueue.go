@@ -289,23 +289,7 @@ func unknown(op, queue, name string, err error) error {
 // parallelEach runs f(0..n-1) on up to Concurrency goroutines and returns
 // each one's error.
 func (t *Transport) parallelEach(n int, f func(i int) error) []error {
-	errs := make([]error, n)
-	if n == 1 {
-		errs[0] = f(0)
-		return errs
-	}
-	sem := make(chan struct{}, t.opts.Concurrency)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = f(i)
-		}()
-	}
-	wg.Wait()
-	return errs
+	return transport.RunEach(n, t.opts.Concurrency, f)
 }
 
 // enqueue adds a message text to a Storage queue, visible after delay,

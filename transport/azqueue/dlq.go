@@ -83,38 +83,23 @@ func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainPara
 // (each converted by conv), deleting a batch only after store returned nil.
 func (t *Transport) drain(ctx context.Context, name string, p *transport.DrainParams, conv func(*azqueue.DequeuedMessage) *transport.Delivery,
 	store func(context.Context, []*transport.Delivery) error) (int, error) {
-	batch := p.Batch
-	if batch <= 0 {
-		batch = 256
-	}
-	total := 0
-	for p.Limit <= 0 || total < p.Limit {
-		n := batch
-		if p.Limit > 0 {
-			n = min(n, p.Limit-total)
-		}
+	next := func(ctx context.Context, n int) ([]*transport.Delivery, error) {
 		ms, err := t.receiveAll(ctx, name, n)
-		if err != nil {
-			return total, err
-		}
-		if len(ms) == 0 {
-			return total, nil
-		}
 		ds := make([]*transport.Delivery, len(ms))
 		for i, m := range ms {
 			ds[i] = conv(m)
 		}
-		if err := store(ctx, ds); err != nil {
-			return total, err // the batch comes back after its visibility timeout
-		}
+		return ds, err
+	}
+	ack := func(ctx context.Context, ds []*transport.Delivery) error {
 		for _, d := range ds {
 			if err := t.delete(ctx, d.Receipt.(*receipt)); err != nil {
-				return total, fmt.Errorf("azqueue: drain %s: delete after store: %w (it may be stored again; ingest is idempotent)", name, err)
+				return fmt.Errorf("azqueue: drain %s: delete after store: %w (it may be stored again; ingest is idempotent)", name, err)
 			}
 		}
-		total += len(ms)
+		return nil
 	}
-	return total, nil
+	return transport.DrainBatches(ctx, p, next, store, ack)
 }
 
 // count reads the approximate message count of a Storage queue: every

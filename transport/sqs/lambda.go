@@ -2,10 +2,8 @@ package sqs
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lily-mq/lily/evidence"
@@ -40,46 +38,15 @@ func (t *Transport) LambdaDestination(queue string) *LambdaDestination {
 // message that is not an on-failure record is handed over as it is (its
 // body as the body, no evidence), so that nothing stays behind unseen.
 func (l *LambdaDestination) DrainDeadLetters(ctx context.Context, p *transport.DrainParams, store func(context.Context, []*transport.Delivery) error) (int, error) {
-	batch := p.Batch
-	if batch <= 0 {
-		batch = 256
-	}
 	url, err := l.t.queueURL(ctx, l.queue)
 	if err != nil {
 		return 0, err
 	}
-	total := 0
-	for p.Limit <= 0 || total < p.Limit {
-		n := batch
-		if p.Limit > 0 {
-			n = min(n, p.Limit-total)
-		}
-		ms, err := l.t.receiveAll(ctx, l.queue, url, n)
-		if err != nil {
-			return total, err
-		}
-		if len(ms) == 0 {
-			return total, nil
-		}
-		ds := make([]*transport.Delivery, len(ms))
-		for i, m := range ms {
-			ds[i] = l.record(m)
-		}
-		if err := store(ctx, ds); err != nil {
-			return total, err // the batch comes back after its visibility timeout
-		}
-		for _, m := range ms {
-			if _, err := l.t.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				return total, fmt.Errorf("sqs: drain the Lambda destination %s: delete after store: %w (it may be stored again; ingest is idempotent)", l.queue, err)
-			}
-		}
-		total += len(ms)
-	}
-	return total, nil
+	return l.t.drain(ctx, l.queue, url, p, func(m types.Message) *transport.Delivery { return l.record(url, m) }, store)
 }
 
 // record converts one message of the destination queue.
-func (l *LambdaDestination) record(m types.Message) *transport.Delivery {
+func (l *LambdaDestination) record(url string, m types.Message) *transport.Delivery {
 	body := []byte(aws.ToString(m.Body))
 	d := &transport.Delivery{
 		Message:       transport.Message{EventID: aws.ToString(m.MessageId), Body: body, Headers: transport.Headers{}},
@@ -87,6 +54,7 @@ func (l *LambdaDestination) record(m types.Message) *transport.Delivery {
 		DeliveryCount: 1,
 		EnqueuedAt:    sysTime(m, string(types.MessageSystemAttributeNameSentTimestamp)),
 		MessageID:     aws.ToString(m.MessageId),
+		Receipt:       &receipt{queue: l.queue, url: url, handle: aws.ToString(m.ReceiptHandle)},
 	}
 	r, ok := evidence.DecodeLambdaRecord(body)
 	if !ok {
