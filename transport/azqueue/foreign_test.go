@@ -3,7 +3,6 @@ package azqueue_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 
 	"github.com/lily-mq/lily/catalog"
@@ -12,16 +11,6 @@ import (
 	"github.com/lily-mq/lily/transport/azqueue"
 	"github.com/lily-mq/lily/transport/transporttest"
 )
-
-func openCatalog(t *testing.T) *catalog.Store {
-	t.Helper()
-	s, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 // base returns the azqueue transport under a ledger.Accounted.
 func base(tr transport.Transport) *azqueue.Transport {
@@ -64,7 +53,7 @@ func TestForeignProducers(t *testing.T) {
 	transporttest.RunForeign(t, transporttest.ForeignHarness{
 		Name: "azqueue",
 		Open: func(t *testing.T) (transport.Transport, *catalog.Store) {
-			c := openCatalog(t)
+			c := transporttest.TempCatalog(t)
 			// ledger.Accounted does not pass ExtendLeases on, so the lease
 			// must outlast handler_timeout (30 s by default).
 			return ledger.Account(open(t, func(o *azqueue.Options) { o.VisibilityTimeout = 60e9 }), ledger.New(c)), c

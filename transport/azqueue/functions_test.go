@@ -13,6 +13,7 @@ import (
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/azqueue/azuritetest"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // TestFunctionsPoisonIngestAndRedrive: two messages a Functions-style
@@ -43,7 +44,7 @@ func TestFunctionsPoisonIngestAndRedrive(t *testing.T) {
 	before := time.Now().Add(-time.Minute)
 	azuritetest.FunctionsRuntime(ctx, t, svc, queue, 5)
 
-	cat := openCatalog(t)
+	cat := transporttest.TempCatalog(t)
 	fn := tr.Functions(queue, 5, "")
 	n, err := cat.IngestWith(ctx, fn, catalog.IngestParams{Queue: queue, Foreign: "azure-functions"})
 	if err != nil || n != 2 {

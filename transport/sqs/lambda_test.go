@@ -3,7 +3,6 @@ package sqs_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport/sqs/sqstest"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // TestLambdaDestinationIngest: the on-failure destination queue of a
@@ -39,11 +39,7 @@ func TestLambdaDestinationIngest(t *testing.T) {
 	if _, err := tr.Client().SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: out.QueueUrl, MessageBody: aws.String(record)}); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := catalog.Open(ctx, filepath.Join(t.TempDir(), "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
+	cat := transporttest.TempCatalog(t)
 	n, err := cat.IngestWith(ctx, tr.LambdaDestination(queue), catalog.IngestParams{Queue: queue, Foreign: "lambda-destination"})
 	if err != nil || n != 1 {
 		t.Fatalf("ingested %d (%v), want 1", n, err)
