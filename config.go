@@ -34,6 +34,8 @@ const (
 	TransportPubSub = "pubsub"
 	// TransportNATS is NATS JetStream (package transport/nats).
 	TransportNATS = "nats"
+	// TransportAzQueue is Azure Storage queues (package transport/azqueue).
+	TransportAzQueue = "azqueue"
 )
 
 // BreakerEnabled reports whether the queue's consumers use the circuit
@@ -87,7 +89,7 @@ const (
 type QueueConfig struct {
 	// Name of the queue, e.g. "orders.created". Required.
 	Name string `toml:"name" json:"name"`
-	// Transport carrying the queue: "sqlite", "rabbitmq", "kafka", "sqs", "pubsub" or "nats".
+	// Transport carrying the queue: "sqlite", "rabbitmq", "kafka", "sqs", "pubsub", "nats" or "azqueue".
 	// Defaults to "sqlite".
 	Transport string `toml:"transport" json:"transport"`
 	// Exchange the queue is bound to (RabbitMQ). Defaults to the part of
@@ -341,9 +343,9 @@ func (c QueueConfig) Validate() error {
 		bad("name", fmt.Sprintf("%q", c.Name), "must be 1..200 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
 	switch c.Transport {
-	case TransportSQLite, TransportRabbitMQ, TransportKafka, TransportSQS, TransportPubSub, TransportNATS:
+	case TransportSQLite, TransportRabbitMQ, TransportKafka, TransportSQS, TransportPubSub, TransportNATS, TransportAzQueue:
 	default:
-		bad("transport", fmt.Sprintf("%q", c.Transport), `must be "sqlite", "rabbitmq", "kafka", "sqs", "pubsub" or "nats"`)
+		bad("transport", fmt.Sprintf("%q", c.Transport), `must be "sqlite", "rabbitmq", "kafka", "sqs", "pubsub", "nats" or "azqueue"`)
 	}
 	if err := c.Policy().Validate(); err != nil {
 		for _, e := range unjoin(err) {

@@ -26,18 +26,21 @@ var (
 		"github.com/aws/",
 		"cloud.google.com/",
 		"google.golang.org/api",
+		"github.com/Azure/",
 		"github.com/nats-io/",
 	}
 	cloudSDKs = []string{
 		"github.com/aws/",
 		"cloud.google.com/",
 		"google.golang.org/api",
+		"github.com/Azure/",
 	}
 	brokerTransports = []string{
 		"github.com/lily-mq/lily/transport/kafka",
 		"github.com/lily-mq/lily/transport/sqs",
 		"github.com/lily-mq/lily/transport/pubsub",
 		"github.com/lily-mq/lily/transport/nats",
+		"github.com/lily-mq/lily/transport/azqueue",
 		"github.com/lily-mq/lily/transport/rabbitmq",
 		"github.com/lily-mq/lily/brokers",
 	}
@@ -80,6 +83,7 @@ func TestIngestLinksNoBrokerTransport(t *testing.T) {
 		"github.com/lily-mq/lily/transport/sqs",
 		"github.com/lily-mq/lily/transport/pubsub",
 		"github.com/lily-mq/lily/transport/nats",
+		"github.com/lily-mq/lily/transport/azqueue",
 		"github.com/lily-mq/lily/brokers",
 		"github.com/twmb/franz-go",
 		"github.com/nats-io/",

@@ -20,6 +20,7 @@ var (
 		"github.com/lily-mq/lily/transport/sqs",
 		"github.com/lily-mq/lily/transport/pubsub",
 		"github.com/lily-mq/lily/transport/nats",
+		"github.com/lily-mq/lily/transport/azqueue",
 		"github.com/lily-mq/lily/brokers",
 	}
 )
@@ -67,7 +68,7 @@ func TestPureFoundations(t *testing.T) {
 // knows nothing of the runtime or the catalog; the wrapper that counts
 // (ledger.Accounted) wraps it from outside.
 func TestTransportsLinkNoCatalog(t *testing.T) {
-	for _, pkg := range []string{"./transport/rabbitmq", "./transport/kafka", "./transport/sqs", "./transport/pubsub", "./transport/nats"} {
+	for _, pkg := range []string{"./transport/rabbitmq", "./transport/kafka", "./transport/sqs", "./transport/pubsub", "./transport/nats", "./transport/azqueue"} {
 		forbid(t, pkg, "transports know nothing of the catalog (ledger.Accounted wraps them)", catalogPackages)
 		forbidRuntime(t, pkg, "the runtime drives transports, never the other way")
 	}

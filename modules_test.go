@@ -15,6 +15,7 @@ var heavyModules = []string{
 	"github.com/aws/",
 	"cloud.google.com/",
 	"google.golang.org/api",
+	"github.com/Azure/",
 	"github.com/Admiral-Piett/goaws",
 	"github.com/twmb/franz-go/pkg/kfake",
 	"github.com/chromedp/",

@@ -105,6 +105,8 @@ func messagingSystem(t string) string {
 		return "aws_sqs"
 	case "pubsub":
 		return "gcp_pubsub"
+	case "azqueue":
+		return "azure_storage_queue"
 	case "":
 		return TransportSQLite
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/azqueue"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/nats"
 	"github.com/lily-mq/lily/transport/pubsub"
@@ -31,13 +32,14 @@ var (
 	_ Transport = (*sqs.Transport)(nil)
 	_ Transport = (*pubsub.Transport)(nil)
 	_ Transport = (*nats.Transport)(nil)
+	_ Transport = (*azqueue.Transport)(nil)
 )
 
 // IsBroker reports whether a queue's transport (lily.QueueConfig.Transport)
 // is a broker, not the embedded SQLite store.
 func IsBroker(kind string) bool {
 	return kind == lily.TransportRabbitMQ || kind == lily.TransportKafka || kind == lily.TransportSQS || kind == lily.TransportPubSub ||
-		kind == lily.TransportNATS
+		kind == lily.TransportNATS || kind == lily.TransportAzQueue
 }
 
 // Options override the configuration's broker addresses; zero values keep
@@ -63,6 +65,7 @@ type Set struct {
 	sqsT         *sqs.Transport
 	ps           *pubsub.Transport
 	nt           *nats.Transport
+	azq          *azqueue.Transport
 }
 
 // New returns the brokers of cfg with o's overrides. It connects to
@@ -99,6 +102,9 @@ func (s *Set) Close() {
 	}
 	if s.nt != nil {
 		s.nt.Close()
+	}
+	if s.azq != nil {
+		s.azq.Close()
 	}
 }
 
@@ -143,6 +149,13 @@ func (s *Set) ForQueue(ctx context.Context, q lily.QueueConfig) (Transport, erro
 			return nil, err
 		}
 		return nt, nil
+	case lily.TransportAzQueue:
+		az, err := s.AzQueue(ctx)
+		if err != nil {
+			return nil, err
+		}
+		az.Register(q.Spec())
+		return az, nil
 	}
 	return nil, nil
 }
@@ -199,6 +212,12 @@ func (s *Set) PeekDeadLetters(ctx context.Context, q lily.QueueConfig, limit int
 			return nil, err
 		}
 		return nt.PeekDeadLetters(ctx, q.Name, limit)
+	case lily.TransportAzQueue:
+		az, err := s.AzQueue(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return az.PeekDeadLetters(ctx, q.Name, limit)
 	}
 	return nil, nil
 }

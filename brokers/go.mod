@@ -8,6 +8,8 @@ require github.com/lily-mq/lily/transport/kafka v0.0.0-00010101000000-0000000000
 
 require github.com/lily-mq/lily/transport/sqs v0.0.0-00010101000000-000000000000
 
+require github.com/lily-mq/lily/transport/azqueue v0.0.0-00010101000000-000000000000
+
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/lily-mq/lily/transport/pubsub v0.0.0-00010101000000-000000000000
@@ -16,6 +18,9 @@ require (
 )
 
 require (
+	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.18.0 // indirect
+	github.com/Azure/azure-sdk-for-go/sdk/internal v1.11.1 // indirect
+	github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue v1.0.1 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 )
@@ -90,3 +95,5 @@ replace github.com/lily-mq/lily/transport/sqs => ../transport/sqs
 replace github.com/lily-mq/lily/transport/pubsub => ../transport/pubsub
 
 replace github.com/lily-mq/lily/transport/nats => ../transport/nats
+
+replace github.com/lily-mq/lily/transport/azqueue => ../transport/azqueue

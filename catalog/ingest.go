@@ -210,6 +210,8 @@ func foreignSource(queue string, foreign []evidence.ForeignEvidence) string {
 		return "kafka/" + queue
 	case evidence.SystemJetStream:
 		return "nats/" + queue
+	case evidence.SystemAzureFunctions:
+		return "azqueue/" + queue
 	}
 	return queue
 }

@@ -10,10 +10,14 @@ require github.com/lily-mq/lily/transport/kafka v0.0.0-00010101000000-0000000000
 
 require github.com/lily-mq/lily/transport/sqs v0.0.0-00010101000000-000000000000
 
+require github.com/lily-mq/lily/transport/azqueue v0.0.0-00010101000000-000000000000
+
 require (
 	cloud.google.com/go/pubsub/v2 v2.9.0
+	github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue v1.0.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
+	github.com/lily-mq/lily/transport/nats v0.0.0-00010101000000-000000000000
 	github.com/lily-mq/lily/transport/pubsub v0.0.0-00010101000000-000000000000
 	github.com/mattn/go-isatty v0.0.24
 	github.com/prometheus/client_golang v1.25.0
@@ -33,7 +37,7 @@ require (
 )
 
 require (
-	github.com/nats-io/nats.go v1.56.0 // indirect
+	github.com/nats-io/nats.go v1.56.0
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 )
@@ -45,6 +49,8 @@ require (
 	cloud.google.com/go/compute/metadata v0.10.0 // indirect
 	cloud.google.com/go/iam v1.14.0 // indirect
 	github.com/Admiral-Piett/goaws v0.4.5 // indirect
+	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.18.0 // indirect
+	github.com/Azure/azure-sdk-for-go/sdk/internal v1.11.1 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
@@ -68,7 +74,6 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
-	github.com/lily-mq/lily/transport/nats v0.0.0-00010101000000-000000000000 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/pelletier/go-toml/v2 v2.4.3 // indirect
@@ -115,3 +120,5 @@ replace github.com/lily-mq/lily/transport/sqs => ../transport/sqs
 replace github.com/lily-mq/lily/transport/pubsub => ../transport/pubsub
 
 replace github.com/lily-mq/lily/transport/nats => ../transport/nats
+
+replace github.com/lily-mq/lily/transport/azqueue => ../transport/azqueue

@@ -130,6 +130,21 @@ type Config struct {
 	// (it stays until the stream's limits remove it). Defaults to
 	// "workqueue".
 	NATSRetention string `toml:"nats_retention" json:"nats_retention,omitempty"`
+	// AzQueueURL is the queue service URL of the queues with transport
+	// "azqueue" and of the [[foreign_dlq]] kind = "azure-functions"
+	// entries (config/azqueue.go lists the Azure settings), e.g.
+	// "https://<account>.queue.core.windows.net/". Defaults to Azurite's
+	// "http://127.0.0.1:10001/devstoreaccount1".
+	AzQueueURL string `toml:"azqueue_url" json:"azqueue_url,omitempty"`
+	// AzQueueAccount is the storage account of the shared-key credential;
+	// its key is read from the environment (AZURE_STORAGE_KEY), never from
+	// the file. Defaults to Azurite's "devstoreaccount1" (whose published
+	// key needs no variable).
+	AzQueueAccount string `toml:"azqueue_account" json:"azqueue_account,omitempty"`
+	// AzQueueVisibilityTimeoutSeconds is the lease of a received message,
+	// 1..604800; the runtime extends it while a handler runs. nil means
+	// unset. Defaults to 30.
+	AzQueueVisibilityTimeoutSeconds *int `toml:"azqueue_visibility_timeout_seconds" json:"azqueue_visibility_timeout_seconds,omitempty"`
 	// NATSQueues adopts an existing stream and consumer for a nats queue
 	// (Lily checks them instead of declaring its own). Defaults to none.
 	NATSQueues map[string]NATSBinding `toml:"nats_queues" json:"nats_queues,omitempty"`
@@ -161,6 +176,9 @@ type Config struct {
 	// queues other frameworks fill (MassTransit, a dead-letter exchange,
 	// NServiceBus), drained and redriven to their origin. Defaults to none.
 	ForeignDLQs []ForeignDLQConfig `toml:"foreign_dlq" json:"foreign_dlqs,omitempty"`
+	// Lambdas are the [[lambda]] entries: AWS Lambda functions' asynchronous
+	// invocation settings, for 'lily lint' (config/lambda.go).
+	Lambdas []LambdaConfig `toml:"lambda" json:"lambdas,omitempty"`
 }
 
 // WithDefaults returns c with defaults applied to it and every queue.
@@ -215,6 +233,8 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateSQS()...)
 	errs = append(errs, c.validatePubSub()...)
 	errs = append(errs, c.validateNATS()...)
+	errs = append(errs, c.validateAzQueue()...)
+	errs = append(errs, c.validateLambdas()...)
 	errs = append(errs, c.validateLedger()...)
 	for _, p := range c.RedactPatterns {
 		if _, err := evidence.NewRedactor(p); err != nil {

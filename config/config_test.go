@@ -239,7 +239,7 @@ retry_jitter_ratio = nan
 	}
 	msg := err.Error()
 	for _, want := range []string{
-		`transport = "carrier-pigeon"`, `"sqlite", "rabbitmq", "kafka", "sqs", "pubsub" or "nats"`,
+		`transport = "carrier-pigeon"`, `"sqlite", "rabbitmq", "kafka", "sqs", "pubsub", "nats" or "azqueue"`,
 		"retry_attempts 101", "0..100",
 		"max_retry_backoff_millis 1000", ">= retry_backoff_millis (5000)",
 		"retry_jitter_ratio 0.6", "0.0..0.5",

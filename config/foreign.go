@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Kinds of [[foreign_dlq]]: the framework that fills the queue.
@@ -16,6 +17,13 @@ const (
 	// ForeignJetStream: the messages a NATS JetStream consumer gave up on
 	// (MaxDeliver reached, or terminated), from the server's advisories.
 	ForeignJetStream = "jetstream"
+	// ForeignAzureFunctions: the poison queue "<queue>-poison" that Azure
+	// Functions' queue trigger moves a message to after maxDequeueCount
+	// dequeues.
+	ForeignAzureFunctions = "azure-functions"
+	// ForeignLambdaDestination: an SQS queue that is the on-failure
+	// destination of a Lambda function's asynchronous invocations.
+	ForeignLambdaDestination = "lambda-destination"
 )
 
 // ForeignDLQConfig is a [[foreign_dlq]] entry: a RabbitMQ dead-letter queue
@@ -25,7 +33,10 @@ const (
 type ForeignDLQConfig struct {
 	// Queue is the RabbitMQ queue's name, e.g. "orders_error"; for kind
 	// "jetstream", the name its dead letters have in the catalog, e.g.
-	// "orders.billing". Required.
+	// "orders.billing"; for kind "azure-functions", the Storage queue
+	// that triggers the function, e.g. "orders" (Lily drains
+	// "orders-poison"); for kind "lambda-destination", the SQS queue
+	// that is a Lambda function's on-failure destination. Required.
 	Queue string `toml:"queue" json:"queue"`
 	// Kind is who fills it: "masstransit" (origin MT-Fault-InputAddress;
 	// a queue named *_skipped is ingested with reason "skipped"),
@@ -42,6 +53,21 @@ type ForeignDLQConfig struct {
 	// each message's own subject (a redrive refuses one that other
 	// consumers of the stream read too).
 	RedriveSubject string `toml:"redrive_subject" json:"redrive_subject,omitempty"`
+	// MaxDequeueCount, with kind "azure-functions", is the Functions app's
+	// maxDequeueCount (host.json extensions.queues): the evidence's
+	// delivery count, and what 'lily lint' weighs. Defaults to 5,
+	// Functions' own default.
+	MaxDequeueCount int `toml:"max_dequeue_count" json:"max_dequeue_count,omitempty"`
+	// VisibilityTimeoutSeconds, with kind "azure-functions", is the
+	// function app's visibilityTimeout (host.json extensions.queues): the
+	// wait before a failed message is tried again. Defaults to 0,
+	// Functions' default (at once). 'lily lint' weighs it.
+	VisibilityTimeoutSeconds int `toml:"visibility_timeout_seconds" json:"visibility_timeout_seconds,omitempty"`
+	// ExpectedOutage, with kind "azure-functions", is the longest
+	// dependency outage the function's retries must ride out, a Go
+	// duration ("10m"); 'lily lint' compares it with the retry span.
+	// Defaults to "" (not checked).
+	ExpectedOutage string `toml:"expected_outage" json:"expected_outage,omitempty"`
 	// Owner is the team that owns the queue's dead letters. Defaults to "".
 	Owner string `toml:"owner" json:"owner,omitempty"`
 }
@@ -90,6 +116,28 @@ func (c Config) validateForeign() []error {
 			if f.Stream != "" || f.Consumer != "" || f.RedriveSubject != "" {
 				errs = append(errs, fmt.Errorf("%w: %s: stream, consumer and redrive_subject are for kind = \"jetstream\" only", ErrInvalidConfig, where))
 			}
+		case ForeignLambdaDestination:
+			if f.Stream != "" || f.Consumer != "" || f.RedriveSubject != "" || f.MaxDequeueCount != 0 || f.VisibilityTimeoutSeconds != 0 || f.ExpectedOutage != "" {
+				errs = append(errs, fmt.Errorf("%w: %s: kind = \"lambda-destination\" takes queue (the SQS queue's name) and owner only", ErrInvalidConfig, where))
+			}
+		case ForeignAzureFunctions:
+			if f.Stream != "" || f.Consumer != "" || f.RedriveSubject != "" {
+				errs = append(errs, fmt.Errorf("%w: %s: stream, consumer and redrive_subject are for kind = \"jetstream\" only", ErrInvalidConfig, where))
+			}
+			if f.Queue != "" && !storageQueueName.MatchString(f.Queue+"-poison") {
+				errs = append(errs, fmt.Errorf("%w: %s: kind = \"azure-functions\" needs the Storage queue name the function's trigger reads: 3..56 lower-case letters, digits and single '-' (its poison queue %q must be a valid name too)", ErrInvalidConfig, where, f.Queue+"-poison"))
+			}
+			if f.VisibilityTimeoutSeconds < 0 || f.VisibilityTimeoutSeconds > 604800 {
+				errs = append(errs, fmt.Errorf("%w: %s: visibility_timeout_seconds = %d: must be 0..604800 (host.json visibilityTimeout, up to 7 days)", ErrInvalidConfig, where, f.VisibilityTimeoutSeconds))
+			}
+			if f.ExpectedOutage != "" {
+				if d, err := time.ParseDuration(f.ExpectedOutage); err != nil || d <= 0 {
+					errs = append(errs, fmt.Errorf("%w: %s: expected_outage = %q: want a positive Go duration such as \"10m\"", ErrInvalidConfig, where, f.ExpectedOutage))
+				}
+			}
+			if f.MaxDequeueCount < 0 {
+				errs = append(errs, fmt.Errorf("%w: %s: max_dequeue_count = %d: must be >= 1 (the function app's host.json extensions.queues.maxDequeueCount; default 5)", ErrInvalidConfig, where, f.MaxDequeueCount))
+			}
 		case ForeignJetStream:
 			if strings.TrimSpace(f.Stream) == "" || strings.TrimSpace(f.Consumer) == "" {
 				errs = append(errs, fmt.Errorf("%w: %s: kind = \"jetstream\" needs stream and consumer: the JetStream stream and the durable consumer whose failed messages Lily takes in", ErrInvalidConfig, where))
@@ -97,9 +145,9 @@ func (c Config) validateForeign() []error {
 				errs = append(errs, fmt.Errorf("%w: %s: stream %q, consumer %q: JetStream names have no dots, wildcards or blanks", ErrInvalidConfig, where, f.Stream, f.Consumer))
 			}
 		case "":
-			errs = append(errs, fmt.Errorf("%w: %s: kind is required: \"masstransit\", \"x-death\", \"nservicebus\" or \"jetstream\"", ErrInvalidConfig, where))
+			errs = append(errs, fmt.Errorf("%w: %s: kind is required: \"masstransit\", \"x-death\", \"nservicebus\", \"jetstream\", \"azure-functions\" or \"lambda-destination\"", ErrInvalidConfig, where))
 		default:
-			errs = append(errs, fmt.Errorf("%w: %s: kind = %q: want \"masstransit\", \"x-death\", \"nservicebus\" or \"jetstream\"", ErrInvalidConfig, where, f.Kind))
+			errs = append(errs, fmt.Errorf("%w: %s: kind = %q: want \"masstransit\", \"x-death\", \"nservicebus\", \"jetstream\", \"azure-functions\" or \"lambda-destination\"", ErrInvalidConfig, where, f.Kind))
 		}
 	}
 	return errs

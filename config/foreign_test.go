@@ -98,7 +98,7 @@ redrive_subject = "orders.billing.redrive"
 		"[[foreign_dlq]]\nqueue = \"q\"\nkind = \"jetstream\"\nstream = \"ORDERS\"\n":                    "needs stream and consumer",
 		"[[foreign_dlq]]\nqueue = \"q\"\nkind = \"jetstream\"\nstream = \"OR.DERS\"\nconsumer = \"b\"\n": "no dots",
 		"[[foreign_dlq]]\nqueue = \"q\"\nkind = \"x-death\"\nstream = \"ORDERS\"\n":                      `for kind = "jetstream" only`,
-		"[[foreign_dlq]]\nqueue = \"q\"\nkind = \"kafka\"\n":                                             `"nservicebus" or "jetstream"`,
+		"[[foreign_dlq]]\nqueue = \"q\"\nkind = \"kafka\"\n":                                             `"nservicebus", "jetstream", "azure-functions" or "lambda-destination"`,
 	} {
 		if _, err := ParseConfig([]byte(toml)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error containing %q", toml, err, want)

@@ -68,7 +68,7 @@ type ForeignEvidence struct {
 
 // DecodeForeign returns the foreign dead-letter evidence found in h, in a fixed order:
 // RabbitMQ (x-death entries newest first, then x-last-death-*, then x-first-death-*),
-// MassTransit, Spring Kafka, Kafka Connect, Kafka Streams, NServiceBus, Google Pub/Sub, NATS JetStream. It returns nil
+// MassTransit, Spring Kafka, Kafka Connect, Kafka Streams, NServiceBus, Google Pub/Sub, NATS JetStream, Azure Functions, Lambda destinations. It returns nil
 // when there is none.
 //
 // Values may be string or []byte; integers any integer type or decimal text (Spring
@@ -81,7 +81,7 @@ func DecodeForeign(h map[string]any) []ForeignEvidence {
 	var out []ForeignEvidence
 	out = append(out, decodeRabbit(v)...)
 	for _, dec := range []func(*view) (ForeignEvidence, bool){
-		decodeMassTransit, decodeSpring, decodeConnect, decodeStreams, decodeNServiceBus, decodePubSub, decodeJetStream,
+		decodeMassTransit, decodeSpring, decodeConnect, decodeStreams, decodeNServiceBus, decodePubSub, decodeJetStream, decodeAzureFunctions, decodeLambda,
 	} {
 		if e, ok := dec(v); ok {
 			out = append(out, e)
@@ -100,7 +100,10 @@ func DecodeForeign(h map[string]any) []ForeignEvidence {
 // by Google Pub/Sub's dead-letter policy (CloudPubSubDeadLetterSource*
 // attributes, or x-lily-pubsub-forwarded-by) gives ReasonDeliveryLimit; a
 // JetStream advisory (x-lily-jetstream-advisory) delivery_limit for
-// MaxDeliver, rejected for a terminated message.
+// MaxDeliver, rejected for a terminated message; an Azure Functions poison
+// message (x-lily-azure-functions-queue) delivery_limit; a Lambda
+// on-failure record (x-lily-lambda-condition) delivery_limit for
+// RetriesExhausted, expired for EventAgeExceeded.
 func BrokerReason(h map[string]any) (Reason, bool) {
 	v := newView(h)
 	var reason string
@@ -126,6 +129,13 @@ func BrokerReason(h map[string]any) (Reason, bool) {
 		return ReasonDeliveryLimit, true
 	}
 	if r, ok := pubsubReason(v); ok {
+		return r, true
+	}
+	if v.text(HeaderAzureFunctionsQueue) != "" {
+		// Moved after maxDequeueCount dequeues: the delivery limit.
+		return ReasonDeliveryLimit, true
+	}
+	if r, ok := lambdaReason(v); ok {
 		return r, true
 	}
 	return jetstreamReason(v)

@@ -28,7 +28,11 @@
 // pubsub-retry-hops, pubsub-retry-rounded, pubsub-retry-needs-consumer;
 // for transport "kafka": dlt-outlives-catalog (lint/kafka_dlt.go) and, on a
 // queue with kafka_share_group, share-delivery-limit (lint/kafka_share.go);
-// for transport "sqs": sqs-visibility-below-handler-timeout (lint/sqs.go).
+// for transport "sqs": sqs-visibility-below-handler-timeout (lint/sqs.go);
+// for [[foreign_dlq]] kind = "azure-functions" (lint/azure_functions.go):
+// functions-max-dequeue-one, functions-max-dequeue-high,
+// functions-retry-span-short; for [[lambda]] (lint/lambda.go):
+// lambda-no-failure-destination, lambda-destination-undrained.
 // Live codes (constants here, findings from brokers/livelint):
 // topology-drift, dlx-missing, dlx-unbound,
 // at-least-once-without-reject-publish, delivery-limit-without-dlx,
@@ -37,7 +41,8 @@
 // dlt-outlives-catalog, share-delivery-limit against the share group's
 // real delivery limit, share-lock-short; for sqs: sqs-queue-missing,
 // sqs-no-redrive-policy, sqs-max-receive-count-at-limit,
-// sqs-dlq-retention-short, sqs-visibility-below-handler-timeout. The doc
+// sqs-dlq-retention-short, sqs-visibility-below-handler-timeout; for Azure
+// Storage queues: functions-poison-undrained. The doc
 // comments of Static and of livelint's functions give each rule.
 //
 // The rules come from the seed articles: a dead-letter exchange that does

@@ -146,6 +146,8 @@ func Static(cfg config.Config) []Finding {
 	out = append(out, kafkaDLTStatic(cfg)...)
 	out = append(out, kafkaShareStatic(cfg)...)
 	out = append(out, pubsubFindings(cfg)...)
+	out = append(out, functionsFindings(cfg)...)
+	out = append(out, lambdaFindings(cfg)...)
 	if total >= TopologyBucketsNearLimit {
 		out = append(out, Finding{
 			Severity: Warning, Code: CodeTopologyBucketsNearLimit,

@@ -38,7 +38,7 @@ func TestUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--transport", "carrier-pigeon"}, "must be sqlite, rabbitmq, kafka, sqs, pubsub or nats"},
+		{[]string{"--transport", "carrier-pigeon"}, "must be sqlite, rabbitmq, kafka, sqs, pubsub, nats or azqueue"},
 		{[]string{"--messages", "ten"}, `invalid argument "ten" for "--messages"`},
 		{[]string{"--share-group", "workers"}, "share groups exist only on Kafka"},
 		{[]string{"orders"}, `unknown command "orders"`},

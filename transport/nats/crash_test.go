@@ -2,15 +2,10 @@ package nats_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,7 +51,8 @@ func crashQueue(name string) lily.QueueConfig {
 }
 
 // crashConsumer consumes the queue until nothing is in flight, logging each
-// message it acknowledges; the body "poison" kills the process mid-handler.
+// message it acknowledges; the body "poison" kills the process mid-handler,
+// a body ending in "/permanent" fails permanently.
 func crashConsumer(url, queue, logPath string) int {
 	tr, err := nats.Open(nats.Options{URL: url, AckWait: crashAckWait, MaxWait: time.Second})
 	if err != nil {
@@ -64,40 +60,8 @@ func crashConsumer(url, queue, logPath string) int {
 		return 3
 	}
 	defer tr.Close()
-	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	defer f.Close()
 	pause, _ := time.ParseDuration(os.Getenv(childPause))
-	var mu sync.Mutex
-	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(ctx context.Context, d *lily.Delivery) error {
-		if string(d.Body) == "poison" {
-			os.Exit(transporttest.CrashExitCode) // no recover sees it
-		}
-		if strings.HasSuffix(string(d.Body), "/permanent") {
-			return lily.Permanent(errors.New("bad order"))
-		}
-		time.Sleep(pause) // simulates the handler's work
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(f, "%s\n", d.EventID)
-		return nil
-	}), lily.ConsumerOptions{Queue: crashQueue(queue), Concurrency: 4, Prefetch: 10, ReceiveWait: time.Second,
-		Instance: fmt.Sprintf("crash-%d", os.Getpid()), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go transporttest.CancelWhenIdle(ctx, tr, queue, 50*time.Millisecond, cancel)
-	if err := c.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	return 0
+	return transporttest.CrashConsumer(tr, crashQueue(queue), logPath, pause)
 }
 
 // declareCrash declares a fresh crash-test queue, deleted when the test

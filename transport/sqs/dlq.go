@@ -101,43 +101,41 @@ func (t *Transport) deadLetter(queue, dlq, url string, m types.Message) *transpo
 // commit, then delete). Broker-moved messages come with the evidence SQS
 // gives (see PeekDeadLetters).
 func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainParams, store func(context.Context, []*transport.Delivery) error) (int, error) {
-	batch := p.Batch
-	if batch <= 0 {
-		batch = 256
-	}
 	dlq := DeadLetterQueue(p.Queue)
 	url, err := t.queueURL(ctx, dlq)
 	if err != nil {
 		return 0, err
 	}
-	total := 0
-	for p.Limit <= 0 || total < p.Limit {
-		n := batch
-		if p.Limit > 0 {
-			n = min(n, p.Limit-total)
-		}
-		ms, err := t.receiveAll(ctx, dlq, url, n)
+	return t.drain(ctx, dlq, url, p, func(m types.Message) *transport.Delivery { return t.deadLetter(p.Queue, dlq, url, m) }, store)
+}
+
+// drain moves the messages of queue (at url) to store in batches, each
+// converted by conv (whose deliveries carry the message's receipt),
+// deleting a batch only after store returned nil (catalog commit, then
+// delete); a batch store refuses comes back after its visibility timeout.
+func (t *Transport) drain(ctx context.Context, queue, url string, p *transport.DrainParams, conv func(types.Message) *transport.Delivery,
+	store func(context.Context, []*transport.Delivery) error) (int, error) {
+	next := func(ctx context.Context, n int) ([]*transport.Delivery, error) {
+		ms, err := t.receiveAll(ctx, queue, url, n)
 		if err != nil {
-			return total, err
-		}
-		if len(ms) == 0 {
-			return total, nil
+			return nil, err
 		}
 		ds := make([]*transport.Delivery, len(ms))
 		for i, m := range ms {
-			ds[i] = t.deadLetter(p.Queue, dlq, url, m)
+			ds[i] = conv(m)
 		}
-		if err := store(ctx, ds); err != nil {
-			return total, err // the batch comes back after its visibility timeout
-		}
-		for _, m := range ms {
-			if _, err := t.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				return total, fmt.Errorf("sqs: drain %s: delete after store: %w (it may be stored again; ingest is idempotent)", dlq, err)
+		return ds, nil
+	}
+	ack := func(ctx context.Context, ds []*transport.Delivery) error {
+		for _, d := range ds {
+			rc := d.Receipt.(*receipt)
+			if _, err := t.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(rc.url), ReceiptHandle: aws.String(rc.handle)}); err != nil {
+				return fmt.Errorf("sqs: drain %s: delete after store: %w (it may be stored again; ingest is idempotent)", queue, err)
 			}
 		}
-		total += len(ms)
+		return nil
 	}
-	return total, nil
+	return transport.DrainBatches(ctx, p, next, store, ack)
 }
 
 // counts reads the approximate message counts of a queue: visible, in

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -102,21 +101,5 @@ func (t *Transport) parallel(n int, f func(i int) error) error {
 // parallelEach runs f(0..n-1) on up to PublishConcurrency goroutines and
 // returns each one's error.
 func (t *Transport) parallelEach(n int, f func(i int) error) []error {
-	errs := make([]error, n)
-	if n == 1 {
-		errs[0] = f(0)
-		return errs
-	}
-	sem := make(chan struct{}, t.opts.PublishConcurrency)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = f(i)
-		}()
-	}
-	wg.Wait()
-	return errs
+	return transport.RunEach(n, t.opts.PublishConcurrency, f)
 }

@@ -28,13 +28,7 @@ func (t *Transport) Settle(ctx context.Context, p *transport.SettleParams) error
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
-	errs := t.parallelEach(len(p.Settlements), func(i int) error { return t.settle(ctx, &p.Settlements[i], p.FailRefused) })
-	for _, err := range errs {
-		if err != nil {
-			return &transport.SettleError{Errs: errs}
-		}
-	}
-	return nil
+	return transport.SettleErrorOf(t.parallelEach(len(p.Settlements), func(i int) error { return t.settle(ctx, &p.Settlements[i], p.FailRefused) }))
 }
 
 func (t *Transport) settle(ctx context.Context, s *transport.Settlement, failRefused bool) error {
@@ -133,19 +127,13 @@ func (t *Transport) ExtendLeases(ctx context.Context, p *transport.ExtendParams)
 		return err
 	}
 	secs := seconds(min(p.For, MaxVisibility))
-	errs := t.parallelEach(len(p.Deliveries), func(i int) error {
+	return transport.SettleErrorOf(t.parallelEach(len(p.Deliveries), func(i int) error {
 		rc, ok := p.Deliveries[i].Receipt.(*receipt)
 		if !ok {
 			return fmt.Errorf("sqs: extend %s: delivery was not received from this transport", p.Deliveries[i].EventID)
 		}
 		return t.visibility(ctx, rc, secs)
-	})
-	for _, err := range errs {
-		if err != nil {
-			return &transport.SettleError{Errs: errs}
-		}
-	}
-	return nil
+	}))
 }
 
 // RecoverLeases makes every message the consumer instance holds (received

@@ -40,9 +40,25 @@ func ingestForeign(ctx context.Context, brk *brokers.Set, cat *catalog.Store, c 
 }
 
 // foreignDrainer returns the drainer of a [[foreign_dlq]] entry: the
-// RabbitMQ queue of its kind, or a JetStream consumer's advisories (its
-// advisory stream declared first: advisories are kept from then on).
+// RabbitMQ queue of its kind, a JetStream consumer's advisories (its
+// advisory stream declared first: advisories are kept from then on), an
+// Azure Functions trigger queue's "<queue>-poison", or a Lambda function's
+// on-failure destination (an SQS queue).
 func foreignDrainer(ctx context.Context, brk *brokers.Set, f config.ForeignDLQConfig) (transport.DeadLetterDrainer, error) {
+	if f.Kind == config.ForeignLambdaDestination {
+		t, err := brk.SQS(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return t.LambdaDestination(f.Queue), nil
+	}
+	if f.Kind == config.ForeignAzureFunctions {
+		az, err := brk.AzQueue(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return az.Functions(f.Queue, f.MaxDequeueCountOrDefault(), ""), nil
+	}
 	if f.Kind == config.ForeignJetStream {
 		nt, err := brk.NATS(ctx)
 		if err != nil {
@@ -76,6 +92,27 @@ func (r *redriveTargets) foreignTarget(ctx context.Context, queue string) (pub r
 	if err != nil {
 		return nil, true, err
 	}
+	if f.Kind == config.ForeignLambdaDestination {
+		// The event goes back by invoking the function, which Lily does
+		// not do; --to an SQS queue (one the function's event source
+		// reads) takes it.
+		if r.to == "" {
+			return nil, true, usagef("--queue %s: a Lambda on-failure destination's events go back by invoking the function, which Lily does not do: redrive them with --to QUEUE, an SQS queue that feeds the function (or discard them once handled)", queue)
+		}
+		t, err := brk.SQS(ctx)
+		if err != nil {
+			return nil, true, err
+		}
+		return redirectTo{t: t, queue: r.to}, true, nil
+	}
+	if f.Kind == config.ForeignAzureFunctions {
+		// The text alone, to the function's trigger queue (or --to).
+		az, err := brk.AzQueue(ctx)
+		if err != nil {
+			return nil, true, err
+		}
+		return az.Functions(f.Queue, f.MaxDequeueCountOrDefault(), r.to), true, nil
+	}
 	if f.Kind == config.ForeignJetStream {
 		// To the consumer alone: --to (or redrive_subject) must be a
 		// subject only it reads; Publish checks it on the stream.
@@ -104,4 +141,19 @@ func (r *redriveTargets) foreignTarget(ctx context.Context, queue string) (pub r
 	}
 	fd, err := rmq.Foreign(f.Kind, r.to)
 	return fd, true, err
+}
+
+// redirectTo publishes a redrive to one queue of a transport, whatever the
+// message's origin (a Lambda destination's events go to --to).
+type redirectTo struct {
+	t     transport.Transport
+	queue string
+}
+
+// Publish publishes p's messages to the redirect's queue, as new messages
+// there (Redrive kept: they were accepted once already).
+func (r redirectTo) Publish(ctx context.Context, p *transport.PublishParams) error {
+	q := *p
+	q.Queue = r.queue
+	return r.t.Publish(ctx, &q)
 }

@@ -140,7 +140,7 @@ Exit codes: 0 clean (warnings and infos allowed without --strict), 1 on errors
 	}
 	f := cmd.Flags()
 	configFlag(f, &configPath, "", "Lily configuration file (TOML) to judge (required)")
-	f.BoolVar(&live, "live", false, "also judge the RabbitMQ broker of the queues with transport = \"rabbitmq\" (management API), the SQS queues of transport = \"sqs\" and the Kafka cluster of transport = \"kafka\" (kafka_brokers: dead-letter topics, share groups)")
+	f.BoolVar(&live, "live", false, "also judge the RabbitMQ broker of the queues with transport = \"rabbitmq\" (management API), the SQS queues of transport = \"sqs\", the storage account's Functions poison queues and the Kafka cluster of transport = \"kafka\" (kafka_brokers: dead-letter topics, share groups)")
 	f.BoolVar(&strict, "strict", false, "exit 1 on warnings too")
 	jsonFlag(f, &asJSON, `print {"findings":[...],"errors":N,"warnings":N,"infos":N}`)
 	urlFlag(f, &url, "with --live: ")
@@ -159,8 +159,12 @@ func lintLive(cmd *cobra.Command, cfg config.Config, url, mgmtURL string) ([]lin
 	if err != nil {
 		return nil, err
 	}
-	sqsFindings = append(sqsFindings, natsFindings...)
-	hasSQS = hasSQS || hasNATS
+	azFindings, hasAz, err := lintLiveAzQueue(cmd.Context(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	sqsFindings = append(append(sqsFindings, natsFindings...), azFindings...)
+	hasSQS = hasSQS || hasNATS || hasAz
 	if hasSQS && len(livelint.RabbitMQSpecs(cfg)) == 0 {
 		return sqsFindings, nil
 	}

@@ -48,6 +48,7 @@ type backend struct {
 	sqs     *sqsBackend       // SQS: the endpoint (sqs.go)
 	pubsub  *pubsubBackend    // Pub/Sub: the fake (pubsub.go)
 	nats    *natsBackend      // NATS JetStream: the server (nats.go)
+	azq     *azqueueBackend   // Azure Storage queues: the service (azqueue.go)
 	closeFn []func()
 }
 
@@ -70,9 +71,9 @@ func openBackend(ctx context.Context, conn connection, db string, qc lily.QueueC
 		}
 		b.cat = cat
 		return b, nil
-	case lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS, lily.TransportPubSub, lily.TransportNATS:
+	case lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS, lily.TransportPubSub, lily.TransportNATS, lily.TransportAzQueue:
 	default:
-		return nil, usagef("--transport %q: must be sqlite, rabbitmq, kafka, sqs, pubsub or nats", conn.kind)
+		return nil, usagef("--transport %q: must be sqlite, rabbitmq, kafka, sqs, pubsub, nats or azqueue", conn.kind)
 	}
 	if conn.emulated() != "" && conn.em == nil {
 		return nil, conn.errNoEmulator()
@@ -107,6 +108,14 @@ func openBackend(ctx context.Context, conn connection, db string, qc lily.QueueC
 		}
 		b.nats, b.broker = n, n.tr
 		b.closeFn = append(b.closeFn, n.Close)
+	} else if conn.kind == lily.TransportAzQueue {
+		a, err := openAzQueueBackend(conn)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.azq, b.broker = a, a.tr
+		b.closeFn = append(b.closeFn, a.Close)
 	} else if conn.kind == lily.TransportKafka {
 		k, err := openKafkaBackend(ctx, conn)
 		if err != nil {

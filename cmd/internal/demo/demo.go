@@ -31,6 +31,7 @@ import (
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
+	"github.com/lily-mq/lily/transport/azqueue"
 	"github.com/lily-mq/lily/transport/nats"
 )
 
@@ -101,16 +102,16 @@ type Flags struct {
 // start (nil: none, as in the lily binary); the help texts say which.
 func NewFlags(fs *pflag.FlagSet, em Emulators) *Flags {
 	f := &Flags{em: em}
-	transportHelp := "where the queue lives: sqlite (embedded, no service), rabbitmq (--url), kafka (--brokers), sqs (--url https://sqs.<region>.amazonaws.com), pubsub (in-process only: " + lilyDemo + " --transport pubsub) or nats (--url nats://..., default " + nats.DefaultURL + ")"
+	transportHelp := "where the queue lives: sqlite (embedded, no service), rabbitmq (--url), kafka (--brokers), sqs (--url https://sqs.<region>.amazonaws.com), pubsub (in-process only: " + lilyDemo + " --transport pubsub), nats (--url nats://..., default " + nats.DefaultURL + ") or azqueue (Azure Storage queues: --url http(s)://..., default Azurite's " + azqueue.AzuriteURL + ")"
 	brokersHelp := "Kafka seed brokers host:port,..., with --transport kafka (required here; on an in-process Kafka: " + lilyDemo + " --transport kafka)"
 	if em != nil {
-		transportHelp = "where the queue lives: sqlite (embedded, no service), rabbitmq, kafka, sqs (an in-process SQS emulator, or --url https://sqs.<region>.amazonaws.com), pubsub (an in-process Pub/Sub fake) or nats (--url nats://..., default " + nats.DefaultURL + ")"
+		transportHelp = "where the queue lives: sqlite (embedded, no service), rabbitmq, kafka, sqs (an in-process SQS emulator, or --url https://sqs.<region>.amazonaws.com), pubsub (an in-process Pub/Sub fake), nats (--url nats://..., default " + nats.DefaultURL + ") or azqueue (Azure Storage queues: --url http(s)://..., default Azurite's " + azqueue.AzuriteURL + ")"
 		brokersHelp = "Kafka seed brokers host:port,..., with --transport kafka (default: an in-process Kafka, kfake)"
 	}
 	fs.StringVar(&f.db, "db", "", "SQLite file to create for the demo: the store, or the catalog with --transport rabbitmq (default: a new file in a temporary directory)")
 	fs.StringVar(&f.catalog, "catalog", "", "PostgreSQL catalog URL for the dead letters and the ledger, with --transport rabbitmq or kafka (instead of --db); the catalog must not know the demo's queue yet")
 	fs.StringVar(&f.transport, "transport", lily.TransportSQLite, transportHelp)
-	fs.StringVar(&f.url, "url", config.DefaultRabbitMQURL, "AMQP URL of the broker, with --transport rabbitmq; SQS endpoint (http(s)://...) with --transport sqs; NATS server (nats://...) with --transport nats")
+	fs.StringVar(&f.url, "url", config.DefaultRabbitMQURL, "AMQP URL of the broker, with --transport rabbitmq; SQS endpoint (http(s)://...) with --transport sqs; NATS server (nats://...) with --transport nats; queue service URL (http(s)://...) with --transport azqueue")
 	fs.StringVar(&f.brokers, "brokers", "", brokersHelp)
 	fs.StringVar(&f.shareGroup, "share-group", "", "with --transport kafka: consume the queue through this Kafka share group (KIP-932; Kafka 4.1+), not a consumer group")
 	fs.StringVar(&f.queue, "queue", DefaultQueue, "name of the demo's queue (its exchange is the part before the first dot)")
@@ -251,9 +252,9 @@ func (f Flags) validate() error {
 		}
 	}
 	switch f.transport {
-	case lily.TransportSQLite, lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS, lily.TransportPubSub, lily.TransportNATS:
+	case lily.TransportSQLite, lily.TransportRabbitMQ, lily.TransportKafka, lily.TransportSQS, lily.TransportPubSub, lily.TransportNATS, lily.TransportAzQueue:
 	default:
-		errs = append(errs, fmt.Errorf("--transport %q: must be sqlite, rabbitmq, kafka, sqs, pubsub or nats", f.transport))
+		errs = append(errs, fmt.Errorf("--transport %q: must be sqlite, rabbitmq, kafka, sqs, pubsub, nats or azqueue", f.transport))
 	}
 	if f.catalog != "" {
 		switch {

@@ -42,7 +42,7 @@ func TestDemoBadBrokers(t *testing.T) {
 	if code, _, errOut := lilyDemo(t, "--transport", "kafka", "--brokers", "kafka-1"); code != 2 || !strings.Contains(errOut, "--brokers") {
 		t.Errorf("demo --brokers kafka-1: exit %d %q, want 2 naming --brokers", code, errOut)
 	}
-	if code, _, errOut := lilyDemo(t, "--transport", "carrier-pigeon"); code != 2 || !strings.Contains(errOut, "must be sqlite, rabbitmq, kafka, sqs, pubsub or nats") {
+	if code, _, errOut := lilyDemo(t, "--transport", "carrier-pigeon"); code != 2 || !strings.Contains(errOut, "must be sqlite, rabbitmq, kafka, sqs, pubsub, nats or azqueue") {
 		t.Errorf("demo --transport carrier-pigeon: exit %d %q", code, errOut)
 	}
 }

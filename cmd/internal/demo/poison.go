@@ -87,6 +87,8 @@ func runPoison(ctx context.Context, f Flags, stdout, stderr io.Writer) error {
 		where = b.pubsub.where() + ", catalog " + path
 	case lily.TransportNATS:
 		where = b.nats.where() + ", catalog " + path
+	case lily.TransportAzQueue:
+		where = b.azq.where() + ", catalog " + path
 	}
 	say("Lily demo: queue %s on %s", qc.Name, where)
 	say("published %d orders: %d malformed, %d flaky, %d hopeless, %d crashing; retries %v ms, delivery limit %d",
@@ -204,7 +206,7 @@ func reconcileRun(ctx context.Context, b *backend, out *Result, say func(string,
 	}
 	counter := map[string]string{lily.TransportSQLite: "store", lily.TransportRabbitMQ: "broker", lily.TransportKafka: "attempt counter",
 		lily.TransportSQS: "broker's ApproximateReceiveCount", lily.TransportPubSub: "subscription's delivery attempt",
-		lily.TransportNATS: "server's NumDelivered"}[out.Transport]
+		lily.TransportNATS: "server's NumDelivered", lily.TransportAzQueue: "service's DequeueCount"}[out.Transport]
 	if out.ShareGroup != "" {
 		counter = "share group's delivery count (the broker's)"
 	}
@@ -242,6 +244,9 @@ func supervise(ctx context.Context, b *backend, f Flags, say func(string, ...any
 		}
 		if b.nats != nil {
 			args = append(args, "--url", b.nats.url)
+		}
+		if b.azq != nil {
+			args = append(args, "--url", b.azq.url)
 		}
 		if f.verbose {
 			args = append(args, "--verbose")
@@ -287,6 +292,8 @@ func supervise(ctx context.Context, b *backend, f Flags, say func(string, ...any
 			say("worker %d died (%v); its deliveries come back when their ack deadline passes, delivery attempts raised; restarting", restarts+1, ee.ProcessState)
 		case b.nats != nil:
 			say("worker %d died (%v); its deliveries come back when their AckWait passes, NumDelivered raised by the server; restarting", restarts+1, ee.ProcessState)
+		case b.azq != nil:
+			say("worker %d died (%v); its deliveries come back when their visibility timeout passes, DequeueCount raised by the service; restarting", restarts+1, ee.ProcessState)
 		default:
 			say("worker %d died (%v); the broker requeued its deliveries; restarting", restarts+1, ee.ProcessState)
 		}

@@ -67,8 +67,8 @@ func NewWorkerFlags(fs *pflag.FlagSet) *WorkerFlags {
 	w := &WorkerFlags{}
 	fs.StringVar(&w.db, "db", "", "database file (store or catalog)")
 	fs.StringVar(&w.instance, "instance", "demo-worker-"+strconv.Itoa(os.Getpid()), "consumer instance ID (its leases)")
-	fs.StringVar(&w.kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq, kafka, sqs, pubsub or nats")
-	fs.StringVar(&w.url, "url", config.DefaultRabbitMQURL, "AMQP URL; NATS server URL (nats://...) with --transport nats")
+	fs.StringVar(&w.kind, "transport", lily.TransportSQLite, "sqlite, rabbitmq, kafka, sqs, pubsub, nats or azqueue")
+	fs.StringVar(&w.url, "url", config.DefaultRabbitMQURL, "AMQP URL; NATS server URL (nats://...) with --transport nats; queue service URL with --transport azqueue")
 	fs.StringVar(&w.brokers, "brokers", "", "Kafka seed brokers (the demo passes its cluster's)")
 	fs.StringVar(&w.shareGroup, "share-group", "", "consume the Kafka queue through this share group (the demo passes its own)")
 	fs.BoolVar(&w.sqsQuery, "sqs-query", false, "the SQS endpoint (--url) speaks the Query protocol (the demo's emulator)")

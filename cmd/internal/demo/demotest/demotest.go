@@ -60,7 +60,7 @@ func RunBroker(t *testing.T, run Runner, kind string, args ...string) demo.Resul
 	// On a share group delivery_limit is 4, below the broker's archive limit.
 	limit := demo.QueueConfig(demo.DefaultQueue, kind, group).Settings().DeliveryLimit
 	switch {
-	case kind == lily.TransportPubSub || kind == lily.TransportSQS || kind == lily.TransportKafka || kind == lily.TransportNATS:
+	case kind == lily.TransportPubSub || kind == lily.TransportSQS || kind == lily.TransportKafka || kind == lily.TransportNATS || kind == lily.TransportAzQueue:
 		// Both crashing orders can be handed to one worker in one batch
 		// (pstest pulls in map order; an SQS receive, a NATS pull or a Kafka poll takes
 		// several first deliveries at once, and the Kafka attempt counter
