@@ -31,6 +31,13 @@ type Poller struct {
 	// is costly to evaluate (a command run against a broker's management
 	// API, which refreshes its statistics every few seconds).
 	Every time.Duration
+	// Progress makes Limit bound a stall rather than the whole wait: each
+	// time cond reports a state different from the one before, the limit
+	// starts again. For a wait on a workload that moves forward at the
+	// machine's pace (a handler process started per message, on a loaded
+	// CI machine): it fails when the work stops, not when it is slow. The
+	// test binary's own timeout still bounds it.
+	Progress bool
 }
 
 // For polls cond until it holds, failing the test after 30 seconds with
@@ -57,15 +64,40 @@ func (p Poller) For(t testing.TB, what string, cond func() (ok bool, state strin
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if ok, state := p.Poll(ctx, cond); !ok {
-		if state == "" {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		} else {
-			t.Fatalf("timed out after %s waiting for %s; last seen: %s", limit, what, state)
+	stall := time.AfterFunc(limit, cancel)
+	defer stall.Stop()
+	seen := ""
+	watched := cond
+	if p.Progress {
+		watched = func() (bool, string) {
+			ok, state := cond()
+			if state != seen {
+				seen = state
+				stall.Reset(limit)
+			}
+			return ok, state
 		}
 	}
+	if ok, state := p.Poll(ctx, watched); !ok {
+		if p.Progress {
+			limit = -limit // printed as "after 30s without progress"
+		}
+		if state == "" {
+			t.Fatalf("timed out after %s waiting for %s", stalled(limit), what)
+		} else {
+			t.Fatalf("timed out after %s waiting for %s; last seen: %s", stalled(limit), what, state)
+		}
+	}
+}
+
+// stalled describes a limit: a negative one bounded a stall (Progress).
+func stalled(limit time.Duration) string {
+	if limit < 0 {
+		return (-limit).String() + " without progress"
+	}
+	return limit.String()
 }
 
 // Poll calls cond until it holds or ctx ends, and returns whether it held

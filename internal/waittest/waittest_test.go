@@ -55,3 +55,36 @@ func TestPollStopsWithItsContext(t *testing.T) {
 		t.Errorf("Poll = %v, %q; want false, \"empty\"", ok, state)
 	}
 }
+
+// TestProgressBoundsAStall: with Progress, a wait whose state changes at
+// every look goes on past Limit (200 looks at least 1 ms apart outlast a
+// 30 ms limit) and ends when the condition holds; without it, the same
+// wait fails.
+func TestProgressBoundsAStall(t *testing.T) {
+	for _, progress := range []bool{true, false} {
+		looks := 0
+		r := &recorder{TB: t}
+		Poller{Limit: 30 * time.Millisecond, Every: time.Millisecond, Progress: progress}.For(r, "200 looks", func() (bool, string) {
+			looks++
+			return looks == 200, fmt.Sprintf("look %d", looks)
+		})
+		if progress && (r.failed != "" || looks != 200) {
+			t.Errorf("with Progress: failed %q after %d looks, want no failure after 200", r.failed, looks)
+		}
+		if !progress && (r.failed == "" || looks >= 200) {
+			t.Errorf("without Progress: %d looks, failed %q; want a failure before 200 looks", looks, r.failed)
+		}
+	}
+}
+
+// TestProgressStallFails: with Progress, a state that stops changing fails
+// the wait, and the failure says it was a stall.
+func TestProgressStallFails(t *testing.T) {
+	r := &recorder{TB: t}
+	Poller{Limit: 20 * time.Millisecond, Every: time.Millisecond, Progress: true}.For(r, "a row", func() (bool, string) {
+		return false, "stuck at 17 of 30"
+	})
+	if want := "20ms without progress waiting for a row; last seen: stuck at 17 of 30"; !strings.Contains(r.failed, want) {
+		t.Errorf("failure %q, want it to contain %q", r.failed, want)
+	}
+}

@@ -36,6 +36,10 @@ import (
 // bypass its single active consumer); it settles one delivery at a time,
 // and keeps the quiet wait.
 
+// errNotFenced: a per-key order queue's channel is closed after the quiet
+// wait, by design (see above), not for want of a fence.
+var errNotFenced = errors.New("a per-key order queue is not fenced")
+
 // fenceTimeout bounds a fence's publish confirm.
 const fenceTimeout = 30 * time.Second
 
@@ -43,7 +47,9 @@ const fenceTimeout = 30 * time.Second
 // longer be dropped by the close: after a fence, or, where no fence can be
 // made, after the quiet wait. c.mu is not held.
 func (c *consumer) closeSettled(ctx context.Context) {
-	if err := c.fence(ctx); err != nil {
+	if err := c.fence(ctx); errors.Is(err, errNotFenced) {
+		sleepCtx(ctx, c.quietWait())
+	} else if err != nil {
 		c.t.opts.Logger.Warn("rabbitmq: could not fence the acknowledgements before closing a consumer's channel; waiting quietly instead",
 			"queue", c.key.queue, "instance", c.key.instance, "err", err)
 		sleepCtx(ctx, c.quietWait())
@@ -61,7 +67,7 @@ func (c *consumer) fence(ctx context.Context) error {
 		return nil
 	}
 	if c.keyOrder {
-		return fmt.Errorf("a per-key order queue is not fenced")
+		return errNotFenced
 	}
 	var d amqp.Delivery
 	for try := 1; ; try++ {

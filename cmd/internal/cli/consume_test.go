@@ -250,7 +250,10 @@ func runConsumeWorkloadOn(t *testing.T, kind, url, catalogURL string, handler ..
 		done <- ended{code, o.String(), e.String()}
 	}()
 	var res *ended
-	waittest.ForState(t, "the sidecar to end every message of the workload", func() (bool, string) {
+	// Bounded by a stall, not by the whole run: the exec handler starts a
+	// Python process per delivery, which a loaded CI machine slows to
+	// seconds (a run timed out at 30 s with 20 of 30 ended and counting).
+	waittest.Poller{Progress: true}.For(t, "the sidecar to end every message of the workload", func() (bool, string) {
 		select {
 		case r := <-done:
 			res = &r
