@@ -184,7 +184,24 @@ func poisonDeadLettered(t *testing.T, tr *rabbitmq.Transport, queue, poisonID st
 // ends normally and returns how many died on the poison.
 func runCrashChildren(t *testing.T, queue, logPath, catalogPath string) int {
 	t.Helper()
-	return transporttest.RunCrashChildren(t, crashChildQueue+"="+queue, crashChildLog+"="+logPath, crashChildCatalog+"="+catalogPath)
+	tr := open(t)
+	defer tr.Close()
+	tr.Register(crashQueueConfig(queue, lily.OrderingReorder).Spec())
+	return transporttest.RunCrashChildrenDrained(t, crashLeft(tr, queue), crashChildQueue+"="+queue, crashChildLog+"="+logPath, crashChildCatalog+"="+catalogPath)
+}
+
+// crashLeft counts what queue still holds once its crash children ended:
+// exact when no consumer is registered; a consumer still registered (a
+// dead child whose death the broker has not processed yet) may hold a
+// window no count shows, so it counts as one more message to look for.
+func crashLeft(tr *rabbitmq.Transport, queue string) func() (int64, error) {
+	return func() (int64, error) {
+		p, err := tr.InFlightParts(context.Background(), queue)
+		if p.Unknown != "" {
+			return p.Total() + 1, err
+		}
+		return p.Total(), err
+	}
 }
 
 // TestCrashTypePoisonParksItsKey is TestCrashTypePoison with ordering park
@@ -309,18 +326,7 @@ func TestCrashTypePoisonCompetingConsumers(t *testing.T) {
 	rabbittest.Publish(ctx, t, brokerURL(), qc.Name, foreign...)
 	logPath := filepath.Join(t.TempDir(), "acked.log")
 	// 10 ms a message: the three consumers overlap for the whole run.
-	// What the queue holds once every member ended: exact when no
-	// consumer is registered; a consumer still registered (a dead member
-	// whose death the broker has not processed yet) may hold a window no
-	// count shows, so it counts as one more message to look for.
-	left := func() (int64, error) {
-		p, err := tr.InFlightParts(ctx, qc.Name)
-		if p.Unknown != "" {
-			return p.Total() + 1, err
-		}
-		return p.Total(), err
-	}
-	restarts := transporttest.RunCrashFleetDrained(t, 3, left, crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath, crashChildCatalog+"=",
+	restarts := transporttest.RunCrashFleetDrained(t, 3, crashLeft(tr, qc.Name), crashChildQueue+"="+qc.Name, crashChildLog+"="+logPath, crashChildCatalog+"=",
 		crashChildPause+"=10ms")
 	if restarts != qc.Settings().DeliveryLimit {
 		t.Errorf("the consumers died %d times in all, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)

@@ -38,11 +38,34 @@ const CrashExitCode = 7
 // poison is then not bounded by the delivery limit).
 func RunCrashChildren(t *testing.T, env ...string) (restarts int) {
 	t.Helper()
+	return RunCrashChildrenDrained(t, nil, env...)
+}
+
+// RunCrashChildrenDrained is RunCrashChildren where the child's idle check
+// cannot see what its dead predecessor held (RunCrashFleetDrained says
+// why): when a run ends normally, left counts what the queue still holds,
+// and while that is not zero a child runs again (at most 5 times).
+func RunCrashChildrenDrained(t *testing.T, left func() (int64, error), env ...string) (restarts int) {
+	t.Helper()
+	again := 0
 	for {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), env...)
 		cmd.Stderr = os.Stderr
 		err := cmd.Run()
+		if err == nil && left != nil {
+			n, lerr := left()
+			switch {
+			case lerr != nil:
+				t.Fatalf("the consumer ended; counting what the queue still holds: %v", lerr)
+			case n > 0 && again == 5:
+				t.Fatalf("the consumer ended %d times with the queue holding %d", again+1, n)
+			case n > 0:
+				again++
+				t.Logf("the consumer ended with %d messages still in the queue (its dead predecessor's window came back after it looked): it runs again", n)
+				continue
+			}
+		}
 		if err == nil {
 			return restarts
 		}
