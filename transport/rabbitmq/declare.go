@@ -50,6 +50,21 @@ func (t *Transport) Apply(ctx context.Context, top Topology) error {
 	return nil
 }
 
+// ready returns the number of ready messages in a queue (passive declare on
+// a throw-away channel, since a missing queue closes the channel).
+func (t *Transport) ready(ctx context.Context, queue string) (int64, error) {
+	ch, _, err := t.channel(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		return 0, fmt.Errorf("rabbitmq: inspect queue %s: %w", queue, err)
+	}
+	return int64(q.Messages), nil
+}
+
 // DeleteQueues deletes the queues of the specs (main, buckets, DLQ);
 // exchanges are left, as they may be shared. For tests and teardown.
 func (t *Transport) DeleteQueues(ctx context.Context, specs ...transport.QueueSpec) error {

@@ -23,8 +23,7 @@ func (t *Transport) InFlight(ctx context.Context, queue string) (int64, error) {
 
 // InFlightParts says who holds a queue's in-flight messages:
 //
-//   - Ready: ready in the queue (AMQP, exact at the moment of asking, or
-//     an error when the broker's count may have timed out: see stat);
+//   - Ready: ready in the queue (AMQP, exact at the moment of asking);
 //   - Retrying: ready in its retry buckets (AMQP, exact);
 //   - Unacked: delivered and not acknowledged. Without Options.Management
 //     (or when its API cannot be reached: logged as a warning) only this
@@ -52,7 +51,7 @@ func (t *Transport) InFlightParts(ctx context.Context, queue string) (transport.
 	}
 	consumers := 0
 	for i, q := range names {
-		ready, n, err := t.stat(ctx, q)
+		ready, n, err := t.inspect(ctx, q)
 		if err != nil {
 			return p, err
 		}
@@ -106,4 +105,19 @@ func (t *Transport) InFlightParts(ctx context.Context, queue string) (transport.
 	}
 	p.DeadLettering = dlx
 	return p, nil
+}
+
+// inspect returns the ready messages and the consumers of a queue (AMQP
+// queue.declare passive: exact, not sampled).
+func (t *Transport) inspect(ctx context.Context, queue string) (ready int64, consumers int, err error) {
+	ch, _, err := t.channel(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	return int64(q.Messages), q.Consumers, nil
 }
