@@ -47,11 +47,11 @@ const fenceTimeout = 30 * time.Second
 // longer be dropped by the close: after a fence, or, where no fence can be
 // made, after the quiet wait. c.mu is not held.
 func (c *consumer) closeSettled(ctx context.Context) {
-	if err := c.fence(ctx); errors.Is(err, errNotFenced) {
-		sleepCtx(ctx, c.quietWait())
-	} else if err != nil {
-		c.t.opts.Logger.Warn("rabbitmq: could not fence the acknowledgements before closing a consumer's channel; waiting quietly instead",
-			"queue", c.key.queue, "instance", c.key.instance, "err", err)
+	if err := c.fence(ctx); err != nil {
+		if !errors.Is(err, errNotFenced) {
+			c.t.opts.Logger.Warn("rabbitmq: could not fence the acknowledgements before closing a consumer's channel; waiting quietly instead",
+				"queue", c.key.queue, "instance", c.key.instance, "err", err)
+		}
 		sleepCtx(ctx, c.quietWait())
 	}
 	c.invalidate()

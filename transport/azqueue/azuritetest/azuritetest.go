@@ -55,7 +55,7 @@ func Options(t testing.TB, visibility time.Duration) azqueue.Options {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("Azurite is not reachable at %s (CI=true: .ci/run installs and starts it): %v", URL(), err)
 		}
-		t.Skipf("SKIPPED — Azurite is not reachable at %s: %v (start it: npx azurite-queue --inMemoryPersistence --skipApiVersionCheck, or set LILY_TEST_AZURITE_URL)", URL(), err)
+		t.Skipf("SKIPPED — Azurite is not reachable at %s: %v (start it: npx -p azurite@3.37.0 azurite-queue --inMemoryPersistence --skipApiVersionCheck, or set LILY_TEST_AZURITE_URL)", URL(), err)
 	}
 	return azqueue.Options{ServiceURL: URL(), AccountName: azqueue.DevAccountName, AccountKey: azqueue.DevAccountKey,
 		VisibilityTimeout: visibility, PollInterval: 100 * time.Millisecond}
