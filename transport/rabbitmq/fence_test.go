@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/transport"
 )
@@ -31,12 +29,13 @@ func TestStopConsumerFences(t *testing.T) {
 			tr := openDeclared(t, qc)
 			_, ch := rawChannel(t)
 			const acked = 40
-			for i := range acked + left {
-				if err := ch.PublishWithContext(ctx, "", qc.Name, true, false, amqp.Publishing{Body: fmt.Appendf(nil, "m-%02d", i),
-					DeliveryMode: amqp.Persistent}); err != nil {
-					t.Fatal(err)
-				}
+			// Confirmed, all of them, before the stop: the order checked
+			// below is the queue's once every publish has landed.
+			bodies := make([][]byte, acked+left)
+			for i := range bodies {
+				bodies[i] = fmt.Appendf(nil, "m-%02d", i)
 			}
+			rawPublishAll(ctx, t, qc.Name, bodies)
 			p := transport.ReceiveParams{Queue: qc.Name, Wait: 100 * time.Millisecond, Consumer: "c", Prefetch: acked}
 			got := receiveN(t, tr, p, acked)
 			if err := tr.CancelConsume(ctx, &transport.StopParams{Queue: qc.Name, Consumer: "c"}); err != nil {
