@@ -178,7 +178,9 @@ func TestReadmeGoCompiles(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(b), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command("go", "vet", "./"+filepath.Base(dir)).CombinedOutput()
+		// -race: type-checked against the packages the suite compiles
+		// anyway (see TestSoakTestsCompile).
+		out, err := exec.Command("go", "vet", "-race", "./"+filepath.Base(dir)).CombinedOutput()
 		if err != nil {
 			t.Errorf("Go block %s does not compile: %v\n%s", db.name, err, out)
 		}

@@ -33,7 +33,10 @@ func TestSoakTestsCompile(t *testing.T) {
 	if len(pkgs) == 0 {
 		t.Fatalf("no package's tests import %s: scripts/soak would run the default sizes", soakSwitch)
 	}
-	if out, err := exec.Command("go", append([]string{"vet", "-tags", "soak"}, pkgs...)...).CombinedOutput(); err != nil {
-		t.Errorf("go vet -tags soak %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+	// -race: vet type-checks against the packages the suite (go test
+	// -race) compiles anyway; without it a fresh machine compiles every
+	// test dependency a second time for this check alone.
+	if out, err := exec.Command("go", append([]string{"vet", "-race", "-tags", "soak"}, pkgs...)...).CombinedOutput(); err != nil {
+		t.Errorf("go vet -race -tags soak %s: %v\n%s", strings.Join(pkgs, " "), err, out)
 	}
 }

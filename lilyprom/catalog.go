@@ -30,6 +30,11 @@ type CatalogOptions struct {
 	Retention map[string]time.Duration
 	// Timeout bounds the queries of one scrape. Defaults to 10s.
 	Timeout time.Duration
+	// BrokerWait bounds how long a scrape waits for the ledger's in-flight
+	// counts (the counter asks the broker); past it the scrape serves the
+	// catalog's gauges at once and lily_ledger_unaccounted from the last
+	// count that finished. Defaults to DefaultBrokerWait.
+	BrokerWait time.Duration
 	// Now returns the current time, for entry ages. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -37,11 +42,13 @@ type CatalogOptions struct {
 // CatalogCollector is a prometheus.Collector that reads the dead-letter
 // catalog on every scrape: lily_dlq_entries, lily_dlq_oldest_entry_age_seconds,
 // lily_ledger_unaccounted and lily_catalog_up (see the package
-// documentation). It holds no state between scrapes.
+// documentation). The only state it keeps between scrapes is the last
+// ledger read with in-flight counts (CatalogOptions.BrokerWait).
 type CatalogCollector struct {
 	store   *catalog.Store
 	counter transport.InFlightCounter
 	o       CatalogOptions
+	ledger  *sampler[ledgerRead]
 
 	entries, oldest, unaccounted, held, up *prometheus.Desc
 	retention                              *prometheus.Desc
@@ -67,10 +74,17 @@ func NewCatalogCollector(store *catalog.Store, counter transport.InFlightCounter
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.BrokerWait <= 0 {
+		o.BrokerWait = DefaultBrokerWait
+	}
 	o.Queues = append([]string(nil), o.Queues...)
 	o.Retention = maps.Clone(o.Retention)
+	lr := &sampler[ledgerRead]{timeout: o.Timeout, wait: o.BrokerWait, read: func(ctx context.Context) ledgerRead {
+		rows, err := ledger.New(store).Rows(ctx, counter)
+		return ledgerRead{rows, err}
+	}}
 	return &CatalogCollector{
-		store: store, counter: counter, o: o,
+		store: store, counter: counter, o: o, ledger: lr,
 		entries: prometheus.NewDesc(MetricDLQEntries,
 			"Dead-letter catalog entries by state (pending, parked and needs_manual are the held work list).",
 			[]string{LabelQueue, LabelState}, nil),
@@ -129,12 +143,18 @@ func (c *CatalogCollector) collect(ctx context.Context, ch chan<- prometheus.Met
 	var rows []ledger.Row
 	var errs []error
 	set := map[string]bool{}
+	read, counted := ledgerRead{}, false
 	if c.counter != nil {
-		if rows, err = ledger.New(c.store).Rows(ctx, c.counter); err != nil {
+		read, counted = c.ledger.get()
+		rows = read.rows
+		if read.err != nil {
+			errs = append(errs, read.err)
+		}
+	}
+	if !counted || read.err != nil { // the ledger's queues all the same
+		if err := c.ledgerQueues(ctx, set); err != nil {
 			errs = append(errs, err)
 		}
-	} else if err := c.ledgerQueues(ctx, set); err != nil {
-		errs = append(errs, err)
 	}
 	for _, q := range c.o.Queues {
 		set[q] = true
@@ -187,6 +207,12 @@ func (c *CatalogCollector) collect(ctx context.Context, ch chan<- prometheus.Met
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// ledgerRead is one read of the ledger with the broker's in-flight counts.
+type ledgerRead struct {
+	rows []ledger.Row
+	err  error
 }
 
 // stateCounts counts the entries per queue and state in one pass over the

@@ -87,12 +87,19 @@ func (m *IngestMetrics) Succeeded(queue string, at time.Time) {
 // lily_broker_dlq_messages{queue} (RabbitMQ: the ready messages of
 // <queue>.dlq.v2; Kafka: the dead-letter topic's records past the drain
 // group's committed offsets). With a continuous ingest running it stays
-// near 0; a value that stays up means the ingest stopped.
+// near 0; a value that stays up means the ingest stopped. A scrape waits
+// up to DefaultBrokerWait for the broker's answers, else serves the last
+// ones that came.
 type BrokerDLQCollector struct {
-	counter transport.DeadLetterCounter
-	queues  []string
-	timeout time.Duration
-	depth   *prometheus.Desc
+	queues []string
+	depths *sampler[[]depthRead]
+	depth  *prometheus.Desc
+}
+
+// depthRead is one queue's broker DLQ depth as read.
+type depthRead struct {
+	n   int64
+	err error
 }
 
 var _ prometheus.Collector = (*BrokerDLQCollector)(nil)
@@ -106,8 +113,16 @@ func NewBrokerDLQCollector(counter transport.DeadLetterCounter, queues []string,
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
+	queues = append([]string(nil), queues...)
+	read := func(ctx context.Context) []depthRead {
+		out := make([]depthRead, len(queues))
+		for i, q := range queues {
+			out[i].n, out[i].err = counter.DeadLetterDepth(ctx, q)
+		}
+		return out
+	}
 	return &BrokerDLQCollector{
-		counter: counter, queues: append([]string(nil), queues...), timeout: timeout,
+		queues: queues, depths: &sampler[[]depthRead]{read: read, timeout: timeout, wait: DefaultBrokerWait},
 		depth: prometheus.NewDesc(MetricBrokerDLQMessages,
 			"Dead letters waiting in the queue's broker DLQ (RabbitMQ <queue>.dlq.v2, Kafka dead-letter topic past the drain group), not in the catalog yet.",
 			[]string{LabelQueue}, nil),
@@ -119,14 +134,15 @@ func (c *BrokerDLQCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.dept
 
 // Collect implements prometheus.Collector.
 func (c *BrokerDLQCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	for _, q := range c.queues {
-		n, err := c.counter.DeadLetterDepth(ctx, q)
-		if err != nil {
+	reads, ok := c.depths.get()
+	if !ok {
+		return // the broker has not answered yet: no depth rather than a wrong one
+	}
+	for i, q := range c.queues {
+		if err := reads[i].err; err != nil {
 			ch <- prometheus.NewInvalidMetric(c.depth, fmt.Errorf("lilyprom: broker DLQ depth of %s: %w", q, err))
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(n), q)
+		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(reads[i].n), q)
 	}
 }

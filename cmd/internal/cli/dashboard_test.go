@@ -141,7 +141,35 @@ func startPrometheusAlerting(t *testing.T, bin string, targets map[string]string
 	base := startDaemon(t, "prometheus", bin, func(addr string) []string {
 		return []string{"--config.file=" + cfgPath, "--storage.tsdb.path=" + filepath.Join(dir, "data"), "--web.listen-address=" + addr, "--log.level=warn"}
 	})
-	return promServer{base: base}
+	p := promServer{base: base}
+	t.Cleanup(func() { // before the server stops (cleanups run last first)
+		if t.Failed() {
+			t.Logf("prometheus targets: %s", p.targetHealth())
+		}
+	})
+	return p
+}
+
+// targetHealth describes every scrape target's last scrape (health, error,
+// duration): what a rule that never fired had to evaluate.
+func (p promServer) targetHealth() string {
+	var data struct {
+		ActiveTargets []struct {
+			ScrapePool         string  `json:"scrapePool"`
+			Health             string  `json:"health"`
+			LastError          string  `json:"lastError"`
+			LastScrape         string  `json:"lastScrape"`
+			LastScrapeDuration float64 `json:"lastScrapeDuration"`
+		} `json:"activeTargets"`
+	}
+	if err := p.get("/api/v1/targets", url.Values{}, &data); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, tg := range data.ActiveTargets {
+		fmt.Fprintf(&b, "\n  %s: %s, last scrape %s took %.3fs, error %q", tg.ScrapePool, tg.Health, tg.LastScrape, tg.LastScrapeDuration, tg.LastError)
+	}
+	return b.String()
 }
 
 // startDaemon runs a server of Debian's prometheus packages (Prometheus,

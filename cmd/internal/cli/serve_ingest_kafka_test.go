@@ -42,7 +42,7 @@ func TestServeIngestsKafkaDeadLetterTopic(t *testing.T) {
 	produce(0, 3)
 	q := fmt.Sprintf(`{queue=%q}`, queue)
 	idle := serveProcess(t, "--config", cfg, "--listen", "127.0.0.1:0", "--no-ingest")
-	if got := idle.metric(t, "lily_broker_dlq_messages"+q); got != 3 {
+	if got := idle.waitMetric(t, "lily_broker_dlq_messages"+q, 3); got != 3 { // the broker read may come a scrape later
 		t.Errorf("--no-ingest: lily_broker_dlq_messages = %g, want the 3 records not ingested", got)
 	}
 	idle.stop(t)

@@ -221,7 +221,7 @@ func TestServeIngestsBrokerDeadLetters(t *testing.T) {
 	db, cat := newCatalogFile(t)
 	brokerDeadLetter(t, tr, qc, 0, 3) // waiting in the DLQ before the server starts
 	idle := serveProcess(t, "--config", cfg, "--db", db, "--listen", "127.0.0.1:0", "--no-ingest")
-	if got := idle.metric(t, fmt.Sprintf(`lily_broker_dlq_messages{queue=%q}`, qc.Name)); got != 3 {
+	if got := idle.waitMetric(t, fmt.Sprintf(`lily_broker_dlq_messages{queue=%q}`, qc.Name), 3); got != 3 { // the broker read may come a scrape later
 		t.Errorf("--no-ingest: lily_broker_dlq_messages = %g, want the 3 dead letters in the broker", got)
 	}
 	idle.stop(t)
