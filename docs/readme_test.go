@@ -1,4 +1,10 @@
-package lily_test
+// Package docs_test runs the commands of the README and of these pages as
+// written, vets their Go programs and checks their links. It is a package
+// of its own, beside the root package's tests, because on a fresh machine
+// its builds (lily and lily-demo, without -race, as the README's 'go run'
+// and 'go install' build them) and its demos took most of go test's 10
+// minutes per package, which the root package's own tests then exceeded.
+package docs_test
 
 import (
 	"context"
@@ -14,6 +20,16 @@ import (
 	"time"
 	"unicode"
 )
+
+// TestMain runs the tests from the repository's root, where the README's
+// commands are run from and the pages are named relative to.
+func TestMain(m *testing.M) {
+	if err := os.Chdir(".."); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
 
 // readmeBlocks returns the fenced code blocks of README.md in the given
 // language.
