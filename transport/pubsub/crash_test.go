@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2/pstest"
+
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/evidence"
 	"github.com/lily-mq/lily/transport"
@@ -31,6 +33,10 @@ const (
 	crashChildLog   = "LILY_PUBSUB_CRASH_LOG"
 	crashChildTotal = "LILY_PUBSUB_CRASH_TOTAL"
 	crashChildPause = "LILY_PUBSUB_CRASH_PAUSE" // a duration: each handler call takes this long
+	// crashChildWant names a file with the number of log lines a child
+	// must see before it stops: written by the test before it starts a
+	// child again for what its predecessors left (crashLeft).
+	crashChildWant = "LILY_PUBSUB_CRASH_WANT"
 )
 
 func TestMain(m *testing.M) {
@@ -50,7 +56,9 @@ func crashQueueConfig(name string) lily.QueueConfig {
 // crashChild consumes; it appends the event ID of every message its
 // handler processed to logPath and dies (os.Exit) on the body "poison".
 // Pub/Sub cannot count what is in flight, so it stops once every other
-// message is in its log and the poison is in the dead-letter subscription.
+// message is in its log and the poison is in the dead-letter subscription
+// — and, run again for what its predecessors left, once the log has the
+// lines the test asked for (crashLeft).
 func crashChild(addr, queue, logPath string, total int) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -61,6 +69,13 @@ func crashChild(addr, queue, logPath string, total int) int {
 	}
 	qc := crashQueueConfig(queue)
 	tr.Register(qc.Spec())
+	want := 0 // the log lines to see; absent: none
+	if data, err := os.ReadFile(os.Getenv(crashChildWant)); err == nil {
+		if want, err = strconv.Atoi(string(data)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
+	}
 	logf, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 3
@@ -88,11 +103,12 @@ func crashChild(addr, queue, logPath string, total int) int {
 		defer wcancel()
 		done, _ := transporttest.Poll(wctx, func() (bool, string) {
 			data, _ := os.ReadFile(logPath)
+			lines := strings.Fields(string(data))
 			seen := map[string]bool{}
-			for _, id := range strings.Fields(string(data)) {
+			for _, id := range lines {
 				seen[id] = true
 			}
-			if len(seen) < total-1 {
+			if len(seen) < total-1 || len(lines) < want {
 				return false, ""
 			}
 			dls, err := tr.DeadLetters(ctx, queue)
@@ -120,6 +136,29 @@ func crashChild(addr, queue, logPath string, total int) int {
 	return 0
 }
 
+// crashLeft counts, once the crash children ended, the messages no one
+// acknowledged (pstest's records, exact). A child stops once every ID is
+// in the log, and a dead child logs a message before its ack is sent: its
+// window comes back only when the ack deadline passes, after the last
+// child may have stopped (seen: 6 unacknowledged after the run). So when
+// some are left, it asks the next child, through the file it returns, to
+// see one more log line for each of them before it stops.
+func crashLeft(t *testing.T, srv *pstest.Server, tr *pubsub.Transport, queue, logPath string) (func() (int64, error), string) {
+	wantPath := filepath.Join(t.TempDir(), "want")
+	return func() (int64, error) {
+		n := inFlight(srv, tr, queue)
+		if n == 0 {
+			return 0, nil
+		}
+		data, err := os.ReadFile(logPath)
+		if err != nil {
+			return n, err
+		}
+		want := len(strings.Fields(string(data))) + int(n)
+		return n, os.WriteFile(wantPath, []byte(strconv.Itoa(want)), 0o644)
+	}, wantPath
+}
+
 // TestCrashTypePoison runs a consumer subprocess that calls os.Exit on one
 // message, restarts it each time it dies, and checks that the message
 // lands in Lily's dead-letter topic with reason delivery_limit after
@@ -145,8 +184,9 @@ func TestCrashTypePoison(t *testing.T) {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(t.TempDir(), "acked.log")
-	restarts := transporttest.RunCrashChildren(t, crashChildAddr+"="+srv.Addr, crashChildQueue+"="+qc.Name,
-		crashChildLog+"="+logPath, crashChildTotal+"="+strconv.Itoa(len(msgs)))
+	left, wantPath := crashLeft(t, srv, tr, qc.Name, logPath)
+	restarts := transporttest.RunCrashChildrenDrained(t, left, crashChildAddr+"="+srv.Addr, crashChildQueue+"="+qc.Name,
+		crashChildLog+"="+logPath, crashChildTotal+"="+strconv.Itoa(len(msgs)), crashChildWant+"="+wantPath)
 	if restarts != qc.Settings().DeliveryLimit {
 		t.Errorf("consumer died %d times, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
 	}
@@ -197,8 +237,9 @@ func TestCrashTypePoisonCompetingConsumers(t *testing.T) {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(t.TempDir(), "acked.log")
-	restarts := transporttest.RunCrashFleet(t, 3, crashChildAddr+"="+srv.Addr, crashChildQueue+"="+qc.Name,
-		crashChildLog+"="+logPath, crashChildTotal+"="+strconv.Itoa(len(msgs)), crashChildPause+"=10ms")
+	left, wantPath := crashLeft(t, srv, tr, qc.Name, logPath)
+	restarts := transporttest.RunCrashFleetDrained(t, 3, left, crashChildAddr+"="+srv.Addr, crashChildQueue+"="+qc.Name,
+		crashChildLog+"="+logPath, crashChildTotal+"="+strconv.Itoa(len(msgs)), crashChildPause+"=10ms", crashChildWant+"="+wantPath)
 	if restarts != qc.Settings().DeliveryLimit {
 		t.Errorf("the consumers died %d times in all, want delivery_limit = %d", restarts, qc.Settings().DeliveryLimit)
 	}
