@@ -320,13 +320,26 @@ func demoFirstHalf(t *testing.T, kind string, extra ...string) demo.Result {
 	return d
 }
 
+// workloadCounts is what the Go demo's first half counts on the
+// workload, whatever the transport: TestConsumeDemoWorkloadSQLite runs
+// the demo and checks it against these; the other transports' sidecar
+// runs are checked against them without running the demo again (each
+// demo run on a broker took a demo's worker processes and, on Kafka, a
+// cluster of its own; the demo's transports have tests of their own).
+func workloadCounts() demo.Result {
+	return demo.Result{Accepted: 30, Acked: 23, DeadLettered: 7,
+		DeadLettersByReason: map[string]int64{"permanent": 3, "retries_exhausted": 2, "delivery_limit": 2}}
+}
+
 // checkSameAsDemo compares a sidecar run with the Go demo's first half:
 // the same acked, the same dead letters by reason, lost 0.
 func checkSameAsDemo(t *testing.T, name string, got consumeRun, goDemo demo.Result) {
 	t.Helper()
-	want := map[string]int64{"permanent": 3, "retries_exhausted": 2, "delivery_limit": 2}
-	if !reflect.DeepEqual(goDemo.DeadLettersByReason, want) {
-		t.Fatalf("the Go demo's dead letters %v, want the workload's classes %v", goDemo.DeadLettersByReason, want)
+	want := workloadCounts()
+	if !reflect.DeepEqual(goDemo.DeadLettersByReason, want.DeadLettersByReason) ||
+		goDemo.Accepted != want.Accepted || goDemo.Acked != want.Acked || goDemo.DeadLettered != want.DeadLettered {
+		t.Fatalf("the Go demo counted accepted %d, acked %d, dead letters %v; want the workload's %d, %d, %v",
+			goDemo.Accepted, goDemo.Acked, goDemo.DeadLettersByReason, want.Accepted, want.Acked, want.DeadLettersByReason)
 	}
 	if !reflect.DeepEqual(got.byReason, goDemo.DeadLettersByReason) {
 		t.Errorf("%s: dead letters by reason %v, the Go demo %v", name, got.byReason, goDemo.DeadLettersByReason)
@@ -363,9 +376,7 @@ func TestConsumeDemoWorkloadSQLite(t *testing.T) {
 func TestConsumeDemoWorkloadRabbitMQ(t *testing.T) {
 	t.Parallel()
 	url := needRabbit(t)
-	queue := fmt.Sprintf("sidecardemo%08x.created", rand.Uint32())
-	cleanupRabbitQueues(t, url, demo.QueueConfig(queue, lily.TransportRabbitMQ, ""))
-	goDemo := demoFirstHalf(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue)
+	goDemo := workloadCounts()
 	srv := demoHTTPHandler(t)
 	// The Python of docs/sidecar.md runs on SQLite above: the handler is the same
 	// process whatever the broker, and its exec path the same code.
@@ -378,9 +389,7 @@ func TestConsumeRabbitMQPostgresCatalog(t *testing.T) {
 	t.Parallel()
 	url := needRabbit(t)
 	pg := pgtest.URL(t)
-	queue := fmt.Sprintf("sidecarpg%08x.created", rand.Uint32())
-	cleanupRabbitQueues(t, url, demo.QueueConfig(queue, lily.TransportRabbitMQ, ""))
-	goDemo := demoFirstHalf(t, lily.TransportRabbitMQ, "--url", url, "--queue", queue)
+	goDemo := workloadCounts()
 	srv := demoHTTPHandler(t)
 	checkSameAsDemo(t, "http, PostgreSQL catalog", runConsumeWorkloadOn(t, lily.TransportRabbitMQ, url, pg, "--http", srv.URL+"/orders"), goDemo)
 }
@@ -389,8 +398,7 @@ func TestConsumeRabbitMQPostgresCatalog(t *testing.T) {
 // orders counted by the attempt counter: the Go demo's counts.
 func TestConsumeDemoWorkloadKafka(t *testing.T) {
 	t.Parallel()
-	_, demoBrokers := newKafka(t)
-	goDemo := demoFirstHalf(t, lily.TransportKafka, "--brokers", demoBrokers)
+	goDemo := workloadCounts()
 	_, brokers := newKafka(t)
 	srv := demoHTTPHandler(t)
 	checkSameAsDemo(t, "http on Kafka", runConsumeWorkload(t, lily.TransportKafka, strings.Split(brokers, ",")[0], "--http", srv.URL+"/orders"), goDemo)
