@@ -21,10 +21,6 @@ type pullRequest struct {
 // minExpiry bounds every pull request on the server's side.
 const minExpiry = 10 * time.Millisecond
 
-// pullMargin is how long past its expiry a pull waits for the server's
-// answer (giveBackLate takes what comes later).
-const pullMargin = 10 * time.Second
-
 // isStatus reports a JetStream status message (no message of the stream).
 func isStatus(m *natsgo.Msg) bool { return len(m.Data) == 0 && m.Header.Get("Status") != "" }
 
@@ -38,57 +34,8 @@ func (t *Transport) pull(b Binding, n int, wait time.Duration) ([]*natsgo.Msg, e
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := t.pullWith(sub, b, n, wait)
-	if errors.Is(err, errNoAnswer) {
-		go t.giveBackLate(sub, b, n-len(msgs), lateWindow)
-		return msgs, err
-	}
-	sub.Unsubscribe()
-	return msgs, err
-}
-
-// errNoAnswer: the server answered a pull request neither by its expiry
-// nor within the margin after it (a server starved of CPU was seen to).
-var errNoAnswer = errors.New("no answer to a pull request")
-
-// lateWindow bounds how long giveBackLate listens for a late answer.
-const lateWindow = 5 * time.Minute
-
-// giveBackLate keeps listening on the reply subject of a pull that gave up
-// on its answer, and NAKs at once every message that still comes: left
-// alone, a late answer is leased to nobody until AckWait (30 s by
-// default) and comes back with NumDelivered raised — a retried message
-// missing for a minute under load (docs/nats.md). A NAK names the stream
-// sequence, not the delivery, so one sent after the message was handed
-// out again would touch the new delivery; each is sent as its message
-// arrives, well inside the lease that delivery started. The wait ends
-// once the request's outstanding messages came, at the server's end of
-// the request (404, 408), or after window.
-func (t *Transport) giveBackLate(sub *natsgo.Subscription, b Binding, outstanding int, window time.Duration) {
 	defer sub.Unsubscribe()
-	deadline := time.Now().Add(window)
-	for {
-		m, err := sub.NextMsg(time.Until(deadline))
-		if err != nil {
-			return // the window ended, or the connection closed
-		}
-		if isStatus(m) {
-			if code := m.Header.Get("Status"); code != "100" {
-				return // the request ended
-			}
-			continue
-		}
-		if err := t.nc.Publish(m.Reply, ackNak); err != nil {
-			t.opts.Logger.Warn("nats: a late answer to a pull that gave up could not be given back; it returns after AckWait",
-				"stream", b.Stream, "consumer", b.Consumer, "err", err)
-		} else {
-			t.opts.Logger.Info("nats: a late answer to a pull that gave up was given back at once",
-				"stream", b.Stream, "consumer", b.Consumer)
-		}
-		if outstanding--; outstanding <= 0 {
-			return // the request is fulfilled: the server sends nothing more to it
-		}
-	}
+	return t.pullWith(sub, b, n, wait)
 }
 
 // pullWith sends one pull request for n messages with sub's subject as
@@ -112,12 +59,12 @@ func (t *Transport) pullWith(sub *natsgo.Subscription, b Binding, n int, wait ti
 	var out []*natsgo.Msg
 	// The server answers by its expiry at the latest; the margin covers a
 	// loaded server and network, not the normal case.
-	deadline := time.Now().Add(expires + pullMargin)
+	deadline := time.Now().Add(expires + 10*time.Second)
 	for len(out) < n {
 		m, err := sub.NextMsg(time.Until(deadline))
 		if err != nil {
 			if errors.Is(err, natsgo.ErrTimeout) {
-				return out, fmt.Errorf("%w within %s", errNoAnswer, expires+pullMargin)
+				return out, fmt.Errorf("no answer to a pull request within %s", expires+10*time.Second)
 			}
 			return out, err
 		}
