@@ -68,7 +68,7 @@ func TestCatalogCollectorDoesNotWaitOnTheBroker(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(lilyprom.NewCatalogCollector(s, broker, lilyprom.CatalogOptions{BrokerWait: 10 * time.Millisecond}))
 
-	if v, ok := gauge(t, reg, "lily_dlq_alarming_entries"); !ok || v != 1 {
+	if v, ok := gauge(t, reg, lilyprom.MetricDLQAlarming); !ok || v != 1 {
 		t.Errorf("alarming entries with the broker hung: %v (served %v), want 1", v, ok)
 	}
 	if n, err := testutil.GatherAndCount(reg, lilyprom.MetricLedgerUnaccounted); err != nil || n != 0 {

@@ -50,19 +50,10 @@ func (t *Transport) Apply(ctx context.Context, top Topology) error {
 	return nil
 }
 
-// ready returns the number of ready messages in a queue (passive declare on
-// a throw-away channel, since a missing queue closes the channel).
+// ready returns the number of ready messages in a queue (see inspect).
 func (t *Transport) ready(ctx context.Context, queue string) (int64, error) {
-	ch, _, err := t.channel(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-	if err != nil {
-		return 0, fmt.Errorf("rabbitmq: inspect queue %s: %w", queue, err)
-	}
-	return int64(q.Messages), nil
+	n, _, err := t.inspect(ctx, queue)
+	return n, err
 }
 
 // DeleteQueues deletes the queues of the specs (main, buckets, DLQ);

@@ -52,10 +52,11 @@ func (t *Transport) InFlightParts(ctx context.Context, queue string) (transport.
 	}
 	consumers := 0
 	for i, q := range names {
-		ready, n, err := inspectFn(t, ctx, q)
-		if err == nil && i == 0 && ready == 0 && n == 0 && t.consumingOn(q) {
-			ready, n, err = t.recount(ctx, q)
+		count := inspectFn
+		if i == 0 { // only the queue itself is consumed: see count
+			count = (*Transport).count
 		}
+		ready, n, err := count(t, ctx, q)
 		if err != nil {
 			return p, err
 		}
@@ -124,14 +125,19 @@ var errCountTimedOut = errors.New("answered 0 messages and 0 consumers while thi
 // real broker gives on demand (a timed-out quorum count).
 var inspectFn = (*Transport).inspect
 
-// recount asks a queue that gave an impossible 0/0 answer once more, and
-// reports errCountTimedOut if it answers so again.
-func (t *Transport) recount(ctx context.Context, queue string) (int64, int, error) {
-	ready, n, err := inspectFn(t, ctx, queue)
-	if err == nil && ready == 0 && n == 0 && t.consumingOn(queue) {
-		return 0, 0, fmt.Errorf("rabbitmq: queue %s %w", queue, errCountTimedOut)
+// count is inspect, except that a 0/0 answer while a consumer of this
+// process consumes from the queue is impossible: it is asked once more
+// and, given again, is errCountTimedOut.
+func (t *Transport) count(ctx context.Context, queue string) (int64, int, error) {
+	for try := 1; ; try++ {
+		ready, n, err := inspectFn(t, ctx, queue)
+		if err != nil || ready > 0 || n > 0 || !t.consumingOn(queue) {
+			return ready, n, err
+		}
+		if try == 2 {
+			return 0, 0, fmt.Errorf("rabbitmq: queue %s %w", queue, errCountTimedOut)
+		}
 	}
-	return ready, n, err
 }
 
 // consumingOn reports whether a consumer of this process has a basic.consume
@@ -149,7 +155,8 @@ func (t *Transport) consumingOn(queue string) bool {
 }
 
 // inspect returns the ready messages and the consumers of a queue (AMQP
-// queue.declare passive: exact, not sampled).
+// queue.declare passive on a throw-away channel, since a missing queue
+// closes the channel: exact, not sampled).
 func (t *Transport) inspect(ctx context.Context, queue string) (ready int64, consumers int, err error) {
 	ch, _, err := t.channel(ctx)
 	if err != nil {
@@ -158,7 +165,7 @@ func (t *Transport) inspect(ctx context.Context, queue string) (ready int64, con
 	defer ch.Close()
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("rabbitmq: inspect queue %s: %w", queue, err)
 	}
 	return int64(q.Messages), q.Consumers, nil
 }

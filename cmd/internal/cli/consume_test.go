@@ -331,22 +331,17 @@ func workloadCounts() demo.Result {
 		DeadLettersByReason: map[string]int64{"permanent": 3, "retries_exhausted": 2, "delivery_limit": 2}}
 }
 
-// checkSameAsDemo compares a sidecar run with the Go demo's first half:
-// the same acked, the same dead letters by reason, lost 0.
-func checkSameAsDemo(t *testing.T, name string, got consumeRun, goDemo demo.Result) {
+// checkSameAsDemo compares a sidecar run with the Go demo's first half
+// (workloadCounts): the same acked, the same dead letters by reason, lost 0.
+func checkSameAsDemo(t *testing.T, name string, got consumeRun) {
 	t.Helper()
 	want := workloadCounts()
-	if !reflect.DeepEqual(goDemo.DeadLettersByReason, want.DeadLettersByReason) ||
-		goDemo.Accepted != want.Accepted || goDemo.Acked != want.Acked || goDemo.DeadLettered != want.DeadLettered {
-		t.Fatalf("the Go demo counted accepted %d, acked %d, dead letters %v; want the workload's %d, %d, %v",
-			goDemo.Accepted, goDemo.Acked, goDemo.DeadLettersByReason, want.Accepted, want.Acked, want.DeadLettersByReason)
-	}
-	if !reflect.DeepEqual(got.byReason, goDemo.DeadLettersByReason) {
-		t.Errorf("%s: dead letters by reason %v, the Go demo %v", name, got.byReason, goDemo.DeadLettersByReason)
+	if !reflect.DeepEqual(got.byReason, want.DeadLettersByReason) {
+		t.Errorf("%s: dead letters by reason %v, the Go demo %v", name, got.byReason, want.DeadLettersByReason)
 	}
 	l := got.ledger
-	if l.Accepted != goDemo.Accepted || l.Acked != goDemo.Acked || l.DeadLettered != goDemo.DeadLettered || l.Lost != 0 || l.InFlight != 0 {
-		t.Errorf("%s: ledger %+v, the Go demo accepted %d, acked %d, dead-lettered %d", name, l, goDemo.Accepted, goDemo.Acked, goDemo.DeadLettered)
+	if l.Accepted != want.Accepted || l.Acked != want.Acked || l.DeadLettered != want.DeadLettered || l.Lost != 0 || l.InFlight != 0 {
+		t.Errorf("%s: ledger %+v, the Go demo accepted %d, acked %d, dead-lettered %d", name, l, want.Accepted, want.Acked, want.DeadLettered)
 	}
 	// Each crashing order was handed to the handler delivery_limit times
 	// (released after each crash); the broker or the consumer dead-letters
@@ -358,29 +353,33 @@ func checkSameAsDemo(t *testing.T, name string, got consumeRun, goDemo demo.Resu
 
 func TestConsumeDemoWorkloadSQLite(t *testing.T) {
 	t.Parallel()
-	goDemo := demoFirstHalf(t, lily.TransportSQLite)
+	goDemo, want := demoFirstHalf(t, lily.TransportSQLite), workloadCounts()
+	if !reflect.DeepEqual(goDemo.DeadLettersByReason, want.DeadLettersByReason) ||
+		goDemo.Accepted != want.Accepted || goDemo.Acked != want.Acked || goDemo.DeadLettered != want.DeadLettered {
+		t.Fatalf("the Go demo counted accepted %d, acked %d, dead letters %v; want the workload's %d, %d, %v",
+			goDemo.Accepted, goDemo.Acked, goDemo.DeadLettersByReason, want.Accepted, want.Acked, want.DeadLettersByReason)
+	}
 	// The two handlers side by side: each run has its own SQLite file and
 	// queue, and most of the exec run waits on a Python process per
 	// delivery.
 	t.Run("http", func(t *testing.T) {
 		t.Parallel()
 		srv := demoHTTPHandler(t)
-		checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportSQLite, "", "--http", srv.URL+"/orders"), goDemo)
+		checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportSQLite, "", "--http", srv.URL+"/orders"))
 	})
 	t.Run("exec", func(t *testing.T) {
 		t.Parallel()
-		checkSameAsDemo(t, "exec (the Python of docs/sidecar.md)", runConsumeWorkload(t, lily.TransportSQLite, "", "--exec", readmePython(t)), goDemo)
+		checkSameAsDemo(t, "exec (the Python of docs/sidecar.md)", runConsumeWorkload(t, lily.TransportSQLite, "", "--exec", readmePython(t)))
 	})
 }
 
 func TestConsumeDemoWorkloadRabbitMQ(t *testing.T) {
 	t.Parallel()
 	url := needRabbit(t)
-	goDemo := workloadCounts()
 	srv := demoHTTPHandler(t)
 	// The Python of docs/sidecar.md runs on SQLite above: the handler is the same
 	// process whatever the broker, and its exec path the same code.
-	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--http", srv.URL+"/orders"), goDemo)
+	checkSameAsDemo(t, "http", runConsumeWorkload(t, lily.TransportRabbitMQ, url, "--http", srv.URL+"/orders"))
 }
 
 // TestConsumeRabbitMQPostgresCatalog runs the sidecar on RabbitMQ with the
@@ -389,17 +388,15 @@ func TestConsumeRabbitMQPostgresCatalog(t *testing.T) {
 	t.Parallel()
 	url := needRabbit(t)
 	pg := pgtest.URL(t)
-	goDemo := workloadCounts()
 	srv := demoHTTPHandler(t)
-	checkSameAsDemo(t, "http, PostgreSQL catalog", runConsumeWorkloadOn(t, lily.TransportRabbitMQ, url, pg, "--http", srv.URL+"/orders"), goDemo)
+	checkSameAsDemo(t, "http, PostgreSQL catalog", runConsumeWorkloadOn(t, lily.TransportRabbitMQ, url, pg, "--http", srv.URL+"/orders"))
 }
 
 // TestConsumeDemoWorkloadKafka: the sidecar on Kafka (kfake), the crashing
 // orders counted by the attempt counter: the Go demo's counts.
 func TestConsumeDemoWorkloadKafka(t *testing.T) {
 	t.Parallel()
-	goDemo := workloadCounts()
 	_, brokers := newKafka(t)
 	srv := demoHTTPHandler(t)
-	checkSameAsDemo(t, "http on Kafka", runConsumeWorkload(t, lily.TransportKafka, strings.Split(brokers, ",")[0], "--http", srv.URL+"/orders"), goDemo)
+	checkSameAsDemo(t, "http on Kafka", runConsumeWorkload(t, lily.TransportKafka, strings.Split(brokers, ",")[0], "--http", srv.URL+"/orders"))
 }
