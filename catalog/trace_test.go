@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -191,6 +192,51 @@ func TestIngestSpans(t *testing.T) {
 		// Conservation: each dead letter is one entry, however often drained.
 		if n, err := plain.CountBy(ctx, "state", Filter{Queue: "q.ingest"}); err != nil || n[string(StatePending)] != 2 || len(n) != 1 {
 			t.Errorf("entries by state %v %v, want 2 pending", n, err)
+		}
+	})
+}
+
+// TestExpireSpans: an expiry is an automatic decision — no operator —
+// and each entry it discards is a span "expire <queue>" in the caller's
+// context (a root span when it has none, as from a consumer's periodic
+// expiry), linked to the message's trace, with the retention actor and
+// outcome; an entry within its retention is neither expired nor traced.
+func TestExpireSpans(t *testing.T) {
+	eachStore(t, func(t *testing.T, plain *Store) {
+		ctx := context.Background()
+		sr, tp := spantest.Recorder(t)
+		old := entry("q.expire", "x-old", evidence.ReasonPermanent, StatePending, "bad")
+		fresh := entry("q.expire", "x-fresh", evidence.ReasonPermanent, StatePending, "bad")
+		fresh.DeadLetteredAt = testNow.Add(47 * time.Hour)
+		if err := plain.Insert(ctx, old, fresh); err != nil {
+			t.Fatal(err)
+		}
+		res, err := plain.WithTracerProvider(tp).Expire(ctx, ExpireParams{Queues: []string{"q.expire"}, Actor: "retention",
+			Retention: func(string) time.Duration { return 24 * time.Hour }, Now: func() time.Time { return testNow.Add(48 * time.Hour) }})
+		if err != nil || res.Count != 1 {
+			t.Fatalf("Expire = %+v, %v; want the old entry alone", res, err)
+		}
+		ended := sr.Ended()
+		if len(ended) != 1 {
+			t.Fatalf("%d spans, want one for the one entry expired", len(ended))
+		}
+		sp := ended[0]
+		if sp.Name() != "expire q.expire" || sp.Parent().IsValid() || spanAttr(sp, "messaging.message.id").AsString() != "x-old" ||
+			spanAttr(sp, AttrDecision).AsString() != ActionExpire || spanAttr(sp, AttrOutcome).AsString() != OutcomeExpired ||
+			spanAttr(sp, AttrActor).AsString() != "retention" {
+			t.Errorf("the expiry's span: %s parent %v %v", sp.Name(), sp.Parent(), sp.Attributes())
+		}
+		if l := sp.Links(); len(l) != 1 || l[0].SpanContext.TraceID().String() != "0af7651916cd43dd8448eb211c80319c" {
+			t.Errorf("the expiry's links %v, want one to the message's trace", l)
+		}
+		if open := spantest.Open(sr); len(open) > 0 {
+			t.Errorf("spans left open: %v", open)
+		}
+		// Conservation: the old entry discarded with a record, the fresh one kept.
+		for id, want := range map[int64]State{old.ID: StateDiscarded, fresh.ID: StatePending} {
+			if e, err := plain.Get(ctx, id); err != nil || e.State != want {
+				t.Errorf("entry %d: %v %v, want %s", id, e, err, want)
+			}
 		}
 	})
 }

@@ -228,7 +228,7 @@ func (p catalogParker) Unpark(ctx context.Context, queue, key string, dryRun boo
 	if !dryRun && p.s.o.Target == nil {
 		return UnparkResult{}, errNoTarget
 	}
-	res, err := redrive.NewKeys(p.s.o.Store).Unpark(ctx, redrive.UnparkParams{Queue: queue, Key: key, DryRun: dryRun,
+	res, err := redrive.NewKeys(p.s.o.Store).WithTracerProvider(p.s.o.TracerProvider).Unpark(ctx, redrive.UnparkParams{Queue: queue, Key: key, DryRun: dryRun,
 		MaxRedrives: new(p.s.maxRedrives(queue)), Target: p.s.o.Target, Actor: actor})
 	out := UnparkResult{Op: res.Op, Queue: queue, Key: key, DryRun: dryRun, Action: res.Action, Messages: res.Key.Parked, Free: res.Free}
 	if res.Action == "redrive_head" {

@@ -135,6 +135,14 @@ type JobRunParams struct {
 // twice but the one batch in flight (and, through a transport publishing
 // in the catalog's transaction, not even that).
 func (rd *Redriver) RunJob(ctx context.Context, j *Job, p JobRunParams) (*Job, error) {
+	ctx, end := rd.traceJob(ctx, j)
+	out, err := rd.runJob(ctx, j, p)
+	end(out, err)
+	return out, err
+}
+
+// runJob is RunJob inside the job's span.
+func (rd *Redriver) runJob(ctx context.Context, j *Job, p JobRunParams) (*Job, error) {
 	if p.Now == nil {
 		p.Now = time.Now
 	}

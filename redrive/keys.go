@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/transport"
@@ -47,6 +49,18 @@ type Keys struct {
 func NewKeys(store *catalog.Store) *Keys {
 	rd := New(store)
 	return &Keys{store: store, db: rd.db, rd: rd}
+}
+
+// WithTracerProvider returns a view of ks that traces each Unpark with tp
+// (a span "unpark <queue>" in the caller's context, linked to the head
+// message's trace) and the head's redrive under it, as
+// Redriver.TracerProvider does. A nil tp traces nothing.
+func (ks *Keys) WithTracerProvider(tp trace.TracerProvider) *Keys {
+	c := *ks
+	rd := *ks.rd
+	rd.TracerProvider = tp
+	c.rd = &rd
+	return &c
 }
 
 // Key modes (the queue's ordering) and key states.

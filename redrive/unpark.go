@@ -55,6 +55,14 @@ type UnparkResult struct {
 func (ks *Keys) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error) {
 	d := newDecision(p.Op, p.Actor, keySelector(p.Queue, p.Key), nil)
 	d.redriveAs = ActionUnpark
+	ctx, sp := ks.traceUnpark(ctx, d, p)
+	res, err := ks.unpark(ctx, d, p, sp)
+	sp.end(res, err)
+	return res, err
+}
+
+// unpark is Unpark inside its span.
+func (ks *Keys) unpark(ctx context.Context, d decision, p UnparkParams, sp unparkSpan) (UnparkResult, error) {
 	res := UnparkResult{Op: d.Op, DryRun: p.DryRun}
 	k, err := ks.HeldKey(ctx, p.Queue, p.Key)
 	if err != nil {
@@ -64,6 +72,7 @@ func (ks *Keys) Unpark(ctx context.Context, p UnparkParams) (UnparkResult, error
 		return res, fmt.Errorf("%w: key %q on queue %q (lily dlq parked lists the held keys)", ErrNotHeld, p.Key, p.Queue)
 	}
 	res.Key = *k
+	ks.linkHead(ctx, sp, k)
 	if ks.afterRead != nil {
 		ks.afterRead()
 	}

@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/internal/catalogdb"
 	"github.com/lily-mq/lily/redrive"
@@ -197,6 +199,10 @@ type FireParams struct {
 	Now func() time.Time
 	// Logger receives what fired. Defaults to slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, when set, makes each firing a span "rule <name>" in
+	// ctx, with the rule, the occurrence, the trigger, the operation and
+	// the job it created (lily.redrive.job_id). Nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // Fire fires every rule whose trigger occurred and has not fired for
@@ -230,7 +236,7 @@ func (en *Engine) Fire(ctx context.Context, p FireParams) ([]Plan, error) {
 			continue
 		}
 		r := byName[pl.Rule]
-		ok, err := en.fireRule(ctx, r, &pl, now)
+		ok, err := en.fireRule(ctx, r, &pl, now, p.TracerProvider)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("rule %s (%s): %w", r.Name, pl.Occurrence, err))
 			continue
@@ -245,12 +251,21 @@ func (en *Engine) Fire(ctx context.Context, p FireParams) ([]Plan, error) {
 
 // fireRule fires one plan; false when another replica fired it, or the
 // queue is busy (the firing is released to be tried again).
-func (en *Engine) fireRule(ctx context.Context, r Rule, pl *Plan, now func() time.Time) (bool, error) {
+func (en *Engine) fireRule(ctx context.Context, r Rule, pl *Plan, now func() time.Time, tp trace.TracerProvider) (bool, error) {
 	op := catalog.NewOp(now())
 	claimed, err := en.ClaimFiring(ctx, Firing{Rule: r.Name, Occurrence: pl.Occurrence, Queue: r.Queue, FiredAt: now(), Op: op, Detail: pl.Trigger})
 	if err != nil || !claimed {
 		return false, err
 	}
+	// Only the replica that claimed the firing makes its span.
+	ctx, end := traceFiring(ctx, tp, r, pl, op)
+	fired, err := en.fireClaimed(ctx, r, pl, now, op)
+	end(fired, err)
+	return fired, err
+}
+
+// fireClaimed fires a plan whose firing this call claimed.
+func (en *Engine) fireClaimed(ctx context.Context, r Rule, pl *Plan, now func() time.Time, op string) (bool, error) {
 	release := func(err error) (bool, error) {
 		if rerr := en.ReleaseFiring(context.WithoutCancel(ctx), r.Name, pl.Occurrence); rerr != nil {
 			err = errors.Join(err, rerr)

@@ -35,6 +35,9 @@ type dlqEnv struct {
 	// opened is the store openDLQ opened, closed by Close, when cat is a
 	// traced view of it (traceWrites).
 	opened *catalog.Store
+	// tp traces cat's writes and the decisions made beside them (an
+	// unpark); nil without the OTEL_* variables.
+	tp trace.TracerProvider
 }
 
 // openDLQ opens the existing database of sf and its configuration.
@@ -96,6 +99,7 @@ func (e *dlqEnv) useTracer(tp trace.TracerProvider) {
 	if tp == nil {
 		return
 	}
+	e.tp = tp
 	if e.opened == nil {
 		e.opened = e.cat
 	}

@@ -38,6 +38,11 @@ consumer. A run that finds nothing writes no audit record.`,
 				return err
 			}
 			defer env.Close()
+			stopTraces, err := env.traceWrites(cmd, "lily dlq expire")
+			if err != nil {
+				return err
+			}
+			defer stopTraces()
 			var qs []string
 			for _, q := range strings.Split(queues, ",") {
 				if q = strings.TrimSpace(q); q != "" {

@@ -195,16 +195,23 @@ refused.`,
 				return err
 			}
 			defer env.Close()
+			stopTraces, err := env.traceWrites(cmd, "lily dlq resume")
+			if err != nil {
+				return err
+			}
+			defer stopTraces()
 			targets := &redriveTargets{env: env, url: url, brokers: kbrk}
 			defer targets.Close()
 			holder := runnerName("cli")
-			j, err := redrive.New(env.cat).ClaimJobID(ctx, id, holder, lease, time.Now())
+			rd := redrive.New(env.cat)
+			rd.TracerProvider = env.tp // nil without OTEL_*: the job's span and its messages' not made
+			j, err := rd.ClaimJobID(ctx, id, holder, lease, time.Now())
 			if err != nil {
 				return err
 			}
 			bar := newProgressBar(cmd.ErrOrStderr())
 			bar.on = bar.on && !asJSON
-			j, runErr := redrive.New(env.cat).RunJob(ctx, j, redrive.JobRunParams{Holder: holder, Lease: lease, Target: targets.target,
+			j, runErr := rd.RunJob(ctx, j, redrive.JobRunParams{Holder: holder, Lease: lease, Target: targets.target,
 				MaxRedrives: env.maxRedrives, Tick: targets.ingest, Progress: bar.update, CancelOnStop: true})
 			bar.finish()
 			runErr = interrupted(ctx, j, runErr)

@@ -165,12 +165,17 @@ outcome; the consumer carries on releasing after that.`,
 				return err
 			}
 			defer env.Close()
+			stopTraces, err := env.traceWrites(cmd, "lily dlq unpark")
+			if err != nil {
+				return err
+			}
+			defer stopTraces()
 			targets := &redriveTargets{env: env, url: url, brokers: kbrk}
 			defer targets.Close()
 			if err := ingestHeads(ctx, targets, []redrive.HeldKey{{Queue: queue}}); err != nil {
 				return err
 			}
-			res, err := redrive.NewKeys(env.cat).Unpark(ctx, redrive.UnparkParams{Queue: queue, Key: key, DryRun: dryRun,
+			res, err := redrive.NewKeys(env.cat).WithTracerProvider(env.tp).Unpark(ctx, redrive.UnparkParams{Queue: queue, Key: key, DryRun: dryRun,
 				MaxRedrives: new(env.maxRedrives(queue)), Target: targets.target, Actor: actorOr(actor)})
 			if err != nil {
 				return err

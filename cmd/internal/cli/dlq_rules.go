@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/cmd/internal/report"
@@ -131,7 +132,7 @@ changed.`,
 // [[redrive_rule]] entries of 'lily serve': every interval, each rule
 // whose trigger occurred fires once (rules.Engine.Fire), making a
 // queued redrive job that the job runner runs. Nil rules: nothing runs.
-func startRuleLoop(ctx context.Context, cat *catalog.Store, rs []rules.Rule, interval time.Duration, logger *slog.Logger) (stop func()) {
+func startRuleLoop(ctx context.Context, cat *catalog.Store, rs []rules.Rule, interval time.Duration, logger *slog.Logger, tp trace.TracerProvider) (stop func()) {
 	if len(rs) == 0 {
 		return func() {}
 	}
@@ -143,7 +144,7 @@ func startRuleLoop(ctx context.Context, cat *catalog.Store, rs []rules.Rule, int
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			if _, err := rules.New(cat).Fire(ctx, rules.FireParams{Rules: rs, Logger: logger}); err != nil && ctx.Err() == nil {
+			if _, err := rules.New(cat).Fire(ctx, rules.FireParams{Rules: rs, Logger: logger, TracerProvider: tp}); err != nil && ctx.Err() == nil {
 				logger.Error("serve: redrive rules", "err", err)
 			}
 			signalRulePass(ctx)

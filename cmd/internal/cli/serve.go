@@ -224,7 +224,7 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	}
 	defer srv.Close()
 	defer startJobRunner(ctx, env, targets, hook, logger, o.jobLease, tp)()
-	defer startRuleLoop(ctx, env.cat, catalogRules(env.cfg), o.rulesEvery, logger)()
+	defer startRuleLoop(ctx, env.cat, catalogRules(env.cfg), o.rulesEvery, logger, tp)()
 	// The ledger's per-event rows past ledger_horizon_hours are folded
 	// away in the background (every replica may; each row goes once).
 	pruneCtx, stopPrune := context.WithCancel(ctx)
