@@ -31,6 +31,10 @@ var (
 	ErrDeadLetterRefused = errors.New("the broker refused the dead-letter copy")
 	// ErrUnknownQueue means the target queue does not exist (unroutable).
 	ErrUnknownQueue = errors.New("unknown queue")
+	// ErrNoCount means the broker cannot count the queue's messages (an
+	// InFlightCounter that has no source: Pub/Sub without Cloud
+	// Monitoring): what it holds is not known, which is not zero.
+	ErrNoCount = errors.New("the broker cannot count the queue's messages")
 	// ErrUnsafeQueue means the queue cannot be consumed safely: it lacks
 	// what Lily's guarantees rest on (e.g. a RabbitMQ classic queue counts
 	// no deliveries, so a crash-type poison message would loop forever).

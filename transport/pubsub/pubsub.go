@@ -32,8 +32,9 @@ var (
 	_ transport.InFlightCounter   = (*Transport)(nil)
 )
 
-// ErrNoCount is returned by InFlight when Options.InFlight is not set.
-var ErrNoCount = errors.New("pubsub: the Pub/Sub API cannot count a subscription's messages: set Options.InFlight (e.g. from Cloud Monitoring's subscription/num_undelivered_messages) for lily reconcile")
+// ErrNoCount is returned by InFlight when Options.InFlight is not set; it
+// wraps transport.ErrNoCount.
+var ErrNoCount = fmt.Errorf("pubsub: the Pub/Sub API cannot count a subscription's messages: set Options.InFlight (e.g. from Cloud Monitoring's subscription/num_undelivered_messages) for lily reconcile: %w", transport.ErrNoCount)
 
 // InFlight counts the queue's unacknowledged messages with
 // Options.InFlight.

@@ -27,6 +27,7 @@ import (
 	"github.com/lily-mq/lily/ledger"
 	"github.com/lily-mq/lily/redrive/rules"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/nats"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqlite"
 )
@@ -169,6 +170,8 @@ func sidecarConfig(t *testing.T, kind, url, catalogURL, db, queue string) string
 		toml += fmt.Sprintf("rabbitmq_url = %q\n", url)
 	case lily.TransportKafka: // url is the seed broker
 		toml += fmt.Sprintf("kafka_brokers = [%q]\n", url)
+	case lily.TransportNATS:
+		toml += fmt.Sprintf("nats_url = %q\n", url)
 	}
 	return writeConfig(t, toml+demoQueueTOML(queue, kind))
 }
@@ -208,6 +211,20 @@ func openSidecarQueue(t *testing.T, kind, url, db string, qc lily.QueueConfig) s
 	case lily.TransportKafka:
 		tr := openTestKafka(t, url)
 		tr.Register(qc.Spec())
+		pub = tr
+	case lily.TransportNATS:
+		tr, err := nats.Open(nats.Options{URL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			// The queue's streams go with the test (the retry stream is
+			// shared by every queue of the server).
+			for _, s := range []string{nats.StreamName(qc.Name), nats.DeadLetterStream(qc.Name)} {
+				tr.JetStream().DeleteStream(context.Background(), s)
+			}
+			tr.Close()
+		})
 		pub = tr
 	}
 	if err := pub.Declare(ctx, &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {

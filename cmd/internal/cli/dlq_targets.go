@@ -79,7 +79,7 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (redrive.Publ
 	q, ok := r.env.queue(queue)
 	if !ok || !brokers.IsBroker(q.Transport) {
 		if r.env.sq == nil {
-			return nil, fmt.Errorf("queue %q is not a rabbitmq, kafka, sqs or pubsub [[queue]] of --config, and the catalog %s is not a SQLite store that could hold it: %w (pass the --config that declares it)",
+			return nil, fmt.Errorf("queue %q is not a broker's [[queue]] of --config (rabbitmq, kafka, sqs, pubsub, nats, azqueue), and the catalog %s is not a SQLite store that could hold it: %w (pass the --config that declares it)",
 				queue, r.env.path, transport.ErrUnknownQueue)
 		}
 		qs, err := r.env.sq.Queues(ctx)
@@ -122,6 +122,27 @@ func (r *redriveTargets) target(ctx context.Context, queue string) (redrive.Publ
 			return nil, fmt.Errorf("check topic %q on the Kafka cluster: %w", queue, err)
 		}
 		return k, nil
+	}
+	if q.Transport == lily.TransportNATS || q.Transport == lily.TransportAzQueue {
+		// The queue's own broker — never RabbitMQ's, which this fell
+		// through to before: a NATS queue's redrive was refused as "no
+		// longer exists" (or, had RabbitMQ held a queue of that name, sent
+		// there). Checked before anything is sent: a NATS queue is its
+		// stream and Lily's consumer on it (a redrive goes to the subject,
+		// read by that consumer alone on a stream Lily declared), an Azure
+		// queue its Storage queue.
+		t, err := brk.ForQueue(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := t.InFlight(ctx, queue); err != nil {
+			if errors.Is(err, transport.ErrUnknownQueue) {
+				return nil, fmt.Errorf("%s queue %q no longer exists: %w (create it again with 'lily topology apply', or discard its entries)",
+					q.Transport, queue, err)
+			}
+			return nil, fmt.Errorf("check %s queue %q: %w", q.Transport, queue, err)
+		}
+		return t, nil
 	}
 	rmq, err := brk.RabbitMQ(ctx)
 	if err != nil {

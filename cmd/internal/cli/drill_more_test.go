@@ -1,14 +1,19 @@
 package cli
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/lily-mq/lily"
+
 	"github.com/lily-mq/lily/drill"
+	"github.com/lily-mq/lily/transport/nats/natstest"
 )
 
 // alertmanagerBin is Alertmanager's program in Debian's package.
@@ -56,6 +61,72 @@ func TestDrillKafka(t *testing.T) {
 	}
 	wantSteps(t, rep, map[string]string{drill.StepAlert: drill.NotChecked})
 	s.checkDrillConservation(t, rep, true)
+}
+
+// TestDrillNATS: the drill on NATS JetStream (the machine's server): the
+// dead letter goes to the queue's dead-letter stream, confirmed before the
+// original is terminated, and reaches the catalog through the ingest of
+// 'lily serve'; the redriven drill message comes back on the queue's
+// subject and is acked by the drill path. No Prometheus: the alert step
+// is not checked.
+func TestDrillNATS(t *testing.T) {
+	t.Parallel()
+	url := natstest.URL(t)
+	s := newDrillSetup(t, lily.TransportNATS, url, "")
+	s.consume(t)
+	serve := startServe(t, "--config", s.cfg, "--listen", "127.0.0.1:0", "--ingest-interval", "200ms")
+	code, rep, errOut := s.drill(t, "--console", serve)
+	if code != 0 || !rep.Passed {
+		t.Errorf("drill: exit %d, passed %v: %s\n%+v", code, rep.Passed, errOut, rep.Steps)
+	}
+	wantSteps(t, rep, map[string]string{drill.StepAlert: drill.NotChecked})
+	s.checkDrillConservation(t, rep, true)
+}
+
+// TestDrillCloudEmulators: the drill on SQS (goaws) and Pub/Sub (pstest),
+// both in the test's process, the topology applied by 'lily topology
+// apply': the dead letter goes to the queue's dead-letter queue or topic
+// and reaches the catalog through the ingest of 'lily serve'; the
+// redriven drill message comes back (on Pub/Sub to the subscription's
+// retry-return topic) and is acked by the drill path.
+func TestDrillCloudEmulators(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{lily.TransportSQS, lily.TransportPubSub} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			db := filepath.Join(t.TempDir(), "lily.db")
+			queue := fmt.Sprintf("drill%08x.created", rand.Uint32())
+			s := drillSetup{db: db, queue: queue, h: newDrillHandler(t)}
+			steps := map[string]string{drill.StepAlert: drill.NotChecked}
+			if kind == lily.TransportSQS {
+				s.cfg = sqsConfig(t, db, queue, "")
+			} else {
+				srv := pstest.NewServer()
+				t.Cleanup(func() { srv.Close() })
+				s.cfg = pubsubConfig(t, db, srv.Addr, queue)
+				// The Pub/Sub API cannot count a subscription's messages:
+				// the drill says the balance is not checked (and what it
+				// checked); the test counts from pstest's records.
+				steps[drill.StepLedger] = drill.NotChecked
+				s.counter = pstestCounter(t, srv)
+			}
+			if code, out, errOut := run(t, "topology", "apply", "--config", s.cfg); code != 0 {
+				t.Fatalf("topology apply: exit %d %s %s", code, out, errOut)
+			}
+			s.consume(t)
+			serve := startServe(t, "--config", s.cfg, "--listen", "127.0.0.1:0", "--ingest-interval", "200ms")
+			code, rep, errOut := s.drill(t, "--console", serve)
+			if code != 0 || !rep.Passed {
+				t.Errorf("drill: exit %d, passed %v: %s\n%+v", code, rep.Passed, errOut, rep.Steps)
+			}
+			wantSteps(t, rep, steps)
+			if d := step(t, rep, drill.StepLedger).Detail; kind == lily.TransportPubSub &&
+				(!strings.Contains(d, "cannot count") || !strings.Contains(d, "counted accepted and acked")) {
+				t.Errorf("ledger detail %q, want why the balance is not checked and what was", d)
+			}
+			s.checkDrillConservation(t, rep, true)
+		})
+	}
 }
 
 // TestDrillRabbitMQWithoutIngest: a consumer dead-letters the drill

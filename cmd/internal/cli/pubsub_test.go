@@ -210,3 +210,36 @@ func boolToInt(b bool) int {
 	}
 	return 0
 }
+
+// pstestMu serializes reads of pstest's records: Server.Messages refreshes
+// the Acks of the same *Message values it returned before.
+var pstestMu sync.Mutex
+
+// pstestCounter is a Pub/Sub transport on srv whose InFlight counts a
+// queue's messages not acknowledged in pstest's records — those of its
+// topic, its retry-return topic and its delay topics, not its dead-letter
+// topic — for a test's ledger reads (the Pub/Sub API itself cannot count).
+func pstestCounter(t *testing.T, srv *pstest.Server) transport.InFlightCounter {
+	t.Helper()
+	count := func(_ context.Context, _ string, n pubsub.QueueNames) (int64, error) {
+		pstestMu.Lock()
+		defer pstestMu.Unlock()
+		prefix := "projects/lily-cli/topics/"
+		var c int64
+		for _, m := range srv.Messages() {
+			topic := strings.TrimPrefix(m.Topic, prefix)
+			if (topic == n.Topic || topic == pubsub.ReturnTopic(n.Subscription) || strings.HasPrefix(topic, n.Subscription+".retry.")) && m.Acks == 0 {
+				c++
+			}
+		}
+		return c, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr, err := pubsub.Open(ctx, pubsub.Options{Project: "lily-cli", Endpoint: srv.Addr, Insecure: true, InFlight: count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
