@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
@@ -151,6 +154,7 @@ func (s *Store) ResumeQueue(ctx context.Context, queue, actor string, now time.T
 func (s *Store) pauseDecision(ctx context.Context, queue, actor string, now time.Time, action, detail, changedOutcome, sameOutcome, stmt string, args ...any) (bool, error) {
 	d := catalogdb.NewDecision("", actor, pauseSelector(queue), func() time.Time { return now })
 	var changed bool
+	start := time.Now()
 	err := s.db.WithTx(ctx, func(tx *catalogdb.Tx) error {
 		res, err := tx.ExecContext(ctx, stmt, args...)
 		if err != nil {
@@ -167,6 +171,17 @@ func (s *Store) pauseDecision(ctx context.Context, queue, actor string, now time
 		}
 		return catalogdb.AppendAudit(ctx, tx, d.Record(action, outcome, false, nil, detail))
 	})
+	if s.tracer != nil {
+		// One span for the queue: a pause is about no message, so it has
+		// no link; the outcome is known once the transaction committed.
+		outcome := sameOutcome
+		if changed {
+			outcome = changedOutcome
+		}
+		s.emitSpans(ctx, start, []writeSpan{{name: action + " " + queue, kind: trace.SpanKindInternal, table: "lily_queue_pauses",
+			attrs: []attribute.KeyValue{AttrDecision.String(action), AttrActor.String(d.Actor), AttrOp.String(d.Op), AttrOutcome.String(outcome),
+				attribute.String("messaging.destination.name", queue)}}}, err)
+	}
 	if err != nil {
 		return false, fmt.Errorf("catalog: %s queue %s: %w", action, queue, err)
 	}

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -237,6 +238,47 @@ func TestExpireSpans(t *testing.T) {
 			if e, err := plain.Get(ctx, id); err != nil || e.State != want {
 				t.Errorf("entry %d: %v %v, want %s", id, e, err, want)
 			}
+		}
+	})
+}
+
+// TestPauseSpans: pausing and resuming a queue are operator decisions
+// about no message: one span each, in the operator's context, without a
+// link, with the decision, the actor and the outcome (a second pause
+// changes nothing and says so).
+func TestPauseSpans(t *testing.T) {
+	eachStore(t, func(t *testing.T, plain *Store) {
+		ctx := context.Background()
+		sr, tp := spantest.Recorder(t)
+		s := plain.WithTracerProvider(tp)
+		octx, op := tp.Tracer("ops").Start(ctx, "operator")
+		for _, f := range []func() (bool, error){
+			func() (bool, error) { return s.PauseQueue(octx, "q.pause", "maintenance", "alice", testNow) },
+			func() (bool, error) { return s.PauseQueue(octx, "q.pause", "again", "alice", testNow) },
+			func() (bool, error) { return s.ResumeQueue(octx, "q.pause", "alice", testNow) },
+		} {
+			if _, err := f(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		op.End()
+		var got []string
+		for _, sp := range sr.Ended() {
+			if sp.Name() == "operator" {
+				continue
+			}
+			got = append(got, sp.Name()+" "+spanAttr(sp, AttrOutcome).AsString())
+			if sp.Parent().SpanID() != op.SpanContext().SpanID() || len(sp.Links()) != 0 || spanAttr(sp, AttrActor).AsString() != "alice" ||
+				spanAttr(sp, "db.collection.name").AsString() != "lily_queue_pauses" {
+				t.Errorf("%s: parent %s links %v attributes %v", sp.Name(), sp.Parent().SpanID(), sp.Links(), sp.Attributes())
+			}
+		}
+		want := []string{"pause q.pause " + OutcomePaused, "pause q.pause " + OutcomeAlreadyPaused, "resume q.pause " + OutcomeResumed}
+		if !slices.Equal(got, want) {
+			t.Errorf("spans %v, want %v", got, want)
+		}
+		if ps, err := plain.Pauses(ctx); err != nil || len(ps) != 0 {
+			t.Errorf("pauses after the resume: %v %v", ps, err)
 		}
 	})
 }

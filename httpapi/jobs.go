@@ -307,7 +307,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, p *princip
 	if !ok {
 		return
 	}
-	j, err := redrive.New(s.o.Store).CancelJob(r.Context(), j.ID, p.name)
+	j, err := s.redriver().CancelJob(r.Context(), j.ID, p.name)
 	if errors.Is(err, redrive.ErrJobEnded) {
 		writeError(w, http.StatusConflict, apiError{Error: err.Error(), Field: "id"})
 		return

@@ -412,6 +412,14 @@ func (rd *Redriver) CancelJob(ctx context.Context, id int64, actor string) (*Job
 	if actor == "" {
 		actor = catalog.DefaultActor()
 	}
+	ctx, end := rd.traceCancel(ctx, id, actor)
+	j, err := rd.cancelJob(ctx, id, actor)
+	end(j, err)
+	return j, err
+}
+
+// cancelJob is CancelJob inside its span.
+func (rd *Redriver) cancelJob(ctx context.Context, id int64, actor string) (*Job, error) {
 	now := time.Now().UnixMilli()
 	res, err := rd.db.ExecContext(ctx, `UPDATE lily_redrive_jobs SET state = 'cancelled', finished_at = ?, updated_at = ?, error = ?
 		WHERE id = ? AND state IN `+activeJobStates, now, now, "cancelled by "+actor, id)

@@ -169,3 +169,27 @@ func (sp unparkSpan) end(res UnparkResult, err error) {
 	}
 	sp.span.End()
 }
+
+// traceCancel starts the span of an operator's cancellation of job id,
+// "cancel redrive job" (the job's queue is known once it is read), in ctx.
+func (rd *Redriver) traceCancel(ctx context.Context, id int64, actor string) (context.Context, func(*Job, error)) {
+	if rd.TracerProvider == nil {
+		return ctx, func(*Job, error) {}
+	}
+	ctx, span := rd.TracerProvider.Tracer(TracerName).Start(ctx, "cancel redrive job", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(AttrJobID.Int64(id), catalog.AttrDecision.String("cancel"), catalog.AttrActor.String(actor)))
+	return ctx, func(j *Job, err error) {
+		if j != nil {
+			span.SetName("cancel redrive job " + j.Queue)
+			span.SetAttributes(catalog.AttrOp.String(j.Op), attribute.String("messaging.destination.name", j.Queue),
+				AttrJobSent.Int(j.Sent), AttrJobRefused.Int(j.Refused))
+		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "not cancelled")
+		} else {
+			span.SetAttributes(catalog.AttrOutcome.String(catalog.OutcomeStopped))
+		}
+		span.End()
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -184,6 +185,49 @@ func TestUnparkSpan(t *testing.T) {
 		}
 		if got := states(t, s, catalog.Filter{Queue: q}); got["head"] != catalog.StateRedriven || got["next"] != catalog.StateParked {
 			t.Errorf("states after the unpark: %v", got)
+		}
+	})
+}
+
+// TestCancelSpan: an operator's cancellation of a job is one span in the
+// operator's context with the job's ID, queue and operation; a second
+// cancel fails (the job ended) and its span says so.
+func TestCancelSpan(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *catalog.Store) {
+		ctx := context.Background()
+		sr, tp := spantest.Recorder(t)
+		if err := s.Insert(ctx, entry("q.cancel", "c-1", evidence.ReasonPermanent, catalog.StatePending, "bad")); err != nil {
+			t.Fatal(err)
+		}
+		rd := New(s)
+		rd.TracerProvider = tp
+		j, err := rd.CreateJob(ctx, JobSpec{Filter: catalog.Filter{Queue: "q.cancel"}, Actor: "alice", Op: "op-cancel"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		octx, op := tp.Tracer("ops").Start(ctx, "operator")
+		if _, err := rd.CancelJob(octx, j.ID, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rd.CancelJob(octx, j.ID, "bob"); err == nil {
+			t.Fatal("a second cancel of an ended job succeeded")
+		}
+		op.End()
+		spans := spansNamed(sr, "cancel redrive job q.cancel")
+		if len(spans) != 2 {
+			t.Fatalf("%d cancel spans, want 2", len(spans))
+		}
+		first, second := spans[0], spans[1]
+		if first.Parent().SpanID() != op.SpanContext().SpanID() || spanAttr(first, AttrJobID).AsInt64() != j.ID ||
+			spanAttr(first, catalog.AttrOp).AsString() != "op-cancel" || spanAttr(first, catalog.AttrActor).AsString() != "bob" ||
+			spanAttr(first, catalog.AttrOutcome).AsString() != catalog.OutcomeStopped || first.Status().Code == codes.Error {
+			t.Errorf("the cancel's span: %v %v", first.Attributes(), first.Status())
+		}
+		if second.Status().Code != codes.Error {
+			t.Errorf("the refused cancel's span: status %v, want an error", second.Status())
+		}
+		if got := states(t, s, catalog.Filter{Queue: "q.cancel"}); got["c-1"] != catalog.StatePending {
+			t.Errorf("the entry after the cancel: %v, want pending", got)
 		}
 	})
 }

@@ -143,7 +143,14 @@ the selection stays pending. Audited under the job's operation.`,
 				return err
 			}
 			defer env.Close()
-			j, err := redrive.New(env.cat).CancelJob(cmd.Context(), id, actorOr(actor))
+			stopTraces, err := env.traceWrites(cmd, "lily dlq cancel")
+			if err != nil {
+				return err
+			}
+			defer stopTraces()
+			rd := redrive.New(env.cat)
+			rd.TracerProvider = env.tp // nil without OTEL_*: no span
+			j, err := rd.CancelJob(cmd.Context(), id, actorOr(actor))
 			if err != nil {
 				return err
 			}

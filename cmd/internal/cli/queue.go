@@ -74,6 +74,11 @@ the reason; 'lily queue resume' lifts it.`
 			return err
 		}
 		defer env.Close()
+		stopTraces, err := env.traceWrites(cmd, "lily queue "+cmd.Name())
+		if err != nil {
+			return err
+		}
+		defer stopTraces()
 		if err := env.checkQueue(ctx, "queue", queue); err != nil {
 			return err
 		}
