@@ -14,9 +14,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/lily-mq/lily"
 
-	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/drill"
-	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/azqueue"
 	"github.com/lily-mq/lily/transport/azqueue/azuritetest"
 	"github.com/lily-mq/lily/transport/nats/natstest"
@@ -91,8 +89,7 @@ func TestDrillNATS(t *testing.T) {
 
 // TestDrillCloudEmulators: the drill on SQS (goaws) and Pub/Sub (pstest),
 // both in the test's process, the topology applied by 'lily topology
-// apply', and on Azure Storage queues (Azurite, the queues declared by
-// the transport): the dead letter goes to the queue's dead-letter queue or topic
+// apply', and on Azure Storage queues (Azurite): the dead letter goes to the queue's dead-letter queue or topic
 // and reaches the catalog through the ingest of 'lily serve'; the
 // redriven drill message comes back (on Pub/Sub to the subscription's
 // retry-return topic) and is acked by the drill path.
@@ -120,10 +117,8 @@ func TestDrillCloudEmulators(t *testing.T) {
 				steps[drill.StepLedger] = drill.NotChecked
 				s.counter = pstestCounter(t, srv)
 			}
-			if kind != lily.TransportAzQueue { // declared by azqueueDrillConfig: no topology command yet (issue 35)
-				if code, out, errOut := run(t, "topology", "apply", "--config", s.cfg); code != 0 {
-					t.Fatalf("topology apply: exit %d %s %s", code, out, errOut)
-				}
+			if code, out, errOut := run(t, "topology", "apply", "--config", s.cfg); code != 0 {
+				t.Fatalf("topology apply: exit %d %s %s", code, out, errOut)
 			}
 			s.consume(t)
 			serve := startServe(t, "--config", s.cfg, "--listen", "127.0.0.1:0", "--ingest-interval", "200ms")
@@ -142,32 +137,24 @@ func TestDrillCloudEmulators(t *testing.T) {
 }
 
 // azqueueDrillConfig writes the configuration of an azqueue queue on the
-// test Azurite and declares it (and its dead-letter queue) through the
-// transport, deleted when the test ends.
+// test Azurite; its queues ('lily topology apply') are deleted when the
+// test ends.
 func azqueueDrillConfig(t *testing.T, db, queue string) string {
 	t.Helper()
 	o := azuritetest.Options(t, time.Second)
-	tr, err := azqueue.Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		if err := tr.DeleteQueues(context.Background(), queue); err != nil {
-			t.Errorf("delete the drill's queue: %v", err)
+		tr, err := azqueue.Open(o)
+		if err != nil {
+			t.Error(err)
+			return
 		}
-		tr.Close()
+		defer tr.Close()
+		if err := tr.DeleteQueues(context.Background(), queue); err != nil {
+			t.Errorf("delete the drill's queues: %v", err)
+		}
 	})
-	cfg := writeConfig(t, fmt.Sprintf("db = %q\nazqueue_url = %q\nazqueue_visibility_timeout_seconds = 2\n\n[[queue]]\nname = %q\ntransport = \"azqueue\"\ndelivery_limit = 3\n",
+	return writeConfig(t, fmt.Sprintf("db = %q\nazqueue_url = %q\nazqueue_visibility_timeout_seconds = 2\n\n[[queue]]\nname = %q\ntransport = \"azqueue\"\ndelivery_limit = 3\n",
 		db, azuritetest.URL(), queue))
-	c, err := config.LoadConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qc, _ := c.Queue(queue)
-	if err := tr.Declare(context.Background(), &transport.DeclareParams{Queues: []transport.QueueSpec{qc.Spec()}}); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }
 
 // TestDrillRabbitMQWithoutIngest: a consumer dead-letters the drill

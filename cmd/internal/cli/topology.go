@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily/cmd/internal/report"
 	"github.com/lily-mq/lily/config"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/azqueue"
 	"github.com/lily-mq/lily/transport/rabbitmq"
 	"github.com/lily-mq/lily/transport/sqs"
 )
@@ -42,6 +43,7 @@ type topologyConfig struct {
 	sqs    []transport.QueueSpec // topology_sqs.go
 	pubsub []transport.QueueSpec
 	nats   []transport.QueueSpec
+	azq    []transport.QueueSpec // topology_azqueue.go
 	url    string
 }
 
@@ -71,10 +73,12 @@ func (f *rabbitFlags) load() (topologyConfig, error) {
 			tc.pubsub = append(tc.pubsub, q.Spec())
 		case lily.TransportNATS:
 			tc.nats = append(tc.nats, q.Spec())
+		case lily.TransportAzQueue:
+			tc.azq = append(tc.azq, q.Spec())
 		}
 	}
-	if len(tc.rabbit)+len(tc.kafka)+len(tc.sqs)+len(tc.pubsub)+len(tc.nats) == 0 {
-		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\", \"kafka\", \"sqs\", \"pubsub\" or \"nats\"", f.config)
+	if len(tc.rabbit)+len(tc.kafka)+len(tc.sqs)+len(tc.pubsub)+len(tc.nats)+len(tc.azq) == 0 {
+		return tc, usagef("--config %s: no [[queue]] has transport = \"rabbitmq\", \"kafka\", \"sqs\", \"pubsub\", \"nats\" or \"azqueue\"", f.config)
 	}
 	if f.url != "" {
 		if err := config.ValidateRabbitMQURL(f.url); err != nil {
@@ -108,7 +112,12 @@ The NATS JetStream objects of the [[queue]] entries with transport = "nats"
 nats_retention), its pull consumer lily (explicit acks, AckWait
 nats_ack_wait_seconds, no MaxDeliver), the dead-letter stream
 orders_created_dlq (subject lily.dlq.orders.created, limits retention) and
-the shared retry stream LILY_RETRIES.`,
+the shared retry stream LILY_RETRIES.
+
+The Azure Storage queues of the [[queue]] entries with transport = "azqueue"
+(docs/azqueue.md): the queue (orders-created for orders.created) and Lily's
+dead-letter queue orders-created-dlq. A Functions poison queue is Azure's,
+not Lily's: it is drained ([[foreign_dlq]]), never declared.`,
 	}
 	cmd.AddCommand(newTopologyPlanCmd(), newTopologyApplyCmd(), newTopologyVerifyCmd())
 	return cmd
@@ -141,8 +150,15 @@ func newTopologyPlanCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			azq, err := azqueue.Plan(tc.azq)
+			if err != nil {
+				return err
+			}
 			if asJSON {
-				return report.JSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics, SQSQueues: sqsQueues, PubSub: ps, NATS: natsPlan(tc)})
+				return report.JSON(cmd.OutOrStdout(), topologyJSON{Topology: top, KafkaTopics: topics, SQSQueues: sqsQueues, PubSub: ps, NATS: natsPlan(tc), AzQueues: azq})
+			}
+			if len(tc.azq) > 0 {
+				defer printAzQueues(cmd.OutOrStdout(), azq)
 			}
 			if len(tc.nats) > 0 {
 				defer printNATS(cmd.OutOrStdout(), natsPlan(tc))
@@ -203,6 +219,11 @@ func newTopologyApplyCmd() *cobra.Command {
 			}
 			if len(tc.nats) > 0 {
 				if err := applyNATS(cmd, tc); err != nil {
+					return err
+				}
+			}
+			if len(tc.azq) > 0 {
+				if err := applyAzQueue(cmd, tc); err != nil {
 					return err
 				}
 			}
@@ -296,7 +317,15 @@ Exits 1 when anything differs.`,
 				res.NATSDifferences = diffs
 				summary = append(summary, fmt.Sprintf("%d NATS streams and consumers", n))
 			}
-			n := len(res.Differences) + len(res.KafkaDifferences) + len(res.SQSDifferences) + len(res.PubSubDifferences) + len(res.NATSDifferences)
+			if len(tc.azq) > 0 {
+				diffs, n, err := verifyAzQueue(cmd.Context(), tc)
+				if err != nil {
+					return err
+				}
+				res.AzQueueDifferences = diffs
+				summary = append(summary, fmt.Sprintf("%d Azure Storage queues", n))
+			}
+			n := len(res.Differences) + len(res.KafkaDifferences) + len(res.SQSDifferences) + len(res.PubSubDifferences) + len(res.NATSDifferences) + len(res.AzQueueDifferences)
 			res.OK = n == 0
 			if asJSON {
 				if err := report.JSON(out, res); err != nil {
@@ -316,6 +345,9 @@ Exits 1 when anything differs.`,
 					fmt.Fprintln(out, d.String())
 				}
 				for _, d := range res.NATSDifferences {
+					fmt.Fprintln(out, d.String())
+				}
+				for _, d := range res.AzQueueDifferences {
 					fmt.Fprintln(out, d.String())
 				}
 			}

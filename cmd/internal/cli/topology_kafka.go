@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily/brokers"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/azqueue"
 	"github.com/lily-mq/lily/transport/kafka"
 	"github.com/lily-mq/lily/transport/nats"
 	"github.com/lily-mq/lily/transport/pubsub"
@@ -24,20 +25,22 @@ import (
 // topology's exchanges, queues and bindings, and the Kafka topics.
 type topologyJSON struct {
 	rabbitmq.Topology
-	KafkaTopics []kafka.TopicPlan `json:"kafka_topics,omitempty"`
-	SQSQueues   []sqs.QueuePlan   `json:"sqs_queues,omitempty"`
-	PubSub      []pubsub.Resource `json:"pubsub,omitempty"`
-	NATS        []nats.ObjectPlan `json:"nats,omitempty"`
+	KafkaTopics []kafka.TopicPlan   `json:"kafka_topics,omitempty"`
+	SQSQueues   []sqs.QueuePlan     `json:"sqs_queues,omitempty"`
+	PubSub      []pubsub.Resource   `json:"pubsub,omitempty"`
+	NATS        []nats.ObjectPlan   `json:"nats,omitempty"`
+	AzQueues    []azqueue.QueuePlan `json:"azure_queues,omitempty"`
 }
 
 // verifyJSON is the --json output of 'lily topology verify'.
 type verifyJSON struct {
-	Differences       []rabbitmq.Difference `json:"differences"`
-	KafkaDifferences  []kafka.Difference    `json:"kafka_differences,omitempty"`
-	SQSDifferences    []sqs.Difference      `json:"sqs_differences,omitempty"`
-	PubSubDifferences []pubsub.Difference   `json:"pubsub_differences,omitempty"`
-	NATSDifferences   []nats.Difference     `json:"nats_differences,omitempty"`
-	OK                bool                  `json:"ok"`
+	Differences        []rabbitmq.Difference `json:"differences"`
+	KafkaDifferences   []kafka.Difference    `json:"kafka_differences,omitempty"`
+	SQSDifferences     []sqs.Difference      `json:"sqs_differences,omitempty"`
+	PubSubDifferences  []pubsub.Difference   `json:"pubsub_differences,omitempty"`
+	NATSDifferences    []nats.Difference     `json:"nats_differences,omitempty"`
+	AzQueueDifferences []azqueue.Difference  `json:"azure_queue_differences,omitempty"`
+	OK                 bool                  `json:"ok"`
 }
 
 // kafkaPlan returns the topics of the configuration's kafka queues.
