@@ -6,13 +6,17 @@ package models
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -188,8 +192,86 @@ func build(t *testing.T, spin, cc, file, define, opt string) string {
 		args = []string{"-D" + define, "-a"}
 	}
 	run(t, dir, spin, append(args, filepath.Base(file))...)
-	run(t, dir, cc, opt, "-w", "-DMEMLIM=1024", "-o", "pan", "pan.c")
-	return filepath.Join(dir, "pan")
+	pan := filepath.Join(dir, "pan")
+	ccArgs := []string{opt, "-w", "-DMEMLIM=1024", "-o", "pan", "pan.c"}
+	cached, key := panCache(t, cc, dir, ccArgs)
+	if cached != "" && copyFile(cached, pan) == nil {
+		return pan
+	}
+	run(t, dir, cc, ccArgs...)
+	if key != "" {
+		storePan(pan, key)
+	}
+	return pan
+}
+
+// The verifiers gcc compiles are cached by the hash of what spin wrote
+// (pan.c and its headers: the model with its mutant's define), the
+// compiler's version and flags, as Go caches packages: the C compile of the
+// 32 verifiers took about 20 s of CPU a run and never changes between runs
+// of the same models; every search (verify) still runs each time.
+var (
+	ccVersionOnce sync.Once
+	ccVersion     []byte
+)
+
+// panCache returns the cached verifier for the spin output in dir (""
+// when none) and its cache key ("" when there is no cache directory).
+func panCache(t *testing.T, cc, dir string, ccArgs []string) (path, key string) {
+	t.Helper()
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", ""
+	}
+	ccVersionOnce.Do(func() { ccVersion, _ = exec.Command(cc, "--version").Output() })
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%q\x00", cc, ccVersion, ccArgs)
+	srcs, err := filepath.Glob(filepath.Join(dir, "pan.*"))
+	if err != nil || len(srcs) == 0 {
+		return "", ""
+	}
+	slices.Sort(srcs)
+	for _, s := range srcs {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			return "", ""
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(s), len(b))
+		h.Write(b)
+	}
+	key = filepath.Join(base, "lily", "spin-pan", hex.EncodeToString(h.Sum(nil)))
+	if _, err := os.Stat(key); err == nil {
+		return key, key
+	}
+	return "", key
+}
+
+// storePan puts a compiled verifier into the cache (a failure only costs
+// the next run a compile). Written beside its name and renamed: parallel
+// tests never see half a file.
+func storePan(pan, key string) {
+	if err := os.MkdirAll(filepath.Dir(key), 0o755); err != nil {
+		return
+	}
+	f, err := os.CreateTemp(filepath.Dir(key), "pan-*.tmp")
+	if err != nil {
+		return
+	}
+	tmp := f.Name()
+	f.Close()
+	if copyFile(pan, tmp) == nil {
+		os.Rename(tmp, key)
+	}
+	os.Remove(tmp)
+}
+
+// copyFile copies an executable file.
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o755)
 }
 
 func run(t *testing.T, dir, name string, args ...string) {
