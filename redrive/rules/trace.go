@@ -38,7 +38,7 @@ const (
 
 // traceFiring starts the span of one firing, "rule <name>": an automatic
 // decision has no operator, so the span is in the context of the loop that
-// fires the rules ('lily serve', 'lily dlq rules --fire'). The job it
+// fires the rules ('lily serve', 'lily dlq rules'). The job it
 // creates runs later, under a span of its own (redrive job <queue>) with
 // the same lily.redrive.job_id and lily.op.
 func traceFiring(ctx context.Context, tp trace.TracerProvider, r Rule, pl *Plan, op string) (context.Context, func(bool, error)) {

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/brokers"
-	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/azqueue"
 )
 
@@ -25,13 +24,7 @@ func printAzQueues(w io.Writer, qs []azqueue.QueuePlan) {
 
 // applyAzQueue creates the azqueue queues and their dead-letter queues.
 func applyAzQueue(cmd *cobra.Command, tc topologyConfig) error {
-	b := brokers.New(tc.cfg, brokers.Options{})
-	defer b.Close()
-	t, err := b.AzQueue(cmd.Context())
-	if err != nil {
-		return err
-	}
-	if err := t.Declare(cmd.Context(), &transport.DeclareParams{Queues: tc.azq}); err != nil {
+	if err := declareOn(cmd.Context(), tc, (*brokers.Set).AzQueue, tc.azq); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "declared %d Azure Storage queues and their dead-letter queues\n", len(tc.azq))
@@ -41,18 +34,6 @@ func applyAzQueue(cmd *cobra.Command, tc topologyConfig) error {
 // verifyAzQueue checks that the azqueue queues and their dead-letter
 // queues exist; it returns the differences and the number planned.
 func verifyAzQueue(ctx context.Context, tc topologyConfig) ([]azqueue.Difference, int, error) {
-	b := brokers.New(tc.cfg, brokers.Options{})
-	defer b.Close()
-	t, err := b.AzQueue(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	diffs, err := t.Verify(ctx, tc.azq)
-	if err != nil {
-		return nil, 0, err
-	}
-	if diffs == nil {
-		diffs = []azqueue.Difference{}
-	}
-	return diffs, 2 * len(tc.azq), nil
+	diffs, err := verifyOn(ctx, tc, (*brokers.Set).AzQueue, (*azqueue.Transport).Verify, tc.azq)
+	return diffs, 2 * len(tc.azq), err
 }

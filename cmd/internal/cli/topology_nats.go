@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/brokers"
-	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/nats"
 )
 
@@ -35,13 +34,7 @@ func printNATS(w io.Writer, ps []nats.ObjectPlan) {
 
 // applyNATS declares the nats queues' streams and consumers.
 func applyNATS(cmd *cobra.Command, tc topologyConfig) error {
-	b := brokers.New(tc.cfg, brokers.Options{})
-	defer b.Close()
-	t, err := b.NATS(cmd.Context())
-	if err != nil {
-		return err
-	}
-	if err := t.Declare(cmd.Context(), &transport.DeclareParams{Queues: tc.nats}); err != nil {
+	if err := declareOn(cmd.Context(), tc, (*brokers.Set).NATS, tc.nats); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "declared %d NATS streams and consumers (queues, dead-letter streams, the retry stream)\n", len(natsPlan(tc)))
@@ -51,18 +44,6 @@ func applyNATS(cmd *cobra.Command, tc topologyConfig) error {
 // verifyNATS compares the nats queues' streams and consumers with the
 // server; it returns the differences and the number of objects planned.
 func verifyNATS(ctx context.Context, tc topologyConfig) ([]nats.Difference, int, error) {
-	b := brokers.New(tc.cfg, brokers.Options{})
-	defer b.Close()
-	t, err := b.NATS(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	diffs, err := t.Verify(ctx, tc.nats)
-	if err != nil {
-		return nil, 0, err
-	}
-	if diffs == nil {
-		diffs = []nats.Difference{}
-	}
-	return diffs, len(natsPlan(tc)), nil
+	diffs, err := verifyOn(ctx, tc, (*brokers.Set).NATS, (*nats.Transport).Verify, tc.nats)
+	return diffs, len(natsPlan(tc)), err
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/brokers"
-	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/pubsub"
 )
 
@@ -43,13 +42,7 @@ func printPubSub(w io.Writer, rs []pubsub.Resource) {
 
 // applyPubSub creates the pubsub queues' topics and subscriptions.
 func applyPubSub(cmd *cobra.Command, tc topologyConfig) error {
-	b := brokers.New(tc.cfg, brokers.Options{})
-	defer b.Close()
-	ps, err := b.PubSub(cmd.Context())
-	if err != nil {
-		return err
-	}
-	if err := ps.Declare(cmd.Context(), &transport.DeclareParams{Queues: tc.pubsub}); err != nil {
+	if err := declareOn(cmd.Context(), tc, (*brokers.Set).PubSub, tc.pubsub); err != nil {
 		return err
 	}
 	rs, _ := pubsubPlan(tc)

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lily-mq/lily/brokers"
-	"github.com/lily-mq/lily/transport"
 	"github.com/lily-mq/lily/transport/sqs"
 )
 
@@ -25,13 +24,7 @@ func printSQSQueues(w io.Writer, qs []sqs.QueuePlan) {
 
 // applySQS declares the sqs queues, their DLQs and redrive policies.
 func applySQS(cmd *cobra.Command, tc topologyConfig) error {
-	b := brokers.New(tc.cfg, brokers.Options{})
-	defer b.Close()
-	t, err := b.SQS(cmd.Context())
-	if err != nil {
-		return err
-	}
-	if err := t.Declare(cmd.Context(), &transport.DeclareParams{Queues: tc.sqs}); err != nil {
+	if err := declareOn(cmd.Context(), tc, (*brokers.Set).SQS, tc.sqs); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "declared %d SQS queues and their dead-letter queues (redrive policy maxReceiveCount = delivery_limit + 1)\n", len(tc.sqs))
@@ -41,18 +34,6 @@ func applySQS(cmd *cobra.Command, tc topologyConfig) error {
 // verifySQS compares the sqs queues with the live service; it returns the
 // differences and the number of queues planned.
 func verifySQS(ctx context.Context, tc topologyConfig) ([]sqs.Difference, int, error) {
-	b := brokers.New(tc.cfg, brokers.Options{})
-	defer b.Close()
-	t, err := b.SQS(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	diffs, err := t.Verify(ctx, tc.sqs)
-	if err != nil {
-		return nil, 0, err
-	}
-	if diffs == nil {
-		diffs = []sqs.Difference{}
-	}
-	return diffs, 2 * len(tc.sqs), nil
+	diffs, err := verifyOn(ctx, tc, (*brokers.Set).SQS, (*sqs.Transport).Verify, tc.sqs)
+	return diffs, 2 * len(tc.sqs), err
 }
