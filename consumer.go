@@ -298,9 +298,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.cond.Broadcast()
 		c.mu.Unlock()
 	})
-	err := c.fetchLoop(ctx, work)
+	left, err := c.fetchLoop(ctx, work)
 	if err == nil {
-		c.drain(base, work)
+		c.drain(base, left, work)
+	} else {
+		c.giveBack(base, left, work)
 	}
 	stop()
 	close(work)
@@ -333,22 +335,21 @@ func (c *Consumer) receiveParams(n int, wait time.Duration) *transport.ReceivePa
 // loop stays cautious — one at a time — until first-time deliveries flow
 // again, so that a crash-type poison takes no innocent neighbours with it.
 // While the circuit breaker is open it fetches nothing; half-open, one
-// probe. What it received and could not hand out before ctx ended is given
-// back (giveBack).
-func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *ticket) error {
-	base := context.WithoutCancel(ctx)
+// probe. What it received and could not hand out before ctx ended it
+// returns, for drain to give back.
+func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *ticket) ([]*ticket, error) {
 	cautious := false
 	backoff := 50 * time.Millisecond
 	for {
 		if !c.obeyPause(ctx) {
-			return nil
+			return nil, nil
 		}
 		var probe uint64
 		if c.br != nil {
 			p, wait, blocked := c.br.gate()
 			if blocked {
 				if !c.pause(ctx, wait) {
-					return nil
+					return nil, nil
 				}
 				continue
 			}
@@ -357,7 +358,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *ticket) error {
 		n := c.waitCapacity(ctx, cautious || probe != 0)
 		if n == 0 {
 			c.br.endProbe(probe)
-			return nil
+			return nil, nil
 		}
 		if probe == 0 && c.br != nil && c.br.current() != BreakerClosed {
 			continue // it opened while we waited for capacity: ask the gate again
@@ -369,15 +370,15 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *ticket) error {
 		}
 		if err != nil && len(ds) == 0 {
 			if ctx.Err() != nil {
-				return nil
+				return nil, nil
 			}
 			if errors.Is(err, transport.ErrClosed) || errors.Is(err, transport.ErrUnsafeQueue) {
-				return fmt.Errorf("lily: consumer %s: %w", c.o.Queue.Name, err)
+				return nil, fmt.Errorf("lily: consumer %s: %w", c.o.Queue.Name, err)
 			}
 			c.log.Warn("receive failed; retrying", "err", err, "backoff", backoff)
 			select {
 			case <-ctx.Done():
-				return nil
+				return nil, nil
 			case <-time.After(backoff):
 			}
 			backoff = min(backoff*2, 5*time.Second)
@@ -388,24 +389,33 @@ func (c *Consumer) fetchLoop(ctx context.Context, work chan<- *ticket) error {
 		for i, t := range ts {
 			cautious = t.d.DeliveryCount > 1
 			if ctx.Err() != nil || (cautious && !c.waitIdle(ctx, len(ts)-i)) || !c.dispatch(ctx, t, work) {
-				c.giveBack(base, ts[i:], work)
-				return nil
+				// Received, seen by no handler: given back by drain once
+				// the subscription is cancelled (see drain).
+				return ts[i:], nil
 			}
 		}
 	}
 }
 
-// drain runs at a graceful stop, after fetchLoop: on a transport where the
+// drain runs at a graceful stop, after fetchLoop, with left, what fetchLoop
+// had received and dispatched to no handler: on a transport where the
 // broker pushes deliveries it cancels the subscription and processes what
 // had been pushed already — closing the channel with them on it would give
 // them back with their counts raised, to a successor that then takes them
-// one at a time.
-func (c *Consumer) drain(base context.Context, work chan<- *ticket) {
+// one at a time. left is given back only after the cancel: giving it back
+// acknowledges it, and acknowledgements sent while still subscribed free
+// credit that the broker fills with new pushes — a quorum queue can send
+// some of those after the cancel's reply, where the client library drops
+// them and the channel's close returns them with their counts raised.
+func (c *Consumer) drain(base context.Context, left []*ticket, work chan<- *ticket) {
 	if c.canceler == nil {
+		c.giveBack(base, left, work)
 		return
 	}
 	sp := &transport.StopParams{Queue: c.o.Queue.Name, Consumer: c.o.Instance, Ordered: c.ordered()}
-	if err := c.canceler.CancelConsume(base, sp); err != nil {
+	err := c.canceler.CancelConsume(base, sp)
+	c.giveBack(base, left, work)
+	if err != nil {
 		if errors.Is(err, errors.ErrUnsupported) {
 			return // a wrapper over a transport that pushes nothing
 		}
