@@ -35,18 +35,7 @@ func (p *published) Publish(_ context.Context, pp *transport.PublishParams) erro
 	return nil
 }
 
-// spansNamed returns the ended spans called name.
-func spansNamed(sr interface {
-	Ended() []sdktrace.ReadOnlySpan
-}, name string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range sr.Ended() {
-		if s.Name() == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+var spansNamed = spantest.Named
 
 // linksTo reports whether s links to the span sc.
 func linksTo(s sdktrace.ReadOnlySpan, sc trace.SpanContext) bool {

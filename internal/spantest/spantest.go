@@ -48,3 +48,15 @@ func Open(sr *tracetest.SpanRecorder) []string {
 	}
 	return out
 }
+
+// Named returns the spans sr saw end that are called name, in the order
+// they ended.
+func Named(sr *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range sr.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}

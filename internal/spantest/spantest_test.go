@@ -10,7 +10,8 @@ import (
 )
 
 // TestOpenAndAttr: a span started and not ended is reported open, by name
-// and message ID; an ended one is not; Attr reads a span's attribute.
+// and message ID; an ended one is not; Attr reads a span's attribute;
+// Named finds the ended spans of one name.
 func TestOpenAndAttr(t *testing.T) {
 	sr, tp := Recorder(t)
 	tr := tp.Tracer("spantest")
@@ -26,5 +27,13 @@ func TestOpenAndAttr(t *testing.T) {
 	}
 	if v := Attr(sr.Ended()[1], "messaging.message.id").AsString(); v != "m-1" {
 		t.Errorf("Attr = %q, want m-1", v)
+	}
+	_, again := tr.Start(context.Background(), "done")
+	again.End()
+	if got := Named(sr, "done"); len(got) != 2 || got[1].SpanContext().SpanID() != again.SpanContext().SpanID() {
+		t.Errorf("Named(done) = %d spans, want both, in the order they ended", len(got))
+	}
+	if got := Named(sr, "never"); len(got) != 0 {
+		t.Errorf("Named(never) = %d spans, want none", len(got))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
@@ -79,17 +78,6 @@ func TestFiringSpan(t *testing.T) {
 	})
 }
 
-// spansNamed returns the ended spans of sr called name.
-func spansNamed(sr interface {
-	Ended() []sdktrace.ReadOnlySpan
-}, name string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range sr.Ended() {
-		if s.Name() == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+var spansNamed = spantest.Named
 
 var spanAttr = spantest.Attr

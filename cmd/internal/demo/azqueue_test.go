@@ -1,7 +1,6 @@
 package demo_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/cmd/internal/demo/demotest"
-	"github.com/lily-mq/lily/transport/azqueue"
 	"github.com/lily-mq/lily/transport/azqueue/azuritetest"
 )
 
@@ -23,17 +21,7 @@ func TestDemoAzQueue(t *testing.T) {
 	t.Parallel()
 	o := azuritetest.Options(t, time.Second)
 	queue := fmt.Sprintf("orders.demo-azqueue-%d", time.Now().UnixNano())
-	t.Cleanup(func() {
-		tr, err := azqueue.Open(o)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer tr.Close()
-		if err := tr.DeleteQueues(context.Background(), queue); err != nil {
-			t.Errorf("delete the demo's queue: %v", err)
-		}
-	})
+	azuritetest.DeleteQueuesAtEnd(t, o, queue)
 	db := filepath.Join(t.TempDir(), "catalog.db")
 	demotest.RunBroker(t, lilyDemo, lily.TransportAzQueue, "--url", azuritetest.URL(), "--queue", queue, "--db", db)
 }

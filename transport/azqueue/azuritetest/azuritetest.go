@@ -94,3 +94,20 @@ func FunctionsRuntime(ctx context.Context, t *testing.T, svc *sdk.ServiceClient,
 		}
 	}
 }
+
+// DeleteQueuesAtEnd deletes queue and the queues Lily made for it (its
+// dead-letter queue) on the Azurite of o when t ends.
+func DeleteQueuesAtEnd(t testing.TB, o azqueue.Options, queue string) {
+	t.Helper()
+	t.Cleanup(func() {
+		tr, err := azqueue.Open(o)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer tr.Close()
+		if err := tr.DeleteQueues(context.Background(), queue); err != nil {
+			t.Errorf("delete the queues of %s: %v", queue, err)
+		}
+	})
+}
