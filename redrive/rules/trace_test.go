@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
 	"github.com/lily-mq/lily/evidence"
