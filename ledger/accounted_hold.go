@@ -53,7 +53,9 @@ func (a *Accounted) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	if err != nil || len(ds) == 0 {
 		return ds, err
 	}
-	return a.countOrHold(ctx, k, &heldBatch{ds: ds, ordered: p.KeyOrder})
+	hb := &heldBatch{ds: ds, ordered: p.KeyOrder}
+	hb.keeper = a.keepLeases(p.Queue, p.Consumer, hb)
+	return a.countOrHold(ctx, k, hb)
 }
 
 // holdKey names one consumer instance of one queue.
@@ -61,10 +63,26 @@ type holdKey struct{ queue, consumer string }
 
 // heldBatch is a received batch not counted yet.
 type heldBatch struct {
+	mu       sync.Mutex // guards ds against its keeper's reads
 	ds       []*transport.Delivery
-	since    time.Time // first failed count; zero before
-	reported time.Time // last loud report
-	ordered  bool      // received for an ordered queue (ReceiveParams.KeyOrder)
+	since    time.Time    // first failed count; zero before
+	reported time.Time    // last loud report
+	ordered  bool         // received for an ordered queue (ReceiveParams.KeyOrder)
+	keeper   *leaseKeeper // extends the batch's leases until it is handed out or given back; nil without leases
+}
+
+// deliveries returns what the batch still holds.
+func (hb *heldBatch) deliveries() []*transport.Delivery {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.ds
+}
+
+// keep makes ds what the batch still holds.
+func (hb *heldBatch) keep(ds []*transport.Delivery) {
+	hb.mu.Lock()
+	hb.ds = ds
+	hb.mu.Unlock()
 }
 
 // holder keeps the batches that could not be counted, per consumer.
@@ -79,6 +97,19 @@ func (h *holder) take(k holdKey) *heldBatch {
 	hb := h.m[k]
 	delete(h.m, k)
 	return hb
+}
+
+// endKeepers stops the lease keepers of every batch still held.
+func (h *holder) endKeepers() {
+	h.mu.Lock()
+	hbs := make([]*heldBatch, 0, len(h.m))
+	for _, hb := range h.m {
+		hbs = append(hbs, hb)
+	}
+	h.mu.Unlock()
+	for _, hb := range hbs {
+		hb.keeper.end()
+	}
 }
 
 func (h *holder) put(k holdKey, hb *heldBatch) {
@@ -111,6 +142,7 @@ func (a *Accounted) countOrHold(ctx context.Context, k holdKey, hb *heldBatch) (
 				"queue", k.queue, "consumer", k.consumer, "count", len(hb.ds), "held_for", now.Sub(hb.since))
 		}
 		a.recorded(n)
+		hb.keeper.end() // the consumer extends them from here
 		return hb.ds, nil
 	}
 	if ctx.Err() != nil {
@@ -130,7 +162,10 @@ func (a *Accounted) countOrHold(ctx context.Context, k holdKey, hb *heldBatch) (
 			how, left, gerr = a.giveBack(ctx, k.consumer, hb.ds)
 		}
 		given := len(hb.ds) - len(left)
-		hb.ds = left
+		hb.keep(left)
+		if len(left) == 0 {
+			hb.keeper.end()
+		}
 		switch {
 		case gerr == nil:
 			a.o.Log.Error("catalog still down: gave the held deliveries back without raising their delivery count",
@@ -202,6 +237,9 @@ func (a *Accounted) giveBack(ctx context.Context, consumer string, ds []*transpo
 func (a *Accounted) StopConsumer(ctx context.Context, p *transport.StopParams) error {
 	var errs []error
 	hb := a.hold.take(holdKey{queue: p.Queue, consumer: p.Consumer})
+	if hb != nil {
+		hb.keeper.end() // given back, or left to the broker, below
+	}
 	if hb != nil && p.Ordered && !a.Features().UnreceiveInPlace {
 		// Giving them back would put them behind later messages of their
 		// keys (RabbitMQ: a copy at the queue's tail). Left unacknowledged,
@@ -280,6 +318,7 @@ func (a *Accounted) recorded(n int64) {
 // Close stops the heartbeats and a prune in progress (what it folded
 // stays folded), waits for them, and closes the wrapped transport.
 func (a *Accounted) Close() error {
+	a.hold.endKeepers()
 	a.beat.Close()
 	a.prune.mu.Lock()
 	a.prune.closed = true
