@@ -27,11 +27,21 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// transportLogger is the log of a test's transport: its warnings (a pull
+// cut short, a give-back that failed) in the test's log, shown when the
+// test fails; everything on stderr with LILY_NATS_TEST_LOG set.
+func transportLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("LILY_NATS_TEST_LOG") != "" {
+		return quietLogger()
+	}
+	return transporttest.Logger(t, slog.LevelWarn)
+}
+
 // open returns a transport on the test server, closed at the end of the
 // test.
 func open(t testing.TB, mod ...func(*nats.Options)) *nats.Transport {
 	t.Helper()
-	o := nats.Options{URL: natstest.URL(t), AckWait: testAckWait, MaxWait: time.Second, Logger: quietLogger()}
+	o := nats.Options{URL: natstest.URL(t), AckWait: testAckWait, MaxWait: time.Second, Logger: transportLogger(t)}
 	for _, f := range mod {
 		f(&o)
 	}

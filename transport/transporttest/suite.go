@@ -311,12 +311,20 @@ func (e *env) conserve(inFlight int64) {
 // drops what arrives after the test's cleanup.
 type testWriter struct {
 	mu    sync.Mutex
-	t     *testing.T
+	t     testing.TB
 	ended bool
 }
 
+// Logger returns a logger of level and above to t's log (shown when t
+// fails, or with -v), quiet once t has ended: a transport's warnings
+// (a pull cut short, a lease not extended) then explain a failure from the
+// CI log alone.
+func Logger(t testing.TB, level slog.Leveler) *slog.Logger {
+	return slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: level}))
+}
+
 // newTestWriter returns a writer to t's log that goes quiet when t ends.
-func newTestWriter(t *testing.T) *testWriter {
+func newTestWriter(t testing.TB) *testWriter {
 	w := &testWriter{t: t}
 	t.Cleanup(func() {
 		w.mu.Lock()
