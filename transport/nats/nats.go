@@ -108,6 +108,7 @@ type Transport struct {
 	held      map[string]map[*receipt]struct{}
 	stash     transport.Stash
 	wary      map[string]bool
+	pulls     map[pullKey]*inbox // reply subscriptions of the pull requests, per consumer instance and queue
 	closed    bool
 }
 
@@ -168,7 +169,7 @@ func Open(o Options) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{opts: o, nc: o.Conn, consumers: map[string]jetstream.Consumer{}, streams: map[string]jetstream.Stream{},
-		held: map[string]map[*receipt]struct{}{}, wary: map[string]bool{}}
+		held: map[string]map[*receipt]struct{}{}, wary: map[string]bool{}, pulls: map[pullKey]*inbox{}}
 	if t.nc == nil {
 		nc, err := natsgo.Connect(o.URL, natsgo.Name("lily"), natsgo.MaxReconnects(-1))
 		if err != nil {

@@ -69,7 +69,7 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	// A pull is never cut short by the caller's context: a message the
 	// server sent to a pull whose reader left would be leased to nobody
 	// until AckWait, its count raised.
-	msgs, err := t.pull(b, n, min(p.Wait, t.opts.MaxWait))
+	msgs, err := t.pull(b, p.Consumer, p.Queue, n, min(p.Wait, t.opts.MaxWait))
 	if err != nil {
 		t.forget(p.Queue)
 		err = fmt.Errorf("nats: receive from %s (stream %s, consumer %s): %w", p.Queue, b.Stream, b.Consumer, err)
@@ -90,30 +90,48 @@ func (t *Transport) Receive(ctx context.Context, p *transport.ReceiveParams) ([]
 	for _, d := range ds {
 		h[d.Receipt.(*receipt)] = struct{}{}
 	}
+	var extra []*transport.Delivery
+	if len(ds) > n {
+		// A request kept from an earlier receive asked for more than this
+		// one does: the rest is kept, leased, for the next receives, after
+		// what this batch keeps.
+		ds, extra = ds[:n], ds[n:]
+	}
 	if !p.IsolateRedeliveries || len(ds) == 0 {
+		t.keep(p.Consumer, p.Queue, extra)
 		t.mu.Unlock()
 		return ds, nil
 	}
 	cut := transport.Isolate(ds)
 	// The batch held a redelivery: it starts with one, or Isolate cut before one.
 	t.wary[p.Consumer] = cut < len(ds) || ds[0].DeliveryCount > 1
-	t.mu.Unlock()
 	if cut == len(ds) {
+		t.keep(p.Consumer, p.Queue, extra)
+		t.mu.Unlock()
 		return ds, nil
 	}
-	if rest := t.giveBack(ctx, ds[cut:]); len(rest) > 0 {
-		t.mu.Lock()
-		t.stash.Put(p.Consumer, p.Queue, rest)
-		// InProgress every fifth of AckWait, until none is kept.
-		t.stash.KeepLeases(&t.mu, t.opts.AckWait/5, func() bool { return t.closed }, func(d *transport.Delivery) {
-			rc := d.Receipt.(*receipt)
-			if err := t.ack(rc, ackProgress); err != nil {
-				t.opts.Logger.Warn("nats: extending the lease of a delivery kept from an isolated batch failed", "queue", rc.queue, "err", err)
-			}
-		})
-		t.mu.Unlock()
-	}
+	t.mu.Unlock()
+	rest := t.giveBack(ctx, ds[cut:])
+	t.mu.Lock()
+	t.keep(p.Consumer, p.Queue, append(rest, extra...))
+	t.mu.Unlock()
 	return ds[:cut], nil
+}
+
+// keep stashes ds, received and not handed out, for the next receives of
+// consumer on queue, their leases extended (InProgress every fifth of
+// AckWait) until none is kept. t.mu is held.
+func (t *Transport) keep(consumer, queue string, ds []*transport.Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	t.stash.Put(consumer, queue, ds)
+	t.stash.KeepLeases(&t.mu, t.opts.AckWait/5, func() bool { return t.closed }, func(d *transport.Delivery) {
+		rc := d.Receipt.(*receipt)
+		if err := t.ack(rc, ackProgress); err != nil {
+			t.opts.Logger.Warn("nats: extending the lease of a delivery kept for a later receive failed", "queue", rc.queue, "err", err)
+		}
+	})
 }
 
 // deliveries converts a pull's messages, in order. The retry records of

@@ -208,6 +208,7 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 	delete(t.held, p.Consumer)
 	t.stash.RemoveConsumer(p.Consumer)
 	t.mu.Unlock()
+	t.dropPulls(p.Consumer, "")
 	n := 0
 	var errs []error
 	for _, rc := range rcs {
@@ -224,13 +225,14 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 }
 
 // StopConsumer gives back what the consumer instance received and never
-// handed out (kept from an isolated batch): NAKed, handed out again at
-// once. The server counted their delivery already; it cannot be undone.
+// handed out (kept from an isolated batch, or waiting in its pull inbox):
+// NAKed, handed out again at once. The server counted their delivery already; it cannot be undone.
 func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) error {
 	t.mu.Lock()
 	ds := t.stash.Remove(p.Consumer, p.Queue)
 	delete(t.wary, p.Consumer)
 	t.mu.Unlock()
+	t.dropPulls(p.Consumer, p.Queue)
 	var errs []error
 	for _, d := range ds {
 		rc := d.Receipt.(*receipt)
