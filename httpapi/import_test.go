@@ -14,6 +14,7 @@ import (
 
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/catalog"
+	"github.com/lily-mq/lily/internal/waittest"
 )
 
 // withQueue configures one more queue.
@@ -192,7 +193,10 @@ func TestImportConcurrencyBound(t *testing.T) {
 		resp.Body.Close()
 		first <- resp.StatusCode
 	}()
-	<-body.started // the first import is reading its body: it holds the slot
+	<-body.started // the client is sending the first import's body
+	// The client reads the body before the server's handler runs: wait
+	// for the handler to hold the slot.
+	waittest.For(t, "the first import to hold its slot", func() bool { return len(f.srv.imports) == 1 })
 	var e apiError
 	code, b := f.raw("POST", "/api/import", &adminToken, strings.NewReader(""))
 	if err := json.Unmarshal(b, &e); code != http.StatusTooManyRequests || err != nil || !strings.Contains(e.Error, "1 imports are running") {
