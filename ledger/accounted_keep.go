@@ -19,15 +19,18 @@ import (
 // raised count that holding exists to avoid. The consumer's own lease
 // extension takes over once the batch is handed out.
 type leaseKeeper struct {
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	mu      sync.Mutex
+	stopped bool
+	timer   *time.Timer
+	running sync.WaitGroup // an extension in flight
+	cancel  context.CancelFunc
 }
 
 // keepLeases starts a keeper for hb, received by consumer from queue, when
 // the wrapped transport leases its deliveries and can extend them; else it
 // returns nil (a nil keeper's end is a no-op). It extends every fifth of
-// the lease.
+// the lease. A batch handed out within a fifth of the lease — the common
+// case — costs one timer, stopped unfired: this runs for every batch.
 func (a *Accounted) keepLeases(queue, consumer string, hb *heldBatch) *leaseKeeper {
 	ext, ok := a.Transport.(transport.LeaseExtender)
 	if !ok {
@@ -38,45 +41,52 @@ func (a *Accounted) keepLeases(queue, consumer string, hb *heldBatch) *leaseKeep
 		return nil
 	}
 	lease := ft.VisibilityTimeout
-	k := &leaseKeeper{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(k.done)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-k.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		t := time.NewTicker(lease / 5)
-		defer t.Stop()
-		for {
-			select {
-			case <-k.stop:
-				return
-			case <-t.C:
-			}
-			ds := hb.deliveries()
-			if len(ds) == 0 {
-				continue
-			}
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &leaseKeeper{cancel: cancel}
+	extend := func() {
+		k.mu.Lock()
+		if k.stopped {
+			k.mu.Unlock()
+			return
+		}
+		k.running.Add(1)
+		k.mu.Unlock()
+		defer k.running.Done()
+		if ds := hb.deliveries(); len(ds) > 0 {
 			if err := ext.ExtendLeases(ctx, &transport.ExtendParams{Consumer: consumer, Deliveries: ds, For: lease}); err != nil && ctx.Err() == nil {
 				a.o.Log.Warn("extending the leases of deliveries not yet handed out failed; the broker may hand them out again when their lease runs out",
 					"queue", queue, "consumer", consumer, "count", len(ds), "err", err)
 			}
 		}
-	}()
+		k.mu.Lock()
+		if !k.stopped {
+			k.timer.Reset(lease / 5)
+		}
+		k.mu.Unlock()
+	}
+	k.mu.Lock() // an early firing waits for the timer to be set
+	k.timer = time.AfterFunc(lease/5, extend)
+	k.mu.Unlock()
 	return k
 }
 
-// end stops the keeper and waits until it has: no extension is sent
-// after end returns.
+// end stops the keeper and waits for an extension in flight (cancelled):
+// no extension is sent after end returns.
 func (k *leaseKeeper) end() {
 	if k == nil {
 		return
 	}
-	k.once.Do(func() { close(k.stop) })
-	<-k.done
+	k.mu.Lock()
+	k.stopped = true
+	k.timer.Stop()
+	k.mu.Unlock()
+	k.cancel()
+	k.running.Wait()
+}
+
+// ended reports whether end was called.
+func (k *leaseKeeper) ended() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.stopped
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -77,15 +78,25 @@ func TestReceiveKeepsLeasesOfAHeldBatch(t *testing.T) {
 			t.Fatalf("receive after the catalog is back: %d deliveries, %v", len(ds), err)
 		}
 		ended(t, hb, "the batch was handed out")
+		if r := ledgerOf(t, s, "q"); r.Accepted != 3 {
+			t.Errorf("accepted %d after the held batch was handed out, want 3 (counted once)", r.Accepted)
+		}
 
 		// Held again, then stopped: the keeper ends with the stop.
 		b.queued = []*transport.Delivery{delivery("q", "d", "4")}
 		repair = breakCatalog(t, s)
 		defer repair()
-		a.Receive(ctx, recv)
+		if _, err := a.Receive(ctx, recv); !errors.Is(err, ErrCatalogUnavailable) {
+			t.Fatalf("receive with the catalog down again: %v, want ErrCatalogUnavailable", err)
+		}
 		hb = heldOf(t, a, "c1")
-		a.StopConsumer(ctx, &transport.StopParams{Queue: "q", Consumer: "c1"}) // no way to give it back here: an error, not the point
+		// No way to give it back uncounted here (no Unreceive, no bucket):
+		// StopConsumer says so and leaves it to the broker, never released.
+		if err := a.StopConsumer(ctx, &transport.StopParams{Queue: "q", Consumer: "c1"}); err == nil {
+			t.Error("StopConsumer with a held batch it cannot give back: no error, want one naming it")
+		}
 		ended(t, hb, "StopConsumer")
+		noRelease(t, b.fakeBroker)
 	})
 }
 
@@ -101,13 +112,11 @@ func heldOf(t *testing.T, a *Accounted, consumer string) *heldBatch {
 	return hb
 }
 
-// ended checks that hb's keeper has stopped (its goroutine returned) once
-// after happened: it extends nothing more.
+// ended checks that hb's keeper was ended once after happened: it
+// extends nothing more (end waits for an extension in flight).
 func ended(t *testing.T, hb *heldBatch, after string) {
 	t.Helper()
-	select {
-	case <-hb.keeper.done:
-	default:
+	if !hb.keeper.ended() {
 		t.Errorf("the lease keeper still runs after %s", after)
 	}
 }
