@@ -298,11 +298,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.cond.Broadcast()
 		c.mu.Unlock()
 	})
-	left, err := c.fetchLoop(ctx, work)
+	left, err := c.fetchLoop(ctx, work) // left is nil with an error
 	if err == nil {
 		c.drain(base, left, work)
-	} else {
-		c.giveBack(base, left, work)
 	}
 	stop()
 	close(work)

@@ -214,6 +214,9 @@ func (t *Transport) Close() error {
 	}
 	t.closed = true
 	t.mu.Unlock()
+	// On a connection the caller owns the inboxes would outlive the
+	// transport: unsubscribed, and what waits in them given back.
+	t.dropPulls("", "")
 	if t.own && t.nc != nil {
 		// Drain flushes the acknowledgements still buffered.
 		if err := t.nc.Drain(); err != nil {

@@ -112,3 +112,11 @@ func TestOrdering(t *testing.T) {
 	t.Parallel()
 	transporttest.RunOrdering(t, transporttest.OrderingHarness{Name: "nats", Open: openAccounted, Teardown: teardown})
 }
+
+// TestNatstestDefaultURL: natstest names the machine's server without
+// importing this package; it must be the transport's default.
+func TestNatstestDefaultURL(t *testing.T) {
+	if natstest.DefaultURL != nats.DefaultURL {
+		t.Errorf("natstest.DefaultURL %q, nats.DefaultURL %q: want them equal", natstest.DefaultURL, nats.DefaultURL)
+	}
+}

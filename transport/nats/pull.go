@@ -186,14 +186,15 @@ func (t *Transport) pull(b Binding, consumer, queue string, n int, wait time.Dur
 }
 
 // dropPulls ends the inboxes of consumer (on every queue when queue is
-// ""): what waits in them is NAKed, to be handed out again at once (its
-// count raised) rather than left leased until AckWait, and so is what
-// reaches them until the server has seen the unsubscription.
+// "", of every consumer when consumer is "" too): what waits in them is
+// NAKed, to be handed out again at once (its count raised) rather than
+// left leased until AckWait, and so is what reaches them until the server
+// has seen the unsubscription.
 func (t *Transport) dropPulls(consumer, queue string) {
 	var ibs []*inbox
 	t.mu.Lock()
 	for k, ib := range t.pulls {
-		if k.consumer == consumer && (queue == "" || k.queue == queue) {
+		if (consumer == "" || k.consumer == consumer) && (queue == "" || k.queue == queue) {
 			ibs = append(ibs, ib)
 			delete(t.pulls, k)
 		}

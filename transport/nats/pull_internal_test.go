@@ -3,7 +3,6 @@ package nats
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport"
+	"github.com/lily-mq/lily/transport/nats/natstest"
 )
 
 // fakeConsumer answers the pull requests of one stream and consumer name
@@ -96,7 +96,7 @@ func (f *fakeConsumer) send(req *natsgo.Msg, body, status string) {
 // request the server ends (408) ends the receive's wait. A stopping
 // consumer NAKs what waits in its inbox and drops it.
 func TestPullInbox(t *testing.T) {
-	url := serverURL(t)
+	url := natstest.URL(t)
 	tr, err := Open(Options{URL: url, AckWait: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -174,26 +174,6 @@ func (t *Transport) kept(k pullKey) *inbox {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.pulls[k]
-}
-
-// serverURL is natstest.URL for this package's own tests (natstest
-// imports this package): the machine's server, or LILY_NATS_URL; without
-// one the test is skipped loudly, and fails under CI=true.
-func serverURL(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("LILY_NATS_URL")
-	if u == "" {
-		u = DefaultURL
-	}
-	nc, err := natsgo.Connect(u, natsgo.Timeout(5*time.Second))
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("NATS is required under CI=true and unreachable at %s: %v", u, err)
-		}
-		t.Skipf("SKIPPING: NATS unreachable at %s (%v) — start it with 'nats-server -js' (see .ci/run)", u, err)
-	}
-	nc.Close()
-	return u
 }
 
 // waiting is how many messages wait in ib.

@@ -226,7 +226,8 @@ func (t *Transport) RecoverLeases(ctx context.Context, p *transport.RecoverParam
 
 // StopConsumer gives back what the consumer instance received and never
 // handed out (kept from an isolated batch, or waiting in its pull inbox):
-// NAKed, handed out again at once. The server counted their delivery already; it cannot be undone.
+// NAKed, handed out again at once. The server counted their delivery
+// already; it cannot be undone.
 func (t *Transport) StopConsumer(ctx context.Context, p *transport.StopParams) error {
 	t.mu.Lock()
 	ds := t.stash.Remove(p.Consumer, p.Queue)

@@ -12,18 +12,21 @@ import (
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/lily-mq/lily/transport/nats"
 )
 
+// DefaultURL is the machine's server, nats.DefaultURL (this package does
+// not import the transport, so that the transport's own internal tests
+// can use it; TestNatstestDefaultURL keeps the two equal).
+const DefaultURL = "nats://127.0.0.1:4222"
+
 // URL returns the test server's URL — LILY_NATS_URL, or the machine's
-// server (nats.DefaultURL) — after checking that it answers with
+// server (DefaultURL) — after checking that it answers with
 // JetStream enabled.
 func URL(t testing.TB) string {
 	t.Helper()
 	u := os.Getenv("LILY_NATS_URL")
 	if u == "" {
-		u = nats.DefaultURL
+		u = DefaultURL
 	}
 	if err := check(u); err != nil {
 		if os.Getenv("CI") == "true" {
