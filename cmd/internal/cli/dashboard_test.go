@@ -114,7 +114,11 @@ func startPrometheusAlerting(t *testing.T, bin string, targets map[string]string
 	t.Helper()
 	dir := t.TempDir()
 	var cfg strings.Builder
-	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n")
+	// A scrape of 'lily serve' takes 20-40 ms here, but over 1 s when the
+	// whole suite runs under -race on two cores (a landing CI saw every
+	// target down for 30 s at a 1 s timeout): 2 s is the shortest
+	// interval (a timeout may not exceed it) with that headroom.
+	cfg.WriteString("global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\n  evaluation_interval: 1s\n")
 	if len(rules) > 0 {
 		cfg.WriteString("rule_files:\n")
 		for _, r := range rules {
