@@ -63,16 +63,19 @@ func TestShareLateAnswerOnLastDelivery(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: name, Max: 10, Wait: 300 * time.Millisecond, Consumer: "c1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ds) != 0 {
-		t.Fatalf("receive handed out %d records while the fetch was held back; the test needs the answer to come after the poll", len(ds))
-	}
-	if armed.Load() {
-		t.Fatal("no share fetch reached the broker during the receive")
-	}
+	// The member joins the group before it fetches, which under load can
+	// take longer than one receive: receive again until a fetch reached
+	// the broker, each receive ending empty, its fetch held back.
+	transporttest.WaitForState(t, "a share fetch of c1 to reach the broker", func() (bool, string) {
+		ds, err := tr.Receive(ctx, &transport.ReceiveParams{Queue: name, Max: 10, Wait: 300 * time.Millisecond, Consumer: "c1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) != 0 {
+			t.Fatalf("receive handed out %d records while the fetch was held back; the test needs the answer to come after the poll", len(ds))
+		}
+		return !armed.Load(), "no share fetch reached the broker yet"
+	})
 	close(wake)
 	// The answer reaches the client and waits for a poll that never comes.
 	transporttest.WaitForState(t, "the held-back answer to reach c1's client", func() (bool, string) {
