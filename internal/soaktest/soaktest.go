@@ -1,5 +1,5 @@
 // Package soaktest is the switch between a test's sharp default size and
-// its soak size. The default suite (go test -race -count=1 -p 4 work, what CI
+// its soak size. The default suite (the README's test command, what CI
 // runs on every landing) runs the small cases that exercise each code path
 // and its conservation check; 'go test -tags soak' (scripts/soak, run
 // before a release) runs the long load, kill and scenario runs in full.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,13 +142,21 @@ func TestDLQRedriveSampleComesBack(t *testing.T) {
 	code, out, errOut := run(t, "dlq", "redrive", "--db", db, "--sample", "2", "--observe", "20s", "--json")
 	cancel()
 	<-done
-	if code != 1 || !strings.Contains(errOut, "dead-lettered again") || !strings.Contains(errOut, "evt-1") {
+	if code != 1 || !strings.Contains(errOut, "dead-lettered again") {
 		t.Fatalf("redrive with a failing sample: exit %d\n%s\n%s", code, errOut, out)
 	}
 	var res redriveJSON
 	mustJSON(t, out, &res)
-	if !res.Stopped || len(res.Returned) == 0 || res.Redriven != 2 {
-		t.Errorf("JSON %+v", res)
+	if !res.Stopped || len(res.Returned) == 0 || res.Redriven != 2 || res.Sample == nil {
+		t.Fatalf("JSON %+v", res)
+	}
+	// The redrive stops at the first sampled message that comes back,
+	// evt-1 or evt-2, whichever the consumer fails first: the message
+	// names each one that came back.
+	for _, r := range res.Returned {
+		if !slices.Contains(res.Sample.EventIDs, r.EventID) || !strings.Contains(errOut, r.EventID) {
+			t.Errorf("returned %s: not in the sample %v, or not named in %q", r.EventID, res.Sample.EventIDs, errOut)
+		}
 	}
 	// The rest was not touched: 4 still pending, plus the new dead letters.
 	st := entryStates(t, db)
