@@ -1,8 +1,10 @@
 package lily_test
 
 import (
+	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,5 +26,32 @@ func TestSuitetimeTimesEachPackage(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "(go test exit 0)") {
 		t.Errorf("scripts/suitetime does not report go test's exit 0:\n%s", out)
+	}
+}
+
+// TestScriptsUseTheReadmesRaceFlags: the scripts build and run the tests
+// with the race flags of the README's test command (.ci/run's last line,
+// which docs/readme_test.go keeps equal to the README's).
+func TestScriptsUseTheReadmesRaceFlags(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("bash", "-c", `. scripts/raceflags && printf '%s\n' "${race_flags[@]}"`).Output()
+	if err != nil {
+		t.Fatalf("source scripts/raceflags: %v", err)
+	}
+	ci, err := os.ReadFile(".ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(ci)), "\n")
+	// The command as bash splits it: the gcflags value loses its quotes.
+	words, err := exec.Command("bash", "-c", `printf '%s\n' `+strings.TrimPrefix(lines[len(lines)-1], "go test ")).Output()
+	if err != nil {
+		t.Fatalf("split the test command: %v", err)
+	}
+	have := strings.Fields(string(words))
+	for _, f := range strings.Fields(string(out)) {
+		if !slices.Contains(have, f) {
+			t.Errorf("scripts/raceflags has %q; the README's test command %q does not", f, lines[len(lines)-1])
+		}
 	}
 }
