@@ -48,7 +48,7 @@ func Open(ctx context.Context, where string) (*Store, error) {
 // New uses an open SQLite database handle (e.g. the SQLite transport's),
 // creating the catalog tables if needed. Close does not close db.
 func New(ctx context.Context, db *sql.DB) (*Store, error) {
-	if err := catalogdb.Migrate(ctx, db); err != nil {
+	if err := catalogdb.MigrateOnce(ctx, db); err != nil {
 		return nil, err
 	}
 	return &Store{db: catalogdb.New(db, catalogdb.SQLite)}, nil

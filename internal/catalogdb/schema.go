@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
+	"weak"
 )
 
 // Migrate creates the catalog tables in db, a SQLite database, if they do
@@ -49,6 +52,28 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	return BackfillSearch(ctx, New(db, SQLite))
+}
+
+// migrated holds the handles MigrateOnce has migrated in this process,
+// as weak pointers: an entry goes when its handle is collected.
+var migrated sync.Map // weak.Pointer[sql.DB] → struct{}
+
+// MigrateOnce is Migrate, once per handle in a process: the SQLite
+// transport migrates the catalog in its file at Open, and a catalog.New
+// over the transport's handle then needs no second pass over the whole
+// schema (parsing it was a tenth of a CLI command's CPU).
+func MigrateOnce(ctx context.Context, db *sql.DB) error {
+	key := weak.Make(db)
+	if _, ok := migrated.Load(key); ok {
+		return nil
+	}
+	if err := Migrate(ctx, db); err != nil {
+		return err
+	}
+	if _, loaded := migrated.LoadOrStore(key, struct{}{}); !loaded {
+		runtime.AddCleanup(db, func(k weak.Pointer[sql.DB]) { migrated.Delete(k) }, key)
+	}
+	return nil
 }
 
 // addedColumns are the entry columns added after the first release of the

@@ -2,6 +2,7 @@ package catalogdb
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -41,5 +42,51 @@ func TestSchemaVersionMigration(t *testing.T) {
 	var v int
 	if err := db.QueryRowContext(ctx, `SELECT schema_version FROM lily_dlq_entries WHERE event_id = 'old'`).Scan(&v); err != nil || v != 7 {
 		t.Errorf("old entry schema_version %d (%v), want 7", v, err)
+	}
+}
+
+// MigrateOnce migrates a handle once: a second call on it reads nothing
+// (a table dropped behind its back stays dropped), a new handle on the
+// same file is migrated again.
+func TestMigrateOncePerHandle(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "once.db")
+	open := func() *sql.DB {
+		db, err := sqlitedb.Open(ctx, path, sqlitedb.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	tables := func(db *sql.DB) int {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'lily_dlq_entries'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	db := open()
+	if err := MigrateOnce(ctx, db); err != nil {
+		t.Fatalf("MigrateOnce: %v", err)
+	}
+	if tables(db) != 1 {
+		t.Fatal("MigrateOnce made no entries table")
+	}
+	if _, err := db.ExecContext(ctx, `DROP TABLE lily_dlq_entries`); err != nil {
+		t.Fatal(err)
+	}
+	if err := MigrateOnce(ctx, db); err != nil {
+		t.Fatalf("second MigrateOnce: %v", err)
+	}
+	if tables(db) != 0 {
+		t.Error("the second MigrateOnce on the same handle migrated again")
+	}
+	other := open()
+	if err := MigrateOnce(ctx, other); err != nil {
+		t.Fatalf("MigrateOnce on a new handle: %v", err)
+	}
+	if tables(other) != 1 {
+		t.Error("MigrateOnce on a new handle did not migrate")
 	}
 }

@@ -103,10 +103,7 @@ func (t *Transport) write(ctx context.Context, w *write) error {
 	}
 	t.pending = append(t.pending, w)
 	t.mu.Unlock()
-	select {
-	case t.kick <- struct{}{}:
-	default: // the writer has been kicked already
-	}
+	t.kickWriter()
 	select {
 	case err := <-w.done:
 		return err
@@ -115,6 +112,15 @@ func (t *Transport) write(ctx context.Context, w *write) error {
 			return ctx.Err()
 		}
 		return <-w.done // taken: what it did decides
+	}
+}
+
+// kickWriter tells the writer to look at the pending writes (and the
+// wanted statements).
+func (t *Transport) kickWriter() {
+	select {
+	case t.kick <- struct{}{}:
+	default: // the writer has been kicked already
 	}
 }
 
@@ -147,6 +153,11 @@ func (t *Transport) writeLoop() {
 			ws = t.joinParked(ws)
 			t.mu.Unlock()
 			if len(ws) == 0 {
+				// Kicked by a PublishTx that parsed a shape itself
+				// (statements.bind): prepare it now. A failure here
+				// fails nothing; the next write that needs the shape
+				// tries again and reports it.
+				_ = t.st.ensure(context.Background(), t.db, nil)
 				break
 			}
 			t.groups.Add(1)
@@ -258,7 +269,11 @@ func (t *Transport) runGroup(ws []*write) {
 	// The callers' contexts do not cancel a transaction they share: a
 	// caller that goes away still gets (and ignores) its outcome.
 	ctx := context.Background()
-	tx, err := t.db.BeginTx(ctx, nil)
+	err := t.st.ensure(ctx, t.db, live)
+	var tx *sql.Tx
+	if err == nil {
+		tx, err = t.db.BeginTx(ctx, nil)
+	}
 	if err != nil {
 		for _, w := range live {
 			w.done <- fmt.Errorf("sqlite transport: %s: %w", w.what, err)
@@ -306,6 +321,9 @@ func (t *Transport) runAlone(w *write) {
 
 // inTx runs w in its own transaction and commits it.
 func (t *Transport) inTx(ctx context.Context, w *write) error {
+	if err := t.st.ensure(ctx, t.db, []*write{w}); err != nil {
+		return fmt.Errorf("sqlite transport: %s: %w", w.what, err)
+	}
 	tx, err := t.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite transport: %s: %w", w.what, err)

@@ -79,15 +79,20 @@ func (t *Transport) insertMessages(ctx context.Context, tx *sql.Tx, queue string
 	for start := 0; start < len(msgs); {
 		var st *sql.Stmt
 		n := len(msgs) - start
+		var err error
 		if n >= publishChunk {
 			if full == nil {
-				full = tx.StmtContext(ctx, t.st.insertFull)
+				if full, err = t.st.bind(ctx, tx, t.st.insertFull); err != nil {
+					return fmt.Errorf("sqlite transport: insert into %s: %w", queue, err)
+				}
 			}
 			st, n = full, publishChunk
 		} else {
-			var shape *sql.Stmt
+			var shape *lazyStmt
 			shape, n = t.st.insertPart.exact(n)
-			st = tx.StmtContext(ctx, shape)
+			if st, err = t.st.bind(ctx, tx, shape); err != nil {
+				return fmt.Errorf("sqlite transport: insert into %s: %w", queue, err)
+			}
 		}
 		args = args[:0]
 		for _, m := range msgs[start : start+n] {

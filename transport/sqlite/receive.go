@@ -261,7 +261,11 @@ func (s *statements) leaseUpdate(ctx context.Context, tx *sql.Tx, visibleAt int6
 		for len(args) < 2+size {
 			args = append(args, nil) // NULL matches no id
 		}
-		res, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		bound, err := s.bind(ctx, tx, st)
+		if err != nil {
+			return leased, err
+		}
+		res, err := bound.ExecContext(ctx, args...)
 		if err != nil {
 			return leased, err
 		}

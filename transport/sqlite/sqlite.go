@@ -118,7 +118,7 @@ func Open(ctx context.Context, path string, opts Options) (*Transport, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite transport: create schema: %w", err)
 	}
-	if err := catalogdb.Migrate(ctx, db); err != nil {
+	if err := catalogdb.MigrateOnce(ctx, db); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -133,6 +133,7 @@ func Open(ctx context.Context, path string, opts Options) (*Transport, error) {
 	}
 	t := &Transport{db: db, opts: opts, st: st, wake: make(chan struct{}), done: make(chan struct{}),
 		kick: make(chan struct{}, 1), writerDone: make(chan struct{})}
+	st.want = t.kickWriter
 	go t.writeLoop()
 	return t, nil
 }

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"math/bits"
 	"strings"
+	"sync/atomic"
 
 	"github.com/lily-mq/lily/internal/catalogdb"
 )
 
 // Statements whose length depends on a count are prepared for a few fixed
-// sizes, so that SQLite parses each shape once, at Open, never per call.
+// sizes, so that SQLite parses each shape once, when first needed, never
+// per call.
 const (
 	// publishChunk is the most rows in one INSERT statement (8 parameters
 	// each: insertSQL); a publish of fewer rows, or its remainder, is
@@ -93,27 +95,64 @@ func insertSQL(n int) string {
 	return insertPrefix + strings.TrimSuffix(strings.Repeat(tuple+",", n), ",")
 }
 
-// statements are the transport's hot statements, prepared once on the
-// *sql.DB. With its single connection, Tx.StmtContext reuses such a
-// statement; one prepared on a Tx (or a Conn) would be parsed again in
-// every transaction.
+// statements are the transport's hot statements, prepared on the *sql.DB.
+// With its single connection, Tx.StmtContext reuses such a statement; one
+// prepared on a Tx (or a Conn) would be parsed again in every transaction.
+//
+// The fixed statements are prepared at Open. The sized shapes are
+// prepared by the writer when a write first needs them (ensure, before
+// its transaction begins: with one connection, preparing inside would
+// wait for the transaction itself): parsing all of them — 19 statements,
+// the largest with 800 parameters — was most of what opening a store cost,
+// and a process that only reads the catalog, or publishes one message at
+// a time, needs none or few of them.
 type statements struct {
-	checkQueue, insertFull                  *sql.Stmt
-	insertPart                              shapes // exact sizes 1, 2, 4, …, 64
+	checkQueue                              *sql.Stmt
+	insertFull                              *lazyStmt // publishChunk rows
+	insertPart                              shapes    // exact sizes 1, 2, 4, …, 64
 	candidates, candidatesKeyOrder, nextVis *sql.Stmt
 	lease                                   shapes // padded sizes 1, 2, 4, …, leaseChunk
 	deleteRow, retryCopy, release           *sql.Stmt
 	ledger                                  *catalogdb.CountsAdder
 	all                                     []*sql.Stmt
+	lazy                                    []*lazyStmt
+	// unprepared counts statements a transaction had to parse itself
+	// (lazyStmt.bind): a PublishTx before the writer prepared its shape.
+	unprepared atomic.Int64
+	// want tells the writer that a lazy statement is wanted (it kicks it).
+	want func()
 }
 
-// shapes holds one prepared statement per power-of-two size.
-type shapes []*sql.Stmt
+// lazyStmt is a statement prepared on the DB by the writer when first
+// needed (statements.ensure).
+type lazyStmt struct {
+	query  string
+	st     atomic.Pointer[sql.Stmt]
+	wanted atomic.Bool // a transaction needed it before it was prepared
+}
 
-// prepareStatements prepares every hot statement on db (schema and catalog
-// migrated).
+// shapes holds one statement per power-of-two size.
+type shapes []*lazyStmt
+
+// newShapes returns the shapes of sizes 1, 2, 4, … up to largest.
+func newShapes(largest int, build func(int) string) shapes {
+	var sh shapes
+	for n := 1; n <= largest; n *= 2 {
+		sh = append(sh, &lazyStmt{query: build(n)})
+	}
+	return sh
+}
+
+// prepareStatements prepares the fixed statements on db (schema and
+// catalog migrated); the shapes wait for ensure.
 func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
-	s := &statements{}
+	s := &statements{
+		insertFull: &lazyStmt{query: insertSQL(publishChunk)},
+		insertPart: newShapes(publishChunk-1, insertSQL),
+		lease:      newShapes(leaseChunk, leaseSQL),
+		want:       func() {},
+	}
+	s.lazy = append(append([]*lazyStmt{s.insertFull}, s.insertPart...), s.lease...)
 	var err error
 	one := func(dst **sql.Stmt, query string) {
 		if err != nil {
@@ -127,20 +166,10 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 		*dst = st
 		s.all = append(s.all, st)
 	}
-	many := func(dst *shapes, largest int, build func(int) string) {
-		for n := 1; n <= largest; n *= 2 {
-			var st *sql.Stmt
-			one(&st, build(n))
-			*dst = append(*dst, st)
-		}
-	}
 	one(&s.checkQueue, checkQueueSQL)
-	one(&s.insertFull, insertSQL(publishChunk))
-	many(&s.insertPart, publishChunk-1, insertSQL)
 	one(&s.candidates, candidatesSQL)
 	one(&s.candidatesKeyOrder, candidatesKeyOrderSQL)
 	one(&s.nextVis, nextVisibleSQL)
-	many(&s.lease, leaseChunk, leaseSQL)
 	one(&s.deleteRow, deleteRowSQL)
 	one(&s.retryCopy, retryCopySQL)
 	one(&s.release, releaseSQL)
@@ -154,11 +183,65 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 	return s, nil
 }
 
+// ensure prepares on db, outside any transaction, the shapes the writes ws
+// will use and those a transaction wanted before. Only the writer calls it.
+func (s *statements) ensure(ctx context.Context, db *sql.DB, ws []*write) error {
+	for _, w := range ws {
+		switch w.kind {
+		case writePublish: // insertMessages: full chunks, then the bits of the rest
+			if w.count >= publishChunk {
+				s.insertFull.wanted.Store(true)
+			}
+			for i, sh := range s.insertPart {
+				if (w.count%publishChunk)&(1<<i) != 0 {
+					sh.wanted.Store(true)
+				}
+			}
+		case writeLease: // leaseUpdate: any padded size up to the limit's
+			if w.count > 0 {
+				for _, sh := range s.lease[:bits.Len(uint(min(w.count, leaseChunk)-1))+1] {
+					sh.wanted.Store(true)
+				}
+			}
+		}
+	}
+	for _, l := range s.lazy {
+		if l.st.Load() != nil || !l.wanted.Load() {
+			continue
+		}
+		st, err := db.PrepareContext(ctx, l.query)
+		if err != nil {
+			return fmt.Errorf("prepare %.40q…: %w", l.query, err)
+		}
+		l.st.Store(st)
+	}
+	return nil
+}
+
+// bind returns l bound to tx: the statement prepared on the DB, or, when
+// ensure has not prepared it (a PublishTx runs in its caller's
+// transaction, outside the writer), one parsed in tx, and the writer is
+// told to prepare it for the next time.
+func (s *statements) bind(ctx context.Context, tx *sql.Tx, l *lazyStmt) (*sql.Stmt, error) {
+	if st := l.st.Load(); st != nil {
+		return tx.StmtContext(ctx, st), nil
+	}
+	s.unprepared.Add(1)
+	l.wanted.Store(true)
+	s.want()
+	return tx.PrepareContext(ctx, l.query)
+}
+
 // close releases the statements.
 func (s *statements) close() error {
 	var errs []error
 	for _, st := range s.all {
 		errs = append(errs, st.Close())
+	}
+	for _, l := range s.lazy {
+		if st := l.st.Load(); st != nil {
+			errs = append(errs, st.Close())
+		}
 	}
 	if s.ledger != nil {
 		errs = append(errs, s.ledger.Close())
@@ -169,14 +252,14 @@ func (s *statements) close() error {
 // padded returns the statement for n items (1 ≤ n ≤ the largest size)
 // and its size: the smallest power of two ≥ n. The caller pads the
 // parameters up to that size.
-func (sh shapes) padded(n int) (*sql.Stmt, int) {
+func (sh shapes) padded(n int) (*lazyStmt, int) {
 	i := bits.Len(uint(n - 1)) // 1 → 0, 2 → 1, 3..4 → 2, …
 	return sh[i], 1 << i
 }
 
 // exact returns the statement for the largest power of two ≤ n and that
 // size (n ≥ 1).
-func (sh shapes) exact(n int) (*sql.Stmt, int) {
+func (sh shapes) exact(n int) (*lazyStmt, int) {
 	i := min(bits.Len(uint(n))-1, len(sh)-1)
 	return sh[i], 1 << i
 }

@@ -13,6 +13,7 @@ import (
 
 	msqlite "modernc.org/sqlite"
 
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/transport"
 )
 
@@ -210,4 +211,77 @@ func TestLargeSettleBatchWithALostLease(t *testing.T) {
 	}
 	clk.Advance(2 * time.Minute)
 	conserved(t, tr, "q", receive(t, tr, transport.ReceiveParams{Max: 10, Consumer: "c"})...)
+}
+
+// preparedSizes lists the sizes of sh that are prepared on the DB.
+func preparedSizes(sh shapes) []int {
+	var sizes []int
+	for i, l := range sh {
+		if l.st.Load() != nil {
+			sizes = append(sizes, 1<<i)
+		}
+	}
+	return sizes
+}
+
+// Open parses no sized statement; a write prepares the shapes it uses, and
+// only those, before its transaction; a PublishTx that needed a shape the
+// writer had not prepared parses it in its own transaction once, and the
+// writer prepares it for the next one.
+func TestShapesPreparedWhenFirstNeeded(t *testing.T) {
+	tr := open(t, Options{}, "q")
+	ctx := context.Background()
+	st := tr.st
+	if got := append(preparedSizes(st.insertPart), preparedSizes(st.lease)...); len(got) != 0 || st.insertFull.st.Load() != nil {
+		t.Fatalf("after Open: prepared sizes %v (full %v), want none", got, st.insertFull.st.Load() != nil)
+	}
+	ids := make([]string, 37) // 32 + 4 + 1
+	for i := range ids {
+		ids[i] = "a" + strconv.Itoa(i)
+	}
+	publish(t, tr, "q", ids...)
+	if got := preparedSizes(st.insertPart); !reflect.DeepEqual(got, []int{1, 4, 32}) || st.insertFull.st.Load() != nil {
+		t.Errorf("after a publish of 37: insert sizes %v (full %v), want [1 4 32]", got, st.insertFull.st.Load() != nil)
+	}
+	ds := receive(t, tr, transport.ReceiveParams{Max: 5})
+	if got := preparedSizes(st.lease); !reflect.DeepEqual(got, []int{1, 2, 4, 8}) {
+		t.Errorf("after a receive of at most 5: lease sizes %v, want [1 2 4 8]", got)
+	}
+	if n := st.unprepared.Load(); n != 0 {
+		t.Errorf("%d statements parsed in a transaction, want 0", n)
+	}
+
+	// PublishTx of 3 (2 + 1) in the caller's transaction: size 2 is new.
+	publishTx := func(ids ...string) {
+		t.Helper()
+		tx, err := tr.DB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		msgs := make([]transport.Message, len(ids))
+		for i, id := range ids {
+			msgs[i] = transport.Message{EventID: id, Body: []byte("body-" + id)}
+		}
+		if err := tr.PublishTx(ctx, tx, &transport.PublishParams{Queue: "q", Messages: msgs}); err != nil {
+			t.Fatalf("PublishTx: %v", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishTx("b0", "b1", "b2")
+	if n := st.unprepared.Load(); n != 1 {
+		t.Errorf("PublishTx of 3: %d statements parsed in its transaction, want 1 (size 2)", n)
+	}
+	waittest.For(t, "the writer to prepare the insert of 2 rows", func() bool { return st.insertPart[1].st.Load() != nil })
+	publishTx("c0", "c1")
+	if n := st.unprepared.Load(); n != 1 {
+		t.Errorf("second PublishTx of 2: %d statements parsed in transactions, want still 1", n)
+	}
+	rest := receive(t, tr, transport.ReceiveParams{Max: 100})
+	if len(ds)+len(rest) != 42 {
+		t.Errorf("received %d + %d, want 42", len(ds), len(rest))
+	}
+	conserved(t, tr, "q", append(ds, rest...)...)
 }
