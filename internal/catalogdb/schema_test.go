@@ -90,3 +90,48 @@ func TestMigrateOncePerHandle(t *testing.T) {
 		t.Error("MigrateOnce on a new handle did not migrate")
 	}
 }
+
+// Migrate only looks at a file whose schema is what it makes of a new
+// database; a file that lacks one of its objects, or holds one with other
+// SQL, is migrated.
+func TestMigrateLooksAtAnUpToDateFile(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlitedb.Open(ctx, filepath.Join(t.TempDir(), "c.db"), sqlitedb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if ok, err := upToDate(ctx, db); err != nil || ok {
+		t.Fatalf("new file: upToDate %v, %v; want false", ok, err)
+	}
+	if err := Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := upToDate(ctx, db); err != nil || !ok {
+		t.Fatalf("migrated file: upToDate %v, %v; want true", ok, err)
+	}
+	index := func() int {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'lily_dlq_entries_held_schema_version'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, change := range []string{
+		`DROP INDEX lily_dlq_entries_held_schema_version`,
+		`DELETE FROM lily_search_backfill`,
+	} {
+		if _, err := db.ExecContext(ctx, change); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := upToDate(ctx, db); err != nil || ok {
+			t.Fatalf("after %s: upToDate %v, %v; want false", change, ok, err)
+		}
+		if err := Migrate(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := upToDate(ctx, db); err != nil || !ok || index() != 1 {
+			t.Fatalf("migrated again after %s: upToDate %v, %v, index %d; want true and the index back", change, ok, err, index())
+		}
+	}
+}
