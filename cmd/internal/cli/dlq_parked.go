@@ -232,7 +232,13 @@ func awaitKey(ctx context.Context, cat *catalog.Store, targets *redriveTargets, 
 		switch {
 		case k == nil:
 			return "free", 0, nil
-		case k.State == redrive.KeyHeld && res.Action == "redrive_head" && k.HeadEventID == res.Key.HeadEventID:
+		case k.State == redrive.KeyHeld && res.Action == "redrive_head" && k.HeadEventID == res.Key.HeadEventID &&
+			k.Head != nil && k.Head.State != catalog.StateRedriven:
+			// Failed again, and its dead letter is in the catalog. The
+			// consumer holds the key before it settles the dead letter
+			// (ordering.go: holdKey): until it lands, the head's latest
+			// entry still reads "redriven", and an unpark run then would
+			// take the head for one on its way back and wait for it.
 			return "head_failed", k.Parked, nil
 		}
 		if wait == 0 {

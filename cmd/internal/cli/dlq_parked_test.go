@@ -260,3 +260,55 @@ func (w *parkWorkload) processed(key string) []string {
 	}
 	return out
 }
+
+// TestUnparkHeadFailedOnceItsDeadLetterLanded: the consumer holds a key
+// again before it settles the head's new dead letter, so for a moment the
+// key reads held while the head's entry still reads redriven. 'lily dlq
+// unpark' used to report head_failed in that moment; an unpark run right
+// after it (the fix shipped) then took the head for one on its way back,
+// waited for it, and never redrove it once its dead letter landed.
+// head_failed now waits for the dead letter to be in the catalog.
+func TestUnparkHeadFailedOnceItsDeadLetterLanded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lily.db")
+	cat, err := catalog.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const q, key, head = "payments.captured", "acct-2", "head-1"
+	e := catalog.NewEntry(q, transport.Message{EventID: head, Key: key, Body: []byte("h")}, transport.Headers{}, "permanent", time.Now())
+	if err := cat.Insert(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := redrive.NewKeys(cat).HoldKey(ctx, q, key, redrive.KeyModePark, redrive.KeyHeld, head); err != nil {
+		t.Fatal(err)
+	}
+	setHead := func(state catalog.State) {
+		t.Helper()
+		if _, err := cat.DB().ExecContext(ctx, `UPDATE lily_dlq_entries SET state = ?, redrive_count = 1 WHERE id = ?`, string(state), e.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat.Close()
+	env, err := openDLQ(ctx, storeFlags{db: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	targets := &redriveTargets{env: env}
+	defer targets.Close()
+	cat = env.cat
+	res := redrive.UnparkResult{Action: "redrive_head", Key: redrive.HeldKey{Queue: q, Key: key, HeadEventID: head}}
+
+	// Held again, the dead letter not in yet: the head's entry reads redriven.
+	setHead(catalog.StateRedriven)
+	if outcome, _, err := awaitKey(ctx, cat, targets, q, key, res, 0); err != nil || outcome != "sent" {
+		t.Errorf("key held, head's entry redriven: outcome %q (%v), want sent: its dead letter has not landed", outcome, err)
+	}
+	// The dead letter landed.
+	setHead(catalog.StatePending)
+	if outcome, parked, err := awaitKey(ctx, cat, targets, q, key, res, 0); err != nil || outcome != "head_failed" || parked != 0 {
+		t.Errorf("key held, head's entry pending: outcome %q, %d parked (%v), want head_failed", outcome, parked, err)
+	}
+}
