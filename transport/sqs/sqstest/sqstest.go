@@ -50,8 +50,8 @@ import (
 
 	"github.com/Admiral-Piett/goaws/app"
 	"github.com/Admiral-Piett/goaws/app/gosqs"
-	"github.com/Admiral-Piett/goaws/app/router"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/gorilla/mux"
 	"github.com/sirupsen/logrus"
 
 	lilysqs "github.com/lily-mq/lily/transport/sqs"
@@ -93,7 +93,7 @@ func Start() (*Emulator, error) {
 		app.CurrentEnvironment.QueueAttributeDefaults.VisibilityTimeout = 30
 		app.CurrentEnvironment.QueueAttributeDefaults.MaximumMessageSize = 262144
 		go gosqs.PeriodicTasks(50*time.Millisecond, make(chan struct{}))
-		srv := &http.Server{Handler: serialized(router.New()), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: serialized(sqsRouter()), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(l)
 		instance = &Emulator{url: "http://" + l.Addr().String()}
 	})
@@ -134,6 +134,42 @@ var (
 	recvCount = regexp.MustCompile(`(<Name>ApproximateReceiveCount</Name>\s*<Value>)\d+(</Value>)`)
 	visCount  = regexp.MustCompile(`(<Name>ApproximateNumberOfMessages</Name>\s*<Value>)\d+(</Value>)`)
 )
+
+// sqsRouter is goaws's router (app/router) without SNS: its package,
+// gosns, generates a 2048-bit RSA key at init — 0.1–0.3 s of CPU in every
+// process that links it, and the CLI's and the demo's tests start their
+// own test binary as a child process dozens of times. The routes are
+// goaws's own: its SQS handlers read the queue name from them.
+func sqsRouter() http.Handler {
+	actions := map[string]http.HandlerFunc{
+		"ListQueues":              gosqs.ListQueues,
+		"CreateQueue":             gosqs.CreateQueue,
+		"GetQueueAttributes":      gosqs.GetQueueAttributes,
+		"SetQueueAttributes":      gosqs.SetQueueAttributes,
+		"SendMessage":             gosqs.SendMessage,
+		"SendMessageBatch":        gosqs.SendMessageBatch,
+		"ReceiveMessage":          gosqs.ReceiveMessage,
+		"DeleteMessage":           gosqs.DeleteMessage,
+		"DeleteMessageBatch":      gosqs.DeleteMessageBatch,
+		"GetQueueUrl":             gosqs.GetQueueUrl,
+		"PurgeQueue":              gosqs.PurgeQueue,
+		"DeleteQueue":             gosqs.DeleteQueue,
+		"ChangeMessageVisibility": gosqs.ChangeMessageVisibility,
+	}
+	action := func(w http.ResponseWriter, r *http.Request) {
+		fn, ok := actions[r.FormValue("Action")]
+		if !ok {
+			http.Error(w, "Bad Request", http.StatusBadRequest)
+			return
+		}
+		fn(w, r)
+	}
+	r := mux.NewRouter()
+	for _, path := range []string{"/", "/{account}", "/queue/{queueName}", "/{account}/{queueName}"} {
+		r.HandleFunc(path, action).Methods("GET", "POST")
+	}
+	return r
+}
 
 // serialized is the emulator's HTTP handler. goaws reads its global
 // queue map without its lock in some handlers (a data race with
