@@ -8,98 +8,13 @@ import (
 	"strings"
 	"sync"
 	"weak"
-
-	"github.com/lily-mq/lily/internal/sqlitedb"
 )
 
 // Migrate creates the catalog tables in db, a SQLite database, if they do
 // not exist — every table of every package layered on the catalog — and
 // adds the columns and indexes a database file made by an older Lily
 // lacks. It is idempotent, and safe to run from several processes at once.
-//
-// A file whose schema is already what Migrate makes of a new database —
-// every object with the same SQL text — is only looked at (upToDate):
-// parsing the whole schema's DDL on every open was a tenth of a CLI
-// command's CPU.
 func Migrate(ctx context.Context, db *sql.DB) error {
-	if ok, err := upToDate(ctx, db); err != nil {
-		return err
-	} else if ok {
-		return BackfillSearch(ctx, New(db, SQLite))
-	}
-	return migrate(ctx, db)
-}
-
-// fresh is what Migrate leaves in the sqlite_master of a new database,
-// learnt once per process by migrating an in-memory one.
-var fresh struct {
-	once sync.Once
-	objs map[string]string // "type name" → SQL
-	err  error
-}
-
-// upToDate tells whether db holds every object Migrate makes, each with the
-// SQL Migrate gives it — then every CREATE … IF NOT EXISTS and every added
-// column would change nothing — and the search backfill's progress row
-// that the schema seeds. A file an older Lily made (columns added by ALTER
-// TABLE read differently) or touched is not: it is migrated as before.
-func upToDate(ctx context.Context, db *sql.DB) (bool, error) {
-	fresh.once.Do(func() {
-		ctx := context.Background() // the result is kept: no caller's deadline
-		mem, err := sqlitedb.Open(ctx, ":memory:", sqlitedb.Options{})
-		if err != nil {
-			fresh.err = err
-			return
-		}
-		defer mem.Close()
-		if err := migrate(ctx, mem); err != nil {
-			fresh.err = err
-			return
-		}
-		fresh.objs, fresh.err = schemaObjects(ctx, mem)
-	})
-	if fresh.err != nil {
-		return false, fmt.Errorf("catalog: the schema of a new catalog: %w", fresh.err)
-	}
-	have, err := schemaObjects(ctx, db)
-	if err != nil {
-		return false, err
-	}
-	for k, sqlText := range fresh.objs {
-		if have[k] != sqlText {
-			return false, nil
-		}
-	}
-	var seeded int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lily_search_backfill WHERE id = 1`).Scan(&seeded); err != nil {
-		return false, fmt.Errorf("catalog: inspect schema: %w", err)
-	}
-	return seeded == 1, nil
-}
-
-// schemaObjects reads the Lily objects of db's schema: "type name" → SQL.
-func schemaObjects(ctx context.Context, db *sql.DB) (map[string]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT type, name, COALESCE(sql, '') FROM sqlite_master WHERE name LIKE 'lily%'`)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: inspect schema: %w", err)
-	}
-	defer rows.Close()
-	objs := map[string]string{}
-	for rows.Next() {
-		var typ, name, sqlText string
-		if err := rows.Scan(&typ, &name, &sqlText); err != nil {
-			return nil, fmt.Errorf("catalog: inspect schema: %w", err)
-		}
-		objs[typ+" "+name] = sqlText
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("catalog: inspect schema: %w", err)
-	}
-	return objs, nil
-}
-
-// migrate is Migrate's work on a database that is not up to date.
-func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("catalog: create schema: %w", err)
 	}

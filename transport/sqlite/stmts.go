@@ -117,8 +117,10 @@ type statements struct {
 	all                                     []*sql.Stmt
 	lazy                                    []*lazyStmt
 	// unprepared counts statements a transaction had to parse itself
-	// (lazyStmt.bind): a PublishTx before the writer prepared its shape.
+	// (bind): a PublishTx before the writer prepared its shape.
 	unprepared atomic.Int64
+	// wanted is set when a lazy statement is wanted (its own flag set).
+	wanted atomic.Bool
 	// want tells the writer that a lazy statement is wanted (it kicks it).
 	want func()
 }
@@ -184,37 +186,60 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 }
 
 // ensure prepares on db, outside any transaction, the shapes the writes ws
-// will use and those a transaction wanted before. Only the writer calls it.
+// will use, and those a transaction had to parse itself (bind). Only the
+// writer calls it; a shape already prepared costs one atomic load.
 func (s *statements) ensure(ctx context.Context, db *sql.DB, ws []*write) error {
 	for _, w := range ws {
 		switch w.kind {
 		case writePublish: // insertMessages: full chunks, then the bits of the rest
 			if w.count >= publishChunk {
-				s.insertFull.wanted.Store(true)
+				if err := s.insertFull.prepare(ctx, db); err != nil {
+					return err
+				}
 			}
 			for i, sh := range s.insertPart {
-				if (w.count%publishChunk)&(1<<i) != 0 {
-					sh.wanted.Store(true)
+				if (w.count%publishChunk)&(1<<i) == 0 {
+					continue
+				}
+				if err := sh.prepare(ctx, db); err != nil {
+					return err
 				}
 			}
 		case writeLease: // leaseUpdate: any padded size up to the limit's
-			if w.count > 0 {
-				for _, sh := range s.lease[:bits.Len(uint(min(w.count, leaseChunk)-1))+1] {
-					sh.wanted.Store(true)
+			if w.count < 1 {
+				continue
+			}
+			for _, sh := range s.lease[:bits.Len(uint(min(w.count, leaseChunk)-1))+1] {
+				if err := sh.prepare(ctx, db); err != nil {
+					return err
 				}
 			}
 		}
 	}
-	for _, l := range s.lazy {
-		if l.st.Load() != nil || !l.wanted.Load() {
-			continue
-		}
-		st, err := db.PrepareContext(ctx, l.query)
-		if err != nil {
-			return fmt.Errorf("prepare %.40q…: %w", l.query, err)
-		}
-		l.st.Store(st)
+	if !s.wanted.Swap(false) {
+		return nil
 	}
+	for _, l := range s.lazy {
+		if l.wanted.Load() {
+			if err := l.prepare(ctx, db); err != nil {
+				s.wanted.Store(true) // still wanted: the next write tries again
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// prepare prepares l on db unless it is already.
+func (l *lazyStmt) prepare(ctx context.Context, db *sql.DB) error {
+	if l.st.Load() != nil {
+		return nil
+	}
+	st, err := db.PrepareContext(ctx, l.query)
+	if err != nil {
+		return fmt.Errorf("prepare %.40q…: %w", l.query, err)
+	}
+	l.st.Store(st)
 	return nil
 }
 
@@ -228,6 +253,7 @@ func (s *statements) bind(ctx context.Context, tx *sql.Tx, l *lazyStmt) (*sql.St
 	}
 	s.unprepared.Add(1)
 	l.wanted.Store(true)
+	s.wanted.Store(true)
 	s.want()
 	return tx.PrepareContext(ctx, l.query)
 }
