@@ -34,10 +34,7 @@ func TestSuitetimeTimesEachPackage(t *testing.T) {
 // which docs/readme_test.go keeps equal to the README's).
 func TestScriptsUseTheReadmesRaceFlags(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("bash", "-c", `. scripts/raceflags && printf '%s\n' "${race_flags[@]}"`).Output()
-	if err != nil {
-		t.Fatalf("source scripts/raceflags: %v", err)
-	}
+	flags := raceFlags(t)
 	ci, err := os.ReadFile(".ci/run")
 	if err != nil {
 		t.Fatal(err)
@@ -49,9 +46,22 @@ func TestScriptsUseTheReadmesRaceFlags(t *testing.T) {
 		t.Fatalf("split the test command: %v", err)
 	}
 	have := strings.Fields(string(words))
-	for _, f := range strings.Fields(string(out)) {
+	for _, f := range flags {
 		if !slices.Contains(have, f) {
 			t.Errorf("scripts/raceflags has %q; the README's test command %q does not", f, lines[len(lines)-1])
 		}
 	}
+}
+
+// raceFlags returns the race flags of the README's test command, as
+// scripts/raceflags holds them. A go command that builds beside the suite
+// (go vet of the soak tests) passes them too: with other flags it compiles
+// modernc's SQLite a second time (17 packages, most of a minute of CPU).
+func raceFlags(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("bash", "-c", `. scripts/raceflags && printf '%s\n' "${race_flags[@]}"`).Output()
+	if err != nil {
+		t.Fatalf("source scripts/raceflags: %v", err)
+	}
+	return strings.Fields(string(out))
 }

@@ -33,10 +33,12 @@ func TestSoakTestsCompile(t *testing.T) {
 	if len(pkgs) == 0 {
 		t.Fatalf("no package's tests import %s: scripts/soak would run the default sizes", soakSwitch)
 	}
-	// -race: vet type-checks against the packages the suite (go test
-	// -race) compiles anyway; without it a fresh machine compiles every
-	// test dependency a second time for this check alone.
-	if out, err := exec.Command("go", append([]string{"vet", "-race", "-tags", "soak"}, pkgs...)...).CombinedOutput(); err != nil {
-		t.Errorf("go vet -race -tags soak %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+	// The test command's race flags: vet type-checks against the packages
+	// the suite compiles anyway; with other flags a fresh machine compiles
+	// every test dependency (modernc's SQLite among them) a second time for
+	// this check alone.
+	args := append(append([]string{"vet"}, raceFlags(t)...), "-tags", "soak")
+	if out, err := exec.Command("go", append(args, pkgs...)...).CombinedOutput(); err != nil {
+		t.Errorf("go %s %s: %v\n%s", strings.Join(args, " "), strings.Join(pkgs, " "), err, out)
 	}
 }

@@ -184,6 +184,11 @@ func TestReadmeGoCompiles(t *testing.T) {
 	if len(blocks) < 3 {
 		t.Fatalf("%d Go programs in README.md and docs/, want the consumer, the Lambda handler and the metrics example at least", len(blocks))
 	}
+	out, err := exec.Command("bash", "-c", `. scripts/raceflags && printf '%s\n' "${race_flags[@]}"`).Output()
+	if err != nil {
+		t.Fatalf("source scripts/raceflags: %v", err)
+	}
+	flags := strings.Fields(string(out))
 	for _, db := range blocks {
 		b := db.text
 		dir, err := os.MkdirTemp(".", "readmecheck")
@@ -194,9 +199,9 @@ func TestReadmeGoCompiles(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(b), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		// -race: type-checked against the packages the suite compiles
-		// anyway (see TestSoakTestsCompile).
-		out, err := exec.Command("go", "vet", "-race", "./"+filepath.Base(dir)).CombinedOutput()
+		// The test command's race flags: type-checked against the
+		// packages the suite compiles anyway (see TestSoakTestsCompile).
+		out, err := exec.Command("go", append(append([]string{"vet"}, flags...), "./"+filepath.Base(dir))...).CombinedOutput()
 		if err != nil {
 			t.Errorf("Go block %s does not compile: %v\n%s", db.name, err, out)
 		}
