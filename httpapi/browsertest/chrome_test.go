@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +19,71 @@ type chrome struct {
 	ctx context.Context
 }
 
-// newBrowser starts headless Chromium for the test (stopped at its end).
-// It skips loudly without Chromium, except under CI=true, where it fails.
+// browser is the one headless Chromium the package's tests share: each
+// test gets a tab of its own in a browser context of its own (cookies and
+// storage apart), so the tests stay independent and Chromium starts once
+// instead of once per test (about a CPU-second each).
+var browser struct {
+	once   sync.Once
+	ctx    context.Context // the first tab's: a parent of every test's tab
+	err    error
+	cancel []context.CancelFunc
+	dir    string // Chromium's user data directory
+}
+
+// TestMain stops the shared Chromium after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for i := len(browser.cancel) - 1; i >= 0; i-- {
+		browser.cancel[i]()
+	}
+	if browser.dir != "" {
+		os.RemoveAll(browser.dir)
+	}
+	os.Exit(code)
+}
+
+// startBrowser starts the shared Chromium at path, once.
+func startBrowser(path string) error {
+	browser.once.Do(func() {
+		dir, err := os.MkdirTemp("", "browsertest-chromium")
+		if err != nil {
+			browser.err = err
+			return
+		}
+		browser.dir = dir
+		opts := []chromedp.ExecAllocatorOption{
+			chromedp.ExecPath(path),
+			chromedp.Headless,
+			chromedp.NoSandbox,
+			chromedp.DisableGPU,
+			chromedp.NoFirstRun,
+			chromedp.NoDefaultBrowserCheck,
+			chromedp.UserDataDir(dir),
+			chromedp.Flag("disable-quic", true),
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true),
+			chromedp.WindowSize(viewportWidth, viewportHeight),
+		}
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(actx)
+		browser.cancel = append(browser.cancel, cancelAlloc, cancel)
+		if err := chromedp.Do(ctx); err != nil {
+			browser.err = fmt.Errorf("start chromium %s: %w", path, err)
+			return
+		}
+		browser.ctx = ctx
+	})
+	return browser.err
+}
+
+// The console's window in every test (and in the docs' pictures).
+const viewportWidth, viewportHeight = 1366, 900
+
+// newBrowser opens a tab of the shared headless Chromium for the test, in
+// a browser context of the test's own (closed at its end). It skips loudly
+// without Chromium, except under CI=true, where it fails.
 func newBrowser(t *testing.T) *chrome {
 	t.Helper()
 	path := chromiumPath
@@ -32,27 +96,16 @@ func newBrowser(t *testing.T) *chrome {
 			t.Skipf("SKIPPED LOUDLY: chromium is not installed (%v); install it with 'apt-get install -y chromium' to run the console's browser test", err)
 		}
 	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.WindowSize(1366, 900),
+	if err := startBrowser(path); err != nil {
+		t.Fatal(err)
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	ctx, cancel := chromedp.NewContext(browser.ctx, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
 	t.Cleanup(cancelTimeout)
-	return &chrome{t: t, ctx: ctx}
+	b := &chrome{t: t, ctx: ctx}
+	b.do("open a tab", chromedp.EmulateViewport(viewportWidth, viewportHeight))
+	return b
 }
 
 // do runs the steps, failing the test with name on an error.
