@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/lily-mq/lily/internal/testparallel"
 )
 
 // childEnv marks a test binary started as a lily-demo child process (the
@@ -18,6 +20,7 @@ func TestMain(m *testing.M) {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Setenv(childEnv, "1") // inherited by the workers the demo starts
+	testparallel.ChildrenExitAtOnce()
 	os.Exit(m.Run())
 }
 

@@ -26,8 +26,10 @@ func TestMain(m *testing.M) {
 		os.Exit(cli.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Setenv(childEnv, "1") // inherited by the workers the demo starts
-	// The tests wait on the broker far more than they compute (docs/testing.md).
+	// The tests wait on the broker and the workers far more than they
+	// compute (docs/testing.md).
 	testparallel.Default(4)
+	testparallel.ChildrenExitAtOnce()
 	os.Exit(m.Run())
 }
 
