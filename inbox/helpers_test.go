@@ -67,6 +67,25 @@ func exec(ctx context.Context, tx any, q string, args ...any) error {
 	panic("unknown tx")
 }
 
+// queryInt returns one integer from q in tx (a *sql.Tx or pgx.Tx).
+func queryInt(t *testing.T, ctx context.Context, tx any, q string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	var err error
+	switch tx := tx.(type) {
+	case *sql.Tx:
+		err = tx.QueryRowContext(ctx, q, args...).Scan(&n)
+	case pgx.Tx:
+		err = tx.QueryRow(ctx, q, args...).Scan(&n)
+	default:
+		panic("unknown tx")
+	}
+	if err != nil {
+		t.Errorf("%s: %v", q, err)
+	}
+	return n
+}
+
 // count returns one integer from q.
 func (b backend) count(t *testing.T, q string, args ...any) int64 {
 	t.Helper()

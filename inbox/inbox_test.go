@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/inbox"
 	"github.com/lily-mq/lily/internal/effecttest"
+	"github.com/lily-mq/lily/internal/waittest"
 )
 
 func delivery(queue, id string) *lily.Delivery {
@@ -167,19 +169,28 @@ func TestOnceSecondWaitsForFirst(t *testing.T) {
 				t.Fatal("first transaction: not applied")
 			}
 			second := make(chan bool, 1)
+			pid := make(chan int64, 1)
 			go func() {
 				tx2, commit2, rollback2 := b.begin(t, ctx)
 				defer rollback2()
+				pid <- queryInt(t, ctx, tx2, `SELECT pg_backend_pid()`)
 				ok := mustApply(t, ctx, tx2, d)
 				if err := commit2(); err != nil {
 					t.Error(err)
 				}
 				second <- ok
 			}()
+			// The second transaction's mark is blocked by the first: the
+			// server says so (pg_blocking_pids), and it has not returned.
+			p := <-pid
+			waittest.ForState(t, "the second transaction blocked by the first", func() (bool, string) {
+				blockers := b.count(t, `SELECT cardinality(pg_blocking_pids($1::int))`, p)
+				return blockers > 0, fmt.Sprintf("backend %d blocked by %d", p, blockers)
+			})
 			select {
 			case <-second:
 				t.Fatal("the second transaction did not wait for the first")
-			case <-time.After(50 * time.Millisecond): // it is blocked on the key, as it should
+			default:
 			}
 			if firstCommits {
 				if err := commit1(); err != nil {
