@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,9 +42,12 @@ func TestRetryCountSeparateFromDeliveryCount(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var seen []string
+	var calls []string // what each call saw, for a failure to explain itself
 	c, err := lily.NewConsumer(tr, lily.HandlerFunc(func(_ context.Context, d *lily.Delivery) error {
 		mu.Lock()
 		seen = append(seen, fmt.Sprintf("delivery %d retry %d", d.DeliveryCount, d.RetryCount))
+		calls = append(calls, fmt.Sprintf("\n\tevent %s stored at %s (another time: another copy in the stream), delivery %d, retry %d, headers %v",
+			d.EventID, d.EnqueuedAt.Format(time.RFC3339Nano), d.DeliveryCount, d.RetryCount, d.Headers))
 		mu.Unlock()
 		return errors.New("dependency down")
 	}), lily.ConsumerOptions{Queue: qc, ReceiveWait: 100 * time.Millisecond, Logger: quietLogger()})
@@ -60,7 +64,7 @@ func TestRetryCountSeparateFromDeliveryCount(t *testing.T) {
 	stop()
 	want := []string{"delivery 1 retry 0", "delivery 1 retry 1", "delivery 1 retry 2", "delivery 1 retry 3"}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
-		t.Errorf("handler calls %v, want %v", seen, want)
+		t.Errorf("handler calls %v, want %v; the calls:%s", seen, want, strings.Join(calls, ""))
 	}
 	dls, err := tr.PeekDeadLetters(ctx, qc.Name, 0)
 	if err != nil || len(dls) != 1 {
