@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily"
+	"github.com/lily-mq/lily/internal/waittest"
 	"github.com/lily-mq/lily/ledger"
 )
 
@@ -97,6 +98,21 @@ func TestReconcileWithoutManagementSaysUnknown(t *testing.T) {
 	if err := ch.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// The broker's queue learns of the closed channel after close-ok:
+	// wait until it counts the five ready and no consumer (a clean-clone
+	// CI run once reconciled in between and read 1 consumer).
+	waittest.ForState(t, "the queue to count the given-back deliveries and no consumer", func() (bool, string) {
+		c, err := conn.Channel()
+		if err != nil {
+			return false, err.Error()
+		}
+		defer c.Close()
+		q, err := c.QueueDeclarePassive(qc.Name, true, false, false, false, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		return q.Messages == n && q.Consumers == 0, fmt.Sprintf("%d ready, %d consumers", q.Messages, q.Consumers)
+	})
 	code, row, errs := reconcileRow(t, env.cfg, qc.Name)
 	if want := (ledger.Row{Queue: qc.Name, Accepted: n, InFlight: n, InFlightReady: n}); code != 0 || row != want {
 		t.Errorf("reconcile once the other process gave them back: exit %d, %+v, want %+v (stderr %s)", code, row, want, strings.TrimSpace(errs))
