@@ -195,11 +195,16 @@ func (c *Consumer) observeCall(took time.Duration) {
 }
 
 // extendLoop extends the leases of the deliveries the consumer holds,
-// every fifth of a lease (each lease is extended when it is between one
-// and two fifths old), until ctx is done.
+// until ctx is done: every tenth of a lease it extends those taken or last
+// extended half a lease ago or more, so that each lease is renewed when
+// between half and three fifths of it has run (docs/design.md §4.5). A
+// lease is renewed once per half lease, not every tick: each renewal is a
+// request per delivery (SQS, Pub/Sub, Azure Storage queues, NATS), and a
+// consumer holding a full prefetch window that renewed every fifth of a
+// lease sent hundreds a second, enough to slow an emulator's answers past
+// the lease they were renewing.
 func (c *Consumer) extendLoop(ctx context.Context) {
-	every := c.lease / 5
-	t := time.NewTicker(every)
+	t := time.NewTicker(c.lease / 10)
 	defer t.Stop()
 	for {
 		select {
@@ -207,12 +212,13 @@ func (c *Consumer) extendLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		c.extend(ctx, every)
+		c.extend(ctx)
 	}
 }
 
-// extend extends the leases taken or extended at least age ago.
-func (c *Consumer) extend(ctx context.Context, age time.Duration) {
+// extend renews the leases taken or last renewed half a lease ago or more.
+func (c *Consumer) extend(ctx context.Context) {
+	age := c.lease / 2
 	now := c.o.Now()
 	var ts []*ticket
 	c.mu.Lock()
