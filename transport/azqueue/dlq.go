@@ -79,6 +79,10 @@ func (t *Transport) DrainDeadLetters(ctx context.Context, p *transport.DrainPara
 	return t.drain(ctx, dlq, p, func(m *azqueue.DequeuedMessage) *transport.Delivery { return t.deadLetter(p.Queue, dlq, m) }, store)
 }
 
+// drainDeletes is how many deletions of a drained batch are in flight at
+// once.
+const drainDeletes = 16
+
 // drain moves the messages of the Storage queue name to store in batches
 // (each converted by conv), deleting a batch only after store returned nil.
 func (t *Transport) drain(ctx context.Context, name string, p *transport.DrainParams, conv func(*azqueue.DequeuedMessage) *transport.Delivery,
@@ -91,13 +95,19 @@ func (t *Transport) drain(ctx context.Context, name string, p *transport.DrainPa
 		}
 		return ds, err
 	}
+	// A batch's deletions are requests of their own, some in flight at
+	// once: one after another, a batch of 256 took longer than a lease on a
+	// busy Azurite, and the last deletions found their leases gone. A lost
+	// lease is not an error of the drain (transport.DrainBatches): the
+	// message is back in the queue, stored already, and read again.
 	ack := func(ctx context.Context, ds []*transport.Delivery) error {
-		for _, d := range ds {
-			if err := t.delete(ctx, d.Receipt.(*receipt)); err != nil {
+		errs := transport.RunEach(len(ds), drainDeletes, func(i int) error {
+			if err := t.delete(ctx, ds[i].Receipt.(*receipt)); err != nil {
 				return fmt.Errorf("azqueue: drain %s: delete after store: %w (it may be stored again; ingest is idempotent)", name, err)
 			}
-		}
-		return nil
+			return nil
+		})
+		return transport.SettleErrorOf(errs)
 	}
 	return transport.DrainBatches(ctx, p, next, store, ack)
 }
