@@ -3,6 +3,7 @@ package sqs_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -11,6 +12,7 @@ import (
 	"github.com/lily-mq/lily"
 	"github.com/lily-mq/lily/transport/sqs"
 	"github.com/lily-mq/lily/transport/sqs/sqstest"
+	"github.com/lily-mq/lily/transport/transporttest"
 )
 
 // TestInFlightCountsAMessageInFlightOnce: the queue counts SQS reports
@@ -84,5 +86,43 @@ func TestInFlightCountsAMessageInFlightOnce(t *testing.T) {
 	}
 	if n, err := tr.DeadLetterDepth(ctx, qc.Name); err != nil || n != 0 {
 		t.Errorf("after deleting all: DeadLetterDepth %d, %v", n, err)
+	}
+}
+
+// TestReceiveHidesForTheReceivesTimeout: a message is hidden for the
+// visibility timeout its ReceiveMessage asked for, not for its queue's
+// (sqstest's correction of goaws, as SQS does): received for 1 s from a
+// dead-letter queue created with the default 30 s, it is received again,
+// counted twice, long before 30 s.
+func TestReceiveHidesForTheReceivesTimeout(t *testing.T) {
+	ctx := context.Background()
+	tr := open(t)
+	qc := declare(t, tr, "recvvis", lily.QueueConfig{})
+	url, err := tr.QueueURL(ctx, sqs.DeadLetterQueue(qc.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Client().SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String("hidden briefly")}); err != nil {
+		t.Fatal(err)
+	}
+	receive := func() []types.Message {
+		got, err := tr.Client().ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 1, VisibilityTimeout: 1,
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{"ApproximateReceiveCount"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Messages
+	}
+	if ms := receive(); len(ms) != 1 {
+		t.Fatalf("first receive: %d messages, want 1", len(ms))
+	}
+	var again []types.Message
+	// 15 s: half the queue's own timeout, fifteen times the one asked for.
+	transporttest.WaitWithin(t, 15*time.Second, "the message received for 1 s to be visible again", func() (bool, string) {
+		again = receive()
+		return len(again) == 1, ""
+	})
+	if n := again[0].Attributes["ApproximateReceiveCount"]; n != "2" {
+		t.Errorf("received again with ApproximateReceiveCount %s, want 2", n)
 	}
 }
