@@ -134,6 +134,7 @@ var notInLilyBinary = []string{
 	"github.com/twmb/franz-go/pkg/kfake/...",
 	"cloud.google.com/go/pubsub/v2/pstest/...",
 	"github.com/Admiral-Piett/goaws/...",
+	"github.com/nats-io/nats-server/...",
 	"github.com/chromedp/...",
 }
 

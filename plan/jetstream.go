@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// JetStream's defaults and limits, as a nats-server 2.9 applies them
-// (measured on 2.9.10: docs/nats.md).
+// JetStream's defaults and limits, the same from nats-server 2.9 to 2.14
+// (measured on 2.9.10 and 2.14.5 by the transport's TestPlanKnowsTheServersNumbers:
+// docs/nats.md).
 const (
 	// JetStreamDefaultAckWait is a consumer's AckWait when none is set.
 	JetStreamDefaultAckWait = 30 * time.Second
@@ -83,9 +84,11 @@ type JetStreamResult struct {
 	// message is delivered again while it runs unless the consumer sends
 	// InProgress (Lily does).
 	HandlerOutlivesLease bool `json:"handler_outlives_lease"`
-	// BackOffRefused: MaxDeliver is not above the BackOff's length; the
-	// server refuses the consumer ("max deliver is required to be > length
-	// of backoff values").
+	// BackOffRefused: MaxDeliver is not above the BackOff's length; a
+	// server up to 2.10.2x refuses the consumer ("max deliver is required
+	// to be > length of backoff values"), a later one only when MaxDeliver
+	// is below the length: refused here in both cases, so that what the
+	// plan accepts every supported server does.
 	BackOffRefused bool `json:"backoff_refused"`
 	// RedeliveryWaitsS are the waits after each delivery of a message that
 	// is never acknowledged (crash-type poison, or a handler that never

@@ -187,6 +187,9 @@ func Open(o Options) (*Transport, error) {
 		return nil, fmt.Errorf("nats: JetStream context: %w", err)
 	}
 	t.js = js
+	if why := OldServer(t.nc.ConnectedServerVersion()); why != "" {
+		o.Logger.Warn("nats: "+why, "url", t.nc.ConnectedUrlRedacted())
+	}
 	return t, nil
 }
 

@@ -17,7 +17,8 @@ import (
 // TestPlanKnowsTheServersNumbers checks the JetStream numbers 'lily plan
 // jetstream' uses against the server: its defaults (AckWait, MaxAckPending,
 // max_payload), a BackOff replacing AckWait and refused with a MaxDeliver
-// not above its length, and the bytes a stored message with headers counts
+// below its length (the plan also refuses one equal to it, as servers up
+// to 2.10.2x do), and the bytes a stored message with headers counts
 // toward MaxBytes.
 func TestPlanKnowsTheServersNumbers(t *testing.T) {
 	t.Parallel()
@@ -43,9 +44,15 @@ func TestPlanKnowsTheServersNumbers(t *testing.T) {
 		t.Errorf("server defaults AckWait %s, MaxAckPending %d; plan's %s, %d", cfg.AckWait, cfg.MaxAckPending, plan.JetStreamDefaultAckWait, plan.JetStreamDefaultMaxAckPending)
 	}
 	backOff := []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}
-	_, err = js.CreateConsumer(ctx, name, jetstream.ConsumerConfig{Durable: "refused", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 3, BackOff: backOff})
-	if r, _ := plan.JetStream(plan.JetStreamParams{MaxDeliver: 3, BackOff: backOff}); !r.BackOffRefused || err == nil || !strings.Contains(err.Error(), "backoff") {
-		t.Errorf("MaxDeliver 3 with 3 BackOff entries: server %v, plan refused %v; want both to refuse", err, r.BackOffRefused)
+	// Every server refuses fewer deliveries than BackOff entries; up to
+	// 2.10.2x a server refuses as many, later ones accept it. The plan
+	// refuses both, so that what it accepts every supported server does.
+	_, err = js.CreateConsumer(ctx, name, jetstream.ConsumerConfig{Durable: "refused", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 2, BackOff: backOff})
+	if r, _ := plan.JetStream(plan.JetStreamParams{MaxDeliver: 2, BackOff: backOff}); !r.BackOffRefused || err == nil || !strings.Contains(err.Error(), "backoff") {
+		t.Errorf("MaxDeliver 2 with 3 BackOff entries: server %v, plan refused %v; want both to refuse", err, r.BackOffRefused)
+	}
+	if r, _ := plan.JetStream(plan.JetStreamParams{MaxDeliver: 3, BackOff: backOff}); !r.BackOffRefused {
+		t.Errorf("MaxDeliver 3 with 3 BackOff entries: plan accepts what servers before 2.10.2x refuse")
 	}
 	c, err = js.CreateConsumer(ctx, name, jetstream.ConsumerConfig{Durable: "backoff", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 5, AckWait: time.Minute, BackOff: backOff})
 	if err != nil {

@@ -72,7 +72,7 @@ func drillServed(t *testing.T, s drillSetup) {
 	s.checkDrillConservation(t, rep, true)
 }
 
-// TestDrillNATS: the drill on NATS JetStream (the machine's server): the
+// TestDrillNATS: the drill on NATS JetStream (the tests' server): the
 // dead letter goes to the queue's dead-letter stream, confirmed before the
 // original is terminated, and reaches the catalog through the ingest of
 // 'lily serve'; the redriven drill message comes back on the queue's
