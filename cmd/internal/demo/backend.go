@@ -206,6 +206,23 @@ func (b *backend) recover(ctx context.Context, instance string) (int, error) {
 	return 0, nil
 }
 
+// hiddenDeadLetters says how many dead letters the broker's dead-letter
+// queue still holds, not ingested into the catalog (so not counted by
+// reason): "" when there is no broker or none is left.
+func (b *backend) hiddenDeadLetters(ctx context.Context) string {
+	if b.broker == nil {
+		return ""
+	}
+	n, err := b.broker.DeadLetterDepth(ctx, b.queue.Name)
+	switch {
+	case err != nil:
+		return fmt.Sprintf(" (the broker's dead-letter queue could not be counted: %v)", err)
+	case n > 0:
+		return fmt.Sprintf(" (%d dead letters are still in the broker's dead-letter queue, not ingested, so not counted by reason)", n)
+	}
+	return ""
+}
+
 // finishWithin bounds how long finish waits for a dead letter the broker
 // still hides: three of the demo's SQS visibility timeouts.
 const finishWithin = 3 * sqsVisibility

@@ -156,7 +156,8 @@ func runPoison(ctx context.Context, f Flags, stdout, stderr io.Writer) error {
 	got := maps.Clone(out.DeadLettersByReason) // its report lists every reason, 0 too
 	maps.DeleteFunc(got, func(_ string, n int64) bool { return n == 0 })
 	if want := workloadClasses(f); !maps.Equal(got, want) {
-		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo: dead letters by reason %v, the workload's classes %v: an order was dead-lettered for a reason it was not built for", out.DeadLettersByReason, want)}
+		return &ExitError{Code: 1, Msg: fmt.Sprintf("demo: dead letters by reason %v, the workload's classes %v: an order was dead-lettered for a reason it was not built for%s",
+			out.DeadLettersByReason, want, b.hiddenDeadLetters(ctx))}
 	}
 	say("reconcile: OK — %d accepted = %d acked + %d dead-lettered + %d discarded; lost 0 (%.1fs)",
 		out.Accepted, out.Acked, out.DeadLettered, out.Discarded, time.Since(start).Seconds())
