@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,7 +62,7 @@ type load struct {
 // to the transport and end with it).
 func newLoad(t *testing.T, h Harness, qc lily.QueueConfig, n int, prefix string) *load {
 	t.Helper()
-	g := runtime.NumGoroutine()
+	g := ownGoroutines()
 	e := newEnv(t, h, qc)
 	if n > 0 {
 		e.publish(bodies(n, prefix)...)
@@ -164,12 +166,41 @@ func (l *load) goroutinesBack() {
 	l.base.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if ok, _ := Poll(ctx, func() (bool, string) { return runtime.NumGoroutine() <= l.goroutines, "" }); !ok {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		l.t.Errorf("%d goroutines after the consumers stopped, %d before they started:\n%s", runtime.NumGoroutine(), l.goroutines, buf)
+	if ok, _ := Poll(ctx, func() (bool, string) { return ownGoroutines() <= l.goroutines, "" }); !ok {
+		l.t.Errorf("%d goroutines after the consumers stopped, %d before they started:\n%s", ownGoroutines(), l.goroutines, strings.Join(ownStacks(), "\n\n"))
 	}
 }
+
+// embeddedServers are the packages of servers a test process may embed
+// (natstest's nats-server): their goroutines come and go with the
+// server's own work — a stream's loops live as long as the stream — and
+// are not the transport's.
+var embeddedServers = []string{"github.com/nats-io/nats-server/"}
+
+// ownStacks returns the stacks of the process's goroutines but those of an
+// embedded server.
+func ownStacks() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var own []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if !slices.ContainsFunc(embeddedServers, func(pkg string) bool { return strings.Contains(g, pkg) }) {
+			own = append(own, g)
+		}
+	}
+	return own
+}
+
+// ownGoroutines counts the process's goroutines but those of an embedded
+// server.
+func ownGoroutines() int { return len(ownStacks()) }
 
 // slowFor is how long a slow handler runs: longer than the harness's lease.
 func (h Harness) slowFor() time.Duration {
