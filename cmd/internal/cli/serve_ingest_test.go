@@ -291,6 +291,11 @@ func replicasDrainOneAtATime(t *testing.T, kind string) {
 	// takeover below follows the holder's release at its stop, not expiry.
 	args := append([]string{"--config", cfg, "--listen", "127.0.0.1:0", "--ingest-interval", "50ms"}, store...)
 	a, b := serveProcess(t, args...), serveProcess(t, args...)
+	defer func() {
+		if t.Failed() { // the two servers' logs explain a takeover that did not happen
+			t.Logf("--- server a ---\n%s\n--- server b ---\n%s", a.errb.String(), b.errb.String())
+		}
+	}()
 	made := 0
 	for round := range 3 {
 		brokerDeadLetter(t, tr, qc, made, 4)
@@ -317,7 +322,13 @@ func replicasDrainOneAtATime(t *testing.T, kind string) {
 	first.stop(t)
 	brokerDeadLetter(t, tr, qc, made, 5)
 	made += 5
-	waitEntries(t, cat, qc.Name, made)
+	waittest.ForState(t, fmt.Sprintf("the other replica to drain: %d entries of %s in the catalog", made, qc.Name), func() (bool, string) {
+		n, distinct := catalogtest.Entries(t, cat, qc.Name)
+		if n > made || distinct != n {
+			t.Fatalf("catalog holds %d entries (%d distinct event IDs) of %s, want %d dead letters made", n, distinct, qc.Name, made)
+		}
+		return n == made, fmt.Sprintf("%d entries, lease holder %q (the other replica is %q)", n, catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name), second.holder(t))
+	})
 	if h := catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name); h != second.holder(t) {
 		t.Errorf("after the holder stopped the lease is %q, want the other replica %q", h, second.holder(t))
 	}
