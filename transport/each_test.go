@@ -18,12 +18,7 @@ func TestDrainBatches(t *testing.T) {
 		queue[i] = &Delivery{MessageID: string(rune('a' + i))}
 	}
 	var stored, acked []string
-	next := func(_ context.Context, n int) ([]*Delivery, error) {
-		n = min(n, len(queue))
-		ds := queue[:n]
-		queue = queue[n:]
-		return ds, nil
-	}
+	next := takeFrom(&queue)
 	store := func(_ context.Context, ds []*Delivery) error {
 		for _, d := range ds {
 			stored = append(stored, d.MessageID)
@@ -76,12 +71,7 @@ func TestDrainBatchesLostLease(t *testing.T) {
 	}
 	stored := map[string]int{}
 	removed := map[string]int{}
-	next := func(_ context.Context, n int) ([]*Delivery, error) {
-		n = min(n, len(queue))
-		ds := queue[:n]
-		queue = queue[n:]
-		return ds, nil
-	}
+	next := takeFrom(&queue)
 	store := func(_ context.Context, ds []*Delivery) error {
 		for _, d := range ds {
 			stored[d.MessageID]++
@@ -129,5 +119,16 @@ func TestDrainBatchesLostLease(t *testing.T) {
 	var se *SettleError
 	if !errors.As(err, &se) || n != 0 || !strings.Contains(fmt.Sprint(err), "visibility timeout") {
 		t.Errorf("every lease lost: drained %d, err %v; want 0 and an error naming the visibility timeout", n, err)
+	}
+}
+
+// takeFrom is a drain's next over an in-memory queue: up to n from its
+// head, removed.
+func takeFrom(queue *[]*Delivery) func(context.Context, int) ([]*Delivery, error) {
+	return func(_ context.Context, n int) ([]*Delivery, error) {
+		n = min(n, len(*queue))
+		ds := (*queue)[:n]
+		*queue = (*queue)[n:]
+		return ds, nil
 	}
 }
