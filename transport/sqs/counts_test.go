@@ -125,4 +125,8 @@ func TestReceiveHidesForTheReceivesTimeout(t *testing.T) {
 	if n := again[0].Attributes["ApproximateReceiveCount"]; n != "2" {
 		t.Errorf("received again with ApproximateReceiveCount %s, want 2", n)
 	}
+	// Nothing lost, nothing made: the one message is still in the DLQ.
+	if n := sqstest.Depth(sqs.DeadLetterQueue(qc.Name)); n != 1 {
+		t.Errorf("the dead-letter queue holds %d messages, want the 1 sent", n)
+	}
 }

@@ -199,15 +199,20 @@ func replicaCatalog(t *testing.T, kind string) ([]string, *catalog.Store) {
 }
 
 // waitEntries waits until queue has want entries in the catalog, and
-// checks that none is doubled.
-func waitEntries(t *testing.T, cat *catalog.Store, queue string, want int) {
+// checks that none is doubled. state, if given, adds to what a timeout
+// reports.
+func waitEntries(t *testing.T, cat *catalog.Store, queue string, want int, state ...func() string) {
 	t.Helper()
 	waittest.ForState(t, fmt.Sprintf("%d entries of %s in the catalog", want, queue), func() (bool, string) {
 		n, distinct := catalogtest.Entries(t, cat, queue)
 		if n > want || distinct != n {
 			t.Fatalf("catalog holds %d entries (%d distinct event IDs) of %s, want %d dead letters made", n, distinct, queue, want)
 		}
-		return n == want, fmt.Sprintf("%d entries", n)
+		got := fmt.Sprintf("%d entries", n)
+		for _, f := range state {
+			got += ", " + f()
+		}
+		return n == want, got
 	})
 }
 
@@ -322,12 +327,8 @@ func replicasDrainOneAtATime(t *testing.T, kind string) {
 	first.stop(t)
 	brokerDeadLetter(t, tr, qc, made, 5)
 	made += 5
-	waittest.ForState(t, fmt.Sprintf("the other replica to drain: %d entries of %s in the catalog", made, qc.Name), func() (bool, string) {
-		n, distinct := catalogtest.Entries(t, cat, qc.Name)
-		if n > made || distinct != n {
-			t.Fatalf("catalog holds %d entries (%d distinct event IDs) of %s, want %d dead letters made", n, distinct, qc.Name, made)
-		}
-		return n == made, fmt.Sprintf("%d entries, lease holder %q (the other replica is %q)", n, catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name), second.holder(t))
+	waitEntries(t, cat, qc.Name, made, func() string { // the other replica drains
+		return fmt.Sprintf("lease holder %q (the other replica is %q)", catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name), second.holder(t))
 	})
 	if h := catalogtest.LeaseHolder(t, cat, ingest.LeasePrefix+qc.Name); h != second.holder(t) {
 		t.Errorf("after the holder stopped the lease is %q, want the other replica %q", h, second.holder(t))
